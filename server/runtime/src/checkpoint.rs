@@ -1,0 +1,312 @@
+//! Checkpoints: the durable state of a thread after every node, written as a compare-and-set
+//! on the thread's version so two writers can never both win.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Mutex,
+    time::SystemTime,
+};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Where a run stands in the checkpoint that it last wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Accepted and executing; a checkpoint left in this state by a crash is resumed.
+    Running,
+    /// Paused at a node awaiting outside input.
+    Interrupted,
+    /// Reached END.
+    Completed,
+    /// Failed or was cancelled; the checkpoint restores the state from before the run.
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "interrupted" => RunStatus::Interrupted,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// The run that wrote a checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMarker {
+    pub run_id: String,
+    pub idempotency_key: Option<String>,
+    pub status: RunStatus,
+    /// Nodes executed so far in this run.
+    pub step: u32,
+    /// The workflow's output (JSON), set when `status` is `Completed` or `Interrupted`.
+    pub output: Option<String>,
+}
+
+/// A node paused awaiting input; persisted so any replica can resume it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingInterrupt {
+    pub node: String,
+    pub reason: String,
+    /// JSON payload describing what the node waits for.
+    pub payload: String,
+}
+
+/// One committed checkpoint of a thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    pub thread_id: String,
+    pub workflow: String,
+    /// Starts at 1 and increases by exactly one per write.
+    pub version: u64,
+    /// The serialized workflow state (JSON).
+    pub state: Vec<u8>,
+    /// The node to run next; `None` when the thread rests at END.
+    pub next: Option<String>,
+    pub interrupt: Option<PendingInterrupt>,
+    pub run: RunMarker,
+    pub created_at: SystemTime,
+}
+
+/// A completed run found by its idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotentRun {
+    pub run_id: String,
+    pub version: u64,
+    pub status: RunStatus,
+    pub output: Option<String>,
+}
+
+/// A thread as listings show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSummary {
+    pub thread_id: String,
+    pub workflow: String,
+    pub version: u64,
+    pub created_at: SystemTime,
+    pub updated_at: SystemTime,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ThreadQuery {
+    pub workflow: Option<String>,
+    /// Only threads whose id starts with this (for example a customer's `C001:` prefix).
+    pub prefix: Option<String>,
+    /// Return threads whose id sorts after this one.
+    pub after: Option<String>,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ThreadPage {
+    pub threads: Vec<ThreadSummary>,
+    /// The id to pass as `after` for the next page; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// Another writer committed first. The caller lost the compare-and-set.
+    #[error("checkpoint conflict on thread {thread_id}: expected version {expected}, found {actual}")]
+    Conflict { thread_id: String, expected: u64, actual: u64 },
+    /// The store cannot be reached or failed; nothing was written.
+    #[error("checkpoint store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Stored data could not be decoded.
+    #[error("corrupt checkpoint data for thread {thread_id}")]
+    Corrupt {
+        thread_id: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Durable storage of checkpoints. Every implementation must pass [`crate::conformance`].
+#[async_trait]
+pub trait Checkpointer: Send + Sync + 'static {
+    /// The newest checkpoint of a thread.
+    async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError>;
+
+    /// Commits `checkpoint` if the thread's current version is `checkpoint.version - 1` (0 for
+    /// a new thread); otherwise fails with [`CheckpointError::Conflict`] and writes nothing.
+    /// When the checkpoint completes a run that carries an idempotency key, the key is recorded
+    /// in the same transaction. Older checkpoints may be pruned by the store's retention policy;
+    /// the newest is never pruned.
+    async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
+
+    /// Checkpoints of a thread, newest first, as retained.
+    async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError>;
+
+    /// The completed or interrupted run of `thread_id` that carried `key`.
+    async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError>;
+
+    async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError>;
+
+    /// Threads ordered by id.
+    async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError>;
+
+    /// Threads whose newest checkpoint is a run still `Running`: runs a crash interrupted.
+    async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError>;
+
+    /// Erases a thread: every checkpoint and idempotency record. Returns whether it existed.
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError>;
+}
+
+/// Keeps checkpoints in process memory. For tests, benchmarks and single-process use where
+/// losing everything on exit is acceptable; it is never chosen implicitly.
+pub struct MemoryCheckpointer {
+    retain: usize,
+    threads: Mutex<BTreeMap<String, MemoryThread>>,
+}
+
+struct MemoryThread {
+    created_at: SystemTime,
+    checkpoints: Vec<Checkpoint>,
+    keys: HashMap<String, IdempotentRun>,
+}
+
+impl MemoryCheckpointer {
+    /// Keeps the newest `retain` checkpoints per thread (at least one).
+    pub fn new(retain: usize) -> Self {
+        Self { retain: retain.max(1), threads: Mutex::new(BTreeMap::new()) }
+    }
+}
+
+impl Default for MemoryCheckpointer {
+    fn default() -> Self {
+        Self::new(1)
+    }
+}
+
+fn summary(thread_id: &str, thread: &MemoryThread) -> Option<ThreadSummary> {
+    let last = thread.checkpoints.last()?;
+    Some(ThreadSummary {
+        thread_id: thread_id.to_owned(),
+        workflow: last.workflow.clone(),
+        version: last.version,
+        created_at: thread.created_at,
+        updated_at: last.created_at,
+    })
+}
+
+#[async_trait]
+impl Checkpointer for MemoryCheckpointer {
+    async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads.get(thread_id).and_then(|t| t.checkpoints.last().cloned()))
+    }
+
+    async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let mut threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        let thread = threads.entry(checkpoint.thread_id.clone()).or_insert_with(|| MemoryThread {
+            created_at: checkpoint.created_at,
+            checkpoints: Vec::new(),
+            keys: HashMap::new(),
+        });
+        let actual = thread.checkpoints.last().map_or(0, |c| c.version);
+        if checkpoint.version != actual + 1 {
+            let fresh = thread.checkpoints.is_empty();
+            if fresh {
+                threads.remove(&checkpoint.thread_id);
+            }
+            return Err(CheckpointError::Conflict {
+                thread_id: checkpoint.thread_id.clone(),
+                expected: checkpoint.version.saturating_sub(1),
+                actual,
+            });
+        }
+        if let (Some(key), RunStatus::Completed | RunStatus::Interrupted) =
+            (&checkpoint.run.idempotency_key, checkpoint.run.status)
+        {
+            thread.keys.insert(
+                key.clone(),
+                IdempotentRun {
+                    run_id: checkpoint.run.run_id.clone(),
+                    version: checkpoint.version,
+                    status: checkpoint.run.status,
+                    output: checkpoint.run.output.clone(),
+                },
+            );
+        }
+        thread.checkpoints.push(checkpoint.clone());
+        let excess = thread.checkpoints.len().saturating_sub(self.retain);
+        thread.checkpoints.drain(..excess);
+        Ok(())
+    }
+
+    async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads
+            .get(thread_id)
+            .map(|t| t.checkpoints.iter().rev().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads.get(thread_id).and_then(|t| t.keys.get(key).cloned()))
+    }
+
+    async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads.get(thread_id).and_then(|t| summary(thread_id, t)))
+    }
+
+    async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError> {
+        use std::ops::Bound;
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        let lower = match &query.after {
+            Some(after) => Bound::Excluded(after.clone()),
+            None => Bound::Unbounded,
+        };
+        let limit = query.limit.max(1);
+        let mut page = Vec::with_capacity(limit.min(64));
+        let mut more = false;
+        for (id, thread) in threads.range((lower, Bound::Unbounded)) {
+            if let Some(prefix) = &query.prefix {
+                if !id.starts_with(prefix.as_str()) {
+                    continue;
+                }
+            }
+            let Some(s) = summary(id, thread) else { continue };
+            if query.workflow.as_ref().is_some_and(|w| *w != s.workflow) {
+                continue;
+            }
+            if page.len() == limit {
+                more = true;
+                break;
+            }
+            page.push(s);
+        }
+        let next_after = if more { page.last().map(|s| s.thread_id.clone()) } else { None };
+        Ok(ThreadPage { threads: page, next_after })
+    }
+
+    async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads
+            .iter()
+            .filter(|(_, t)| t.checkpoints.last().is_some_and(|c| c.run.status == RunStatus::Running))
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
+        let mut threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads.remove(thread_id).is_some())
+    }
+}

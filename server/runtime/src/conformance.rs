@@ -1,0 +1,241 @@
+//! The checkpointer conformance suite. Every [`Checkpointer`] implementation runs
+//! [`run_all`] in its own tests; a store that passes behaves like every other store as far as
+//! the runner can tell.
+//!
+//! Thread ids are prefixed with a random namespace so the suite can share a database with
+//! other tests. Failures panic with a message naming the broken promise.
+
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use crate::checkpoint::{
+    Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus, ThreadQuery,
+};
+
+/// Runs every check against `store`.
+pub async fn run_all(store: Arc<dyn Checkpointer>) {
+    let ns = format!("conf-{}", uuid::Uuid::new_v4().simple());
+    empty_thread(&*store, &ns).await;
+    round_trip(&*store, &ns).await;
+    compare_and_set(&*store, &ns).await;
+    concurrent_writers_one_wins(store.clone(), &ns).await;
+    idempotency_keys(&*store, &ns).await;
+    listing_and_paging(&*store, &ns).await;
+    unfinished_runs(&*store, &ns).await;
+    retention_keeps_newest(&*store, &ns).await;
+    delete_erases(&*store, &ns).await;
+}
+
+/// Millisecond precision: what every store is required to keep.
+fn now_ms() -> SystemTime {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A checkpoint for tests of stores.
+pub fn sample(thread_id: &str, version: u64, status: RunStatus) -> Checkpoint {
+    Checkpoint {
+        thread_id: thread_id.to_owned(),
+        workflow: "conformance".to_owned(),
+        version,
+        state: format!(r#"{{"v":{version},"text":"héllo"}}"#).into_bytes(),
+        next: (status == RunStatus::Running).then(|| "node_b".to_owned()),
+        interrupt: None,
+        run: RunMarker {
+            run_id: format!("run-{version}"),
+            idempotency_key: None,
+            status,
+            step: version as u32,
+            output: (status == RunStatus::Completed).then(|| r#"{"ok":true}"#.to_owned()),
+        },
+        created_at: now_ms(),
+    }
+}
+
+async fn empty_thread(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:empty");
+    assert!(store.latest(&id).await.unwrap().is_none(), "latest of an unknown thread must be None");
+    assert!(store.thread(&id).await.unwrap().is_none(), "thread() of an unknown thread must be None");
+    assert!(store.history(&id, 10).await.unwrap().is_empty(), "history of an unknown thread must be empty");
+    assert!(!store.delete_thread(&id).await.unwrap(), "deleting an unknown thread must report false");
+    assert!(store.find_idempotent(&id, "k").await.unwrap().is_none());
+}
+
+async fn round_trip(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:round-trip");
+    let mut cp = sample(&id, 1, RunStatus::Interrupted);
+    cp.interrupt = Some(PendingInterrupt {
+        node: "ask".into(),
+        reason: "awaiting_user".into(),
+        payload: r#"{"question":"why?"}"#.into(),
+    });
+    cp.next = Some("ask".into());
+    cp.run.idempotency_key = Some("key-1".into());
+    cp.run.output = Some(r#"{"asked":true}"#.into());
+    store.put(&cp).await.unwrap();
+    let got = store.latest(&id).await.unwrap().expect("checkpoint just written");
+    assert_eq!(got, cp, "a checkpoint must read back exactly as written");
+    let summary = store.thread(&id).await.unwrap().expect("thread just written");
+    assert_eq!(summary.version, 1);
+    assert_eq!(summary.workflow, "conformance");
+    assert_eq!(summary.created_at, cp.created_at);
+}
+
+async fn compare_and_set(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:cas");
+    store.put(&sample(&id, 1, RunStatus::Running)).await.unwrap();
+    match store.put(&sample(&id, 1, RunStatus::Running)).await {
+        Err(CheckpointError::Conflict { expected: 0, actual: 1, .. }) => {}
+        other => panic!("a second version-1 write must conflict with actual 1, got {other:?}"),
+    }
+    match store.put(&sample(&id, 3, RunStatus::Running)).await {
+        Err(CheckpointError::Conflict { expected: 2, actual: 1, .. }) => {}
+        other => panic!("skipping a version must conflict, got {other:?}"),
+    }
+    assert_eq!(store.latest(&id).await.unwrap().unwrap().version, 1, "a losing write must write nothing");
+    store.put(&sample(&id, 2, RunStatus::Completed)).await.unwrap();
+    assert_eq!(store.latest(&id).await.unwrap().unwrap().version, 2);
+    assert_eq!(store.thread(&id).await.unwrap().unwrap().version, 2);
+}
+
+async fn concurrent_writers_one_wins(store: Arc<dyn Checkpointer>, ns: &str) {
+    for round in 0..5 {
+        let id = format!("{ns}:race-{round}");
+        store.put(&sample(&id, 1, RunStatus::Completed)).await.unwrap();
+        let mut tasks = Vec::new();
+        for writer in 0..8 {
+            let store = store.clone();
+            let mut cp = sample(&id, 2, RunStatus::Completed);
+            cp.run.run_id = format!("writer-{writer}");
+            tasks.push(tokio::spawn(async move { store.put(&cp).await.map(|()| writer) }));
+        }
+        let mut winners = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(writer) => winners.push(writer),
+                Err(CheckpointError::Conflict { .. }) => {}
+                Err(other) => panic!("concurrent writers must only see conflicts, got {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "exactly one of eight concurrent writers must win, got {winners:?}");
+        let latest = store.latest(&id).await.unwrap().unwrap();
+        assert_eq!(latest.run.run_id, format!("writer-{}", winners[0]), "the winner's write must be the one stored");
+    }
+}
+
+async fn idempotency_keys(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:idem");
+    let mut running = sample(&id, 1, RunStatus::Running);
+    running.run.idempotency_key = Some("turn-1".into());
+    store.put(&running).await.unwrap();
+    assert!(
+        store.find_idempotent(&id, "turn-1").await.unwrap().is_none(),
+        "a key is recorded only when its run completes or pauses"
+    );
+    let mut done = sample(&id, 2, RunStatus::Completed);
+    done.run.run_id = "run-1".into();
+    done.run.idempotency_key = Some("turn-1".into());
+    store.put(&done).await.unwrap();
+    let found = store.find_idempotent(&id, "turn-1").await.unwrap().expect("key of a completed run");
+    assert_eq!(found.run_id, "run-1");
+    assert_eq!(found.version, 2);
+    assert_eq!(found.status, RunStatus::Completed);
+    assert_eq!(found.output.as_deref(), Some(r#"{"ok":true}"#));
+    let other = format!("{ns}:idem-other");
+    assert!(store.find_idempotent(&other, "turn-1").await.unwrap().is_none(), "keys are scoped to their thread");
+}
+
+async fn listing_and_paging(store: &dyn Checkpointer, ns: &str) {
+    let prefix = format!("{ns}:list:");
+    for i in 0..5 {
+        let mut cp = sample(&format!("{prefix}{i}"), 1, RunStatus::Completed);
+        if i % 2 == 1 {
+            cp.workflow = "other".into();
+        }
+        store.put(&cp).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_threads(&ThreadQuery { prefix: Some(prefix.clone()), after: after.clone(), limit: 2, ..Default::default() })
+            .await
+            .unwrap();
+        assert!(page.threads.len() <= 2, "a page must respect its limit");
+        seen.extend(page.threads.into_iter().map(|t| t.thread_id));
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..5).map(|i| format!("{prefix}{i}")).collect();
+    assert_eq!(seen, expected, "paging must return every thread once, ordered by id");
+    let filtered = store
+        .list_threads(&ThreadQuery {
+            prefix: Some(prefix.clone()),
+            workflow: Some("other".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ids: Vec<_> = filtered.threads.iter().map(|t| t.thread_id.clone()).collect();
+    assert_eq!(ids, vec![format!("{prefix}1"), format!("{prefix}3")], "workflow filter");
+    assert!(filtered.next_after.is_none());
+}
+
+async fn unfinished_runs(store: &dyn Checkpointer, ns: &str) {
+    let crashed = format!("{ns}:unfinished-crashed");
+    let done = format!("{ns}:unfinished-done");
+    store.put(&sample(&crashed, 1, RunStatus::Running)).await.unwrap();
+    store.put(&sample(&done, 1, RunStatus::Running)).await.unwrap();
+    store.put(&sample(&done, 2, RunStatus::Completed)).await.unwrap();
+    let unfinished = store.unfinished_threads().await.unwrap();
+    assert!(unfinished.contains(&crashed), "a thread whose newest checkpoint is running is unfinished");
+    assert!(!unfinished.contains(&done), "a completed thread is not unfinished");
+}
+
+async fn retention_keeps_newest(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:retention");
+    for v in 1..=6 {
+        let mut cp = sample(&id, v, if v == 6 { RunStatus::Interrupted } else { RunStatus::Running });
+        if v == 6 {
+            cp.interrupt =
+                Some(PendingInterrupt { node: "wait".into(), reason: "awaiting_manager".into(), payload: "{}".into() });
+        }
+        store.put(&cp).await.unwrap();
+    }
+    let history = store.history(&id, 100).await.unwrap();
+    assert!(!history.is_empty());
+    assert_eq!(history[0].version, 6, "history is newest first and keeps the newest");
+    assert!(history[0].interrupt.is_some(), "pruning never drops a pending interrupt");
+    assert!(history.windows(2).all(|w| w[0].version > w[1].version), "history is ordered newest first");
+}
+
+async fn delete_erases(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:delete");
+    let mut cp = sample(&id, 1, RunStatus::Completed);
+    cp.run.idempotency_key = Some("k".into());
+    store.put(&cp).await.unwrap();
+    assert!(store.delete_thread(&id).await.unwrap());
+    assert!(store.latest(&id).await.unwrap().is_none(), "deleted thread has no checkpoint");
+    assert!(store.history(&id, 10).await.unwrap().is_empty(), "deleted thread has no history");
+    assert!(store.find_idempotent(&id, "k").await.unwrap().is_none(), "deletion erases idempotency records");
+    assert!(store.thread(&id).await.unwrap().is_none());
+    store.put(&sample(&id, 1, RunStatus::Completed)).await.unwrap();
+    assert_eq!(store.latest(&id).await.unwrap().unwrap().version, 1, "a deleted thread starts again at version 1");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryCheckpointer;
+
+    #[tokio::test]
+    async fn memory_checkpointer_conforms() {
+        run_all(Arc::new(MemoryCheckpointer::new(3))).await;
+        run_all(Arc::new(MemoryCheckpointer::new(1))).await;
+    }
+}

@@ -1,0 +1,28 @@
+//! Frontdesk's graph runtime.
+//!
+//! A workflow is data: a typed [`State`] whose fields merge node updates through reducers, a
+//! [`Graph`] of named [`Node`]s joined by static and conditional edges, and the output it
+//! reports. The [`Runner`] executes one run (a user turn, a ticket, a resume) from the thread's
+//! latest [`Checkpoint`] until END or an interrupt, writes a checkpoint after every node as a
+//! compare-and-set on the thread's version, and streams [`Event`]s on a bounded channel.
+//!
+//! Nothing here knows about gRPC, SQL or model vendors: stores implement [`Checkpointer`] and
+//! prove it with [`conformance`]; workflows implement [`Node`].
+
+pub mod checkpoint;
+pub mod conformance;
+pub mod event;
+pub mod graph;
+pub mod node;
+pub mod runner;
+pub mod state;
+
+pub use checkpoint::{
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, PendingInterrupt,
+    RunMarker, RunStatus, ThreadPage, ThreadQuery, ThreadSummary,
+};
+pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
+pub use graph::{EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START};
+pub use node::{Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
+pub use runner::{BusyPolicy, RunError, RunHandle, RunInput, RunOutcome, RunRequest, Runner, RunnerConfig};
+pub use state::{reducer, Reducer, State};

@@ -1,0 +1,164 @@
+//! Typed workflow state and the reducers that merge node updates into it.
+
+use serde::{de::DeserializeOwned, Serialize};
+
+/// A workflow's state. Nodes never mutate it; they return an [`State::Update`] that
+/// [`State::apply`] merges field by field, each field with its own [`Reducer`].
+pub trait State: Default + Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// A partial write: every field optional, `None` meaning "not written".
+    type Update: Default + Serialize + Send + Sync + 'static;
+
+    /// Merges an update. Must be deterministic: the same updates in the same order always give
+    /// the same state, which is what makes replay and checkpoints trustworthy.
+    fn apply(&mut self, update: Self::Update);
+}
+
+/// How a written value combines with the field's current value.
+pub trait Reducer<T> {
+    fn reduce(current: &mut T, written: T);
+}
+
+/// The reducers the runtime ships. A field names one in [`crate::state!`].
+pub mod reducer {
+    use super::Reducer;
+    use std::collections::BTreeMap;
+
+    /// The written value replaces the current one.
+    pub struct Replace;
+    impl<T> Reducer<T> for Replace {
+        fn reduce(current: &mut T, written: T) {
+            *current = written;
+        }
+    }
+
+    /// The written items are appended (a log, such as the message history).
+    pub struct Append;
+    impl<T> Reducer<Vec<T>> for Append {
+        fn reduce(current: &mut Vec<T>, written: Vec<T>) {
+            current.extend(written);
+        }
+    }
+
+    /// Keys of the written map overwrite the current ones; empty values never overwrite, so a
+    /// partial extraction cannot erase what is already known (non-destructive merge).
+    pub struct MergeNonEmpty;
+    impl Reducer<BTreeMap<String, String>> for MergeNonEmpty {
+        fn reduce(current: &mut BTreeMap<String, String>, written: BTreeMap<String, String>) {
+            for (key, value) in written {
+                if !value.trim().is_empty() {
+                    current.insert(key, value);
+                }
+            }
+        }
+    }
+    impl Reducer<BTreeMap<String, serde_json::Value>> for MergeNonEmpty {
+        fn reduce(
+            current: &mut BTreeMap<String, serde_json::Value>,
+            written: BTreeMap<String, serde_json::Value>,
+        ) {
+            for (key, value) in written {
+                let empty = match &value {
+                    serde_json::Value::Null => true,
+                    serde_json::Value::String(s) => s.trim().is_empty(),
+                    serde_json::Value::Array(a) => a.is_empty(),
+                    serde_json::Value::Object(o) => o.is_empty(),
+                    _ => false,
+                };
+                if !empty {
+                    current.insert(key, value);
+                }
+            }
+        }
+    }
+}
+
+/// Declares a state struct, its update struct and the [`State`] impl in one place, so a field
+/// and its reducer can never drift apart.
+///
+/// ```
+/// frontdesk_runtime::state! {
+///     /// Counter state.
+///     pub struct Counter / CounterUpdate {
+///         count: u32 => Replace,
+///         log: Vec<String> => Append,
+///     }
+/// }
+/// let mut s = Counter::default();
+/// frontdesk_runtime::State::apply(&mut s, CounterUpdate { count: Some(2), log: Some(vec!["a".into()]) });
+/// assert_eq!(s.count, 2);
+/// ```
+#[macro_export]
+macro_rules! state {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident / $update:ident {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty => $reducer:ident ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(default)]
+        $vis struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        #[doc = concat!("A partial write to [`", stringify!($name), "`]; `None` leaves a field untouched.")]
+        #[derive(Debug, Clone, Default, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+        $vis struct $update {
+            $(
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: ::core::option::Option<$ty>,
+            )*
+        }
+
+        impl $crate::State for $name {
+            type Update = $update;
+            fn apply(&mut self, update: $update) {
+                $(
+                    if let ::core::option::Option::Some(written) = update.$field {
+                        <$crate::reducer::$reducer as $crate::Reducer<$ty>>::reduce(&mut self.$field, written);
+                    }
+                )*
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    crate::state! {
+        struct Demo / DemoUpdate {
+            name: String => Replace,
+            log: Vec<u32> => Append,
+            fields: BTreeMap<String, String> => MergeNonEmpty,
+        }
+    }
+
+    #[test]
+    fn reducers_merge_per_field() {
+        let mut state = Demo::default();
+        state.apply(DemoUpdate {
+            name: Some("a".into()),
+            log: Some(vec![1]),
+            fields: Some(BTreeMap::from([("x".into(), "1".into())])),
+        });
+        state.apply(DemoUpdate {
+            log: Some(vec![2, 3]),
+            fields: Some(BTreeMap::from([("x".into(), " ".into()), ("y".into(), "2".into())])),
+            ..Default::default()
+        });
+        assert_eq!(state.name, "a");
+        assert_eq!(state.log, vec![1, 2, 3]);
+        assert_eq!(state.fields.get("x").map(String::as_str), Some("1"));
+        assert_eq!(state.fields.get("y").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn unwritten_fields_are_not_serialized_in_updates() {
+        let update = DemoUpdate { name: Some("n".into()), ..Default::default() };
+        assert_eq!(serde_json::to_string(&update).unwrap(), r#"{"name":"n"}"#);
+    }
+}
