@@ -23,6 +23,8 @@ pub use checkpoint::{
 };
 pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
 pub use graph::{EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START};
-pub use node::{Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
-pub use runner::{BusyPolicy, RunError, RunHandle, RunInput, RunOutcome, RunRequest, Runner, RunnerConfig};
-pub use state::{reducer, Reducer, State};
+pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
+pub use runner::{
+    BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner, RunnerConfig,
+};
+pub use state::{reducer, Log, Reducer, State};

@@ -39,6 +39,29 @@ pub mod reducer {
         }
     }
 
+    /// Adds the written number (counters such as turns taken).
+    pub struct Sum;
+    impl Reducer<u32> for Sum {
+        fn reduce(current: &mut u32, written: u32) {
+            *current = current.saturating_add(written);
+        }
+    }
+    impl Reducer<u64> for Sum {
+        fn reduce(current: &mut u64, written: u64) {
+            *current = current.saturating_add(written);
+        }
+    }
+
+    /// A [`crate::state::Log`] write appends its items, after clearing the log when it asks to.
+    impl<T> Reducer<crate::state::Log<T>> for Append {
+        fn reduce(current: &mut crate::state::Log<T>, written: crate::state::Log<T>) {
+            if written.reset {
+                current.items.clear();
+            }
+            current.items.extend(written.items);
+        }
+    }
+
     /// Keys of the written map overwrite the current ones; empty values never overwrite, so a
     /// partial extraction cannot erase what is already known (non-destructive merge).
     pub struct MergeNonEmpty;
@@ -69,6 +92,36 @@ pub mod reducer {
                 }
             }
         }
+    }
+}
+
+/// An append-only log (such as a message history) whose writes can also clear it, the way a
+/// "clear context" command must.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(bound(deserialize = "T: DeserializeOwned"))]
+pub struct Log<T> {
+    /// In a write: clear the log before appending. Always false in state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+    #[serde(default)]
+    pub items: Vec<T>,
+}
+
+impl<T> Default for Log<T> {
+    fn default() -> Self {
+        Self { reset: false, items: Vec::new() }
+    }
+}
+
+impl<T> Log<T> {
+    /// A write that appends `items`.
+    pub fn append(items: Vec<T>) -> Self {
+        Self { reset: false, items }
+    }
+
+    /// A write that clears the log, then appends `items`.
+    pub fn replace(items: Vec<T>) -> Self {
+        Self { reset: true, items }
     }
 }
 

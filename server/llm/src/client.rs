@@ -1,0 +1,283 @@
+//! [`LlmClient`]: the handle workflows use.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::schema::{extract_json, schema_for, schema_name};
+use crate::{
+    CallLog, CallRecord, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, LlmError, PriceTable,
+    RetryPolicy, Role, TokenUsage,
+};
+
+/// Per-call options.
+#[derive(Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// Absolute deadline: the in-flight request is abandoned with [`LlmError::Timeout`] when it passes,
+    /// and no retry is started whose backoff would end after it.
+    pub deadline: Option<Instant>,
+    /// When cancelled, the in-flight request (or backoff sleep) is dropped and [`LlmError::Cancelled`] returned.
+    pub cancel: Option<&'a CancellationToken>,
+    /// When set, the call streams and this receives each content fragment in order.
+    pub on_delta: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+}
+
+impl std::fmt::Debug for CallOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("deadline", &self.deadline)
+            .field("cancel", &self.cancel.map(|c| c.is_cancelled()))
+            .field("on_delta", &self.on_delta.is_some())
+            .finish()
+    }
+}
+
+/// The handle workflows use: wraps a provider with retries, pricing, recording and structured output.
+///
+/// Cheap to clone; clones share the provider, prices and call log.
+#[derive(Clone)]
+pub struct LlmClient {
+    model: Arc<dyn ChatModel>,
+    retry: RetryPolicy,
+    prices: Arc<PriceTable>,
+    call_log: Option<Arc<dyn CallLog>>,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmClient")
+            .field("model", &self.model.model_name())
+            .field("retry", &self.retry)
+            .field("priced_models", &self.prices.models.len())
+            .field("call_log", &self.call_log.is_some())
+            .finish()
+    }
+}
+
+/// The instruction added to structured-output requests. Kept short: the schema itself goes in
+/// `response_format`, and is repeated here only for servers that ignore `response_format`.
+const JSON_ONLY_INSTRUCTION: &str = "Answer with a single JSON value that matches this JSON schema, and nothing else: \
+     no prose, no markdown code fences.";
+
+impl LlmClient {
+    /// A client with the default [`RetryPolicy`], no prices and no call log.
+    pub fn new(model: Arc<dyn ChatModel>) -> Self {
+        Self { model, retry: RetryPolicy::default(), prices: Arc::new(PriceTable::default()), call_log: None }
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Arc::new(prices);
+        self
+    }
+
+    pub fn with_call_log(mut self, call_log: Arc<dyn CallLog>) -> Self {
+        self.call_log = Some(call_log);
+        self
+    }
+
+    pub fn model_name(&self) -> &str {
+        self.model.model_name()
+    }
+
+    /// The underlying provider.
+    pub fn model(&self) -> &Arc<dyn ChatModel> {
+        &self.model
+    }
+
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    pub fn prices(&self) -> &PriceTable {
+        &self.prices
+    }
+
+    /// Plain text call with retries.
+    ///
+    /// Retryable failures ([`LlmError::is_retryable`]) are retried with full-jitter backoff, waiting at
+    /// least the provider's Retry-After; after `max_attempts`, or when the next wait would pass
+    /// `opts.deadline`, the result is [`LlmError::Exhausted`] wrapping the last error. A streamed
+    /// attempt that already delivered deltas is not retried, so a consumer never sees text twice.
+    /// Every outcome goes to the call log.
+    pub async fn complete(
+        &self,
+        request: ChatRequest,
+        opts: &CallOptions<'_>,
+    ) -> Result<(ChatResponse, CallRecord), LlmError> {
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        let outcome = loop {
+            attempts += 1;
+            let streamed_something = AtomicBool::new(false);
+            let result = self.attempt(&request, opts, &streamed_something).await;
+            let error = match result {
+                Ok(response) => break Ok(response),
+                Err(e) => e,
+            };
+            if !error.is_retryable() || streamed_something.load(Ordering::Relaxed) {
+                break Err(error);
+            }
+            if attempts >= self.retry.max_attempts {
+                tracing::warn!(purpose = %request.purpose, attempts, error = %error, "llm call retries exhausted");
+                break Err(LlmError::Exhausted { attempts, last: Box::new(error) });
+            }
+            let wait = self.retry.wait_before_retry(attempts, error.retry_after());
+            if let Some(deadline) = opts.deadline {
+                if Instant::now() + wait > deadline {
+                    tracing::warn!(
+                        purpose = %request.purpose,
+                        attempts,
+                        wait_ms = millis(wait),
+                        error = %error,
+                        "llm call gives up: next retry would pass the deadline"
+                    );
+                    break Err(LlmError::Exhausted { attempts, last: Box::new(error) });
+                }
+            }
+            tracing::info!(
+                purpose = %request.purpose,
+                attempt = attempts,
+                wait_ms = millis(wait),
+                error = %error,
+                "llm call failed, retrying"
+            );
+            let sleep = tokio::time::sleep(wait);
+            match opts.cancel {
+                Some(token) => tokio::select! {
+                    biased;
+                    _ = token.cancelled() => break Err(LlmError::Cancelled),
+                    _ = sleep => {}
+                },
+                None => sleep.await,
+            }
+        };
+
+        let latency = started.elapsed();
+        let (usage, model) = match &outcome {
+            Ok(r) => (r.usage, r.model.clone()),
+            Err(_) => (TokenUsage::default(), self.model.model_name().to_owned()),
+        };
+        let record = CallRecord {
+            purpose: request.purpose.clone(),
+            cost_usd: self.prices.cost(&model, usage),
+            model,
+            usage,
+            latency,
+            attempts,
+        };
+        if let Some(log) = &self.call_log {
+            match &outcome {
+                Ok(r) => log.record(&request, Some(r), &record, None),
+                Err(e) => log.record(&request, None, &record, Some(e)),
+            }
+        }
+        outcome.map(|response| (response, record))
+    }
+
+    /// One provider attempt, bounded by cancellation and the deadline.
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        opts: &CallOptions<'_>,
+        streamed_something: &AtomicBool,
+    ) -> Result<ChatResponse, LlmError> {
+        if opts.cancel.is_some_and(CancellationToken::is_cancelled) {
+            return Err(LlmError::Cancelled);
+        }
+        let call = async {
+            match opts.on_delta {
+                Some(on_delta) => {
+                    let tracked = |delta: &str| {
+                        streamed_something.store(true, Ordering::Relaxed);
+                        on_delta(delta);
+                    };
+                    self.model.chat_stream(request, &tracked).await
+                }
+                None => self.model.chat(request).await,
+            }
+        };
+        let bounded = async {
+            match opts.deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, call).await.unwrap_or(Err(LlmError::Timeout)),
+                None => call.await,
+            }
+        };
+        match opts.cancel {
+            Some(token) => tokio::select! {
+                biased;
+                _ = token.cancelled() => Err(LlmError::Cancelled),
+                result = bounded => result,
+            },
+            None => bounded.await,
+        }
+    }
+
+    /// Structured output: asks for JSON matching `T`'s schema and deserializes the reply into `T`.
+    ///
+    /// The schema (from [`schema_for`]) is sent as a strict `json_schema` response format named after
+    /// the purpose, and a system line asks for JSON only. The reply is parsed tolerantly
+    /// ([`extract_json`]) and validated by deserializing into `T`. On failure the model gets ONE repair
+    /// attempt that sees its previous reply and the validation error; if that fails too the result is
+    /// [`LlmError::InvalidOutput`]. The returned record sums usage, cost, latency and attempts of both calls.
+    pub async fn structured<T>(&self, request: ChatRequest, opts: &CallOptions<'_>) -> Result<(T, CallRecord), LlmError>
+    where
+        T: serde::de::DeserializeOwned + schemars::JsonSchema,
+    {
+        let schema = schema_for::<T>();
+        let mut request = request;
+        let instruction = format!("{JSON_ONLY_INSTRUCTION}\n{schema}");
+        match request.messages.first_mut() {
+            // Several chat templates (llama.cpp, Ollama) only allow one leading system message.
+            Some(first) if first.role == Role::System => {
+                first.content.push_str("\n\n");
+                first.content.push_str(&instruction);
+            }
+            _ => request.messages.insert(0, ChatMessage::system(instruction)),
+        }
+        request.response_format = Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema });
+
+        let (response, mut record) = self.complete(request.clone(), opts).await?;
+        let first_error = match parse_structured::<T>(&response.content) {
+            Ok(value) => return Ok((value, record)),
+            Err(e) => e,
+        };
+        tracing::warn!(
+            purpose = %request.purpose,
+            error = %first_error,
+            reply_chars = response.content.chars().count(),
+            "structured output invalid, asking the model to repair it"
+        );
+
+        request.messages.push(ChatMessage::assistant(response.content));
+        request.messages.push(ChatMessage::user(format!(
+            "Your previous reply could not be used: {first_error}. Reply again with only the corrected JSON, \
+             matching the schema exactly."
+        )));
+        let (repaired, repair_record) = self.complete(request.clone(), opts).await?;
+        record.absorb(&repair_record);
+        match parse_structured::<T>(&repaired.content) {
+            Ok(value) => Ok((value, record)),
+            Err(error) => {
+                tracing::warn!(purpose = %request.purpose, error = %error, "structured output still invalid after repair");
+                Err(LlmError::InvalidOutput { attempts: 2, error, raw: repaired.content })
+            }
+        }
+    }
+}
+
+fn parse_structured<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, String> {
+    let value = extract_json(content)?;
+    serde_json::from_value::<T>(value).map_err(|e| format!("the JSON does not match the schema: {e}"))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

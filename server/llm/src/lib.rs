@@ -1,0 +1,35 @@
+//! LLM access for Frontdesk workflows.
+//!
+//! * [`ChatModel`] is the provider trait: one attempt per call, no policy.
+//! * [`LlmClient`] wraps a provider with what every call needs: retries with full-jitter backoff
+//!   (honouring Retry-After, deadlines and cancellation), pricing, a structured call log, and
+//!   schema-checked structured output with one repair attempt.
+//! * Providers: [`openai::OpenAiProvider`] (OpenAI, Azure OpenAI and compatible servers, via
+//!   async-openai) and [`scripted::ScriptedModel`], a test double.
+//!
+//! This crate knows nothing about gRPC, storage or the graph runtime.
+
+mod calllog;
+mod client;
+mod error;
+mod model;
+pub mod openai;
+mod pricing;
+mod retry;
+mod schema;
+pub mod scripted;
+mod types;
+
+pub use calllog::{CallLog, CallRecord, TracingCallLog, CALL_LOG_TARGET};
+pub use client::{CallOptions, LlmClient};
+pub use error::{BoxError, LlmError};
+pub use model::ChatModel;
+pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
+pub use pricing::{ModelPrice, PriceTable};
+pub use retry::RetryPolicy;
+pub use schema::{extract_json, schema_for, schema_name};
+pub use scripted::{ScriptedFailure, ScriptedModel, ScriptedReply};
+pub use types::{ChatMessage, ChatRequest, ChatResponse, JsonSchemaFormat, Role, TokenUsage, ToolCall, ToolSpec};
+
+/// Re-exported so callers can build [`CallOptions::cancel`] without naming tokio-util themselves.
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,613 @@
+//! OpenAI-compatible chat completions provider, built on `async-openai`.
+//!
+//! Works with OpenAI, Azure OpenAI (deployment URL + `api-version` query + `api-key` header) and any
+//! server speaking the chat completions API at a custom base URL (vLLM, Ollama, llama.cpp server).
+//!
+//! # HTTP transport
+//!
+//! `async-openai` builds the requests and decodes the responses (its request/response types and
+//! config are used throughout), but the HTTP round trip goes through our own tower service,
+//! installed with `Client::with_http_service` (the crate's `middleware` feature). This does two things:
+//!
+//! * it **replaces async-openai's built-in retry layer** (the default executor wraps every request in
+//!   `OpenAIRetryLayer`), so the only retries are [`crate::LlmClient`]'s, which honour deadlines,
+//!   cancellation and our backoff policy;
+//! * it **sees the response head of failed requests**: async-openai turns a non-2xx response into an
+//!   `ApiError` without its headers, so `Retry-After` would be lost. Our service intercepts non-2xx
+//!   responses, reads `Retry-After` / `retry-after-ms` and the body, and returns a typed
+//!   [`HttpStatusError`] (as `OpenAIError::Boxed`) that [`map_openai_error`] turns into the precise
+//!   [`LlmError`] variant.
+//!
+//! # Timeouts
+//!
+//! `request_timeout` bounds connecting, each read of the body, and the whole of a non-streaming
+//! call. For streaming it bounds the wait for the response head and for each event, not the whole
+//! stream, so long generations are not cut off while they are still producing tokens.
+//!
+//! # Limitations
+//!
+//! [`crate::ChatMessage`] carries no tool call id, so [`crate::Role::Tool`] messages are sent as user
+//! messages prefixed with "Tool result:" (the API rejects tool messages without a matching call id).
+//! `max_tokens` is sent as `max_tokens`, which every compatible server understands.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use async_openai::config::{AzureConfig as OaiAzureConfig, Config, OpenAIConfig};
+use async_openai::error::OpenAIError;
+use async_openai::middleware::HttpRequestFactory;
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
+    ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionTools,
+    CompletionUsage, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionObject, ResponseFormat,
+    ResponseFormatJsonSchema,
+};
+use async_openai::Client;
+use async_trait::async_trait;
+use futures::StreamExt;
+
+use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, Role, TokenUsage, ToolCall};
+
+/// Azure OpenAI deployment settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzureConfig {
+    /// Resource endpoint, e.g. `https://my-resource.openai.azure.com`.
+    pub endpoint: String,
+    /// Deployment name; requests go to `{endpoint}/openai/deployments/{deployment}/chat/completions`.
+    pub deployment: String,
+    /// Sent as the `api-version` query parameter, e.g. `2024-10-21`.
+    pub api_version: String,
+}
+
+/// Provider configuration.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// API base including the version path, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1`. `None`: `OPENAI_BASE_URL` or the OpenAI default. Ignored for Azure.
+    pub base_url: Option<String>,
+    /// `None`: `OPENAI_API_KEY` from the environment (empty if unset, fine for local servers).
+    pub api_key: Option<String>,
+    /// Model name sent with every request (for Azure, informational: the deployment decides).
+    pub model: String,
+    /// Use Azure OpenAI instead of `base_url`.
+    pub azure: Option<AzureConfig>,
+    /// See the module docs.
+    pub request_timeout: Duration,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            api_key: None,
+            model: String::new(),
+            azure: None,
+            request_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Never prints the API key.
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("azure", &self.azure)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+/// Chat completions through async-openai; see the module docs.
+pub struct OpenAiProvider {
+    client: Client<Box<dyn Config>>,
+    model: String,
+    endpoint: String,
+    azure: bool,
+    request_timeout: Duration,
+}
+
+/// Never prints the API key.
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("model", &self.model)
+            .field("endpoint", &self.endpoint)
+            .field("azure", &self.azure)
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProvider {
+    /// Validates `config` and builds the HTTP client. Makes no network call.
+    pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+        if config.model.trim().is_empty() {
+            return Err(LlmError::Config { field: "model", problem: "must not be empty".to_owned() });
+        }
+        if config.request_timeout.is_zero() {
+            return Err(LlmError::Config { field: "request_timeout", problem: "must be positive".to_owned() });
+        }
+        let (api_config, endpoint): (Box<dyn Config>, String) = match &config.azure {
+            Some(azure) => {
+                for (field, value) in [
+                    ("azure.endpoint", &azure.endpoint),
+                    ("azure.deployment", &azure.deployment),
+                    ("azure.api_version", &azure.api_version),
+                ] {
+                    if value.trim().is_empty() {
+                        return Err(LlmError::Config { field, problem: "must not be empty".to_owned() });
+                    }
+                }
+                check_url("azure.endpoint", &azure.endpoint)?;
+                let endpoint = azure.endpoint.trim_end_matches('/').to_owned();
+                let mut c = OaiAzureConfig::new()
+                    .with_api_base(endpoint.clone())
+                    .with_deployment_id(azure.deployment.clone())
+                    .with_api_version(azure.api_version.clone());
+                if let Some(key) = &config.api_key {
+                    c = c.with_api_key(key.clone());
+                }
+                (Box::new(c), endpoint)
+            }
+            None => {
+                let mut c = OpenAIConfig::new();
+                if let Some(base) = &config.base_url {
+                    check_url("base_url", base)?;
+                    c = c.with_api_base(base.trim_end_matches('/'));
+                }
+                if let Some(key) = &config.api_key {
+                    c = c.with_api_key(key.clone());
+                }
+                let endpoint = c.api_base().to_owned();
+                (Box::new(c), endpoint)
+            }
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.request_timeout)
+            .read_timeout(config.request_timeout)
+            .build()
+            .map_err(|e| LlmError::Config { field: "http_client", problem: e.to_string() })?;
+        let client = Client::with_config(api_config)
+            // Requests are built with this client (so its timeouts apply) ...
+            .with_http_client(http.clone())
+            // ... and sent by our service, which replaces async-openai's retrying executor.
+            .with_http_service(HttpService { client: http });
+        tracing::debug!(model = %config.model, endpoint = %endpoint, azure = config.azure.is_some(), "openai provider configured");
+        Ok(Self {
+            client,
+            model: config.model,
+            endpoint,
+            azure: config.azure.is_some(),
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// The API base requests go to (without the key).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn build_request(&self, request: &ChatRequest, stream: bool) -> CreateChatCompletionRequest {
+        let messages = request.messages.iter().map(to_openai_message).collect();
+        let tools = (!request.tools.is_empty()).then(|| {
+            request
+                .tools
+                .iter()
+                .map(|t| {
+                    ChatCompletionTools::Function(ChatCompletionTool {
+                        function: FunctionObject {
+                            name: t.name.clone(),
+                            description: Some(t.description.clone()),
+                            parameters: Some(t.parameters.clone()),
+                            strict: None,
+                        },
+                    })
+                })
+                .collect()
+        });
+        let response_format = request.response_format.as_ref().map(|f| ResponseFormat::JsonSchema {
+            json_schema: ResponseFormatJsonSchema {
+                description: None,
+                name: f.name.clone(),
+                schema: f.schema.clone(),
+                strict: Some(true),
+            },
+        });
+        #[allow(deprecated)] // `max_tokens` is what every compatible server understands.
+        CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages,
+            tools,
+            response_format,
+            temperature: request.temperature,
+            max_tokens: request.max_tokens,
+            stream: stream.then_some(true),
+            stream_options: stream
+                .then_some(ChatCompletionStreamOptions { include_usage: Some(true), include_obfuscation: None }),
+            ..CreateChatCompletionRequest::default()
+        }
+    }
+
+    fn convert_response(&self, response: CreateChatCompletionResponse) -> Result<ChatResponse, LlmError> {
+        let choice = response
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| LlmError::MalformedResponse("chat completion has no choices".into()))?;
+        let message = choice.message;
+        let content = message.content.or(message.refusal).unwrap_or_default();
+        let tool_calls = message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|call| match call {
+                ChatCompletionMessageToolCalls::Function(f) => {
+                    Some(ToolCall { id: f.id, name: f.function.name, arguments: f.function.arguments })
+                }
+                ChatCompletionMessageToolCalls::Custom(_) => None,
+            })
+            .collect();
+        Ok(ChatResponse {
+            content,
+            tool_calls,
+            usage: response.usage.as_ref().map(to_usage).unwrap_or_default(),
+            model: if response.model.is_empty() { self.model.clone() } else { response.model },
+        })
+    }
+}
+
+fn check_url(field: &'static str, url: &str) -> Result<(), LlmError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(LlmError::Config { field, problem: format!("{url:?} is not an http(s) URL") })
+    }
+}
+
+fn to_openai_message(message: &crate::ChatMessage) -> ChatCompletionRequestMessage {
+    let text = message.content.clone();
+    match message.role {
+        Role::System => ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+            content: ChatCompletionRequestSystemMessageContent::Text(text),
+            name: None,
+        }),
+        Role::User => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+            content: ChatCompletionRequestUserMessageContent::Text(text),
+            name: None,
+        }),
+        Role::Assistant => ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
+            content: Some(ChatCompletionRequestAssistantMessageContent::Text(text)),
+            ..ChatCompletionRequestAssistantMessage::default()
+        }),
+        Role::Tool => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+            content: ChatCompletionRequestUserMessageContent::Text(format!("Tool result:\n{text}")),
+            name: None,
+        }),
+    }
+}
+
+fn to_usage(usage: &CompletionUsage) -> TokenUsage {
+    TokenUsage { prompt_tokens: u64::from(usage.prompt_tokens), completion_tokens: u64::from(usage.completion_tokens) }
+}
+
+/// Tool call fragments of a stream, merged by index.
+#[derive(Default)]
+struct ToolCallParts {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[async_trait]
+impl ChatModel for OpenAiProvider {
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = self.build_request(request, false);
+        tracing::debug!(purpose = %request.purpose, model = %self.model, "sending chat completion");
+        let chat = self.client.chat();
+        let response = tokio::time::timeout(self.request_timeout, chat.create(body))
+            .await
+            .map_err(|_| LlmError::Timeout)?
+            .map_err(map_openai_error)?;
+        self.convert_response(response)
+    }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_delta: &(dyn for<'d> Fn(&'d str) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = self.build_request(request, true);
+        tracing::debug!(purpose = %request.purpose, model = %self.model, "sending streaming chat completion");
+        let chat = self.client.chat();
+        let mut stream = tokio::time::timeout(self.request_timeout, chat.create_stream(body))
+            .await
+            .map_err(|_| LlmError::Timeout)?
+            .map_err(map_openai_error)?;
+        let mut content = String::new();
+        let mut usage = TokenUsage::default();
+        let mut model = String::new();
+        let mut tool_parts: Vec<ToolCallParts> = Vec::new();
+        loop {
+            let next =
+                tokio::time::timeout(self.request_timeout, stream.next()).await.map_err(|_| LlmError::Timeout)?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk.map_err(map_openai_error)?;
+            if model.is_empty() && !chunk.model.is_empty() {
+                model = chunk.model;
+            }
+            if let Some(u) = &chunk.usage {
+                usage = to_usage(u);
+            }
+            for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
+                if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
+                    on_delta(&delta);
+                    content.push_str(&delta);
+                }
+                for part in choice.delta.tool_calls.unwrap_or_default() {
+                    let index = usize::try_from(part.index).unwrap_or(usize::MAX).min(1024);
+                    if tool_parts.len() <= index {
+                        tool_parts.resize_with(index + 1, ToolCallParts::default);
+                    }
+                    let slot = &mut tool_parts[index];
+                    if let Some(id) = part.id {
+                        slot.id.push_str(&id);
+                    }
+                    if let Some(function) = part.function {
+                        slot.name.push_str(function.name.as_deref().unwrap_or(""));
+                        slot.arguments.push_str(function.arguments.as_deref().unwrap_or(""));
+                    }
+                }
+            }
+        }
+        let tool_calls = tool_parts
+            .into_iter()
+            .filter(|p| !p.name.is_empty())
+            .map(|p| ToolCall { id: p.id, name: p.name, arguments: p.arguments })
+            .collect();
+        Ok(ChatResponse {
+            content,
+            tool_calls,
+            usage,
+            model: if model.is_empty() { self.model.clone() } else { model },
+        })
+    }
+}
+
+/// A non-2xx HTTP response, captured with the headers async-openai would discard.
+#[derive(Debug, thiserror::Error)]
+#[error("http status {status}: {body}")]
+pub struct HttpStatusError {
+    pub status: u16,
+    /// From `retry-after-ms` or `Retry-After` (delta seconds or HTTP date).
+    pub retry_after: Option<Duration>,
+    /// Response body (lossy UTF-8, truncated).
+    pub body: String,
+}
+
+const MAX_ERROR_BODY: usize = 2000;
+
+/// The HTTP service async-openai sends through: plain reqwest, no retries, typed status errors.
+#[derive(Clone)]
+struct HttpService {
+    client: reqwest::Client,
+}
+
+impl tower::Service<HttpRequestFactory> for HttpService {
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let request = factory.build().await?;
+            let response = client.execute(request).await.map_err(OpenAIError::Reqwest)?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            let retry_after = parse_retry_after(response.headers(), SystemTime::now());
+            let mut body = match response.bytes().await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) => format!("<error body unreadable: {e}>"),
+            };
+            truncate_at_char_boundary(&mut body, MAX_ERROR_BODY);
+            Err(OpenAIError::Boxed(Box::new(HttpStatusError { status: status.as_u16(), retry_after, body })))
+        })
+    }
+}
+
+fn truncate_at_char_boundary(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
+/// Reads how long the server wants us to wait: `retry-after-ms` (OpenAI/Azure extension) first,
+/// then `Retry-After` as delta seconds or an HTTP date.
+pub fn parse_retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = value("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let raw = value("retry-after")?;
+    if let Ok(secs) = raw.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let at = httpdate::parse_http_date(raw).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Maps async-openai errors (including our [`HttpStatusError`]) to [`LlmError`].
+pub fn map_openai_error(error: OpenAIError) -> LlmError {
+    match error {
+        OpenAIError::Boxed(boxed) => match boxed.downcast::<HttpStatusError>() {
+            Ok(status_error) => map_status(*status_error),
+            Err(other) => LlmError::Transport(other),
+        },
+        OpenAIError::Reqwest(e) => map_reqwest(e),
+        OpenAIError::ApiError(api) => map_status(HttpStatusError {
+            status: api.status_code.as_u16(),
+            retry_after: None,
+            body: serde_json::json!({ "error": api.api_error }).to_string(),
+        }),
+        OpenAIError::JSONDeserialize(e, _content) => LlmError::MalformedResponse(Box::new(e)),
+        OpenAIError::StreamError(e) => LlmError::Transport(e),
+        OpenAIError::InvalidArgument(problem) => LlmError::Config { field: "request", problem },
+        other => LlmError::Transport(Box::new(other)),
+    }
+}
+
+fn map_reqwest(error: reqwest::Error) -> LlmError {
+    if error.is_timeout() {
+        LlmError::Timeout
+    } else if error.is_decode() {
+        LlmError::MalformedResponse(Box::new(error))
+    } else {
+        LlmError::Transport(Box::new(error))
+    }
+}
+
+/// Error message and code from an OpenAI-style (`{"error": {...}}`) or vLLM-style (`{"message": ...}`) body.
+fn error_details(body: &str) -> (String, Option<String>) {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let detail = parsed.as_ref().map(|v| if v["error"].is_object() { &v["error"] } else { v });
+    match detail {
+        Some(d) if d["message"].is_string() => {
+            let message = d["message"].as_str().unwrap_or_default().to_owned();
+            let code = d["code"].as_str().or(d["type"].as_str()).map(str::to_owned);
+            (message, code)
+        }
+        _ => (body.trim().to_owned(), None),
+    }
+}
+
+fn map_status(error: HttpStatusError) -> LlmError {
+    let status = error.status;
+    let (message, code) = error_details(&error.body);
+    match status {
+        // A 429 for an exhausted quota will not clear by waiting.
+        429 if code.as_deref() == Some("insufficient_quota") => LlmError::Rejected { status, message },
+        429 => LlmError::RateLimited { retry_after: error.retry_after },
+        408 => LlmError::Timeout,
+        500..=599 => LlmError::Server { status, message },
+        _ => {
+            if code.as_deref() == Some("context_length_exceeded") || message.contains("maximum context length") {
+                if let Some((limit, prompt_tokens)) = context_numbers(&message) {
+                    return LlmError::ContextTooLong { prompt_tokens, limit };
+                }
+            }
+            LlmError::Rejected { status, message }
+        }
+    }
+}
+
+/// `(limit, prompt_tokens)` from messages like "maximum context length is 8192 tokens. However,
+/// your messages resulted in 9000 tokens".
+fn context_numbers(message: &str) -> Option<(usize, usize)> {
+    let mut numbers =
+        message.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse::<usize>().ok());
+    let limit = numbers.next()?;
+    let prompt = numbers.next()?;
+    Some((limit, prompt))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "3")]), now), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(&headers(&[("retry-after-ms", "250")]), now), Some(Duration::from_millis(250)));
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(10));
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", &date)]), now), Some(Duration::from_secs(10)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(10));
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", &past)]), now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "soon")]), now), None);
+        assert_eq!(parse_retry_after(&HeaderMap::new(), now), None);
+    }
+
+    fn status(status: u16, body: &str) -> LlmError {
+        map_status(HttpStatusError { status, retry_after: Some(Duration::from_secs(1)), body: body.to_owned() })
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert!(
+            matches!(status(429, "{}"), LlmError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(1))
+        );
+        let quota = r#"{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        assert!(matches!(status(429, quota), LlmError::Rejected { status: 429, .. }));
+        assert!(matches!(status(503, "busy"), LlmError::Server { status: 503, ref message } if message == "busy"));
+        assert!(matches!(status(408, ""), LlmError::Timeout));
+        let bad = r#"{"error":{"message":"bad model","type":"invalid_request_error","code":null}}"#;
+        assert!(matches!(status(400, bad), LlmError::Rejected { status: 400, ref message } if message == "bad model"));
+        let vllm = r#"{"object":"error","message":"nope","type":"BadRequestError","code":400}"#;
+        assert!(matches!(status(404, vllm), LlmError::Rejected { status: 404, ref message } if message == "nope"));
+        let ctx = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","code":"context_length_exceeded"}}"#;
+        assert!(matches!(status(400, ctx), LlmError::ContextTooLong { prompt_tokens: 9000, limit: 8192 }));
+    }
+
+    #[test]
+    fn config_validation() {
+        let base = OpenAiConfig { model: "m".into(), ..OpenAiConfig::default() };
+        assert!(matches!(
+            OpenAiProvider::new(OpenAiConfig { model: " ".into(), ..base.clone() }),
+            Err(LlmError::Config { field: "model", .. })
+        ));
+        assert!(matches!(
+            OpenAiProvider::new(OpenAiConfig { base_url: Some("localhost:8080".into()), ..base.clone() }),
+            Err(LlmError::Config { field: "base_url", .. })
+        ));
+        let azure = AzureConfig {
+            endpoint: "https://x.openai.azure.com".into(),
+            deployment: String::new(),
+            api_version: "v".into(),
+        };
+        assert!(matches!(
+            OpenAiProvider::new(OpenAiConfig { azure: Some(azure), ..base.clone() }),
+            Err(LlmError::Config { field: "azure.deployment", .. })
+        ));
+        let ok = OpenAiProvider::new(OpenAiConfig { base_url: Some("http://127.0.0.1:1/v1/".into()), ..base }).unwrap();
+        assert_eq!(ok.endpoint(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        let mut s = "é".repeat(10);
+        truncate_at_char_boundary(&mut s, 5);
+        assert_eq!(s, "éé");
+    }
+}

@@ -1,0 +1,242 @@
+//! JSON schema generation for structured output, and tolerant JSON extraction from replies.
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value};
+
+/// String formats OpenAI's strict mode accepts; others (schemars emits "uint32", "double", ...)
+/// are dropped because strict mode rejects the whole schema on an unknown format.
+const STRICT_FORMATS: &[&str] = &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
+
+/// JSON schema of `T`, shaped for OpenAI strict structured output.
+///
+/// * subschemas are inlined (no `$ref`/`$defs`) unless `T` is recursive, where that is impossible;
+/// * every object gets `additionalProperties: false` and lists all its properties as `required`
+///   (optional fields stay nullable through their `Option` type);
+/// * `oneOf` becomes `anyOf`, and meta keys (`$schema`, `title`) and unsupported formats are dropped.
+///
+/// The same schema is fine for vLLM, Ollama and llama.cpp, which accept a superset.
+pub fn schema_for<T: schemars::JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .for_deserialize()
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("title");
+    }
+    make_strict(&mut schema);
+    schema
+}
+
+fn make_strict(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("$schema");
+            if let Some(one_of) = map.remove("oneOf") {
+                map.insert("anyOf".to_owned(), one_of);
+            }
+            if let Some(Value::String(format)) = map.get("format") {
+                if !STRICT_FORMATS.contains(&format.as_str()) {
+                    map.remove("format");
+                }
+            }
+            let is_object = map.get("type").is_some_and(|t| t == "object") || map.contains_key("properties");
+            // A map type (`additionalProperties` is a schema) cannot be made strict; leave it as is.
+            let is_map = map.get("additionalProperties").is_some_and(Value::is_object);
+            if is_object && !is_map {
+                let names: Vec<Value> = match map.get("properties") {
+                    Some(Value::Object(props)) => props.keys().cloned().map(Value::String).collect(),
+                    _ => Vec::new(),
+                };
+                map.insert("required".to_owned(), Value::Array(names));
+                if !map.contains_key("properties") {
+                    map.insert("properties".to_owned(), Value::Object(Map::new()));
+                }
+                map.insert("additionalProperties".to_owned(), Value::Bool(false));
+            }
+            for (key, child) in map.iter_mut() {
+                // Property names and enum/const values are data, not schemas; the rest may hold schemas.
+                if key == "enum" || key == "const" || key == "required" || key == "default" || key == "examples" {
+                    continue;
+                }
+                if key == "properties" || key == "$defs" || key == "definitions" {
+                    if let Value::Object(children) = child {
+                        children.values_mut().for_each(make_strict);
+                    }
+                    continue;
+                }
+                make_strict(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(make_strict),
+        _ => {}
+    }
+}
+
+/// A `response_format` schema name derived from a purpose: `[a-zA-Z0-9_-]`, at most 64 chars.
+pub fn schema_name(purpose: &str) -> String {
+    let mut name: String = purpose
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    if name.trim_matches('_').is_empty() {
+        name = "response".to_owned();
+    }
+    name
+}
+
+/// Extracts the JSON value from a model reply.
+///
+/// Models wrap JSON in ```json fences or surround it with prose despite instructions, so this
+/// accepts: the bare reply, the content of the first fenced block, or the first `{...}`/`[...]`
+/// that parses as a complete JSON value (trailing text after it is ignored).
+pub fn extract_json(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("the reply is empty".to_owned());
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        return Ok(v);
+    }
+    if let Some(inner) = fenced_block(trimmed) {
+        if let Ok(v) = serde_json::from_str::<Value>(inner.trim()) {
+            return Ok(v);
+        }
+    }
+    let mut first_error = None;
+    for (start, c) in trimmed.char_indices() {
+        if c != '{' && c != '[' {
+            continue;
+        }
+        let mut stream = serde_json::Deserializer::from_str(&trimmed[start..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(v)) if v.is_object() || v.is_array() => return Ok(v),
+            Some(Err(e)) if first_error.is_none() => first_error = Some(e.to_string()),
+            _ => {}
+        }
+    }
+    Err(match first_error {
+        Some(e) => format!("the reply is not valid JSON: {e}"),
+        None => "the reply contains no JSON object".to_owned(),
+    })
+}
+
+/// The content of the first ``` fenced block (language tag skipped), if any.
+fn fenced_block(text: &str) -> Option<&str> {
+    let open = text.find("```")?;
+    let after = &text[open + 3..];
+    let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
+    let body = &after[body_start..];
+    let close = body.find("```").unwrap_or(body.len());
+    Some(&body[..close])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, schemars::JsonSchema)]
+    struct Inner {
+        score: u32,
+        note: Option<String>,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    enum Route {
+        Billing,
+        Tech,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, schemars::JsonSchema)]
+    struct Outer {
+        route: Route,
+        inner: Inner,
+        items: Vec<Inner>,
+    }
+
+    fn walk(v: &Value, f: &mut impl FnMut(&Map<String, Value>)) {
+        match v {
+            Value::Object(m) => {
+                f(m);
+                m.values().for_each(|c| walk(c, f));
+            }
+            Value::Array(a) => a.iter().for_each(|c| walk(c, f)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn schema_is_strict_friendly() {
+        let schema = schema_for::<Outer>();
+        let text = schema.to_string();
+        assert!(!text.contains("$ref"), "{text}");
+        assert!(!text.contains("$defs"), "{text}");
+        assert!(!text.contains("$schema"), "{text}");
+        assert!(!text.contains("uint32"), "{text}");
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(schema["required"], serde_json::json!(["route", "inner", "items"]));
+        let inner = &schema["properties"]["inner"];
+        assert_eq!(inner["additionalProperties"], false);
+        assert_eq!(inner["required"], serde_json::json!(["score", "note"]));
+        assert_eq!(schema["properties"]["items"]["items"]["additionalProperties"], false);
+        let mut objects = 0;
+        walk(&schema, &mut |m| {
+            if m.get("type").is_some_and(|t| t == "object") {
+                objects += 1;
+                assert_eq!(m.get("additionalProperties"), Some(&Value::Bool(false)));
+            }
+            assert!(!m.contains_key("oneOf"));
+        });
+        assert_eq!(objects, 3);
+        let routes = schema["properties"]["route"].to_string();
+        assert!(routes.contains("billing") && routes.contains("tech"), "{routes}");
+    }
+
+    #[test]
+    fn schema_name_is_sanitized() {
+        assert_eq!(schema_name("supervisor.route"), "supervisor_route");
+        assert_eq!(schema_name("a b/c-d"), "a_b_c-d");
+        assert_eq!(schema_name(""), "response");
+        assert_eq!(schema_name("..."), "response");
+        assert_eq!(schema_name(&"x".repeat(100)).len(), 64);
+    }
+
+    #[test]
+    fn extracts_plain_json() {
+        assert_eq!(extract_json(r#" {"a":1} "#).unwrap(), serde_json::json!({"a":1}));
+    }
+
+    #[test]
+    fn extracts_fenced_json() {
+        let reply = "Here you go:\n```json\n{\"a\": [1, 2]}\n```\nAnything else?";
+        assert_eq!(extract_json(reply).unwrap(), serde_json::json!({"a":[1,2]}));
+        let bare_fence = "```\n{\"b\": true}\n```";
+        assert_eq!(extract_json(bare_fence).unwrap(), serde_json::json!({"b":true}));
+    }
+
+    #[test]
+    fn extracts_json_surrounded_by_prose() {
+        let reply = "Sure! {\"route\": \"billing\", \"why\": \"it says {invoice}\"} Hope that helps.";
+        assert_eq!(extract_json(reply).unwrap()["route"], "billing");
+        let braces_in_prose = "Use {curly} style: {\"ok\": 1}";
+        assert_eq!(extract_json(braces_in_prose).unwrap(), serde_json::json!({"ok":1}));
+    }
+
+    #[test]
+    fn rejects_non_json() {
+        assert!(extract_json("").is_err());
+        assert!(extract_json("no json here").is_err());
+        let err = extract_json("{\"a\": ").unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+    }
+}

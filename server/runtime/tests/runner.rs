@@ -1,0 +1,508 @@
+//! Runner semantics, end to end over the in-memory checkpointer.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use frontdesk_runtime::{
+    checkpoint::{RunMarker, RunStatus},
+    BusyPolicy, Checkpoint, Checkpointer, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node,
+    NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
+};
+
+frontdesk_runtime::state! {
+    pub struct Doc / DocUpdate {
+        log: Vec<String> => Append,
+        route: String => Replace,
+        answer: String => Replace,
+        loops: u32 => Replace,
+    }
+}
+
+/// Appends its name to the log; optionally sets the route.
+struct Step {
+    name: &'static str,
+    route: Option<&'static str>,
+}
+
+#[async_trait]
+impl Node<Doc> for Step {
+    async fn run(&self, _state: &Doc, _ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        Ok(NodeOutput::update(DocUpdate {
+            log: Some(vec![self.name.to_owned()]),
+            route: self.route.map(str::to_owned),
+            ..Default::default()
+        }))
+    }
+}
+
+struct Sleep(Duration);
+
+#[async_trait]
+impl Node<Doc> for Sleep {
+    async fn run(&self, _state: &Doc, _ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        tokio::time::sleep(self.0).await;
+        Ok(NodeOutput::update(DocUpdate { log: Some(vec!["slept".into()]), ..Default::default() }))
+    }
+}
+
+struct Fail;
+
+#[async_trait]
+impl Node<Doc> for Fail {
+    async fn run(&self, _state: &Doc, _ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        Err(NodeError::new(NodeErrorKind::ModelOutputInvalid, "model replied with garbage"))
+    }
+}
+
+/// Asks a question and waits for the answer.
+struct Ask;
+
+#[async_trait]
+impl Node<Doc> for Ask {
+    async fn run(&self, _state: &Doc, ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        match ctx.resume_value() {
+            Some(answer) => Ok(NodeOutput::update(DocUpdate {
+                answer: Some(answer.as_str().unwrap_or_default().to_owned()),
+                log: Some(vec!["answered".into()]),
+                ..Default::default()
+            })),
+            None => Ok(NodeOutput::interrupt(
+                DocUpdate { log: Some(vec!["asked".into()]), ..Default::default() },
+                "awaiting_user",
+                serde_json::json!({"question": "why?"}),
+            )),
+        }
+    }
+}
+
+struct Loop;
+
+#[async_trait]
+impl Node<Doc> for Loop {
+    async fn run(&self, state: &Doc, _ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        Ok(NodeOutput::update(DocUpdate { loops: Some(state.loops + 1), ..Default::default() }))
+    }
+}
+
+fn routed_runner(store: Arc<dyn Checkpointer>) -> Runner<Doc> {
+    let graph = GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node("billing", Step { name: "billing", route: None })
+        .node("general", Step { name: "general", route: None })
+        .entry("classify")
+        .conditional_edge("classify", [Target::node("billing"), Target::node("general"), Target::End], |s: &Doc| {
+            match s.route.as_str() {
+                "billing" => Target::node("billing"),
+                "general" => Target::node("general"),
+                "none" => Target::End,
+                _ => Target::node("nowhere"),
+            }
+        })
+        .edge("billing", Target::End)
+        .edge("general", Target::End)
+        .output(|s: &Doc| serde_json::json!({ "log": s.log }))
+        .build()
+        .unwrap();
+    Runner::new(graph, store, RunnerConfig::default())
+}
+
+fn input(route: &str) -> RunRequest<DocUpdate> {
+    let mut request =
+        RunRequest::new("t1", RunInput::Update(DocUpdate { route: Some(route.into()), ..Default::default() }));
+    request.create = true;
+    request
+}
+
+#[tokio::test]
+async fn run_follows_conditional_edge_and_streams_ordered_events() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        events.push(event);
+    }
+    let outcome = handle.wait().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"]);
+    assert_eq!(outcome.output, serde_json::json!({"log": ["classify", "billing"]}));
+
+    let ids: Vec<u64> = events.iter().map(|e| e.event_id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "event ids are gap-free from 1");
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::RunStarted { .. } => "run_started".to_owned(),
+            EventKind::NodeStarted { .. } => format!("start:{}", e.node.as_deref().unwrap()),
+            EventKind::NodeFinished { next, .. } => {
+                format!("finish:{}->{}", e.node.as_deref().unwrap(), next.as_deref().unwrap_or("end"))
+            }
+            EventKind::RunFinished { steps, .. } => format!("run_finished:{steps}"),
+            other => panic!("unexpected event {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "start:classify",
+            "finish:classify->billing",
+            "start:billing",
+            "finish:billing->end",
+            "run_finished:2"
+        ]
+    );
+    // One accepting commit plus one per node.
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.version, 3);
+    assert_eq!(latest.run.status, RunStatus::Completed);
+    assert!(latest.next.is_none());
+}
+
+#[tokio::test]
+async fn router_choosing_an_undeclared_target_fails_and_rolls_back() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    runner.start(input("none")).await.unwrap().wait().await.unwrap();
+    let before = store.latest("t1").await.unwrap().unwrap();
+    let mut request = input("bogus");
+    request.create = false;
+    let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
+    assert!(matches!(error, RunError::UndeclaredTarget { .. }), "{error:?}");
+    let after = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!(after.run.status, RunStatus::Failed);
+    assert_eq!(after.state, before.state, "a failed run restores the state from before it");
+}
+
+#[tokio::test]
+async fn unknown_thread_is_not_found_unless_created() {
+    let runner = routed_runner(Arc::new(MemoryCheckpointer::default()));
+    let mut request = input("billing");
+    request.create = false;
+    assert!(matches!(runner.start(request).await, Err(RunError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn failing_node_emits_run_failed_and_leaves_state_as_it_was() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let graph = GraphBuilder::new("failing")
+        .node("a", Step { name: "a", route: None })
+        .node("fail", Fail)
+        .entry("a")
+        .edge("a", Target::node("fail"))
+        .edge("fail", Target::End)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    runner.create_thread("t1", &Doc { log: vec!["before".into()], ..Default::default() }).await.unwrap();
+    let mut handle = runner
+        .start(RunRequest::new("t1", RunInput::Update(DocUpdate { log: Some(vec!["input".into()]), ..Default::default() })))
+        .await
+        .unwrap();
+    let mut last = None;
+    while let Some(event) = handle.events.recv().await {
+        last = Some(event);
+    }
+    let error = handle.wait().await.unwrap_err();
+    assert!(matches!(&error, RunError::Node { node, .. } if node == "fail"), "{error:?}");
+    match last.unwrap().kind {
+        EventKind::RunFailed { kind, message } => {
+            assert_eq!(kind, frontdesk_runtime::FailureKind::ModelOutputInvalid);
+            assert!(message.contains("fail"), "{message}");
+        }
+        other => panic!("last event must be RunFailed, got {other:?}"),
+    }
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["before"], "neither the input nor node a's update survive a failed run");
+    assert_eq!(cp.run.status, RunStatus::Failed);
+    assert!(store.unfinished_threads().await.unwrap().is_empty(), "a failed run is never resumed by recovery");
+}
+
+#[tokio::test]
+async fn node_timeout_fails_the_run() {
+    let graph = GraphBuilder::new("slow")
+        .node_with_timeout("slow", Sleep(Duration::from_secs(5)), Duration::from_millis(50))
+        .entry("slow")
+        .edge("slow", Target::End)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    request.create = true;
+    let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
+    assert!(matches!(error, RunError::NodeTimeout { ref node, .. } if node == "slow"), "{error:?}");
+}
+
+#[tokio::test]
+async fn run_deadline_fails_the_run() {
+    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(5))).entry("slow").edge("slow", Target::End);
+    let runner = Runner::new(graph.build().unwrap(), Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    request.create = true;
+    request.timeout = Some(Duration::from_millis(50));
+    let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
+    assert!(matches!(error, RunError::DeadlineExceeded), "{error:?}");
+}
+
+#[tokio::test]
+async fn cancel_stops_an_in_flight_node_and_keeps_the_last_state() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(30))).entry("slow").edge("slow", Target::End);
+    let runner = Runner::new(graph.build().unwrap(), store.clone(), RunnerConfig::default());
+    runner.create_thread("t", &Doc::default()).await.unwrap();
+    let handle = runner
+        .start(RunRequest::new("t", RunInput::Update(DocUpdate { log: Some(vec!["x".into()]), ..Default::default() })))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(runner.registry().cancel(&handle.run_id), "the run is registered while active");
+    let started = std::time::Instant::now();
+    let error = handle.wait().await.unwrap_err();
+    assert!(matches!(error, RunError::Cancelled), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "cancel must not wait for the node");
+    let (state, _) = runner.state("t").await.unwrap().unwrap();
+    assert!(state.log.is_empty());
+    assert_eq!(runner.registry().active_runs(), 0);
+}
+
+#[tokio::test]
+async fn step_limit_stops_loops() {
+    let graph = GraphBuilder::new("loop")
+        .node("spin", Loop)
+        .entry("spin")
+        .conditional_edge("spin", [Target::node("spin"), Target::End], |s: &Doc| {
+            if s.loops < 1000 {
+                Target::node("spin")
+            } else {
+                Target::End
+            }
+        })
+        .max_steps(10)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    request.create = true;
+    let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
+    assert!(matches!(error, RunError::StepLimit { limit: 10 }), "{error:?}");
+}
+
+#[tokio::test]
+async fn interrupt_persists_and_resume_continues_at_the_node() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let build = || {
+        GraphBuilder::new("ask")
+            .node("ask", Ask)
+            .node("after", Step { name: "after", route: None })
+            .entry("ask")
+            .edge("ask", Target::node("after"))
+            .edge("after", Target::End)
+            .build()
+            .unwrap()
+    };
+    let runner = Runner::new(build(), store.clone(), RunnerConfig::default());
+    let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    request.create = true;
+    let outcome = runner.start(request).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Interrupted);
+    assert_eq!(outcome.interrupt.as_ref().unwrap().reason, "awaiting_user");
+
+    // A new turn cannot bypass a pending interrupt.
+    let error = runner.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await.err().unwrap();
+    assert!(matches!(error, RunError::Interrupted { .. }));
+
+    // Another replica (a fresh runner on the same store) resumes exactly there.
+    let replica = Runner::new(build(), store.clone(), RunnerConfig::default());
+    let outcome = replica
+        .start(RunRequest::new("t", RunInput::Resume(serde_json::json!("because"))))
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let state = outcome.state.unwrap();
+    assert_eq!(state.answer, "because");
+    assert_eq!(state.log, vec!["asked", "answered", "after"]);
+    let error = replica.start(RunRequest::new("t", RunInput::Resume(serde_json::json!("again")))).await.err().unwrap();
+    assert!(matches!(error, RunError::NothingToResume { .. }));
+}
+
+#[tokio::test]
+async fn second_run_on_a_busy_thread_is_rejected_or_queued() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_millis(200))).entry("slow").edge("slow", Target::End);
+    let runner = Runner::new(graph.build().unwrap(), store.clone(), RunnerConfig::default());
+    runner.create_thread("t", &Doc::default()).await.unwrap();
+    let first = runner.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await.unwrap();
+    let rejected = runner.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await;
+    assert!(matches!(rejected, Err(RunError::ThreadBusy { .. })));
+    let mut queued = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    queued.busy = BusyPolicy::Queue;
+    let second = runner.start(queued).await.unwrap();
+    first.wait().await.unwrap();
+    let outcome = second.wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["slept", "slept"]);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_first_outcome() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    let mut request = input("general");
+    request.idempotency_key = Some("k1".into());
+    let first = runner.start(request).await.unwrap().wait().await.unwrap();
+    let version = store.latest("t1").await.unwrap().unwrap().version;
+    let mut retry = input("billing");
+    retry.idempotency_key = Some("k1".into());
+    let replay = runner.start(retry).await.unwrap().wait().await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.run_id, first.run_id);
+    assert_eq!(replay.output, first.output);
+    assert_eq!(store.latest("t1").await.unwrap().unwrap().version, version, "a replay runs nothing");
+}
+
+/// A checkpoint left `Running` is what a crash leaves behind.
+async fn crashed_thread(store: &MemoryCheckpointer, key: Option<&str>) {
+    let state = Doc { log: vec!["classify".into()], route: "billing".into(), ..Default::default() };
+    store
+        .put(&Checkpoint {
+            thread_id: "t1".into(),
+            workflow: "routed".into(),
+            version: 1,
+            state: serde_json::to_vec(&state).unwrap(),
+            next: Some("billing".into()),
+            interrupt: None,
+            run: RunMarker {
+                run_id: "crashed-run".into(),
+                idempotency_key: key.map(str::to_owned),
+                status: RunStatus::Running,
+                step: 1,
+                output: None,
+            },
+            created_at: std::time::SystemTime::now(),
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn retry_with_the_same_key_reattaches_to_a_crash_interrupted_run() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, Some("k1")).await;
+    let busy = routed_runner(store.clone());
+    let mut retry = input("billing");
+    retry.idempotency_key = Some("k1".into());
+    assert!(
+        matches!(busy.start(retry).await, Err(RunError::ThreadBusy { .. })),
+        "a fresh running checkpoint may belong to a live replica"
+    );
+    let runner = abandoned_after_zero(store.clone());
+    let mut retry = input("billing");
+    retry.idempotency_key = Some("k1".into());
+    let outcome = runner.start(retry).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.run_id, "crashed-run");
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"], "the input is not applied twice");
+}
+
+/// A runner that treats every running checkpoint as abandoned.
+fn abandoned_after_zero(store: Arc<dyn Checkpointer>) -> Runner<Doc> {
+    let runner = routed_runner(store);
+    let config = RunnerConfig { takeover_after: Duration::ZERO, ..RunnerConfig::default() };
+    let graph = GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node("billing", Step { name: "billing", route: None })
+        .node("general", Step { name: "general", route: None })
+        .entry("classify")
+        .conditional_edge("classify", [Target::node("billing"), Target::node("general"), Target::End], |s: &Doc| {
+            if s.route == "billing" {
+                Target::node("billing")
+            } else {
+                Target::node("general")
+            }
+        })
+        .edge("billing", Target::End)
+        .edge("general", Target::End)
+        .build()
+        .unwrap();
+    Runner::new(graph, runner.checkpointer().clone(), config)
+}
+
+#[tokio::test]
+async fn a_new_turn_first_finishes_an_abandoned_run() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, None).await;
+    let runner = abandoned_after_zero(store.clone());
+    let mut turn = input("general");
+    turn.create = false;
+    let outcome = runner.start(turn).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing", "classify", "general"]);
+}
+
+#[tokio::test]
+async fn recovery_finishes_crash_interrupted_runs() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, None).await;
+    let runner = routed_runner(store.clone());
+    assert_eq!(runner.recover().await.unwrap(), 1);
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "billing"]);
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert!(store.unfinished_threads().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn two_replicas_cannot_both_commit_a_turn() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let graph = || {
+        GraphBuilder::new("slow").node("slow", Sleep(Duration::from_millis(100))).entry("slow").edge("slow", Target::End)
+    };
+    // Separate registries: no shared in-process lock, only the checkpoint compare-and-set.
+    let a = Runner::new(graph().build().unwrap(), store.clone(), RunnerConfig::default());
+    let b = Runner::new(graph().build().unwrap(), store.clone(), RunnerConfig::default());
+    a.create_thread("t", &Doc::default()).await.unwrap();
+    let (ra, rb) = tokio::join!(
+        async { a.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await?.wait().await },
+        async { b.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await?.wait().await },
+    );
+    let ok = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "exactly one replica commits: {ra:?} / {rb:?}");
+    let (state, _) = a.state("t").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["slept"]);
+}
+
+#[test]
+fn graph_validation_rejects_bad_graphs() {
+    let unknown = GraphBuilder::<Doc>::new("g")
+        .node("a", Step { name: "a", route: None })
+        .entry("a")
+        .edge("a", Target::node("b"))
+        .build()
+        .err();
+    assert_eq!(unknown, Some(GraphError::UnknownTarget { from: "a".into(), to: "b".into() }));
+    let unreachable = GraphBuilder::<Doc>::new("g")
+        .node("a", Step { name: "a", route: None })
+        .node("b", Step { name: "b", route: None })
+        .entry("a")
+        .edge("a", Target::End)
+        .edge("b", Target::End)
+        .build()
+        .err();
+    assert_eq!(unreachable, Some(GraphError::Unreachable("b".into())));
+    let dangling =
+        GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).entry("a").build().err();
+    assert_eq!(dangling, Some(GraphError::NoOutgoingEdge("a".into())));
+    let no_entry = GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).edge("a", Target::End).build().err();
+    assert_eq!(no_entry, Some(GraphError::NoEntry));
+}
+
+#[test]
+fn description_lists_nodes_edges_and_mermaid() {
+    let runner = routed_runner(Arc::new(MemoryCheckpointer::default()));
+    let description = runner.graph().describe();
+    let names: Vec<_> = description.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["classify", "billing", "general"]);
+    assert!(description.edges.iter().any(|e| e.source == "classify" && e.target == "__end__" && e.conditional));
+    assert!(description.mermaid.starts_with("flowchart TD"));
+    assert!(description.mermaid.contains("classify -.-> billing"));
+}

@@ -1,0 +1,473 @@
+//! [`SqlCheckpointer`]: the runtime's [`Checkpointer`] on SQLite or PostgreSQL.
+
+use async_trait::async_trait;
+use frontdesk_runtime::{
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, PendingInterrupt, RunMarker, RunStatus, ThreadPage,
+    ThreadQuery, ThreadSummary,
+};
+use sqlx::{sqlite::SqlitePool, PgPool};
+
+use crate::{from_ms, on_pool, to_ms, Database, DbKind, DbPool};
+
+/// Checkpoints in SQL. `put` is one compare-and-set transaction on `threads.version`: on
+/// SQLite a `BEGIN IMMEDIATE` transaction around one batch of statements, on PostgreSQL a
+/// single statement whose data-modifying CTEs only write when the conditional update (or
+/// insert-if-absent, for version 1) of the thread row succeeds.
+#[derive(Debug, Clone)]
+pub struct SqlCheckpointer {
+    db: Database,
+    retention: i64,
+}
+
+impl SqlCheckpointer {
+    /// Keeps the newest `db.options().checkpoint_retention` checkpoints per thread.
+    pub fn new(db: Database) -> Self {
+        let retention = i64::try_from(db.options().checkpoint_retention.max(1)).unwrap_or(i64::MAX);
+        Self { db, retention }
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+}
+
+macro_rules! checkpoint_columns {
+    () => {
+        "workflow, version, state, next_node, interrupt, run_id, idempotency_key, run_status, step, output, created_at_ms"
+    };
+}
+
+const LATEST: &str =
+    concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT 1");
+const HISTORY: &str =
+    concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT $2");
+const FIND_KEY: &str = "SELECT run_id, version, status, output FROM idempotency_keys WHERE thread_id = $1 AND key = $2";
+const THREAD: &str =
+    "SELECT thread_id, workflow, version, created_at_ms, updated_at_ms FROM threads WHERE thread_id = $1";
+/// `$1` exclusive lower bound (`after`), `$2`..`$3` the prefix's range, `$4` workflow.
+const LIST: &str = "SELECT thread_id, workflow, version, created_at_ms, updated_at_ms FROM threads \
+     WHERE ($1 IS NULL OR thread_id > $1) AND ($2 IS NULL OR thread_id >= $2) \
+     AND ($3 IS NULL OR thread_id < $3) AND ($4 IS NULL OR workflow = $4) \
+     ORDER BY thread_id LIMIT $5";
+const UNFINISHED: &str = "SELECT thread_id FROM threads WHERE status = 'running' ORDER BY thread_id";
+const VERSION: &str = "SELECT version FROM threads WHERE thread_id = $1";
+const LOCK_THREAD: &str = "UPDATE threads SET version = version WHERE thread_id = $1";
+const DELETE_CHECKPOINTS: &str = "DELETE FROM checkpoints WHERE thread_id = $1";
+const DELETE_KEYS: &str = "DELETE FROM idempotency_keys WHERE thread_id = $1";
+const DELETE_THREAD: &str = "DELETE FROM threads WHERE thread_id = $1";
+
+// The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
+// $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
+// $8 interrupt, $9 run_id, $10 idempotency_key, $11 step, $12 output, $13 whether to record
+// the key, $14 prune checkpoints up to this version.
+//
+// The compare-and-set on the thread row: insert-if-absent for version 1, else a conditional
+// update from version - 1. Either returns a row only when it won.
+macro_rules! insert_thread {
+    () => {
+        "INSERT INTO threads (thread_id, workflow, version, created_at_ms, updated_at_ms, status) \
+         VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (thread_id) DO NOTHING RETURNING version"
+    };
+}
+macro_rules! update_thread {
+    () => {
+        "UPDATE threads SET workflow = $2, version = $3, updated_at_ms = $4, status = $5 \
+         WHERE thread_id = $1 AND version = $3 - 1 RETURNING version"
+    };
+}
+
+// SQLite: one batch (one trip to the connection's worker thread) inside a `BEGIN IMMEDIATE`
+// transaction. `changes()` is the row count of the previous statement, so the checkpoint is
+// inserted only after a won compare-and-set, and the key only after the checkpoint. Pruning
+// runs only when the thread is now at this version (after a loss at the very same version it
+// would delete exactly what the winner already deleted, i.e. nothing).
+macro_rules! sqlite_put_tail {
+    () => {
+        "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, interrupt, run_id, \
+             idempotency_key, run_status, step, output, created_at_ms) \
+           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 WHERE changes() = 1; \
+         INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output) \
+           SELECT $1, $10, $9, $3, $5, $12 WHERE $13 AND changes() = 1 \
+           ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
+             status = excluded.status, output = excluded.output; \
+         DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
+           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3)"
+    };
+}
+const SQLITE_PUT_FIRST: &str = concat!(insert_thread!(), sqlite_put_tail!());
+const SQLITE_PUT_NEXT: &str = concat!(update_thread!(), sqlite_put_tail!());
+
+// PostgreSQL: one statement, one round trip, atomic on its own. The data-modifying CTEs
+// select from `cas`, so they write only when the compare-and-set won. Returns the number of
+// rows `cas` produced: 1 when it won, 0 when it lost (and nothing was written).
+macro_rules! pg_put_tail {
+    () => {
+        "), cp AS ( \
+            INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, interrupt, run_id, \
+                idempotency_key, run_status, step, output, created_at_ms) \
+            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 FROM cas \
+         ), idem AS ( \
+            INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output) \
+            SELECT $1, $10, $9, $3, $5, $12 FROM cas WHERE $13 \
+            ON CONFLICT (thread_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, version = EXCLUDED.version, \
+                status = EXCLUDED.status, output = EXCLUDED.output \
+         ), pruned AS ( \
+            DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 AND EXISTS (SELECT 1 FROM cas) \
+         ) \
+         SELECT count(*) FROM cas"
+    };
+}
+const PG_PUT_FIRST: &str = concat!("WITH cas AS (", insert_thread!(), pg_put_tail!());
+const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail!());
+
+/// Binds a [`Write`] as `$1`..`$14` of the put statements.
+macro_rules! bind_write {
+    ($query:expr, $w:expr) => {
+        $query
+            .bind($w.thread_id)
+            .bind($w.workflow)
+            .bind($w.version)
+            .bind($w.created_at_ms)
+            .bind($w.status)
+            .bind($w.state)
+            .bind($w.next)
+            .bind($w.interrupt.as_deref())
+            .bind($w.run_id)
+            .bind($w.key)
+            .bind($w.step)
+            .bind($w.output)
+            .bind($w.record_key)
+            .bind($w.prune_through)
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct CheckpointRow {
+    workflow: String,
+    version: i64,
+    state: Vec<u8>,
+    next_node: Option<String>,
+    interrupt: Option<String>,
+    run_id: String,
+    idempotency_key: Option<String>,
+    run_status: String,
+    step: i64,
+    output: Option<String>,
+    created_at_ms: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct ThreadRow {
+    thread_id: String,
+    workflow: String,
+    version: i64,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    run_id: String,
+    version: i64,
+    status: String,
+    output: Option<String>,
+}
+
+/// A stored value outside its domain.
+#[derive(Debug, thiserror::Error)]
+#[error("column {column} holds an invalid value {value:?}")]
+struct InvalidColumn {
+    column: &'static str,
+    value: String,
+}
+
+fn corrupt(thread_id: &str, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> CheckpointError {
+    CheckpointError::Corrupt { thread_id: thread_id.to_owned(), source: source.into() }
+}
+
+/// Decoding failures are corrupt data; everything else means the store is unavailable.
+fn db_error(thread_id: &str) -> impl FnOnce(sqlx::Error) -> CheckpointError + '_ {
+    move |e| match e {
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => corrupt(thread_id, e),
+        e => CheckpointError::Unavailable(Box::new(e)),
+    }
+}
+
+fn version_from(thread_id: &str, column: &'static str, v: i64) -> Result<u64, CheckpointError> {
+    u64::try_from(v).map_err(|_| corrupt(thread_id, InvalidColumn { column, value: v.to_string() }))
+}
+
+fn status_from(thread_id: &str, column: &'static str, s: &str) -> Result<RunStatus, CheckpointError> {
+    RunStatus::parse(s).ok_or_else(|| corrupt(thread_id, InvalidColumn { column, value: s.to_owned() }))
+}
+
+impl CheckpointRow {
+    fn into_checkpoint(self, thread_id: &str) -> Result<Checkpoint, CheckpointError> {
+        let interrupt = match self.interrupt {
+            Some(json) => Some(serde_json::from_str::<PendingInterrupt>(&json).map_err(|e| corrupt(thread_id, e))?),
+            None => None,
+        };
+        let step = u32::try_from(self.step).map_err(|_| {
+            corrupt(thread_id, InvalidColumn { column: "checkpoints.step", value: self.step.to_string() })
+        })?;
+        Ok(Checkpoint {
+            thread_id: thread_id.to_owned(),
+            workflow: self.workflow,
+            version: version_from(thread_id, "checkpoints.version", self.version)?,
+            state: self.state,
+            next: self.next_node,
+            interrupt,
+            run: RunMarker {
+                run_id: self.run_id,
+                idempotency_key: self.idempotency_key,
+                status: status_from(thread_id, "checkpoints.run_status", &self.run_status)?,
+                step,
+                output: self.output,
+            },
+            created_at: from_ms(self.created_at_ms),
+        })
+    }
+}
+
+impl ThreadRow {
+    fn into_summary(self) -> Result<ThreadSummary, CheckpointError> {
+        let version = version_from(&self.thread_id, "threads.version", self.version)?;
+        Ok(ThreadSummary {
+            workflow: self.workflow,
+            version,
+            created_at: from_ms(self.created_at_ms),
+            updated_at: from_ms(self.updated_at_ms),
+            thread_id: self.thread_id,
+        })
+    }
+}
+
+/// A checkpoint flattened into bind values.
+struct Write<'a> {
+    thread_id: &'a str,
+    workflow: &'a str,
+    version: i64,
+    created_at_ms: i64,
+    status: &'static str,
+    state: &'a [u8],
+    next: Option<&'a str>,
+    interrupt: Option<String>,
+    run_id: &'a str,
+    key: Option<&'a str>,
+    step: i64,
+    output: Option<&'a str>,
+    /// The key is recorded when its run completes or pauses.
+    record_key: bool,
+    /// Checkpoints up to this version are pruned (none when below 1).
+    prune_through: i64,
+}
+
+impl<'a> Write<'a> {
+    fn new(cp: &'a Checkpoint, retention: i64) -> Result<Self, CheckpointError> {
+        let version = i64::try_from(cp.version).map_err(|_| {
+            corrupt(&cp.thread_id, InvalidColumn { column: "checkpoints.version", value: cp.version.to_string() })
+        })?;
+        let interrupt = match &cp.interrupt {
+            Some(i) => Some(serde_json::to_string(i).map_err(|e| corrupt(&cp.thread_id, e))?),
+            None => None,
+        };
+        Ok(Write {
+            thread_id: &cp.thread_id,
+            workflow: &cp.workflow,
+            version,
+            created_at_ms: to_ms(cp.created_at),
+            status: cp.run.status.as_str(),
+            state: &cp.state,
+            next: cp.next.as_deref(),
+            interrupt,
+            run_id: &cp.run.run_id,
+            key: cp.run.idempotency_key.as_deref(),
+            step: i64::from(cp.run.step),
+            output: cp.run.output.as_deref(),
+            record_key: cp.run.idempotency_key.is_some()
+                && matches!(cp.run.status, RunStatus::Completed | RunStatus::Interrupted),
+            prune_through: version.saturating_sub(retention),
+        })
+    }
+
+    fn conflict(&self, actual: Option<i64>) -> CheckpointError {
+        CheckpointError::Conflict {
+            thread_id: self.thread_id.to_owned(),
+            expected: u64::try_from(self.version).unwrap_or(0).saturating_sub(1),
+            actual: actual.and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
+        }
+    }
+}
+
+async fn put_sqlite(pool: &SqlitePool, w: &Write<'_>) -> Result<(), CheckpointError> {
+    if w.version < 1 {
+        let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(pool).await;
+        return Err(w.conflict(actual.map_err(db_error(w.thread_id))?));
+    }
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(db_error(w.thread_id))?;
+    let sql = if w.version == 1 { SQLITE_PUT_FIRST } else { SQLITE_PUT_NEXT };
+    // Every statement of the batch runs (fetch_all); only the compare-and-set returns a row.
+    let won = !bind_write!(sqlx::query(sql), w).fetch_all(&mut *tx).await.map_err(db_error(w.thread_id))?.is_empty();
+    if won {
+        return tx.commit().await.map_err(db_error(w.thread_id));
+    }
+    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(&mut *tx).await;
+    // Nothing was written; rolling back releases the write lock.
+    tx.rollback().await.map_err(db_error(w.thread_id))?;
+    Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+}
+
+async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointError> {
+    let won = w.version >= 1 && {
+        let sql = if w.version == 1 { PG_PUT_FIRST } else { PG_PUT_NEXT };
+        let cas: i64 = bind_write!(sqlx::query_scalar(sql), w).fetch_one(pool).await.map_err(db_error(w.thread_id))?;
+        cas == 1
+    };
+    if won {
+        return Ok(());
+    }
+    // The winner has committed by now (the loser waited for its row lock or key), so a fresh
+    // read sees the version that beat us.
+    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(pool).await;
+    Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+}
+
+/// The smallest string greater than every string that starts with `prefix`, if any.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+#[async_trait]
+impl Checkpointer for SqlCheckpointer {
+    async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        let row: Option<CheckpointRow> = on_pool!(self.db, pool => {
+            sqlx::query_as(LATEST).bind(thread_id).fetch_optional(pool).await
+        })
+        .map_err(db_error(thread_id))?;
+        row.map(|r| r.into_checkpoint(thread_id)).transpose()
+    }
+
+    async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        let write = Write::new(checkpoint, self.retention)?;
+        match self.db.pool() {
+            DbPool::Sqlite(pool) => {
+                let _guard = self.db.write_guard().await;
+                put_sqlite(pool, &write).await
+            }
+            DbPool::Postgres(pool) => put_postgres(pool, &write).await,
+        }
+    }
+
+    async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<CheckpointRow> = on_pool!(self.db, pool => {
+            sqlx::query_as(HISTORY).bind(thread_id).bind(limit).fetch_all(pool).await
+        })
+        .map_err(db_error(thread_id))?;
+        rows.into_iter().map(|r| r.into_checkpoint(thread_id)).collect()
+    }
+
+    async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError> {
+        let row: Option<KeyRow> = on_pool!(self.db, pool => {
+            sqlx::query_as(FIND_KEY).bind(thread_id).bind(key).fetch_optional(pool).await
+        })
+        .map_err(db_error(thread_id))?;
+        row.map(|r| {
+            Ok(IdempotentRun {
+                version: version_from(thread_id, "idempotency_keys.version", r.version)?,
+                status: status_from(thread_id, "idempotency_keys.status", &r.status)?,
+                run_id: r.run_id,
+                output: r.output,
+            })
+        })
+        .transpose()
+    }
+
+    async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
+        let row: Option<ThreadRow> = on_pool!(self.db, pool => {
+            sqlx::query_as(THREAD).bind(thread_id).fetch_optional(pool).await
+        })
+        .map_err(db_error(thread_id))?;
+        row.map(ThreadRow::into_summary).transpose()
+    }
+
+    async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError> {
+        let limit = query.limit.max(1);
+        let prefix = query.prefix.as_deref().filter(|p| !p.is_empty());
+        let prefix_end = prefix.and_then(prefix_end);
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let rows: Vec<ThreadRow> = on_pool!(self.db, pool => {
+            sqlx::query_as(LIST)
+                .bind(query.after.as_deref())
+                .bind(prefix)
+                .bind(prefix_end.as_deref())
+                .bind(query.workflow.as_deref())
+                .bind(fetch)
+                .fetch_all(pool)
+                .await
+        })
+        .map_err(db_error(""))?;
+        let more = rows.len() > limit;
+        let threads = rows.into_iter().take(limit).map(ThreadRow::into_summary).collect::<Result<Vec<_>, _>>()?;
+        let next_after = if more { threads.last().map(|t| t.thread_id.clone()) } else { None };
+        Ok(ThreadPage { threads, next_after })
+    }
+
+    async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        on_pool!(self.db, pool => sqlx::query_scalar(UNFINISHED).fetch_all(pool).await).map_err(db_error(""))
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
+        let _guard = self.db.write_guard().await;
+        let begin = match self.db.kind() {
+            DbKind::Sqlite => "BEGIN IMMEDIATE",
+            DbKind::Postgres => "BEGIN",
+        };
+        let deleted = on_pool!(self.db, pool => {
+            async {
+                let mut tx = pool.begin_with(begin).await?;
+                // Lock the thread row first, so that a concurrent put either commits before
+                // the erasure (and is erased with it) or loses its compare-and-set after it.
+                let exists = sqlx::query(LOCK_THREAD).bind(thread_id).execute(&mut *tx).await?.rows_affected() > 0;
+                if exists {
+                    sqlx::query(DELETE_CHECKPOINTS).bind(thread_id).execute(&mut *tx).await?;
+                    sqlx::query(DELETE_KEYS).bind(thread_id).execute(&mut *tx).await?;
+                    sqlx::query(DELETE_THREAD).bind(thread_id).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok::<_, sqlx::Error>(exists)
+            }
+            .await
+        })
+        .map_err(db_error(thread_id))?;
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_ranges() {
+        assert_eq!(prefix_end("C001:").as_deref(), Some("C001;"));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        assert_eq!(prefix_end(""), None);
+    }
+}

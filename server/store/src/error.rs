@@ -1,0 +1,92 @@
+use crate::db::DbKind;
+
+/// Why a store operation failed. Connection strings in messages have their password removed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL is neither `sqlite:` nor `postgres:`/`postgresql:`.
+    #[error("unsupported database url {url:?}: expected sqlite://FILE, sqlite::memory: or postgres://...")]
+    UnsupportedUrl { url: String },
+    /// The URL has a supported scheme but could not be parsed.
+    #[error("invalid {kind} database url {url:?}")]
+    InvalidUrl {
+        kind: DbKind,
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The directory for a SQLite file could not be created.
+    #[error("cannot create directory {path:?} for the SQLite database")]
+    CreateDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be reached or refused the connection.
+    #[error("cannot connect to {kind} database {url:?}")]
+    Connect {
+        kind: DbKind,
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Applying the schema migrations failed.
+    #[error("migrating the {kind} database failed")]
+    Migrate {
+        kind: DbKind,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A statement failed.
+    #[error("database query failed: {operation}")]
+    Query {
+        operation: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A value could not be encoded for storage.
+    #[error("cannot encode {what} for storage")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Stored data could not be decoded.
+    #[error("corrupt stored data: {what}")]
+    Corrupt {
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn query(operation: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+        move |source| StoreError::Query { operation, source }
+    }
+}
+
+/// `url` with any password replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else { return url.to_owned() };
+    let userinfo = &authority[..at];
+    let Some(colon) = userinfo.find(':') else { return url.to_owned() };
+    format!("{}://{}:***{}", &url[..scheme_end], &userinfo[..colon], &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("postgres://u:secret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact("sqlite://a/b.db"), "sqlite://a/b.db");
+        assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+    }
+}

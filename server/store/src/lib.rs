@@ -1,0 +1,71 @@
+//! Frontdesk's SQL storage: SQLite (a file, or memory for tests) and PostgreSQL.
+//!
+//! [`Database`] opens a pool and migrates the schema (`migrations/sqlite`,
+//! `migrations/postgres`); [`SqlCheckpointer`] implements the runtime's
+//! [`Checkpointer`](frontdesk_runtime::Checkpointer) on it; [`intake`] holds the workflow
+//! layer's intake submissions. Queries are built at run time with binds (no compile-time
+//! checked macros), in one SQL text for both dialects wherever they agree.
+//!
+//! Tests: `cargo test -p frontdesk-store` runs the runtime's conformance suite and the store's
+//! own checks on SQLite files and memory. The PostgreSQL tests need a server:
+//! `export FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"`; each run
+//! creates and drops its own database there. Without the URL they are skipped, unless
+//! `FRONTDESK_REQUIRE_POSTGRES=1` (CI), which makes them fail.
+
+mod checkpointer;
+mod db;
+mod error;
+pub mod intake;
+
+pub use checkpointer::SqlCheckpointer;
+pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
+pub use error::StoreError;
+pub use intake::{NewSubmission, Submission};
+
+/// The sqlx this crate is built on, for modules that need the pools directly.
+pub use sqlx;
+
+/// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`), for
+/// queries whose text and binds are the same in both dialects.
+macro_rules! on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db.pool() {
+            $crate::db::DbPool::Sqlite($pool) => $body,
+            $crate::db::DbPool::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Milliseconds since the Unix epoch (negative before it), as stored.
+pub(crate) fn to_ms(t: std::time::SystemTime) -> i64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
+    }
+}
+
+/// The inverse of [`to_ms`].
+pub(crate) fn from_ms(ms: i64) -> std::time::SystemTime {
+    let d = std::time::Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        std::time::UNIX_EPOCH + d
+    } else {
+        std::time::UNIX_EPOCH - d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    #[test]
+    fn millisecond_round_trip() {
+        for ms in [0i64, 1, 1_700_000_000_123, -1, -86_400_000] {
+            assert_eq!(to_ms(from_ms(ms)), ms);
+        }
+        assert_eq!(to_ms(UNIX_EPOCH + Duration::from_micros(1_999)), 1);
+    }
+}

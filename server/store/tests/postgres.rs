@@ -1,0 +1,124 @@
+//! PostgreSQL: the conformance suite and the store's own checks on a real server.
+//!
+//! Set `FRONTDESK_TEST_POSTGRES_URL` (for example the URL printed by
+//! `scripts/ensure-postgres.sh`); each run creates a fresh database next to the one in the
+//! URL and drops it afterwards. Without the URL the tests are skipped, unless
+//! `FRONTDESK_REQUIRE_POSTGRES=1`, which makes them fail.
+
+mod common;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use frontdesk_runtime::conformance;
+use frontdesk_store::{sqlx, Database, DbKind, StoreError, StoreOptions};
+
+/// The server URL, or `None` when the tests are to be skipped.
+fn server_url() -> Option<String> {
+    match std::env::var("FRONTDESK_TEST_POSTGRES_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
+        _ if std::env::var("FRONTDESK_REQUIRE_POSTGRES").as_deref() == Ok("1") => panic!(
+            "FRONTDESK_REQUIRE_POSTGRES=1 but FRONTDESK_TEST_POSTGRES_URL is not set; \
+             start a server with scripts/ensure-postgres.sh and export the URL it prints"
+        ),
+        _ => {
+            eprintln!("skipped: FRONTDESK_TEST_POSTGRES_URL not set");
+            None
+        }
+    }
+}
+
+/// `url` pointing at database `name` instead.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A fresh, empty database on the server; dropped when the test calls `drop_database`.
+struct FreshDatabase {
+    admin: sqlx::PgPool,
+    name: String,
+    url: String,
+}
+
+impl FreshDatabase {
+    async fn create(server: &str) -> FreshDatabase {
+        let admin = sqlx::PgPool::connect(server).await.expect("connect to FRONTDESK_TEST_POSTGRES_URL");
+        let name = format!("frontdesk_t_{}", uuid::Uuid::new_v4().simple());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
+        let url = with_database(server, &name);
+        FreshDatabase { admin, name, url }
+    }
+
+    async fn drop_database(self) {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)))
+            .execute(&self.admin)
+            .await
+            .unwrap();
+        self.admin.close().await;
+    }
+}
+
+#[test]
+fn rewrites_database_in_url() {
+    assert_eq!(with_database("postgres://u@h:1/db", "x"), "postgres://u@h:1/x");
+    assert_eq!(with_database("postgres://u@h:1/db?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
+    assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_conformance_and_store_checks() {
+    let Some(server) = server_url() else { return };
+    let fresh = FreshDatabase::create(&server).await;
+    for retention in [1, 3] {
+        let db = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: retention })
+            .await
+            .unwrap();
+        assert_eq!(db.kind(), DbKind::Postgres);
+        conformance::run_all(Arc::new(db.checkpointer())).await;
+        common::retention_prunes(&db).await;
+        db.close().await;
+    }
+    // Reconnecting migrates nothing twice; two pools contend on the same rows.
+    let a = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
+    let b = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
+    common::contended_increments(vec![Arc::new(a.checkpointer()), Arc::new(b.checkpointer())], 16, 15).await;
+    common::intake_round_trip(&a).await;
+    common::delete_during_writes(&a).await;
+    let mean = common::put_latency(&a.checkpointer(), 2010).await;
+    eprintln!("postgres put: mean {mean:?}");
+    a.close().await;
+    b.close().await;
+    fresh.drop_database().await;
+}
+
+#[tokio::test]
+async fn unreachable_postgres_fails_fast() {
+    let start = Instant::now();
+    let err = Database::connect_with_timeout(
+        "postgres://postgres:hunter2@127.0.0.1:1/frontdesk",
+        StoreOptions::default(),
+        Duration::from_millis(500),
+    )
+    .await
+    .expect_err("connecting to a closed port must fail");
+    let elapsed = start.elapsed();
+    assert!(matches!(err, StoreError::Connect { kind: DbKind::Postgres, .. }), "{err:?}");
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    let message = err.to_string();
+    assert!(!message.contains("hunter2"), "the password must not appear in errors: {message}");
+    assert!(std::error::Error::source(&err).is_some(), "the cause is kept");
+}

@@ -1,0 +1,158 @@
+//! SQLite: the conformance suite on a file and in memory, plus pruning, contention,
+//! durability across reconnects and intake submissions.
+
+mod common;
+
+use std::sync::Arc;
+
+use frontdesk_runtime::{conformance, conformance::sample, Checkpointer, PendingInterrupt, RunStatus};
+use frontdesk_store::{Database, DbKind, StoreError, StoreOptions};
+
+fn options(retention: usize) -> StoreOptions {
+    StoreOptions { max_connections: 4, checkpoint_retention: retention }
+}
+
+async fn file_db(dir: &tempfile::TempDir, retention: usize) -> Database {
+    let url = format!("sqlite://{}", dir.path().join("frontdesk.db").display());
+    Database::connect(&url, options(retention)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_file_retention_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    assert_eq!(db.kind(), DbKind::Sqlite);
+    conformance::run_all(Arc::new(db.checkpointer())).await;
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_file_retention_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 3).await;
+    conformance::run_all(Arc::new(db.checkpointer())).await;
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_in_memory() {
+    let db = Database::connect("sqlite::memory:", options(2)).await.unwrap();
+    conformance::run_all(Arc::new(db.checkpointer())).await;
+    common::retention_prunes(&db).await;
+    common::intake_round_trip(&db).await;
+}
+
+#[tokio::test]
+async fn memory_databases_are_private() {
+    let a = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    let b = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    a.checkpointer().put(&sample("only-in-a", 1, RunStatus::Running)).await.unwrap();
+    assert!(b.checkpointer().latest("only-in-a").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn retention_prunes_rows() {
+    for retention in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = file_db(&dir, retention).await;
+        common::retention_prunes(&db).await;
+    }
+}
+
+#[tokio::test]
+async fn retention_is_at_least_one() {
+    let db = Database::connect("sqlite::memory:", options(0)).await.unwrap();
+    assert_eq!(db.options().checkpoint_retention, 1);
+    common::retention_prunes(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_on_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two pools on the same file: writers contend in this process and in SQLite's lock.
+    let a = file_db(&dir, 2).await;
+    let b = file_db(&dir, 2).await;
+    let stores = vec![Arc::new(a.checkpointer()), Arc::new(b.checkpointer())];
+    common::contended_increments(stores, 16, 15).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn erasure_racing_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 2).await;
+    common::delete_during_writes(&db).await;
+}
+
+#[tokio::test]
+async fn data_survives_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = "C001:reconnect";
+    let mut last = sample(id, 3, RunStatus::Interrupted);
+    {
+        let db = file_db(&dir, 3).await;
+        let store = db.checkpointer();
+        store.put(&sample(id, 1, RunStatus::Running)).await.unwrap();
+        store.put(&sample(id, 2, RunStatus::Running)).await.unwrap();
+        last.run.idempotency_key = Some("turn-7".into());
+        last.run.output = Some(r#"{"asked":true}"#.into());
+        last.interrupt =
+            Some(PendingInterrupt { node: "ask".into(), reason: "awaiting_user".into(), payload: "{}".into() });
+        store.put(&last).await.unwrap();
+        store.put(&sample("C001:other", 1, RunStatus::Running)).await.unwrap();
+        db.close().await;
+        assert!(store.latest(id).await.is_err(), "a closed database is unavailable");
+    }
+    let db = file_db(&dir, 3).await;
+    let store = db.checkpointer();
+    assert_eq!(store.latest(id).await.unwrap(), Some(last.clone()));
+    assert_eq!(store.history(id, 10).await.unwrap().len(), 3);
+    let key = store.find_idempotent(id, "turn-7").await.unwrap().unwrap();
+    assert_eq!((key.version, key.status), (3, RunStatus::Interrupted));
+    assert_eq!(store.thread(id).await.unwrap().unwrap().version, 3);
+    assert_eq!(store.unfinished_threads().await.unwrap(), vec!["C001:other".to_owned()]);
+    store.put(&sample(id, 4, RunStatus::Completed)).await.unwrap();
+    assert_eq!(store.latest(id).await.unwrap().unwrap().version, 4);
+}
+
+#[tokio::test]
+async fn intake_submissions_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    common::intake_round_trip(&db).await;
+}
+
+#[tokio::test]
+async fn creates_missing_directories_and_uses_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a/b/frontdesk.db");
+    let db = Database::connect(&format!("sqlite://{}", path.display()), options(1)).await.unwrap();
+    assert!(path.exists());
+    let pool = db.sqlite_pool().unwrap();
+    let mode: String = frontdesk_store::sqlx::query_scalar("PRAGMA journal_mode").fetch_one(pool).await.unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = frontdesk_store::sqlx::query_scalar("PRAGMA foreign_keys").fetch_one(pool).await.unwrap();
+    assert_eq!(fk, 1);
+    let sync: i64 = frontdesk_store::sqlx::query_scalar("PRAGMA synchronous").fetch_one(pool).await.unwrap();
+    assert_eq!(sync, 1, "synchronous=NORMAL");
+}
+
+#[tokio::test]
+async fn bad_urls_are_errors() {
+    let err = Database::connect("mysql://localhost/x", options(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::UnsupportedUrl { .. }), "{err:?}");
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be: cannot be opened.
+    let err = Database::connect(&format!("sqlite://{}", dir.path().display()), options(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Connect { .. } | StoreError::Migrate { .. }), "{err:?}");
+}
+
+/// Mean `put` latency (2 KiB state, retention 1). Informational; run with
+/// `cargo test -p frontdesk-store --release --test sqlite -- --nocapture put_latency`.
+#[tokio::test]
+async fn put_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let mean = common::put_latency(&db.checkpointer(), 2010).await;
+    eprintln!("sqlite (file, WAL, synchronous=NORMAL) put: mean {mean:?}");
+    assert!(mean < std::time::Duration::from_millis(20), "put is far too slow: {mean:?}");
+}
