@@ -1,0 +1,297 @@
+//! Wiring: store, model, workflows and the gRPC server, from a [`Config`].
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use frontdesk_api::v1::{
+    conversation_service_server::ConversationServiceServer, workflow_service_server::WorkflowServiceServer,
+};
+use frontdesk_llm::{
+    ChatModel, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel, TracingCallLog,
+};
+use frontdesk_runtime::{Checkpointer, RunRegistry, Runner, RunnerConfig};
+use frontdesk_store::{Database, StoreOptions};
+use frontdesk_workflows::{
+    conversation::{ConversationHost, ConversationLimits},
+    intake::{self, sharepoint::SharePointSubmitter, IntakeConfig, IntakeDeps, Submitter},
+};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::{error, info, warn};
+
+use crate::{
+    config::{CallLogMode, Config, ModelProvider, SubmitterConfig},
+    grpc::{conversation::ConversationApi, workflow::WorkflowApi},
+    outbox::OutboxSubmitter,
+    registry::Registry,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the database")]
+    Database(#[source] frontdesk_store::StoreError),
+    #[error(
+        "no model endpoint is configured: set --model (and --model-base-url for a local OpenAI-compatible server, \
+         or OPENAI_API_KEY for OpenAI); see README.md"
+    )]
+    NoModel,
+    #[error("cannot set up the model provider")]
+    Model(#[source] frontdesk_llm::LlmError),
+    #[error("the scripted model provider needs model.script_file")]
+    NoScript,
+    #[error("invalid workflow configuration")]
+    Workflow(#[source] frontdesk_workflows::WorkflowError),
+    #[error("invalid workflow graph")]
+    Graph(#[source] frontdesk_runtime::GraphError),
+    #[error("cannot set up the submitter")]
+    Submitter(#[source] intake::SubmitError),
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build gRPC reflection")]
+    Reflection(#[source] tonic_reflection::server::Error),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("gRPC server failed")]
+    Transport(#[source] tonic::transport::Error),
+    #[error("server task panicked")]
+    Panicked,
+}
+
+/// Parts a caller may supply instead of building them from config (tests, embedding).
+#[derive(Default)]
+pub struct Overrides {
+    pub model: Option<Arc<dyn ChatModel>>,
+    pub submitter: Option<Arc<dyn Submitter>>,
+}
+
+/// Everything a running server needs, built and validated.
+pub struct App {
+    config: Config,
+    registry: Arc<Registry>,
+    database: Database,
+    model_name: String,
+}
+
+impl App {
+    pub async fn build(config: Config, overrides: Overrides) -> Result<App, StartError> {
+        let database = Database::connect(
+            &config.database.url,
+            StoreOptions {
+                max_connections: config.database.max_connections,
+                checkpoint_retention: config.database.checkpoint_retention,
+            },
+        )
+        .await
+        .map_err(StartError::Database)?;
+        let checkpointer: Arc<dyn Checkpointer> = Arc::new(database.checkpointer());
+
+        let model = match overrides.model {
+            Some(model) => model,
+            None => model_from_config(&config)?,
+        };
+        let model_name = model.model_name().to_owned();
+        let mut llm = LlmClient::new(model)
+            .with_retry(RetryPolicy { max_attempts: config.model.max_attempts.max(1), ..RetryPolicy::default() })
+            .with_prices(PriceTable { models: config.model.prices.clone() });
+        if config.model.call_log != CallLogMode::Off {
+            llm = llm.with_call_log(Arc::new(TracingCallLog::new(config.model.call_log == CallLogMode::Full)));
+        }
+
+        let intake_config = match &config.workflows.intake.config {
+            Some(path) => IntakeConfig::load(path).map_err(StartError::Workflow)?,
+            None => IntakeConfig::shipped(),
+        };
+        let submitter: Arc<dyn Submitter> = match overrides.submitter {
+            Some(submitter) => submitter,
+            None => match &config.workflows.intake.submitter {
+                SubmitterConfig::Outbox { base_url } => Arc::new(OutboxSubmitter::new(database.clone(), base_url.clone())),
+                SubmitterConfig::Sharepoint(sharepoint) => {
+                    Arc::new(SharePointSubmitter::new(sharepoint.clone()).map_err(StartError::Submitter)?)
+                }
+            },
+        };
+
+        let runs = Arc::new(RunRegistry::default());
+        let limits = &config.limits;
+        let runner_config = RunnerConfig {
+            event_buffer: limits.event_buffer.max(1),
+            node_timeout: Duration::from_secs(limits.node_timeout_secs),
+            run_timeout: Duration::from_secs(limits.run_timeout_secs),
+            takeover_after: Duration::from_secs(limits.node_timeout_secs + 10),
+        };
+        let conversation_limits =
+            ConversationLimits { max_text_chars: limits.max_text_chars, max_turns: limits.max_turns };
+
+        let mut registry = Registry::new(checkpointer.clone(), runs.clone());
+        let (spec, graph) = intake::build(IntakeDeps {
+            llm: llm.clone(),
+            config: Arc::new(intake_config),
+            submitter,
+            debug_commands: config.workflows.intake.debug_commands,
+        })
+        .map_err(StartError::Graph)?;
+        let runner = Runner::new(graph, checkpointer.clone(), runner_config.clone()).with_registry(runs.clone());
+        registry.add_conversational(Arc::new(ConversationHost::new(spec, runner, conversation_limits)));
+
+        Ok(App { config, registry: Arc::new(registry), database, model_name })
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// Binds the configured address and serves until `shutdown` resolves, then waits (up to
+    /// the grace period) for in-flight runs to commit.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
+        let listener =
+            TcpListener::bind(self.config.listen).await.map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
+        let running = self.serve_on(listener).await?;
+        shutdown.await;
+        info!("shutdown requested; finishing in-flight turns");
+        if let Err(error) = running.shutdown().await {
+            error!(%error, "server stopped with an error");
+        }
+        Ok(())
+    }
+
+    /// Serves on an already-bound listener (tests bind `127.0.0.1:0`).
+    pub async fn serve_on(self, listener: TcpListener) -> Result<RunningServer, StartError> {
+        let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
+        let max_bytes = self.config.limits.max_message_bytes;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
+        health.set_serving::<WorkflowServiceServer<WorkflowApi>>().await;
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(StartError::Reflection)?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .map_err(StartError::Reflection)?;
+
+        let conversations = ConversationServiceServer::new(ConversationApi::new(self.registry.clone()))
+            .max_decoding_message_size(max_bytes);
+        let workflows =
+            WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone())).max_decoding_message_size(max_bytes);
+
+        let registry = self.registry.clone();
+        tokio::spawn(async move {
+            match registry.recover().await {
+                Ok(0) => {}
+                Ok(n) => info!(runs = n, "finished runs interrupted by a crash"),
+                Err(error) => error!(%error, "crash recovery failed"),
+            }
+        });
+
+        info!(
+            %addr,
+            database = %self.database.kind(),
+            model = %self.model_name,
+            "frontdesk-server listening"
+        );
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let server = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(conversations)
+            .add_service(workflows)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = stop_rx.await;
+            });
+        let task = tokio::spawn(server);
+        Ok(RunningServer {
+            addr,
+            stop: stop_tx,
+            task,
+            registry: self.registry,
+            database: self.database,
+            grace: Duration::from_secs(self.config.shutdown_grace_secs),
+        })
+    }
+}
+
+fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartError> {
+    let model = &config.model;
+    match model.provider {
+        ModelProvider::Openai => {
+            let azure = match (&model.azure_endpoint, &model.azure_deployment) {
+                (Some(endpoint), Some(deployment)) => Some(frontdesk_llm::AzureConfig {
+                    endpoint: endpoint.clone(),
+                    deployment: deployment.clone(),
+                    api_version: model.azure_api_version.clone().unwrap_or_else(|| "2024-10-21".into()),
+                }),
+                _ => None,
+            };
+            if model.model.is_empty() && azure.is_none() {
+                return Err(StartError::NoModel);
+            }
+            let provider = OpenAiProvider::new(OpenAiConfig {
+                base_url: model.base_url.clone(),
+                api_key: model.api_key.clone(),
+                model: model.model.clone(),
+                azure,
+                request_timeout: Duration::from_secs(model.request_timeout_secs),
+            })
+            .map_err(StartError::Model)?;
+            Ok(Arc::new(provider))
+        }
+        ModelProvider::Scripted => {
+            let path = model.script_file.as_ref().ok_or(StartError::NoScript)?;
+            warn!(script = %path.display(), "using the SCRIPTED test model: replies are canned, not generated");
+            Ok(Arc::new(ScriptedModel::from_json_file(path).map_err(StartError::Model)?))
+        }
+    }
+}
+
+/// A server running on its own task.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), tonic::transport::Error>>,
+    registry: Arc<Registry>,
+    database: Database,
+    grace: Duration,
+}
+
+impl RunningServer {
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// Stops accepting calls, lets in-flight calls and runs finish (up to the grace period),
+    /// then closes the database.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        let _ = self.stop.send(());
+        let result = match tokio::time::timeout(self.grace, self.task).await {
+            Ok(Ok(result)) => result.map_err(ServeError::Transport),
+            Ok(Err(_)) => Err(ServeError::Panicked),
+            Err(_) => {
+                warn!("in-flight calls did not finish within the grace period");
+                Ok(())
+            }
+        };
+        if tokio::time::timeout(self.grace, self.registry.runs().wait_idle()).await.is_err() {
+            warn!(runs = self.registry.runs().active_runs(), "runs still active at shutdown; cancelling them");
+            self.registry.runs().cancel_all();
+        }
+        self.database.close().await;
+        result
+    }
+}

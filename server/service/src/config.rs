@@ -1,0 +1,256 @@
+//! Layered configuration: compiled defaults, then a TOML file, then `FRONTDESK__...`
+//! environment variables (`__` separates sections), then command-line flags.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
+
+use figment::{
+    providers::{Env, Format, Serialized, Toml},
+    Figment,
+};
+use frontdesk_llm::ModelPrice;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the gRPC server listens on.
+    pub listen: SocketAddr,
+    pub database: DatabaseConfig,
+    pub model: ModelConfig,
+    pub limits: LimitsConfig,
+    pub workflows: WorkflowsConfig,
+    pub log: LogConfig,
+    /// Seconds graceful shutdown waits for in-flight runs to commit.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            database: DatabaseConfig::default(),
+            model: ModelConfig::default(),
+            limits: LimitsConfig::default(),
+            workflows: WorkflowsConfig::default(),
+            log: LogConfig::default(),
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://PATH` (created if missing, WAL) or `postgres://USER@HOST:PORT/DB`.
+    pub url: String,
+    pub max_connections: u32,
+    /// Newest checkpoints kept per thread; older ones are pruned on write.
+    pub checkpoint_retention: usize,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self { url: "sqlite://data/frontdesk.db".into(), max_connections: 8, checkpoint_retention: 1 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelProvider {
+    /// An OpenAI-compatible endpoint: OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp server.
+    Openai,
+    /// A scripted test double replaying `script_file`. Never for production.
+    Scripted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallLogMode {
+    Off,
+    /// Message counts and lengths only.
+    Redacted,
+    /// Prompts and replies in full.
+    Full,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    pub provider: ModelProvider,
+    /// Base URL of an OpenAI-compatible API, e.g. `http://127.0.0.1:11434/v1`. Falls back to
+    /// `OPENAI_BASE_URL`, then OpenAI itself.
+    pub base_url: Option<String>,
+    /// API key. Falls back to `OPENAI_API_KEY`. Never logged.
+    pub api_key: Option<String>,
+    /// Model name (or Azure deployment's model).
+    pub model: String,
+    /// Azure OpenAI: resource endpoint, deployment and API version.
+    pub azure_endpoint: Option<String>,
+    pub azure_deployment: Option<String>,
+    pub azure_api_version: Option<String>,
+    pub request_timeout_secs: u64,
+    /// Attempts per call, counting the first, on 429, 5xx and timeouts.
+    pub max_attempts: u32,
+    /// Replies for the scripted provider (JSON; see docs/configuration.md).
+    pub script_file: Option<PathBuf>,
+    /// USD per million tokens, by model name (longest prefix wins).
+    pub prices: BTreeMap<String, ModelPrice>,
+    pub call_log: CallLogMode,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("azure_endpoint", &self.azure_endpoint)
+            .field("azure_deployment", &self.azure_deployment)
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("max_attempts", &self.max_attempts)
+            .field("script_file", &self.script_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            provider: ModelProvider::Openai,
+            base_url: None,
+            api_key: None,
+            model: String::new(),
+            azure_endpoint: None,
+            azure_deployment: None,
+            azure_api_version: None,
+            request_timeout_secs: 120,
+            max_attempts: 4,
+            script_file: None,
+            prices: BTreeMap::new(),
+            call_log: CallLogMode::Off,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request message accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// Longest user message, in characters.
+    pub max_text_chars: usize,
+    /// Most user turns one conversation may take.
+    pub max_turns: u32,
+    /// Events buffered per run before the run waits for a slow reader.
+    pub event_buffer: usize,
+    pub node_timeout_secs: u64,
+    pub run_timeout_secs: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1024 * 1024,
+            max_text_chars: 8_000,
+            max_turns: 500,
+            event_buffer: 64,
+            node_timeout_secs: 120,
+            run_timeout_secs: 600,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkflowsConfig {
+    pub intake: IntakeSettings,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IntakeSettings {
+    /// Fields and teams file; the shipped `config/intake.toml` when unset.
+    pub config: Option<PathBuf>,
+    /// Enables the "clear context" debug command.
+    pub debug_commands: bool,
+    pub submitter: SubmitterConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SubmitterConfig {
+    /// Confirmed requests go to the local `intake_submissions` table.
+    Outbox {
+        /// Item URLs are `{base_url}/{team_id}/{submission_id}`.
+        base_url: String,
+    },
+    /// Confirmed requests become SharePoint list items (Microsoft Graph). Never serialized
+    /// back out, so its client secret cannot leak through a config dump.
+    #[serde(skip_serializing)]
+    Sharepoint(frontdesk_workflows::intake::sharepoint::SharePointConfig),
+}
+
+impl Default for SubmitterConfig {
+    fn default() -> Self {
+        SubmitterConfig::Outbox { base_url: "frontdesk-outbox://intake".into() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter such as `info` or `frontdesk=debug,info`; `RUST_LOG` overrides it.
+    pub filter: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { format: LogFormat::Text, filter: "info".into() }
+    }
+}
+
+/// Command-line overrides; each is optional and wins over file and environment.
+#[derive(Debug, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub database: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub model: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub log: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration is invalid")]
+    Invalid(#[source] Box<figment::Error>),
+    #[error("config file {0} does not exist")]
+    MissingFile(PathBuf),
+}
+
+impl Config {
+    /// Defaults, then `file` (if given; it must exist), then `FRONTDESK__` variables, then
+    /// `overrides`.
+    pub fn load(file: Option<&std::path::Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(ConfigError::MissingFile(file.to_owned()));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(Env::prefixed("FRONTDESK__").split("__")).merge(Serialized::defaults(overrides));
+        figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))
+    }
+}

@@ -1,0 +1,163 @@
+//! Domain ⇄ proto conversions. Each destructures its source completely, so a field added on
+//! either side breaks the build until it is handled here.
+
+use std::time::{Duration, SystemTime};
+
+use frontdesk_api::v1 as pb;
+use frontdesk_runtime::{EdgeInfo, Event, EventKind, GraphDescription, LlmCallInfo, NodeInfo, Usage};
+use frontdesk_workflows::{
+    intake::{IntakeView, Mode},
+    ConversationView, Message, Role, StateView, TurnOutcome,
+};
+
+use crate::error::classify;
+
+pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(time)
+}
+
+pub fn duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration { seconds: i64::MAX, nanos: 0 })
+}
+
+fn usage(u: Usage) -> pb::Usage {
+    let Usage { prompt_tokens, completion_tokens, cost_usd } = u;
+    pb::Usage { prompt_tokens, completion_tokens, cost_usd }
+}
+
+pub fn event(e: Event) -> pb::RunEvent {
+    use pb::run_event::Kind;
+    let Event { run_id, event_id, time, node, kind } = e;
+    let kind = match kind {
+        EventKind::RunStarted { thread_id, workflow, resumed } => Kind::RunStarted(pb::RunStarted { thread_id, workflow, resumed }),
+        EventKind::NodeStarted { step } => Kind::NodeStarted(pb::NodeStarted { step }),
+        EventKind::NodeFinished { step, update_json, duration: d, next } => Kind::NodeFinished(pb::NodeFinished {
+            step,
+            update_json,
+            duration: Some(duration(d)),
+            next_node: next.unwrap_or_default(),
+        }),
+        EventKind::TokenDelta { text } => Kind::TokenDelta(pb::TokenDelta { text }),
+        EventKind::LlmCall(LlmCallInfo { model, purpose, usage: u, latency, attempts }) => {
+            Kind::LlmCallFinished(pb::LlmCallFinished {
+                model,
+                usage: Some(usage(u)),
+                latency: Some(duration(latency)),
+                purpose,
+                attempts,
+            })
+        }
+        EventKind::ToolCalled { call_id, name, arguments_json } => {
+            Kind::ToolCalled(pb::ToolCalled { call_id, name, arguments_json })
+        }
+        EventKind::ToolReturned { call_id, name, result_json, is_error } => {
+            Kind::ToolReturned(pb::ToolReturned { call_id, name, result_json, is_error })
+        }
+        EventKind::Interrupted { reason, payload_json } => Kind::RunInterrupted(pb::RunInterrupted { reason, payload_json }),
+        EventKind::RunFinished { steps, duration: d, usage: u, output_json } => Kind::RunFinished(pb::RunFinished {
+            steps,
+            duration: Some(duration(d)),
+            usage: Some(usage(u)),
+            output_json,
+        }),
+        EventKind::RunFailed { kind, message } => {
+            let (code, reason, _) = classify(kind);
+            Kind::RunFailed(pb::RunFailed {
+                code: code as i32,
+                message,
+                reason: reason.as_str_name().trim_start_matches("ERROR_REASON_").to_owned(),
+            })
+        }
+    };
+    pb::RunEvent {
+        run_id: run_id.to_string(),
+        event_id,
+        time: Some(timestamp(time)),
+        node: node.map(|n| n.to_string()).unwrap_or_default(),
+        kind: Some(kind),
+    }
+}
+
+pub fn message(m: Message) -> pb::Message {
+    let Message { id, role, text, node, at_ms } = m;
+    pb::Message {
+        message_id: id,
+        role: match role {
+            Role::User => pb::Role::User,
+            Role::Assistant => pb::Role::Assistant,
+            Role::System => pb::Role::System,
+        } as i32,
+        text,
+        create_time: Some(timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(at_ms))),
+        node: node.unwrap_or_default(),
+    }
+}
+
+fn intake_mode(mode: Mode) -> pb::IntakeMode {
+    match mode {
+        Mode::Chat => pb::IntakeMode::Chat,
+        Mode::Elicitation => pb::IntakeMode::Elicitation,
+        Mode::TeamMatching => pb::IntakeMode::TeamMatching,
+        Mode::Review => pb::IntakeMode::Review,
+    }
+}
+
+fn state(view: StateView) -> pb::conversation::State {
+    match view {
+        StateView::Intake(IntakeView {
+            mode,
+            collected_fields,
+            fields_marked_unknown,
+            missing_fields,
+            identified_team_id,
+            identified_team_name,
+            submission_url,
+            submission_error,
+        }) => pb::conversation::State::Intake(pb::IntakeState {
+            mode: intake_mode(mode) as i32,
+            collected_fields: collected_fields.into_iter().collect(),
+            fields_marked_unknown,
+            missing_fields,
+            identified_team_id: identified_team_id.unwrap_or_default(),
+            identified_team_name: identified_team_name.unwrap_or_default(),
+            submission_url: submission_url.unwrap_or_default(),
+            submission_error: submission_error.unwrap_or_default(),
+        }),
+    }
+}
+
+/// A conversation and its messages (empty unless the view carries them).
+pub fn conversation(view: ConversationView) -> (pb::Conversation, Vec<pb::Message>) {
+    let ConversationView { id, workflow, created_at, updated_at, version, turn_count, state: view_state, messages } = view;
+    let conversation = pb::Conversation {
+        conversation_id: id,
+        workflow,
+        create_time: Some(timestamp(created_at)),
+        update_time: Some(timestamp(updated_at)),
+        turn_count,
+        version,
+        state: Some(state(view_state)),
+    };
+    (conversation, messages.into_iter().map(message).collect())
+}
+
+pub fn turn_result(outcome: TurnOutcome) -> pb::TurnResult {
+    let TurnOutcome { run_id, reply, conversation: view, replayed } = outcome;
+    pb::TurnResult { run_id, reply: reply.map(message), conversation: Some(conversation(view).0), replayed }
+}
+
+pub fn graph(description: GraphDescription, workflow: pb::Workflow) -> pb::DescribeWorkflowResponse {
+    let GraphDescription { name: _, nodes, edges, mermaid } = description;
+    pb::DescribeWorkflowResponse {
+        workflow: Some(workflow),
+        nodes: nodes
+            .into_iter()
+            .map(|NodeInfo { name, description }| pb::GraphNode { name, description })
+            .collect(),
+        edges: edges
+            .into_iter()
+            .map(|EdgeInfo { source, target, conditional }| pb::GraphEdge { source, target, conditional })
+            .collect(),
+        mermaid,
+    }
+}

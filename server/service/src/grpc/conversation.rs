@@ -1,0 +1,138 @@
+//! `frontdesk.v1.ConversationService`.
+
+use std::{pin::Pin, sync::Arc};
+
+use frontdesk_api::v1::{
+    self as pb, conversation_service_server::ConversationService, send_message_response::Payload, BusyPolicy,
+};
+use frontdesk_runtime::BusyPolicy as RunBusyPolicy;
+use frontdesk_workflows::TurnOptions;
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tracing::debug;
+
+use super::{optional, page_size};
+use crate::{
+    convert,
+    error::{invalid_argument, to_status},
+    registry::Registry,
+};
+
+pub struct ConversationApi {
+    registry: Arc<Registry>,
+}
+
+impl ConversationApi {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+type SendMessageStream = Pin<Box<dyn Stream<Item = Result<pb::SendMessageResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ConversationService for ConversationApi {
+    type SendMessageStream = SendMessageStream;
+
+    async fn start_conversation(
+        &self,
+        request: Request<pb::StartConversationRequest>,
+    ) -> Result<Response<pb::StartConversationResponse>, Status> {
+        let pb::StartConversationRequest { workflow, conversation_id, idempotency_key } = request.into_inner();
+        if workflow.is_empty() {
+            return Err(invalid_argument("workflow", "must name a workflow (see ListWorkflows)"));
+        }
+        let host = self.registry.conversation_workflow(&workflow).map_err(to_status)?;
+        let (view, welcome) =
+            host.start(optional(conversation_id), optional(idempotency_key)).await.map_err(to_status)?;
+        Ok(Response::new(pb::StartConversationResponse {
+            conversation: Some(convert::conversation(view).0),
+            welcome: Some(convert::message(welcome)),
+        }))
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<Self::SendMessageStream>, Status> {
+        let pb::SendMessageRequest { conversation_id, text, idempotency_key, busy_policy } = request.into_inner();
+        let busy = match BusyPolicy::try_from(busy_policy) {
+            Ok(BusyPolicy::Unspecified | BusyPolicy::Reject) => RunBusyPolicy::Reject,
+            Ok(BusyPolicy::Queue) => RunBusyPolicy::Queue,
+            Err(_) => return Err(invalid_argument("busy_policy", format!("unknown value {busy_policy}"))),
+        };
+        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
+        let options = TurnOptions { idempotency_key: optional(idempotency_key), busy };
+        let mut turn = host.send(&conversation_id, &text, options).await.map_err(to_status)?;
+
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut caller_gone = false;
+            while let Some(event) = turn.events.recv().await {
+                let item = Ok(pb::SendMessageResponse { payload: Some(Payload::Event(convert::event(event))) });
+                if !caller_gone && tx.send(item).await.is_err() {
+                    // The run goes on and commits; only the stream is abandoned.
+                    debug!(run_id = %turn.run_id, "caller went away during the turn");
+                    caller_gone = true;
+                }
+            }
+            let last = match turn.outcome.await {
+                Ok(outcome) => Ok(pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) }),
+                Err(error) => Err(to_status(error)),
+            };
+            let _ = tx.send(last).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn get_conversation(
+        &self,
+        request: Request<pb::GetConversationRequest>,
+    ) -> Result<Response<pb::GetConversationResponse>, Status> {
+        let pb::GetConversationRequest { conversation_id } = request.into_inner();
+        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
+        let view = host.get(&conversation_id).await.map_err(to_status)?;
+        let (conversation, messages) = convert::conversation(view);
+        Ok(Response::new(pb::GetConversationResponse { conversation: Some(conversation), messages }))
+    }
+
+    async fn list_conversations(
+        &self,
+        request: Request<pb::ListConversationsRequest>,
+    ) -> Result<Response<pb::ListConversationsResponse>, Status> {
+        let pb::ListConversationsRequest { workflow, page_size: size, page_token } = request.into_inner();
+        let limit = page_size(size)?;
+        let (views, next) = self
+            .registry
+            .list_conversations(optional(workflow).as_deref(), optional(page_token), limit)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ListConversationsResponse {
+            conversations: views.into_iter().map(|v| convert::conversation(v).0).collect(),
+            next_page_token: next.unwrap_or_default(),
+        }))
+    }
+
+    async fn reset_conversation(
+        &self,
+        request: Request<pb::ResetConversationRequest>,
+    ) -> Result<Response<pb::ResetConversationResponse>, Status> {
+        // Resetting is idempotent by nature: a repeated reset leaves the same cleared state.
+        let pb::ResetConversationRequest { conversation_id, idempotency_key: _ } = request.into_inner();
+        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
+        let view = host.reset(&conversation_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::ResetConversationResponse { conversation: Some(convert::conversation(view).0) }))
+    }
+
+    async fn delete_conversation(
+        &self,
+        request: Request<pb::DeleteConversationRequest>,
+    ) -> Result<Response<pb::DeleteConversationResponse>, Status> {
+        let pb::DeleteConversationRequest { conversation_id } = request.into_inner();
+        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
+        host.delete(&conversation_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::DeleteConversationResponse {}))
+    }
+}

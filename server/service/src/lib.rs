@@ -1,0 +1,12 @@
+//! The Frontdesk server: configuration, the gRPC adapters and the wiring of runtime, store,
+//! models and workflows. `main.rs` is a thin shell over [`app::Server`], which tests start
+//! in-process on `127.0.0.1:0`.
+
+pub mod app;
+pub mod config;
+pub mod convert;
+pub mod error;
+pub mod grpc;
+pub mod outbox;
+pub mod registry;
+pub mod telemetry;

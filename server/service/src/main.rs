@@ -1,0 +1,131 @@
+//! `frontdesk-server`: hosts Frontdesk's workflows over gRPC.
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+
+use clap::Parser;
+use frontdesk_server::{
+    app::{App, Overrides as Injected},
+    config::{Config, Overrides},
+    telemetry,
+};
+
+/// Frontdesk: LLM multi-agent workflows as durable graphs, over gRPC.
+///
+/// Configuration is layered: compiled defaults, then the TOML file given with --config, then
+/// FRONTDESK__SECTION__KEY environment variables (for example FRONTDESK__DATABASE__URL or
+/// FRONTDESK__LIMITS__MAX_TEXT_CHARS), then the flags below. docs/configuration.md lists every
+/// key; --print-config shows the effective configuration (secrets redacted).
+#[derive(Debug, Parser)]
+#[command(name = "frontdesk-server", version, about, long_about)]
+struct Args {
+    /// TOML configuration file.
+    #[arg(long, env = "FRONTDESK_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:50051].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Database URL: sqlite://PATH (the default, sqlite://data/frontdesk.db) or postgres://...
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// Model provider: openai (any OpenAI-compatible endpoint) or scripted (test double).
+    #[arg(long, value_name = "PROVIDER")]
+    model_provider: Option<String>,
+    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 for Ollama.
+    #[arg(long, value_name = "URL")]
+    model_base_url: Option<String>,
+    /// Model name, e.g. gpt-4o-mini or llama3.1:8b.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Reply script for the scripted provider (tests and demos only).
+    #[arg(long, value_name = "FILE")]
+    model_script: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
+    /// Print the effective configuration (secrets redacted) and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+impl Args {
+    fn overrides(&self) -> Overrides {
+        let mut o = Overrides { listen: self.listen, ..Overrides::default() };
+        let set = |map: &mut serde_json::Map<String, serde_json::Value>, key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                map.insert(key.to_owned(), serde_json::Value::String(value));
+            }
+        };
+        set(&mut o.database, "url", self.database_url.clone());
+        set(&mut o.model, "provider", self.model_provider.clone());
+        set(&mut o.model, "base_url", self.model_base_url.clone());
+        set(&mut o.model, "model", self.model.clone());
+        set(&mut o.model, "script_file", self.model_script.as_ref().map(|p| p.display().to_string()));
+        set(&mut o.log, "format", self.log_format.clone());
+        o
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match Config::load(args.config.as_deref(), &args.overrides()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("frontdesk-server: {}", report(&error));
+            return ExitCode::from(2);
+        }
+    };
+    if args.print_config {
+        println!("{config:#?}");
+        return ExitCode::SUCCESS;
+    }
+    telemetry::init(&config.log);
+    let app = match App::build(config, Injected::default()).await {
+        Ok(app) => app,
+        Err(error) => {
+            tracing::error!(error = %report(&error), "cannot start");
+            eprintln!("frontdesk-server: {}", report(&error));
+            return ExitCode::FAILURE;
+        }
+    };
+    match app.serve(shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("frontdesk-server: {}", report(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its chain of causes on one line.
+fn report(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

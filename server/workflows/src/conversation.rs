@@ -1,0 +1,387 @@
+//! Conversational workflows (intake now, service_call later) behind one object-safe trait, and
+//! the generic host that implements it for any [`ConversationSpec`] on the runtime.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
+
+use async_trait::async_trait;
+use frontdesk_runtime::{
+    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, State,
+    ThreadQuery, ThreadSummary,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::{intake::IntakeView, Message, WorkflowError};
+
+/// The workflow-specific part of a conversation's state, as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "workflow", rename_all = "snake_case")]
+pub enum StateView {
+    Intake(IntakeView),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationView {
+    pub id: String,
+    pub workflow: String,
+    pub created_at: SystemTime,
+    pub updated_at: SystemTime,
+    pub version: u64,
+    pub turn_count: u32,
+    pub state: StateView,
+    /// The message history; empty where only the summary was asked for.
+    pub messages: Vec<Message>,
+}
+
+/// What a finished turn reports, and what the checkpoint store keeps for idempotent replays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnOutput {
+    pub reply: Option<Message>,
+    pub turn_count: u32,
+    pub state: StateView,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub run_id: String,
+    pub reply: Option<Message>,
+    pub conversation: ConversationView,
+    pub replayed: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    pub idempotency_key: Option<String>,
+    pub busy: BusyPolicy,
+}
+
+type OutcomeFuture = Pin<Box<dyn Future<Output = Result<TurnOutcome, WorkflowError>> + Send>>;
+
+/// A running turn: its events as they happen, then its outcome.
+pub struct TurnHandle {
+    pub run_id: String,
+    pub events: mpsc::Receiver<Event>,
+    pub outcome: OutcomeFuture,
+}
+
+/// Limits every conversation enforces.
+#[derive(Debug, Clone)]
+pub struct ConversationLimits {
+    /// Longest user message, in characters.
+    pub max_text_chars: usize,
+    /// Most user turns a conversation may take.
+    pub max_turns: u32,
+}
+
+impl Default for ConversationLimits {
+    fn default() -> Self {
+        Self { max_text_chars: 8_000, max_turns: 500 }
+    }
+}
+
+#[async_trait]
+pub trait ConversationWorkflow: Send + Sync + 'static {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    fn graph(&self) -> GraphDescription;
+    fn limits(&self) -> &ConversationLimits;
+    /// Creates a conversation. With an idempotency key and no id, the id is derived from the
+    /// key, so a retried start finds the conversation it created.
+    async fn start(
+        &self,
+        id: Option<String>,
+        idempotency_key: Option<String>,
+    ) -> Result<(ConversationView, Message), WorkflowError>;
+    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle, WorkflowError>;
+    async fn get(&self, id: &str) -> Result<ConversationView, WorkflowError>;
+    /// Summary (no messages) of a stored thread of this workflow.
+    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView, WorkflowError>;
+    async fn reset(&self, id: &str) -> Result<ConversationView, WorkflowError>;
+    async fn delete(&self, id: &str) -> Result<(), WorkflowError>;
+    /// Finishes runs a crash interrupted (start-up).
+    async fn recover(&self) -> Result<usize, WorkflowError>;
+    /// Threads of this workflow, ordered by id.
+    async fn list(&self, after: Option<String>, limit: usize) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError>;
+}
+
+/// What a conversational workflow defines; [`ConversationHost`] does the rest.
+pub trait ConversationSpec: Send + Sync + 'static {
+    type State: State;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// The state of a new conversation, holding the welcome message.
+    fn initial_state(&self) -> Self::State;
+    fn user_turn(&self, message: Message) -> <Self::State as State>::Update;
+    fn messages<'s>(&self, state: &'s Self::State) -> &'s [Message];
+    fn turn_count(&self, state: &Self::State) -> u32;
+    fn view(&self, state: &Self::State) -> StateView;
+    /// The state after a reset (clear everything, messages included).
+    fn reset(&self, state: &Self::State) -> Self::State;
+}
+
+/// The graph output of every conversational workflow: the turn's reply and the new state view.
+pub fn turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> serde_json::Value {
+    let reply = spec.messages(state).last().filter(|m| m.role == crate::Role::Assistant).cloned();
+    let output = TurnOutput { reply, turn_count: spec.turn_count(state), state: spec.view(state) };
+    serde_json::to_value(output).unwrap_or(serde_json::Value::Null)
+}
+
+pub struct ConversationHost<C: ConversationSpec> {
+    spec: Arc<C>,
+    runner: Runner<C::State>,
+    limits: ConversationLimits,
+}
+
+const ID_MAX: usize = 128;
+
+pub fn validate_id(id: &str) -> Result<(), WorkflowError> {
+    let ok = !id.is_empty()
+        && id.len() <= ID_MAX
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(WorkflowError::InvalidArgument {
+            field: "conversation_id",
+            reason: format!("must be 1 to {ID_MAX} characters of A-Z a-z 0-9 . _ : -"),
+        })
+    }
+}
+
+fn not_found(id: &str) -> WorkflowError {
+    WorkflowError::NotFound { what: "conversation", id: id.to_owned() }
+}
+
+fn map_run_error(error: RunError) -> WorkflowError {
+    match error {
+        RunError::NotFound { thread_id } => not_found(&thread_id),
+        other => WorkflowError::Run(other),
+    }
+}
+
+impl<C: ConversationSpec> ConversationHost<C> {
+    pub fn new(spec: Arc<C>, runner: Runner<C::State>, limits: ConversationLimits) -> Self {
+        Self { spec, runner, limits }
+    }
+
+    pub fn runner(&self) -> &Runner<C::State> {
+        &self.runner
+    }
+
+    fn view(&self, id: &str, state: &C::State, cp: &Checkpoint, created_at: SystemTime, messages: bool) -> ConversationView {
+        ConversationView {
+            id: id.to_owned(),
+            workflow: self.spec.name().to_owned(),
+            created_at,
+            updated_at: cp.created_at,
+            version: cp.version,
+            turn_count: self.spec.turn_count(state),
+            state: self.spec.view(state),
+            messages: if messages { self.spec.messages(state).to_vec() } else { Vec::new() },
+        }
+    }
+
+    async fn load(&self, id: &str) -> Result<(C::State, Checkpoint, SystemTime), WorkflowError> {
+        validate_id(id)?;
+        let (state, cp) = self.runner.state(id).await.map_err(map_run_error)?.ok_or_else(|| not_found(id))?;
+        if cp.workflow != self.spec.name() {
+            return Err(not_found(id));
+        }
+        let created_at = self.runner.checkpointer().thread(id).await?.map_or(cp.created_at, |t| t.created_at);
+        Ok((state, cp, created_at))
+    }
+}
+
+struct Finished {
+    run_id: String,
+    version: u64,
+    output: serde_json::Value,
+    replayed: bool,
+}
+
+async fn finish_turn(
+    finished: Result<Finished, RunError>,
+    id: String,
+    workflow: String,
+    checkpointer: Arc<dyn frontdesk_runtime::Checkpointer>,
+) -> Result<TurnOutcome, WorkflowError> {
+    let finished = finished.map_err(map_run_error)?;
+    let output: TurnOutput = serde_json::from_value(finished.output)
+        .map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
+    let thread = checkpointer.thread(&id).await?;
+    let now = SystemTime::now();
+    Ok(TurnOutcome {
+        run_id: finished.run_id,
+        reply: output.reply,
+        replayed: finished.replayed,
+        conversation: ConversationView {
+            created_at: thread.as_ref().map_or(now, |t| t.created_at),
+            updated_at: thread.as_ref().map_or(now, |t| t.updated_at),
+            id,
+            workflow,
+            version: finished.version,
+            turn_count: output.turn_count,
+            state: output.state,
+            messages: Vec::new(),
+        },
+    })
+}
+
+#[async_trait]
+impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
+    fn name(&self) -> &str {
+        self.spec.name()
+    }
+
+    fn description(&self) -> &str {
+        self.spec.description()
+    }
+
+    fn graph(&self) -> GraphDescription {
+        self.runner.graph().describe()
+    }
+
+    fn limits(&self) -> &ConversationLimits {
+        &self.limits
+    }
+
+    async fn start(
+        &self,
+        id: Option<String>,
+        idempotency_key: Option<String>,
+    ) -> Result<(ConversationView, Message), WorkflowError> {
+        let id = match (id, &idempotency_key) {
+            (Some(id), _) => id,
+            (None, Some(key)) => {
+                format!("conv-{}", uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).simple())
+            }
+            (None, None) => format!("conv-{}", uuid::Uuid::now_v7().simple()),
+        };
+        validate_id(&id)?;
+        let state = self.spec.initial_state();
+        match self.runner.create_thread(&id, &state).await {
+            Ok(cp) => {
+                let welcome = self.spec.messages(&state).last().cloned().ok_or(WorkflowError::NotFound {
+                    what: "welcome message of workflow",
+                    id: self.spec.name().to_owned(),
+                })?;
+                Ok((self.view(&id, &state, &cp, cp.created_at, false), welcome))
+            }
+            Err(RunError::AlreadyExists { .. }) if idempotency_key.is_some() => {
+                // A retried start: report what the first call created, if it is ours.
+                let (state, cp, created_at) = self.load(&id).await?;
+                let welcome = self.spec.messages(&state).first().cloned().ok_or_else(|| not_found(&id))?;
+                Ok((self.view(&id, &state, &cp, created_at, false), welcome))
+            }
+            Err(RunError::AlreadyExists { .. }) => Err(WorkflowError::AlreadyExists { what: "conversation", id }),
+            Err(other) => Err(map_run_error(other)),
+        }
+    }
+
+    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle, WorkflowError> {
+        validate_id(id)?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(WorkflowError::InvalidArgument { field: "text", reason: "must not be empty".into() });
+        }
+        let chars = text.chars().count();
+        if chars > self.limits.max_text_chars {
+            return Err(WorkflowError::InvalidArgument {
+                field: "text",
+                reason: format!("is {chars} characters; the limit is {}", self.limits.max_text_chars),
+            });
+        }
+        if let Some(key) = &options.idempotency_key {
+            if key.is_empty() || key.len() > ID_MAX {
+                return Err(WorkflowError::InvalidArgument {
+                    field: "idempotency_key",
+                    reason: format!("must be 1 to {ID_MAX} bytes"),
+                });
+            }
+        }
+        let (state, cp, _) = self.load(id).await?;
+        let replay = match &options.idempotency_key {
+            Some(key) => self.runner.checkpointer().find_idempotent(id, key).await?.is_some(),
+            None => false,
+        };
+        if !replay && cp.run.status != frontdesk_runtime::RunStatus::Running {
+            let turns = self.spec.turn_count(&state);
+            if turns >= self.limits.max_turns {
+                return Err(WorkflowError::LimitExceeded {
+                    limit: "turns per conversation",
+                    max: u64::from(self.limits.max_turns),
+                });
+            }
+        }
+        let mut request = RunRequest::new(id, RunInput::Update(self.spec.user_turn(Message::user(text))));
+        request.idempotency_key = options.idempotency_key;
+        request.busy = options.busy;
+        let handle = self.runner.start(request).await.map_err(map_run_error)?;
+        let run_id = handle.run_id.clone();
+        let (events, outcome, _cancel) = handle.into_parts();
+        let checkpointer = self.runner.checkpointer().clone();
+        let (id, workflow) = (id.to_owned(), self.spec.name().to_owned());
+        let outcome = Box::pin(async move {
+            let result = match outcome.await {
+                Ok(result) => result.map(|o: RunOutcome<C::State>| Finished {
+                    run_id: o.run_id,
+                    version: o.version,
+                    output: o.output,
+                    replayed: o.replayed,
+                }),
+                Err(_) => Err(RunError::Lost),
+            };
+            finish_turn(result, id, workflow, checkpointer).await
+        });
+        Ok(TurnHandle { run_id, events, outcome })
+    }
+
+    async fn get(&self, id: &str) -> Result<ConversationView, WorkflowError> {
+        let (state, cp, created_at) = self.load(id).await?;
+        Ok(self.view(id, &state, &cp, created_at, true))
+    }
+
+    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView, WorkflowError> {
+        let (state, cp) =
+            self.runner.state(&thread.thread_id).await.map_err(map_run_error)?.ok_or_else(|| not_found(&thread.thread_id))?;
+        Ok(self.view(&thread.thread_id, &state, &cp, thread.created_at, false))
+    }
+
+    async fn reset(&self, id: &str) -> Result<ConversationView, WorkflowError> {
+        let (state, _, created_at) = self.load(id).await?;
+        let reset = self.spec.reset(&state);
+        let cp = self.runner.overwrite_state(id, &reset).await.map_err(map_run_error)?;
+        Ok(self.view(id, &reset, &cp, created_at, false))
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), WorkflowError> {
+        self.load(id).await?;
+        if self.runner.delete_thread(id).await.map_err(map_run_error)? {
+            Ok(())
+        } else {
+            Err(not_found(id))
+        }
+    }
+
+    async fn recover(&self) -> Result<usize, WorkflowError> {
+        Ok(self.runner.recover().await?)
+    }
+
+    async fn list(&self, after: Option<String>, limit: usize) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError> {
+        let page = self
+            .runner
+            .checkpointer()
+            .list_threads(&ThreadQuery { workflow: Some(self.spec.name().to_owned()), after, limit, prefix: None })
+            .await?;
+        let mut views = Vec::with_capacity(page.threads.len());
+        for thread in &page.threads {
+            match self.summarize(thread).await {
+                Ok(view) => views.push(view),
+                // Deleted between the listing and the read.
+                Err(WorkflowError::NotFound { .. }) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Ok((views, page.next_after))
+    }
+}

@@ -1,0 +1,229 @@
+//! The intake workflow (seed 000): a supervisor routes each chat turn to the chat agent, the
+//! field-elicitation agent or the review agent; a completed request is matched to a team,
+//! reviewed by the user and submitted.
+//!
+//! ```text
+//! START → supervisor ─┬→ chat_agent → END
+//!                     ├→ elicitation_agent ─┬→ team_matching → END
+//!                     │                     └→ END
+//!                     ├→ review_agent → END
+//!                     └→ END   ("clear context" debug command)
+//! ```
+
+pub mod config;
+mod nodes;
+pub mod prompts;
+pub mod sharepoint;
+pub mod submit;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use frontdesk_llm::LlmClient;
+use frontdesk_runtime::{Graph, GraphBuilder, GraphError, Log, Target};
+use serde::{Deserialize, Serialize};
+
+pub use config::{FieldConfig, IntakeConfig, TeamConfig};
+pub use submit::{Receipt, SubmitError, Submission, Submitter};
+
+use crate::{
+    conversation::{turn_output, ConversationSpec, StateView},
+    Message,
+};
+
+pub const NAME: &str = "intake";
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Mode {
+    #[default]
+    Chat,
+    Elicitation,
+    TeamMatching,
+    Review,
+}
+
+/// The supervisor's routing decision, kept in state as the seed's `next`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    #[default]
+    ChatAgent,
+    ElicitationAgent,
+    ReviewAgent,
+    /// The turn is already answered (debug command).
+    End,
+}
+
+frontdesk_runtime::state! {
+    /// The intake conversation's state (the seed's AgentState).
+    pub struct IntakeState / IntakeUpdate {
+        messages: Log<Message> => Append,
+        mode: Mode => Replace,
+        next: Route => Replace,
+        collected_fields: BTreeMap<String, String> => Replace,
+        fields_marked_unknown: Vec<String> => Replace,
+        identified_team: Option<String> => Replace,
+        identified_team_name: Option<String> => Replace,
+        submission_url: Option<String> => Replace,
+        submission_error: Option<String> => Replace,
+        /// Elicitation turns of the current request; the focus instruction starts with the second.
+        elicitation_turns: u32 => Replace,
+        /// User turns over the conversation's life; never reset.
+        turns: u32 => Sum,
+    }
+}
+
+impl IntakeUpdate {
+    /// The seed's clearRequestContext: request fields go, messages stay, mode returns to CHAT.
+    pub fn clear_request_context() -> Self {
+        IntakeUpdate {
+            mode: Some(Mode::Chat),
+            collected_fields: Some(BTreeMap::new()),
+            fields_marked_unknown: Some(Vec::new()),
+            identified_team: Some(None),
+            identified_team_name: Some(None),
+            submission_error: Some(None),
+            elicitation_turns: Some(0),
+            ..Default::default()
+        }
+    }
+
+    /// The seed's clearAll: everything, messages included.
+    pub fn clear_all() -> Self {
+        IntakeUpdate {
+            messages: Some(Log::replace(Vec::new())),
+            submission_url: Some(None),
+            ..Self::clear_request_context()
+        }
+    }
+}
+
+/// The intake state as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntakeView {
+    pub mode: Mode,
+    pub collected_fields: BTreeMap<String, String>,
+    pub fields_marked_unknown: Vec<String>,
+    pub missing_fields: Vec<String>,
+    pub identified_team_id: Option<String>,
+    pub identified_team_name: Option<String>,
+    pub submission_url: Option<String>,
+    pub submission_error: Option<String>,
+}
+
+/// Required fields neither collected nor marked unknown, in configured order.
+pub fn missing_fields<'c>(config: &'c IntakeConfig, state: &IntakeState) -> Vec<&'c str> {
+    config
+        .fields
+        .iter()
+        .filter(|f| f.required)
+        .filter(|f| !state.collected_fields.contains_key(&f.name) && !state.fields_marked_unknown.contains(&f.name))
+        .map(|f| f.name.as_str())
+        .collect()
+}
+
+/// What the intake nodes need from outside.
+#[derive(Clone)]
+pub struct IntakeDeps {
+    pub llm: LlmClient,
+    pub config: Arc<IntakeConfig>,
+    pub submitter: Arc<dyn Submitter>,
+    /// Enables the "clear context" debug command. Off unless configured.
+    pub debug_commands: bool,
+}
+
+pub struct IntakeSpec {
+    config: Arc<IntakeConfig>,
+}
+
+impl ConversationSpec for IntakeSpec {
+    type State = IntakeState;
+
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn description(&self) -> &str {
+        "Change and demand request intake: chat, field elicitation, team matching, review and submission"
+    }
+
+    fn initial_state(&self) -> IntakeState {
+        IntakeState {
+            messages: Log::append(vec![Message::assistant("welcome", self.config.welcome.clone())]),
+            ..Default::default()
+        }
+    }
+
+    fn user_turn(&self, message: Message) -> IntakeUpdate {
+        IntakeUpdate { messages: Some(Log::append(vec![message])), turns: Some(1), ..Default::default() }
+    }
+
+    fn messages<'s>(&self, state: &'s IntakeState) -> &'s [Message] {
+        &state.messages.items
+    }
+
+    fn turn_count(&self, state: &IntakeState) -> u32 {
+        state.turns
+    }
+
+    fn view(&self, state: &IntakeState) -> StateView {
+        StateView::Intake(IntakeView {
+            mode: state.mode,
+            collected_fields: state.collected_fields.clone(),
+            fields_marked_unknown: state.fields_marked_unknown.clone(),
+            missing_fields: missing_fields(&self.config, state).into_iter().map(str::to_owned).collect(),
+            identified_team_id: state.identified_team.clone(),
+            identified_team_name: state.identified_team_name.clone(),
+            submission_url: state.submission_url.clone(),
+            submission_error: state.submission_error.clone(),
+        })
+    }
+
+    fn reset(&self, state: &IntakeState) -> IntakeState {
+        let mut reset = state.clone();
+        frontdesk_runtime::State::apply(&mut reset, IntakeUpdate::clear_all());
+        reset
+    }
+}
+
+/// The intake graph and its conversation spec.
+pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), GraphError> {
+    let spec = Arc::new(IntakeSpec { config: deps.config.clone() });
+    let output_spec = spec.clone();
+    let graph = GraphBuilder::new(NAME)
+        .node("supervisor", nodes::Supervisor(deps.clone()))
+        .node("chat_agent", nodes::ChatAgent(deps.clone()))
+        .node("elicitation_agent", nodes::ElicitationAgent(deps.clone()))
+        .node("team_matching", nodes::TeamMatching(deps.clone()))
+        .node("review_agent", nodes::ReviewAgent(deps))
+        .entry("supervisor")
+        .conditional_edge(
+            "supervisor",
+            [
+                Target::node("chat_agent"),
+                Target::node("elicitation_agent"),
+                Target::node("review_agent"),
+                Target::End,
+            ],
+            |s: &IntakeState| match s.next {
+                Route::ChatAgent => Target::node("chat_agent"),
+                Route::ElicitationAgent => Target::node("elicitation_agent"),
+                Route::ReviewAgent => Target::node("review_agent"),
+                Route::End => Target::End,
+            },
+        )
+        .edge("chat_agent", Target::End)
+        .conditional_edge("elicitation_agent", [Target::node("team_matching"), Target::End], |s: &IntakeState| {
+            if s.mode == Mode::TeamMatching {
+                Target::node("team_matching")
+            } else {
+                Target::End
+            }
+        })
+        .edge("team_matching", Target::End)
+        .edge("review_agent", Target::End)
+        .max_steps(10)
+        .output(move |s: &IntakeState| turn_output(&*output_spec, s))
+        .build()?;
+    Ok((spec, graph))
+}

@@ -1,0 +1,469 @@
+//! The intake agents. Each reads the state, makes at most the model calls the seed gives it,
+//! and returns an update; none mutates state or talks to the transport.
+
+use async_trait::async_trait;
+use frontdesk_llm::{ChatMessage, ChatRequest};
+use frontdesk_runtime::{Log, Node, NodeContext, NodeError, NodeOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tracing::{debug, info, warn};
+
+use super::{missing_fields, prompts, IntakeDeps, IntakeState, IntakeUpdate, Mode, Route, Submission};
+use crate::{llm_node, Message, Role};
+
+type Output = Result<NodeOutput<IntakeUpdate>, NodeError>;
+
+/// How many recent messages the supervisor reads.
+const SUPERVISOR_CONTEXT: usize = 5;
+/// How many recent messages the chat agent answers from.
+const CHAT_CONTEXT: usize = 12;
+const DEBUG_CLEAR: &str = "clear context";
+
+fn last_user_text(state: &IntakeState) -> &str {
+    state.messages.items.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.text.as_str())
+}
+
+fn history(messages: &[Message]) -> Vec<ChatMessage> {
+    messages
+        .iter()
+        .map(|m| match m.role {
+            Role::User => ChatMessage::user(&m.text),
+            Role::Assistant => ChatMessage::assistant(&m.text),
+            Role::System => ChatMessage::system(&m.text),
+        })
+        .collect()
+}
+
+fn tail(messages: &[Message], n: usize) -> &[Message] {
+    &messages[messages.len().saturating_sub(n)..]
+}
+
+fn say(node: &str, text: impl Into<String>) -> Option<Log<Message>> {
+    Some(Log::append(vec![Message::assistant(node, text)]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// supervisor
+
+#[derive(Debug, Deserialize, JsonSchema)]
+enum SupervisorRoute {
+    /// General conversation, off-topic questions.
+    #[serde(rename = "chat_agent")]
+    Chat,
+    /// Raising a request or giving its details.
+    #[serde(rename = "elicitation_agent")]
+    Elicitation,
+    /// Responding to a request under review.
+    #[serde(rename = "review_agent")]
+    Review,
+}
+
+/// The supervisor's structured decision.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SupervisorDecision {
+    /// One short sentence on why.
+    reasoning: String,
+    route: SupervisorRoute,
+}
+
+pub struct Supervisor(pub IntakeDeps);
+
+#[async_trait]
+impl Node<IntakeState> for Supervisor {
+    fn description(&self) -> &str {
+        "Routes the turn to chat, elicitation or review from the last five messages and the mode"
+    }
+
+    async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
+        let text = last_user_text(state);
+        if self.0.debug_commands && text.trim().eq_ignore_ascii_case(DEBUG_CLEAR) {
+            info!(thread_id = ctx.thread_id(), "debug command cleared the conversation");
+            let mut update = IntakeUpdate::clear_all();
+            update.messages = Some(Log::replace(vec![Message::assistant("supervisor", "Context has been cleared.")]));
+            update.next = Some(Route::End);
+            return Ok(NodeOutput::update(update));
+        }
+
+        let recent = prompts::transcript(tail(&state.messages.items, SUPERVISOR_CONTEXT));
+        let request = ChatRequest {
+            purpose: "supervisor.route".into(),
+            messages: vec![
+                ChatMessage::system(prompts::SUPERVISOR),
+                ChatMessage::user(format!(
+                    "Current mode: {}\nRecent messages:\n{recent}\nWhich agent handles the latest user message?",
+                    prompts::mode_name(state.mode)
+                )),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(200),
+            ..Default::default()
+        };
+        let decision: SupervisorDecision = llm_node::structured(ctx, &self.0.llm, request).await?;
+        debug!(thread_id = ctx.thread_id(), route = ?decision.route, reasoning = %decision.reasoning, "supervisor decided");
+        let (next, mode) = match decision.route {
+            SupervisorRoute::Chat => (Route::ChatAgent, state.mode),
+            SupervisorRoute::Elicitation => (Route::ElicitationAgent, Mode::Elicitation),
+            // Review only makes sense with a request under review; otherwise it is chat.
+            SupervisorRoute::Review if state.identified_team.is_some() => (Route::ReviewAgent, Mode::Review),
+            SupervisorRoute::Review => {
+                warn!(thread_id = ctx.thread_id(), "supervisor chose review with nothing to review; routing to chat");
+                (Route::ChatAgent, state.mode)
+            }
+        };
+        Ok(NodeOutput::update(IntakeUpdate { next: Some(next), mode: Some(mode), ..Default::default() }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// chat agent
+
+pub struct ChatAgent(pub IntakeDeps);
+
+#[async_trait]
+impl Node<IntakeState> for ChatAgent {
+    fn description(&self) -> &str {
+        "Answers in the current mode's voice: general chat, or a reminder of the request in progress or under review"
+    }
+
+    async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
+        let (purpose, system) = match state.mode {
+            Mode::Chat | Mode::TeamMatching => ("chat.chat", prompts::CHAT_CHAT),
+            Mode::Elicitation => ("chat.elicitation", prompts::CHAT_ELICITATION),
+            Mode::Review => ("chat.review", prompts::CHAT_REVIEW),
+        };
+        let mut messages = vec![ChatMessage::system(system)];
+        messages.extend(history(tail(&state.messages.items, CHAT_CONTEXT)));
+        let request =
+            ChatRequest { purpose: purpose.into(), messages, temperature: Some(0.3), max_tokens: Some(400), ..Default::default() };
+        let reply = llm_node::streamed_text(ctx, &self.0.llm, request).await?;
+        Ok(NodeOutput::update(IntakeUpdate { messages: say("chat_agent", reply), ..Default::default() }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// elicitation agent
+
+/// One extracted field value.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FieldUpdate {
+    /// A field name from the list of fields.
+    field: String,
+    /// The value the user stated; null when not stated.
+    value: Option<String>,
+}
+
+/// The elicitation agent's single structured call (the seed's FieldExtractionSchema).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FieldExtraction {
+    /// Field values the user explicitly stated in their latest message.
+    updates: Vec<FieldUpdate>,
+    /// Names of fields the user said they do not know.
+    marked_unknown: Vec<String>,
+    /// One short sentence on what was extracted.
+    reasoning: String,
+    /// The assistant's reply, asking for the next missing details.
+    followup_response: String,
+    /// True only if the user wants to stop the request.
+    user_wants_to_abandon: bool,
+}
+
+pub struct ElicitationAgent(pub IntakeDeps);
+
+#[async_trait]
+impl Node<IntakeState> for ElicitationAgent {
+    fn description(&self) -> &str {
+        "Extracts request fields from the conversation in one structured call, detects abandonment, checks completion"
+    }
+
+    async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
+        let config = &self.0.config;
+        let remaining = missing_fields(config, state);
+        let mut messages = vec![ChatMessage::system(prompts::elicitation(config, state, &remaining))];
+        messages.extend(history(&state.messages.items));
+        if state.elicitation_turns > 0 {
+            messages.push(ChatMessage::system(prompts::FOCUS));
+        }
+        let request = ChatRequest {
+            purpose: "elicitation.extract".into(),
+            messages,
+            temperature: Some(0.0),
+            max_tokens: Some(600),
+            ..Default::default()
+        };
+        let extraction: FieldExtraction = llm_node::structured(ctx, &self.0.llm, request).await?;
+        debug!(thread_id = ctx.thread_id(), reasoning = %extraction.reasoning, "fields extracted");
+
+        if extraction.user_wants_to_abandon {
+            let mut update = IntakeUpdate::clear_request_context();
+            let reply = non_empty(extraction.followup_response, "OK, I've dropped that request.");
+            update.messages = say("elicitation_agent", reply);
+            return Ok(NodeOutput::update(update));
+        }
+
+        let mut collected = state.collected_fields.clone();
+        let mut unknown = state.fields_marked_unknown.clone();
+        for FieldUpdate { field, value } in extraction.updates {
+            let Some(value) = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) else { continue };
+            if config.field(&field).is_none() {
+                warn!(thread_id = ctx.thread_id(), field, "model extracted a field that is not configured");
+                continue;
+            }
+            unknown.retain(|f| *f != field);
+            collected.insert(field, value);
+        }
+        for field in extraction.marked_unknown {
+            if config.field(&field).is_none() {
+                warn!(thread_id = ctx.thread_id(), field, "model marked unknown a field that is not configured");
+                continue;
+            }
+            collected.remove(&field);
+            if !unknown.contains(&field) {
+                unknown.push(field);
+            }
+        }
+
+        let after = IntakeState { collected_fields: collected.clone(), fields_marked_unknown: unknown.clone(), ..Default::default() };
+        let missing = missing_fields(config, &after);
+        let mut update = IntakeUpdate {
+            collected_fields: Some(collected),
+            fields_marked_unknown: Some(unknown),
+            elicitation_turns: Some(state.elicitation_turns + 1),
+            ..Default::default()
+        };
+        if missing.is_empty() {
+            // Complete: team matching runs in this same turn and writes the reply.
+            update.mode = Some(Mode::TeamMatching);
+        } else {
+            let fallback = format!(
+                "Thanks. To file the request I still need: {}.",
+                missing.iter().filter_map(|f| config.field(f)).map(|f| f.label.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            update.mode = Some(Mode::Elicitation);
+            update.messages = say("elicitation_agent", non_empty(extraction.followup_response, &fallback));
+        }
+        Ok(NodeOutput::update(update))
+    }
+}
+
+fn non_empty(text: String, fallback: &str) -> String {
+    if text.trim().is_empty() {
+        fallback.to_owned()
+    } else {
+        text
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// team matching
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+/// The team-matching decision.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct TeamMatch {
+    /// One short sentence on why.
+    reasoning: String,
+    /// The matching team's id, or null when no team fits.
+    team_id: Option<String>,
+    confidence: Confidence,
+}
+
+pub struct TeamMatching(pub IntakeDeps);
+
+#[async_trait]
+impl Node<IntakeState> for TeamMatching {
+    fn description(&self) -> &str {
+        "Matches the completed request to a team, then shows the deterministic review message (or asks for more detail)"
+    }
+
+    async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
+        let config = &self.0.config;
+        let summary = prompts::collected_summary(config, state);
+        let request = ChatRequest {
+            purpose: "team_matching.match".into(),
+            messages: vec![
+                ChatMessage::system(format!("{}\n{}", prompts::TEAM_MATCHING, prompts::team_catalogue(config))),
+                ChatMessage::user(format!("Request:\n{summary}")),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(200),
+            ..Default::default()
+        };
+        let matched: TeamMatch = llm_node::structured(ctx, &self.0.llm, request).await?;
+        info!(
+            thread_id = ctx.thread_id(),
+            team = ?matched.team_id,
+            confidence = ?matched.confidence,
+            reasoning = %matched.reasoning,
+            "team matched"
+        );
+        if let Some(team) = matched.team_id.as_deref().and_then(|id| config.team(id)) {
+            let review = prompts::review_message(config, state, &team.name);
+            return Ok(NodeOutput::update(IntakeUpdate {
+                identified_team: Some(Some(team.id.clone())),
+                identified_team_name: Some(Some(team.name.clone())),
+                mode: Some(Mode::Review),
+                messages: say("team_matching", review),
+                ..Default::default()
+            }));
+        }
+        let request = ChatRequest {
+            purpose: "team_matching.no_match".into(),
+            messages: vec![
+                ChatMessage::system(prompts::NO_MATCH),
+                ChatMessage::user(format!("Collected details:\n{summary}")),
+            ],
+            temperature: Some(0.3),
+            max_tokens: Some(400),
+            ..Default::default()
+        };
+        let reply = llm_node::streamed_text(ctx, &self.0.llm, request).await?;
+        Ok(NodeOutput::update(IntakeUpdate {
+            mode: Some(Mode::Chat),
+            messages: say("team_matching", reply),
+            ..Default::default()
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// review agent
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum ReviewAction {
+    /// Approve and submit.
+    Confirm,
+    /// Change a detail.
+    Modify,
+    /// Drop the request.
+    Abandon,
+    /// Ask a question about it.
+    Clarify,
+}
+
+/// The review agent's classification of the user's reply.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReviewDecision {
+    action_type: ReviewAction,
+    /// One short sentence on why.
+    reasoning: String,
+    /// The assistant's short reply to the user.
+    response_to_user: String,
+}
+
+pub struct ReviewAgent(pub IntakeDeps);
+
+#[async_trait]
+impl Node<IntakeState> for ReviewAgent {
+    fn description(&self) -> &str {
+        "Classifies the reply to the review (confirm, modify, abandon, clarify); confirm submits the request"
+    }
+
+    async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
+        let config = &self.0.config;
+        let team_name = state.identified_team_name.clone().unwrap_or_default();
+        let request = ChatRequest {
+            purpose: "review.classify".into(),
+            messages: vec![
+                ChatMessage::system(prompts::REVIEW),
+                ChatMessage::user(format!(
+                    "Request under review:\n{}Assigned team: {team_name}\n\nUser's reply: {}",
+                    prompts::collected_summary(config, state),
+                    last_user_text(state)
+                )),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(300),
+            ..Default::default()
+        };
+        let decision: ReviewDecision = llm_node::structured(ctx, &self.0.llm, request).await?;
+        info!(
+            thread_id = ctx.thread_id(),
+            action = ?decision.action_type,
+            reasoning = %decision.reasoning,
+            "review classified"
+        );
+        let update = match decision.action_type {
+            ReviewAction::Confirm => self.submit(state, ctx).await,
+            ReviewAction::Modify => IntakeUpdate {
+                mode: Some(Mode::Elicitation),
+                messages: say("review_agent", non_empty(decision.response_to_user, "What would you like to change?")),
+                ..Default::default()
+            },
+            ReviewAction::Abandon => IntakeUpdate {
+                messages: say("review_agent", non_empty(decision.response_to_user, "OK, I've dropped that request.")),
+                ..IntakeUpdate::clear_request_context()
+            },
+            ReviewAction::Clarify => IntakeUpdate {
+                mode: Some(Mode::Review),
+                messages: say("review_agent", decision.response_to_user),
+                ..Default::default()
+            },
+        };
+        Ok(NodeOutput::update(update))
+    }
+}
+
+impl ReviewAgent {
+    async fn submit(&self, state: &IntakeState, ctx: &NodeContext) -> IntakeUpdate {
+        let config = &self.0.config;
+        let (Some(team_id), Some(team_name)) = (&state.identified_team, &state.identified_team_name) else {
+            return IntakeUpdate {
+                mode: Some(Mode::Chat),
+                messages: say("review_agent", "There is no request to submit yet."),
+                ..Default::default()
+            };
+        };
+        let submission = Submission {
+            // The run id is stable when a crash-interrupted run is resumed, so a resubmission
+            // carries the same id and the submitter can de-duplicate it.
+            id: ctx.run_id().to_owned(),
+            thread_id: ctx.thread_id().to_owned(),
+            team_id: team_id.clone(),
+            team_name: team_name.clone(),
+            fields: state.collected_fields.clone(),
+            unknown: state.fields_marked_unknown.clone(),
+            labels: config.fields.iter().map(|f| (f.name.clone(), f.label.clone())).collect::<Vec<_>>(),
+        };
+        match self.0.submitter.submit(&submission).await {
+            Ok(receipt) => {
+                info!(thread_id = ctx.thread_id(), team_id, url = %receipt.url, "request submitted");
+                IntakeUpdate {
+                    submission_url: Some(Some(receipt.url.clone())),
+                    messages: say(
+                        "review_agent",
+                        format!("Your request has been submitted to {team_name}. You can follow it here: {}", receipt.url),
+                    ),
+                    ..IntakeUpdate::clear_request_context()
+                }
+            }
+            Err(error) => {
+                warn!(thread_id = ctx.thread_id(), team_id, %error, "submission failed");
+                IntakeUpdate {
+                    mode: Some(Mode::Review),
+                    submission_error: Some(Some(error.to_string())),
+                    messages: say(
+                        "review_agent",
+                        format!(
+                            "Sorry, I couldn't submit your request ({error}). Your details are kept: reply 'yes' to try again."
+                        ),
+                    ),
+                    ..Default::default()
+                }
+            }
+        }
+    }
+}
+

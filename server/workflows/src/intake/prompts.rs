@@ -1,0 +1,132 @@
+//! Prompts of the intake agents. They name their decisions with descriptive labels and keep
+//! free text short, which helps small local models and costs large ones nothing.
+
+use std::fmt::Write as _;
+
+use super::{config::IntakeConfig, IntakeState, Mode};
+use crate::{Message, Role};
+
+pub const SUPERVISOR: &str = "You are the supervisor of a change-request intake assistant. \
+Decide which agent handles the user's latest message.\n\
+- chat_agent: greetings, general questions, anything off-topic, and questions asked while a request is in progress or under review.\n\
+- elicitation_agent: the user wants to raise, start or submit a change or demand request, or is providing details for the request in progress (in ELICITATION mode, answers to the assistant's questions go here).\n\
+- review_agent: only in REVIEW mode, when the user responds to the review: confirming, asking to change a field, abandoning, or asking about the pending request.\n\
+In CHAT mode default to chat_agent unless the user explicitly wants to raise a request.";
+
+pub const CHAT_CHAT: &str = "You are the Front Door assistant of the change team. Answer the user helpfully and briefly. \
+If the user describes a problem that needs a change to a system, suggest raising a change request with you; \
+do not suggest one for casual or unrelated questions.";
+
+pub const CHAT_ELICITATION: &str = "You are the Front Door assistant. The user has a change request in progress but asked \
+something else. Answer briefly, then gently remind them: \"You have a request in progress; let's continue when you're ready.\"";
+
+pub const CHAT_REVIEW: &str = "You are the Front Door assistant. The user's change request is ready for review but they asked \
+something else. Answer briefly, then gently remind them: \"You have a request ready for review: reply 'yes' to submit it or tell me what to change.\"";
+
+pub const FOCUS: &str = "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
+
+pub const TEAM_MATCHING: &str = "You route change requests to the team that owns them. Pick the team whose description best \
+matches the request. If none fits, answer with team_id null.";
+
+pub const NO_MATCH: &str = "You are the Front Door assistant. No team could be matched to the user's request. Play back the \
+details collected so far in a short list, explain that you could not tell which team owns it, and ask for more detail \
+or a different angle (which system, which business area).";
+
+pub const REVIEW: &str = "The user is reviewing a change request before it is submitted. Classify their reply:\n\
+- confirm: they approve and want it submitted (yes, looks good, submit).\n\
+- modify: they want to change or add a detail.\n\
+- abandon: they want to cancel or drop the request.\n\
+- clarify: they ask a question about the request or the process.\n\
+Write response_to_user as the assistant's short reply (for modify ask what to change; for clarify answer the question).";
+
+/// "{role}: {text}" lines, as the supervisor reads recent context.
+pub fn transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        };
+        let _ = writeln!(out, "{role}: {}", m.text);
+    }
+    out
+}
+
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Chat => "CHAT",
+        Mode::Elicitation => "ELICITATION",
+        Mode::TeamMatching => "TEAM_MATCHING",
+        Mode::Review => "REVIEW",
+    }
+}
+
+/// Collected fields as "- Label: value" lines, in configured order.
+pub fn collected_summary(config: &IntakeConfig, state: &IntakeState) -> String {
+    let mut out = String::new();
+    for field in &config.fields {
+        if let Some(value) = state.collected_fields.get(&field.name) {
+            let _ = writeln!(out, "- {}: {value}", field.label);
+        } else if state.fields_marked_unknown.contains(&field.name) {
+            let _ = writeln!(out, "- {}: Unknown", field.label);
+        }
+    }
+    out
+}
+
+/// The elicitation agent's system prompt. The "Remaining fields:" line lists field names,
+/// comma-separated, in configured order.
+pub fn elicitation(config: &IntakeConfig, state: &IntakeState, remaining: &[&str]) -> String {
+    let total = config.fields.iter().filter(|f| f.required).count().max(1);
+    let done = total.saturating_sub(remaining.len());
+    let mut out = String::from(
+        "You collect the details of a change request from the user. Only record what the user explicitly stated \
+(95% confidence); never infer or interpret vague statements. If the user says they do not know a field, list it in \
+marked_unknown. Write followup_response as a short, friendly reply that asks for the next missing details. Set \
+user_wants_to_abandon to true only if the user wants to stop (\"cancel\", \"never mind\", \"forget it\").\n",
+    );
+    for field in config.fields.iter().filter(|f| f.infer) {
+        let _ = writeln!(
+            out,
+            "Do not ask for {}: infer it yourself once you know enough about the request and include it in updates.",
+            field.name
+        );
+    }
+    let _ = writeln!(out, "\nFields (name: meaning):");
+    for field in &config.fields {
+        let _ = writeln!(out, "- {}: {}", field.name, field.description);
+    }
+    let _ = writeln!(out, "\nRemaining fields: {}", remaining.join(", "));
+    let _ = writeln!(out, "Completion: {}%", done * 100 / total);
+    let collected = collected_summary(config, state);
+    if !collected.is_empty() {
+        let _ = write!(out, "Collected so far:\n{collected}");
+    }
+    out
+}
+
+pub fn team_catalogue(config: &IntakeConfig) -> String {
+    let mut out = String::from("Teams (team_id: description):\n");
+    for team in &config.teams {
+        let _ = writeln!(out, "- {}: {} ({})", team.id, team.description, team.name);
+    }
+    out
+}
+
+/// The deterministic review message: no model involved, user-friendly labels.
+pub fn review_message(config: &IntakeConfig, state: &IntakeState, team_name: &str) -> String {
+    let mut out = String::from("Please review your request:\n");
+    for field in &config.fields {
+        let value = match state.collected_fields.get(&field.name) {
+            Some(value) => value.as_str(),
+            None => "Unknown",
+        };
+        let _ = writeln!(out, "- {}: {value}", field.label);
+    }
+    let _ = write!(
+        out,
+        "Assigned team: {team_name}.\nAre you happy with this? Reply 'yes' to submit it, tell me what to change, or say 'cancel' to drop it."
+    );
+    out
+}

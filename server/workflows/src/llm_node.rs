@@ -1,0 +1,59 @@
+//! Calling models from nodes: deadlines and cancellation from the run, token deltas and call
+//! records streamed as run events, and model failures mapped to node errors in one place.
+
+use frontdesk_llm::{CallOptions, CallRecord, ChatRequest, LlmClient, LlmError};
+use frontdesk_runtime::{EventKind, LlmCallInfo, NodeContext, NodeError, NodeErrorKind, Usage};
+
+fn call_info(record: &CallRecord) -> LlmCallInfo {
+    LlmCallInfo {
+        model: record.model.clone(),
+        purpose: record.purpose.clone(),
+        usage: Usage {
+            prompt_tokens: record.usage.prompt_tokens,
+            completion_tokens: record.usage.completion_tokens,
+            cost_usd: record.cost_usd,
+        },
+        latency: record.latency,
+        attempts: record.attempts,
+    }
+}
+
+/// The one mapping from model failures to node failures.
+pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
+    let kind = match &error {
+        LlmError::Cancelled => NodeErrorKind::Cancelled,
+        LlmError::InvalidOutput { .. } | LlmError::MalformedResponse(_) => NodeErrorKind::ModelOutputInvalid,
+        LlmError::ContextTooLong { .. } => NodeErrorKind::InvalidInput,
+        LlmError::RateLimited { .. }
+        | LlmError::Server { .. }
+        | LlmError::Timeout
+        | LlmError::Transport(_)
+        | LlmError::Rejected { .. }
+        | LlmError::Exhausted { .. } => NodeErrorKind::ModelUnavailable,
+        LlmError::ScriptExhausted { .. } | LlmError::Config { .. } => NodeErrorKind::Internal,
+    };
+    let message = format!("model call {purpose} failed: {error}");
+    NodeError::with_source(kind, message, error)
+}
+
+/// A structured call whose reply must deserialize into `T` (one repair attempt included).
+pub async fn structured<T>(ctx: &NodeContext, llm: &LlmClient, request: ChatRequest) -> Result<T, NodeError>
+where
+    T: serde::de::DeserializeOwned + schemars::JsonSchema,
+{
+    let purpose = request.purpose.clone();
+    let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: None };
+    let (value, record) = llm.structured::<T>(request, &opts).await.map_err(|e| node_error(&purpose, e))?;
+    ctx.emit(EventKind::LlmCall(call_info(&record))).await;
+    Ok(value)
+}
+
+/// A free-text call whose tokens stream to the caller as they are generated.
+pub async fn streamed_text(ctx: &NodeContext, llm: &LlmClient, request: ChatRequest) -> Result<String, NodeError> {
+    let purpose = request.purpose.clone();
+    let on_delta = |text: &str| ctx.try_emit(EventKind::TokenDelta { text: text.to_owned() });
+    let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: Some(&on_delta) };
+    let (response, record) = llm.complete(request, &opts).await.map_err(|e| node_error(&purpose, e))?;
+    ctx.emit(EventKind::LlmCall(call_info(&record))).await;
+    Ok(response.content.trim().to_owned())
+}
