@@ -22,6 +22,10 @@
 //! | `delay_ms` | optional delay before answering |
 //! | `fail` | optional failure instead of a reply: `{"kind": "rate_limited", "retry_after_ms": 500}`, `{"kind": "server", "status": 503}` or `{"kind": "timeout"}` |
 //!
+//! The object form may also carry `"by_purpose": {"PURPOSE": {"content": ...} | {"json": ...}}`:
+//! standing answers used, any number of times, once `replies` run out (handy for a long-running
+//! demo or SDK test server).
+//!
 //! ```json
 //! [
 //!   {"purpose": "supervisor.route", "json": {"route": "billing"}},
@@ -137,7 +141,24 @@ struct ReplyFile {
 #[serde(untagged)]
 enum ScriptFile {
     Replies(Vec<ReplyFile>),
-    Named { model: String, replies: Vec<ReplyFile> },
+    Named {
+        model: String,
+        #[serde(default)]
+        replies: Vec<ReplyFile>,
+        /// Standing answers by purpose, used once `replies` run out, any number of times.
+        #[serde(default)]
+        by_purpose: std::collections::BTreeMap<String, PurposeReply>,
+    },
+}
+
+/// A standing answer for every request of one purpose.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurposeReply {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    json: Option<serde_json::Value>,
 }
 
 type Responder = dyn Fn(&ChatRequest) -> Result<String, LlmError> + Send + Sync;
@@ -205,11 +226,34 @@ impl ScriptedModel {
     pub fn from_json_str(text: &str) -> Result<Self, LlmError> {
         let file: ScriptFile = serde_json::from_str(text)
             .map_err(|e| LlmError::Config { field: "scripted.file", problem: format!("invalid script: {e}") })?;
-        let (name, entries) = match file {
-            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies),
-            ScriptFile::Named { model, replies } => (model, replies),
+        let (name, entries, by_purpose) = match file {
+            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies, Default::default()),
+            ScriptFile::Named { model, replies, by_purpose } => (model, replies, by_purpose),
         };
-        let model = Self::new(name);
+        let mut standing = std::collections::BTreeMap::new();
+        for (purpose, reply) in by_purpose {
+            let content = match (reply.content, reply.json) {
+                (Some(text), None) => text,
+                (None, Some(value)) => value.to_string(),
+                _ => {
+                    return Err(LlmError::Config {
+                        field: "scripted.file",
+                        problem: format!("by_purpose.{purpose} needs exactly one of `content` and `json`"),
+                    })
+                }
+            };
+            standing.insert(purpose, content);
+        }
+        let model = if standing.is_empty() {
+            Self::new(name)
+        } else {
+            Self::from_fn(name, move |request: &ChatRequest| {
+                standing
+                    .get(&request.purpose)
+                    .cloned()
+                    .ok_or_else(|| LlmError::ScriptExhausted { purpose: request.purpose.clone() })
+            })
+        };
         for (index, entry) in entries.into_iter().enumerate() {
             let content = match (entry.content, entry.json) {
                 (Some(_), Some(_)) => {
@@ -494,5 +538,26 @@ mod tests {
         let missing = ScriptedModel::from_json_file(dir.join("missing.json")).unwrap_err();
         assert!(matches!(missing, LlmError::Config { field: "scripted.file", .. }));
         std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[cfg(test)]
+mod by_purpose_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn standing_answers_repeat_by_purpose_after_the_queue() {
+        let model = ScriptedModel::from_json_str(
+            r#"{"model": "demo", "replies": [{"content": "first"}],
+                "by_purpose": {"a": {"content": "A"}, "b": {"json": {"x": 1}}}}"#,
+        )
+        .unwrap();
+        let ask = |purpose: &str| ChatRequest { purpose: purpose.into(), ..Default::default() };
+        assert_eq!(model.chat(&ask("a")).await.unwrap().content, "first");
+        for _ in 0..3 {
+            assert_eq!(model.chat(&ask("a")).await.unwrap().content, "A");
+            assert_eq!(model.chat(&ask("b")).await.unwrap().content, r#"{"x":1}"#);
+        }
+        assert!(matches!(model.chat(&ask("c")).await, Err(LlmError::ScriptExhausted { .. })));
     }
 }

@@ -160,7 +160,12 @@ async fn listing_and_paging(store: &dyn Checkpointer, ns: &str) {
     let mut after = None;
     loop {
         let page = store
-            .list_threads(&ThreadQuery { prefix: Some(prefix.clone()), after: after.clone(), limit: 2, ..Default::default() })
+            .list_threads(&ThreadQuery {
+                prefix: Some(prefix.clone()),
+                after: after.clone(),
+                limit: 2,
+                ..Default::default()
+            })
             .await
             .unwrap();
         assert!(page.threads.len() <= 2, "a page must respect its limit");

@@ -1,6 +1,9 @@
 //! Run events: what a run streams to its caller, in order, one per step of progress.
 
-use std::{sync::Arc, time::{Duration, SystemTime}};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 /// Token usage and cost, summed over a run's model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

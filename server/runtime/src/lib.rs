@@ -18,13 +18,14 @@ pub mod runner;
 pub mod state;
 
 pub use checkpoint::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, PendingInterrupt,
-    RunMarker, RunStatus, ThreadPage, ThreadQuery, ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, PendingInterrupt, RunMarker,
+    RunStatus, ThreadPage, ThreadQuery, ThreadSummary,
 };
 pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
 pub use graph::{EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START};
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
 pub use runner::{
-    BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner, RunnerConfig,
+    BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
+    RunnerConfig,
 };
 pub use state::{reducer, Log, Reducer, State};

@@ -440,10 +440,8 @@ impl<S: State> Runner<S> {
             if let Some(found) = self.checkpointer.find_idempotent(&request.thread_id, key).await? {
                 debug!(thread_id = %request.thread_id, run_id = %found.run_id, "replaying idempotent run");
                 let output = match found.output.as_deref() {
-                    Some(json) => serde_json::from_str(json).map_err(|source| RunError::StateCodec {
-                        thread_id: request.thread_id.clone(),
-                        source,
-                    })?,
+                    Some(json) => serde_json::from_str(json)
+                        .map_err(|source| RunError::StateCodec { thread_id: request.thread_id.clone(), source })?,
                     None => serde_json::Value::Null,
                 };
                 let _ = outcome_tx.send(Ok(RunOutcome {
@@ -517,7 +515,8 @@ impl<S: State> Runner<S> {
                     return Err(RunError::NothingToResume { thread_id: request.thread_id });
                 };
                 let state: S = decode(&cp)?;
-                let rollback = Rollback { state: state.clone(), next: cp.next.clone(), interrupt: Some(interrupt.clone()) };
+                let rollback =
+                    Rollback { state: state.clone(), next: cp.next.clone(), interrupt: Some(interrupt.clone()) };
                 (state, cp.version, Some(interrupt.node), Some(value), rollback)
             }
         };
@@ -749,7 +748,10 @@ impl<S: State> Execution<S> {
                 self.sink
                     .emit(
                         Some(node.clone()),
-                        EventKind::Interrupted { reason: interrupt.reason.clone(), payload_json: interrupt.payload.clone() },
+                        EventKind::Interrupted {
+                            reason: interrupt.reason.clone(),
+                            payload_json: interrupt.payload.clone(),
+                        },
                     )
                     .await;
                 return Ok(self.outcome(RunStatus::Interrupted, Some(interrupt)));

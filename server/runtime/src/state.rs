@@ -75,10 +75,7 @@ pub mod reducer {
         }
     }
     impl Reducer<BTreeMap<String, serde_json::Value>> for MergeNonEmpty {
-        fn reduce(
-            current: &mut BTreeMap<String, serde_json::Value>,
-            written: BTreeMap<String, serde_json::Value>,
-        ) {
+        fn reduce(current: &mut BTreeMap<String, serde_json::Value>, written: BTreeMap<String, serde_json::Value>) {
             for (key, value) in written {
                 let empty = match &value {
                     serde_json::Value::Null => true,

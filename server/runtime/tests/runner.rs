@@ -5,8 +5,8 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
-    BusyPolicy, Checkpoint, Checkpointer, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node,
-    NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
+    BusyPolicy, Checkpoint, Checkpointer, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node, NodeContext,
+    NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
 };
 
 frontdesk_runtime::state! {
@@ -85,24 +85,25 @@ impl Node<Doc> for Loop {
 }
 
 fn routed_runner(store: Arc<dyn Checkpointer>) -> Runner<Doc> {
-    let graph = GraphBuilder::new("routed")
-        .node("classify", Step { name: "classify", route: None })
-        .node("billing", Step { name: "billing", route: None })
-        .node("general", Step { name: "general", route: None })
-        .entry("classify")
-        .conditional_edge("classify", [Target::node("billing"), Target::node("general"), Target::End], |s: &Doc| {
-            match s.route.as_str() {
-                "billing" => Target::node("billing"),
-                "general" => Target::node("general"),
-                "none" => Target::End,
-                _ => Target::node("nowhere"),
-            }
-        })
-        .edge("billing", Target::End)
-        .edge("general", Target::End)
-        .output(|s: &Doc| serde_json::json!({ "log": s.log }))
-        .build()
-        .unwrap();
+    let graph =
+        GraphBuilder::new("routed")
+            .node("classify", Step { name: "classify", route: None })
+            .node("billing", Step { name: "billing", route: None })
+            .node("general", Step { name: "general", route: None })
+            .entry("classify")
+            .conditional_edge("classify", [Target::node("billing"), Target::node("general"), Target::End], |s: &Doc| {
+                match s.route.as_str() {
+                    "billing" => Target::node("billing"),
+                    "general" => Target::node("general"),
+                    "none" => Target::End,
+                    _ => Target::node("nowhere"),
+                }
+            })
+            .edge("billing", Target::End)
+            .edge("general", Target::End)
+            .output(|s: &Doc| serde_json::json!({ "log": s.log }))
+            .build()
+            .unwrap();
     Runner::new(graph, store, RunnerConfig::default())
 }
 
@@ -196,7 +197,10 @@ async fn failing_node_emits_run_failed_and_leaves_state_as_it_was() {
     let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
     runner.create_thread("t1", &Doc { log: vec!["before".into()], ..Default::default() }).await.unwrap();
     let mut handle = runner
-        .start(RunRequest::new("t1", RunInput::Update(DocUpdate { log: Some(vec!["input".into()]), ..Default::default() })))
+        .start(RunRequest::new(
+            "t1",
+            RunInput::Update(DocUpdate { log: Some(vec!["input".into()]), ..Default::default() }),
+        ))
         .await
         .unwrap();
     let mut last = None;
@@ -235,7 +239,8 @@ async fn node_timeout_fails_the_run() {
 
 #[tokio::test]
 async fn run_deadline_fails_the_run() {
-    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(5))).entry("slow").edge("slow", Target::End);
+    let graph =
+        GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(5))).entry("slow").edge("slow", Target::End);
     let runner = Runner::new(graph.build().unwrap(), Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
     request.create = true;
@@ -247,7 +252,8 @@ async fn run_deadline_fails_the_run() {
 #[tokio::test]
 async fn cancel_stops_an_in_flight_node_and_keeps_the_last_state() {
     let store = Arc::new(MemoryCheckpointer::default());
-    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(30))).entry("slow").edge("slow", Target::End);
+    let graph =
+        GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(30))).entry("slow").edge("slow", Target::End);
     let runner = Runner::new(graph.build().unwrap(), store.clone(), RunnerConfig::default());
     runner.create_thread("t", &Doc::default()).await.unwrap();
     let handle = runner
@@ -331,7 +337,10 @@ async fn interrupt_persists_and_resume_continues_at_the_node() {
 #[tokio::test]
 async fn second_run_on_a_busy_thread_is_rejected_or_queued() {
     let store = Arc::new(MemoryCheckpointer::default());
-    let graph = GraphBuilder::new("slow").node("slow", Sleep(Duration::from_millis(200))).entry("slow").edge("slow", Target::End);
+    let graph = GraphBuilder::new("slow")
+        .node("slow", Sleep(Duration::from_millis(200)))
+        .entry("slow")
+        .edge("slow", Target::End);
     let runner = Runner::new(graph.build().unwrap(), store.clone(), RunnerConfig::default());
     runner.create_thread("t", &Doc::default()).await.unwrap();
     let first = runner.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await.unwrap();
@@ -455,7 +464,10 @@ async fn recovery_finishes_crash_interrupted_runs() {
 async fn two_replicas_cannot_both_commit_a_turn() {
     let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
     let graph = || {
-        GraphBuilder::new("slow").node("slow", Sleep(Duration::from_millis(100))).entry("slow").edge("slow", Target::End)
+        GraphBuilder::new("slow")
+            .node("slow", Sleep(Duration::from_millis(100)))
+            .entry("slow")
+            .edge("slow", Target::End)
     };
     // Separate registries: no shared in-process lock, only the checkpoint compare-and-set.
     let a = Runner::new(graph().build().unwrap(), store.clone(), RunnerConfig::default());
@@ -489,10 +501,10 @@ fn graph_validation_rejects_bad_graphs() {
         .build()
         .err();
     assert_eq!(unreachable, Some(GraphError::Unreachable("b".into())));
-    let dangling =
-        GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).entry("a").build().err();
+    let dangling = GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).entry("a").build().err();
     assert_eq!(dangling, Some(GraphError::NoOutgoingEdge("a".into())));
-    let no_entry = GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).edge("a", Target::End).build().err();
+    let no_entry =
+        GraphBuilder::<Doc>::new("g").node("a", Step { name: "a", route: None }).edge("a", Target::End).build().err();
     assert_eq!(no_entry, Some(GraphError::NoEntry));
 }
 

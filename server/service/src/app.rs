@@ -109,7 +109,9 @@ impl App {
         let submitter: Arc<dyn Submitter> = match overrides.submitter {
             Some(submitter) => submitter,
             None => match &config.workflows.intake.submitter {
-                SubmitterConfig::Outbox { base_url } => Arc::new(OutboxSubmitter::new(database.clone(), base_url.clone())),
+                SubmitterConfig::Outbox { base_url } => {
+                    Arc::new(OutboxSubmitter::new(database.clone(), base_url.clone()))
+                }
                 SubmitterConfig::Sharepoint(sharepoint) => {
                     Arc::new(SharePointSubmitter::new(sharepoint.clone()).map_err(StartError::Submitter)?)
                 }
@@ -152,8 +154,9 @@ impl App {
     /// Binds the configured address and serves until `shutdown` resolves, then waits (up to
     /// the grace period) for in-flight runs to commit.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
-        let listener =
-            TcpListener::bind(self.config.listen).await.map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
+        let listener = TcpListener::bind(self.config.listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
         let running = self.serve_on(listener).await?;
         shutdown.await;
         info!("shutdown requested; finishing in-flight turns");
@@ -275,22 +278,25 @@ impl RunningServer {
         &self.database
     }
 
-    /// Stops accepting calls, lets in-flight calls and runs finish (up to the grace period),
-    /// then closes the database.
+    /// Stops accepting calls, waits (up to the grace period) for in-flight runs to commit,
+    /// gives their streams a moment to reach the callers, then closes the database.
     pub async fn shutdown(self) -> Result<(), ServeError> {
+        /// Enough for finished streams to flush; idle keep-alive connections would otherwise
+        /// hold the server open for the whole grace period.
+        const DRAIN: Duration = Duration::from_secs(2);
         let _ = self.stop.send(());
-        let result = match tokio::time::timeout(self.grace, self.task).await {
-            Ok(Ok(result)) => result.map_err(ServeError::Transport),
-            Ok(Err(_)) => Err(ServeError::Panicked),
-            Err(_) => {
-                warn!("in-flight calls did not finish within the grace period");
-                Ok(())
-            }
-        };
         if tokio::time::timeout(self.grace, self.registry.runs().wait_idle()).await.is_err() {
-            warn!(runs = self.registry.runs().active_runs(), "runs still active at shutdown; cancelling them");
+            warn!(
+                runs = self.registry.runs().active_runs(),
+                "runs still active after the grace period; cancelling them"
+            );
             self.registry.runs().cancel_all();
         }
+        let result = match tokio::time::timeout(DRAIN, self.task).await {
+            Ok(Ok(result)) => result.map_err(ServeError::Transport),
+            Ok(Err(_)) => Err(ServeError::Panicked),
+            Err(_) => Ok(()),
+        };
         self.database.close().await;
         result
     }

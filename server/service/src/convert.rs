@@ -29,7 +29,9 @@ pub fn event(e: Event) -> pb::RunEvent {
     use pb::run_event::Kind;
     let Event { run_id, event_id, time, node, kind } = e;
     let kind = match kind {
-        EventKind::RunStarted { thread_id, workflow, resumed } => Kind::RunStarted(pb::RunStarted { thread_id, workflow, resumed }),
+        EventKind::RunStarted { thread_id, workflow, resumed } => {
+            Kind::RunStarted(pb::RunStarted { thread_id, workflow, resumed })
+        }
         EventKind::NodeStarted { step } => Kind::NodeStarted(pb::NodeStarted { step }),
         EventKind::NodeFinished { step, update_json, duration: d, next } => Kind::NodeFinished(pb::NodeFinished {
             step,
@@ -53,7 +55,9 @@ pub fn event(e: Event) -> pb::RunEvent {
         EventKind::ToolReturned { call_id, name, result_json, is_error } => {
             Kind::ToolReturned(pb::ToolReturned { call_id, name, result_json, is_error })
         }
-        EventKind::Interrupted { reason, payload_json } => Kind::RunInterrupted(pb::RunInterrupted { reason, payload_json }),
+        EventKind::Interrupted { reason, payload_json } => {
+            Kind::RunInterrupted(pb::RunInterrupted { reason, payload_json })
+        }
         EventKind::RunFinished { steps, duration: d, usage: u, output_json } => Kind::RunFinished(pb::RunFinished {
             steps,
             duration: Some(duration(d)),
@@ -128,7 +132,8 @@ fn state(view: StateView) -> pb::conversation::State {
 
 /// A conversation and its messages (empty unless the view carries them).
 pub fn conversation(view: ConversationView) -> (pb::Conversation, Vec<pb::Message>) {
-    let ConversationView { id, workflow, created_at, updated_at, version, turn_count, state: view_state, messages } = view;
+    let ConversationView { id, workflow, created_at, updated_at, version, turn_count, state: view_state, messages } =
+        view;
     let conversation = pb::Conversation {
         conversation_id: id,
         workflow,
@@ -150,10 +155,7 @@ pub fn graph(description: GraphDescription, workflow: pb::Workflow) -> pb::Descr
     let GraphDescription { name: _, nodes, edges, mermaid } = description;
     pb::DescribeWorkflowResponse {
         workflow: Some(workflow),
-        nodes: nodes
-            .into_iter()
-            .map(|NodeInfo { name, description }| pb::GraphNode { name, description })
-            .collect(),
+        nodes: nodes.into_iter().map(|NodeInfo { name, description }| pb::GraphNode { name, description }).collect(),
         edges: edges
             .into_iter()
             .map(|EdgeInfo { source, target, conditional }| pb::GraphEdge { source, target, conditional })

@@ -18,20 +18,34 @@ pub fn classify(kind: FailureKind) -> (Code, ErrorReason, Option<Duration>) {
     match kind {
         FailureKind::InvalidInput => (Code::InvalidArgument, ErrorReason::InvalidArgument, None),
         FailureKind::NotFound => (Code::NotFound, ErrorReason::NotFound, None),
-        FailureKind::ModelUnavailable => (Code::Unavailable, ErrorReason::ModelUnavailable, Some(Duration::from_secs(5))),
+        FailureKind::ModelUnavailable => {
+            (Code::Unavailable, ErrorReason::ModelUnavailable, Some(Duration::from_secs(5)))
+        }
         // A fresh attempt may well produce valid output.
-        FailureKind::ModelOutputInvalid => (Code::Unavailable, ErrorReason::ModelOutputInvalid, Some(Duration::from_secs(1))),
-        FailureKind::DependencyFailed => (Code::Unavailable, ErrorReason::DependencyFailed, Some(Duration::from_secs(5))),
+        FailureKind::ModelOutputInvalid => {
+            (Code::Unavailable, ErrorReason::ModelOutputInvalid, Some(Duration::from_secs(1)))
+        }
+        FailureKind::DependencyFailed => {
+            (Code::Unavailable, ErrorReason::DependencyFailed, Some(Duration::from_secs(5)))
+        }
         FailureKind::DeadlineExceeded => (Code::DeadlineExceeded, ErrorReason::DeadlineExceeded, None),
         FailureKind::Cancelled => (Code::Cancelled, ErrorReason::Cancelled, None),
         FailureKind::StepLimit => (Code::Internal, ErrorReason::StepLimit, None),
         FailureKind::Conflict => (Code::Aborted, ErrorReason::CheckpointConflict, Some(Duration::from_millis(200))),
-        FailureKind::StoreUnavailable => (Code::Unavailable, ErrorReason::StoreUnavailable, Some(Duration::from_secs(1))),
+        FailureKind::StoreUnavailable => {
+            (Code::Unavailable, ErrorReason::StoreUnavailable, Some(Duration::from_secs(1)))
+        }
         FailureKind::Internal => (Code::Internal, ErrorReason::Internal, None),
     }
 }
 
-fn status(code: Code, reason: ErrorReason, message: String, retry: Option<Duration>, metadata: HashMap<String, String>) -> Status {
+fn status(
+    code: Code,
+    reason: ErrorReason,
+    message: String,
+    retry: Option<Duration>,
+    metadata: HashMap<String, String>,
+) -> Status {
     let mut details = ErrorDetails::new();
     details.set_error_info(reason.as_str_name().trim_start_matches("ERROR_REASON_"), ERROR_DOMAIN, metadata);
     if retry.is_some() {
@@ -77,7 +91,11 @@ pub fn to_status(error: WorkflowError) -> Status {
         WorkflowError::InvalidArgument { field, reason } => {
             let mut details = ErrorDetails::new();
             details.add_bad_request_violation(*field, reason.clone());
-            details.set_error_info("INVALID_ARGUMENT", ERROR_DOMAIN, HashMap::from([("field".into(), field.to_string())]));
+            details.set_error_info(
+                "INVALID_ARGUMENT",
+                ERROR_DOMAIN,
+                HashMap::from([("field".into(), field.to_string())]),
+            );
             Status::with_error_details(Code::InvalidArgument, error.to_string(), details)
         }
         WorkflowError::NotFound { what, id } => status(

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use frontdesk_store::{Database, NewSubmission};
-use frontdesk_workflows::intake::{Receipt, SubmitError, Submission, Submitter};
+use frontdesk_workflows::intake::{Receipt, Submission, SubmitError, Submitter};
 
 pub struct OutboxSubmitter {
     db: Database,

@@ -66,7 +66,8 @@ impl Registry {
                     Err(other) => return Err(other),
                 }
                 if views.len() == limit {
-                    let more = page.next_after.is_some() || thread.thread_id != page.threads.last().map_or("", |t| &t.thread_id);
+                    let more = page.next_after.is_some()
+                        || thread.thread_id != page.threads.last().map_or("", |t| &t.thread_id);
                     return Ok((views, if more { after } else { None }));
                 }
             }

@@ -101,7 +101,11 @@ pub trait ConversationWorkflow: Send + Sync + 'static {
     /// Finishes runs a crash interrupted (start-up).
     async fn recover(&self) -> Result<usize, WorkflowError>;
     /// Threads of this workflow, ordered by id.
-    async fn list(&self, after: Option<String>, limit: usize) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError>;
+    async fn list(
+        &self,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError>;
 }
 
 /// What a conversational workflow defines; [`ConversationHost`] does the rest.
@@ -168,7 +172,14 @@ impl<C: ConversationSpec> ConversationHost<C> {
         &self.runner
     }
 
-    fn view(&self, id: &str, state: &C::State, cp: &Checkpoint, created_at: SystemTime, messages: bool) -> ConversationView {
+    fn view(
+        &self,
+        id: &str,
+        state: &C::State,
+        cp: &Checkpoint,
+        created_at: SystemTime,
+        messages: bool,
+    ) -> ConversationView {
         ConversationView {
             id: id.to_owned(),
             workflow: self.spec.name().to_owned(),
@@ -206,8 +217,8 @@ async fn finish_turn(
     checkpointer: Arc<dyn frontdesk_runtime::Checkpointer>,
 ) -> Result<TurnOutcome, WorkflowError> {
     let finished = finished.map_err(map_run_error)?;
-    let output: TurnOutput = serde_json::from_value(finished.output)
-        .map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
+    let output: TurnOutput =
+        serde_json::from_value(finished.output).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
     let thread = checkpointer.thread(&id).await?;
     let now = SystemTime::now();
     Ok(TurnOutcome {
@@ -342,8 +353,12 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
     }
 
     async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView, WorkflowError> {
-        let (state, cp) =
-            self.runner.state(&thread.thread_id).await.map_err(map_run_error)?.ok_or_else(|| not_found(&thread.thread_id))?;
+        let (state, cp) = self
+            .runner
+            .state(&thread.thread_id)
+            .await
+            .map_err(map_run_error)?
+            .ok_or_else(|| not_found(&thread.thread_id))?;
         Ok(self.view(&thread.thread_id, &state, &cp, thread.created_at, false))
     }
 
@@ -367,7 +382,11 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         Ok(self.runner.recover().await?)
     }
 
-    async fn list(&self, after: Option<String>, limit: usize) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError> {
+    async fn list(
+        &self,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError> {
         let page = self
             .runner
             .checkpointer()

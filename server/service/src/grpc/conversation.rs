@@ -79,7 +79,9 @@ impl ConversationService for ConversationApi {
                 }
             }
             let last = match turn.outcome.await {
-                Ok(outcome) => Ok(pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) }),
+                Ok(outcome) => {
+                    Ok(pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) })
+                }
                 Err(error) => Err(to_status(error)),
             };
             let _ = tx.send(last).await;

@@ -57,7 +57,10 @@ impl WorkflowService for WorkflowApi {
         Ok(Response::new(convert::graph(host.graph(), workflow)))
     }
 
-    async fn cancel_run(&self, request: Request<pb::CancelRunRequest>) -> Result<Response<pb::CancelRunResponse>, Status> {
+    async fn cancel_run(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let pb::CancelRunRequest { run_id } = request.into_inner();
         if run_id.is_empty() {
             return Err(invalid_argument("run_id", "must not be empty"));

@@ -23,7 +23,7 @@ use frontdesk_runtime::{Graph, GraphBuilder, GraphError, Log, Target};
 use serde::{Deserialize, Serialize};
 
 pub use config::{FieldConfig, IntakeConfig, TeamConfig};
-pub use submit::{Receipt, SubmitError, Submission, Submitter};
+pub use submit::{Receipt, Submission, SubmitError, Submitter};
 
 use crate::{
     conversation::{turn_output, ConversationSpec, StateView},
@@ -199,12 +199,7 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
         .entry("supervisor")
         .conditional_edge(
             "supervisor",
-            [
-                Target::node("chat_agent"),
-                Target::node("elicitation_agent"),
-                Target::node("review_agent"),
-                Target::End,
-            ],
+            [Target::node("chat_agent"), Target::node("elicitation_agent"), Target::node("review_agent"), Target::End],
             |s: &IntakeState| match s.next {
                 Route::ChatAgent => Target::node("chat_agent"),
                 Route::ElicitationAgent => Target::node("elicitation_agent"),

@@ -134,8 +134,13 @@ impl Node<IntakeState> for ChatAgent {
         };
         let mut messages = vec![ChatMessage::system(system)];
         messages.extend(history(tail(&state.messages.items, CHAT_CONTEXT)));
-        let request =
-            ChatRequest { purpose: purpose.into(), messages, temperature: Some(0.3), max_tokens: Some(400), ..Default::default() };
+        let request = ChatRequest {
+            purpose: purpose.into(),
+            messages,
+            temperature: Some(0.3),
+            max_tokens: Some(400),
+            ..Default::default()
+        };
         let reply = llm_node::streamed_text(ctx, &self.0.llm, request).await?;
         Ok(NodeOutput::update(IntakeUpdate { messages: say("chat_agent", reply), ..Default::default() }))
     }
@@ -225,7 +230,11 @@ impl Node<IntakeState> for ElicitationAgent {
             }
         }
 
-        let after = IntakeState { collected_fields: collected.clone(), fields_marked_unknown: unknown.clone(), ..Default::default() };
+        let after = IntakeState {
+            collected_fields: collected.clone(),
+            fields_marked_unknown: unknown.clone(),
+            ..Default::default()
+        };
         let missing = missing_fields(config, &after);
         let mut update = IntakeUpdate {
             collected_fields: Some(collected),
@@ -444,7 +453,10 @@ impl ReviewAgent {
                     submission_url: Some(Some(receipt.url.clone())),
                     messages: say(
                         "review_agent",
-                        format!("Your request has been submitted to {team_name}. You can follow it here: {}", receipt.url),
+                        format!(
+                            "Your request has been submitted to {team_name}. You can follow it here: {}",
+                            receipt.url
+                        ),
                     ),
                     ..IntakeUpdate::clear_request_context()
                 }
@@ -466,4 +478,3 @@ impl ReviewAgent {
         }
     }
 }
-

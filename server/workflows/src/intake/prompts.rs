@@ -13,7 +13,8 @@ Decide which agent handles the user's latest message.\n\
 - review_agent: only in REVIEW mode, when the user responds to the review: confirming, asking to change a field, abandoning, or asking about the pending request.\n\
 In CHAT mode default to chat_agent unless the user explicitly wants to raise a request.";
 
-pub const CHAT_CHAT: &str = "You are the Front Door assistant of the change team. Answer the user helpfully and briefly. \
+pub const CHAT_CHAT: &str =
+    "You are the Front Door assistant of the change team. Answer the user helpfully and briefly. \
 If the user describes a problem that needs a change to a system, suggest raising a change request with you; \
 do not suggest one for casual or unrelated questions.";
 
@@ -23,12 +24,15 @@ something else. Answer briefly, then gently remind them: \"You have a request in
 pub const CHAT_REVIEW: &str = "You are the Front Door assistant. The user's change request is ready for review but they asked \
 something else. Answer briefly, then gently remind them: \"You have a request ready for review: reply 'yes' to submit it or tell me what to change.\"";
 
-pub const FOCUS: &str = "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
+pub const FOCUS: &str =
+    "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
 
-pub const TEAM_MATCHING: &str = "You route change requests to the team that owns them. Pick the team whose description best \
+pub const TEAM_MATCHING: &str =
+    "You route change requests to the team that owns them. Pick the team whose description best \
 matches the request. If none fits, answer with team_id null.";
 
-pub const NO_MATCH: &str = "You are the Front Door assistant. No team could be matched to the user's request. Play back the \
+pub const NO_MATCH: &str =
+    "You are the Front Door assistant. No team could be matched to the user's request. Play back the \
 details collected so far in a short list, explain that you could not tell which team owns it, and ask for more detail \
 or a different angle (which system, which business area).";
 

@@ -1,0 +1,663 @@
+//! Rust client for the Frontdesk gRPC service (`frontdesk.v1`).
+//!
+//! [`Client`] wraps the generated `ConversationService` and `WorkflowService` stubs with typed
+//! options, a streaming turn API ([`Client::send_message`]) and errors whose `google.rpc` details
+//! are already decoded ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human
+//! line; the `frontdesk` CLI uses it to show node events live.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
+//! use frontdesk_client::{Client, SendOptions, StartOptions};
+//!
+//! let client = Client::connect("http://127.0.0.1:50051").await?;
+//! let started = client.start_conversation("intake", StartOptions::default()).await?;
+//! let id = started.conversation.unwrap().conversation_id;
+//! let (events, result) = client.send_message_and_wait(&id, "I need a new laptop", SendOptions::default()).await?;
+//! for e in &events {
+//!     println!("{}", frontdesk_client::describe_event(e));
+//! }
+//! println!("{}", result.reply.map(|m| m.text).unwrap_or_default());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+pub use frontdesk_api::v1;
+use v1::conversation_service_client::ConversationServiceClient;
+use v1::workflow_service_client::WorkflowServiceClient;
+
+/// How long [`Client::connect`] waits for the TCP/HTTP2 connection before failing.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Options of [`Client::start_conversation`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartOptions {
+    /// Caller-chosen conversation id; the server generates one when `None`.
+    pub conversation_id: Option<String>,
+    /// A retried call with the same key returns the first call's outcome.
+    pub idempotency_key: Option<String>,
+}
+
+/// Options of [`Client::send_message`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOptions {
+    /// A retried call with the same key replays the first call's result.
+    pub idempotency_key: Option<String>,
+    /// Wait for a running turn on the same conversation instead of failing with `ABORTED`.
+    pub queue_if_busy: bool,
+}
+
+/// One item of a turn's stream.
+// Unboxed on purpose: the result arrives once per turn, and plain variants match more easily.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// A progress event of the run (node started/finished, token delta, model call, ...).
+    Event(v1::RunEvent),
+    /// The last item: the assistant's reply and the conversation after the turn.
+    Result(v1::TurnResult),
+}
+
+impl TurnEvent {
+    /// The run event, if this is one.
+    pub fn as_event(&self) -> Option<&v1::RunEvent> {
+        match self {
+            TurnEvent::Event(e) => Some(e),
+            TurnEvent::Result(_) => None,
+        }
+    }
+
+    /// The turn result, if this is it.
+    pub fn as_result(&self) -> Option<&v1::TurnResult> {
+        match self {
+            TurnEvent::Result(r) => Some(r),
+            TurnEvent::Event(_) => None,
+        }
+    }
+}
+
+/// The stream returned by [`Client::send_message`]. It ends after the [`TurnEvent::Result`], or
+/// with an `Err` when the server ends the turn with an error status.
+pub type TurnStream = Pin<Box<dyn Stream<Item = Result<TurnEvent, ClientError>> + Send>>;
+
+/// Everything that can go wrong in a client call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The connection could not be made or broke.
+    #[error("{}", error_chain(.0))]
+    Transport(#[from] tonic::transport::Error),
+    /// The server answered with an error status.
+    #[error("{0}")]
+    Status(Box<ApiError>),
+    /// A turn's stream ended without its `TurnResult`.
+    #[error("the turn stream ended without a result")]
+    StreamEndedWithoutResult,
+}
+
+impl ClientError {
+    /// The gRPC code of a server error; `None` for transport errors and truncated streams.
+    pub fn code(&self) -> Option<Code> {
+        self.api().map(|e| e.code)
+    }
+
+    /// The decoded server error, if this is one.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            ClientError::Status(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The `ErrorInfo` reason of a server error (one of the `ErrorReason` names).
+    pub fn reason(&self) -> Option<&str> {
+        self.api().and_then(|e| e.reason.as_deref())
+    }
+}
+
+impl From<tonic::Status> for ClientError {
+    fn from(status: tonic::Status) -> Self {
+        ClientError::Status(Box::new(ApiError::from_status(&status)))
+    }
+}
+
+/// A server error with its `google.rpc` details decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: Code,
+    pub message: String,
+    /// `google.rpc.ErrorInfo.reason`: one of the `ErrorReason` names, such as `THREAD_BUSY`.
+    pub reason: Option<String>,
+    /// `google.rpc.BadRequest` field violations, as `(field, description)`.
+    pub field_violations: Vec<(String, String)>,
+    /// `google.rpc.RetryInfo.retry_delay`.
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// Decodes a status and its details. Details that fail to decode are ignored.
+    pub fn from_status(status: &tonic::Status) -> Self {
+        let details = status.get_error_details();
+        let reason = details.error_info().map(|i| i.reason.clone()).filter(|r| !r.is_empty());
+        let field_violations = details
+            .bad_request()
+            .map(|b| b.field_violations.iter().map(|v| (v.field.clone(), v.description.clone())).collect())
+            .unwrap_or_default();
+        let retry_after = details.retry_info().and_then(|r| r.retry_delay);
+        ApiError { code: status.code(), message: status.message().to_string(), reason, field_violations, retry_after }
+    }
+
+    /// True when the `ErrorInfo` reason is `reason` (for example `v1::ErrorReason::ThreadBusy`).
+    pub fn is_reason(&self, reason: v1::ErrorReason) -> bool {
+        // The server sends the value name without its enum prefix, as google.rpc.ErrorInfo
+        // reasons conventionally are ("THREAD_BUSY").
+        let name = reason.as_str_name();
+        self.reason.as_deref() == Some(name.strip_prefix("ERROR_REASON_").unwrap_or(name))
+    }
+}
+
+impl From<tonic::Status> for ApiError {
+    fn from(status: tonic::Status) -> Self {
+        ApiError::from_status(&status)
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", code_name(self.code), self.message)?;
+        if let Some(reason) = &self.reason {
+            write!(f, " [{reason}]")?;
+        }
+        for (field, description) in &self.field_violations {
+            write!(f, "; {field}: {description}")?;
+        }
+        if let Some(delay) = self.retry_after {
+            write!(f, "; retry after {}", format_duration(delay))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The canonical upper-case name of a gRPC code, such as `NOT_FOUND`.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn non_empty(s: Option<String>) -> String {
+    s.unwrap_or_default()
+}
+
+/// A Frontdesk client: both services over one channel. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    conversations: ConversationServiceClient<Channel>,
+    workflows: WorkflowServiceClient<Channel>,
+}
+
+impl Client {
+    /// Connects to a server, such as `"http://127.0.0.1:50051"`.
+    pub async fn connect(endpoint: impl Into<String>) -> Result<Self, ClientError> {
+        let channel = Endpoint::from_shared(endpoint.into())?.connect_timeout(CONNECT_TIMEOUT).connect().await?;
+        Ok(Self::from_channel(channel))
+    }
+
+    /// Wraps an existing channel (for custom TLS, timeouts or lazy connection).
+    pub fn from_channel(channel: Channel) -> Self {
+        Client {
+            conversations: ConversationServiceClient::new(channel.clone()),
+            workflows: WorkflowServiceClient::new(channel),
+        }
+    }
+
+    /// The raw `ConversationService` stub, for calls this wrapper does not cover.
+    pub fn conversations(&self) -> ConversationServiceClient<Channel> {
+        self.conversations.clone()
+    }
+
+    /// The raw `WorkflowService` stub.
+    pub fn workflows(&self) -> WorkflowServiceClient<Channel> {
+        self.workflows.clone()
+    }
+
+    /// Creates a conversation on `workflow` and returns it with its welcome message.
+    pub async fn start_conversation(
+        &self,
+        workflow: &str,
+        opts: StartOptions,
+    ) -> Result<v1::StartConversationResponse, ClientError> {
+        let req = v1::StartConversationRequest {
+            workflow: workflow.to_string(),
+            conversation_id: non_empty(opts.conversation_id),
+            idempotency_key: non_empty(opts.idempotency_key),
+        };
+        Ok(self.conversations().start_conversation(req).await?.into_inner())
+    }
+
+    /// Sends one user turn and streams it: [`TurnEvent::Event`]s as the run progresses, then one
+    /// [`TurnEvent::Result`]. A turn that fails ends the stream with `Err`.
+    pub async fn send_message(
+        &self,
+        conversation_id: &str,
+        text: &str,
+        opts: SendOptions,
+    ) -> Result<TurnStream, ClientError> {
+        let busy_policy = if opts.queue_if_busy { v1::BusyPolicy::Queue } else { v1::BusyPolicy::Reject };
+        let req = v1::SendMessageRequest {
+            conversation_id: conversation_id.to_string(),
+            text: text.to_string(),
+            idempotency_key: non_empty(opts.idempotency_key),
+            busy_policy: busy_policy as i32,
+        };
+        let stream = self.conversations().send_message(req).await?.into_inner();
+        let stream = stream.filter_map(|item| {
+            use v1::send_message_response::Payload;
+            futures::future::ready(match item {
+                Ok(v1::SendMessageResponse { payload: Some(Payload::Event(e)) }) => Some(Ok(TurnEvent::Event(e))),
+                Ok(v1::SendMessageResponse { payload: Some(Payload::Result(r)) }) => Some(Ok(TurnEvent::Result(r))),
+                Ok(v1::SendMessageResponse { payload: None }) => None,
+                Err(status) => Some(Err(ClientError::from(status))),
+            })
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// Sends one user turn and waits for it: returns every event and the result. Fails with the
+    /// server's status if the turn fails, or [`ClientError::StreamEndedWithoutResult`].
+    pub async fn send_message_and_wait(
+        &self,
+        conversation_id: &str,
+        text: &str,
+        opts: SendOptions,
+    ) -> Result<(Vec<v1::RunEvent>, v1::TurnResult), ClientError> {
+        let mut stream = self.send_message(conversation_id, text, opts).await?;
+        let mut events = Vec::new();
+        let mut result = None;
+        while let Some(item) = stream.next().await {
+            match item? {
+                TurnEvent::Event(e) => events.push(e),
+                TurnEvent::Result(r) => result = Some(r),
+            }
+        }
+        result.map(|r| (events, r)).ok_or(ClientError::StreamEndedWithoutResult)
+    }
+
+    /// Returns a conversation's state and its whole message history.
+    pub async fn get_conversation(&self, conversation_id: &str) -> Result<v1::GetConversationResponse, ClientError> {
+        let req = v1::GetConversationRequest { conversation_id: conversation_id.to_string() };
+        Ok(self.conversations().get_conversation(req).await?.into_inner())
+    }
+
+    /// Lists conversations, newest first. `page_size` 0 means the server default.
+    pub async fn list_conversations(
+        &self,
+        workflow: Option<&str>,
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListConversationsResponse, ClientError> {
+        let req = v1::ListConversationsRequest {
+            workflow: workflow.unwrap_or_default().to_string(),
+            page_size,
+            page_token: non_empty(page_token),
+        };
+        Ok(self.conversations().list_conversations(req).await?.into_inner())
+    }
+
+    /// Clears a conversation's messages and collected fields; returns it afterwards.
+    pub async fn reset_conversation(
+        &self,
+        conversation_id: &str,
+        idempotency_key: Option<String>,
+    ) -> Result<v1::Conversation, ClientError> {
+        let req = v1::ResetConversationRequest {
+            conversation_id: conversation_id.to_string(),
+            idempotency_key: non_empty(idempotency_key),
+        };
+        let resp = self.conversations().reset_conversation(req).await?.into_inner();
+        Ok(resp.conversation.unwrap_or_default())
+    }
+
+    /// Erases a conversation with all its checkpoints and messages.
+    pub async fn delete_conversation(&self, conversation_id: &str) -> Result<(), ClientError> {
+        let req = v1::DeleteConversationRequest { conversation_id: conversation_id.to_string() };
+        self.conversations().delete_conversation(req).await?;
+        Ok(())
+    }
+
+    /// The workflows this server hosts.
+    pub async fn list_workflows(&self) -> Result<Vec<v1::Workflow>, ClientError> {
+        Ok(self.workflows().list_workflows(v1::ListWorkflowsRequest {}).await?.into_inner().workflows)
+    }
+
+    /// A workflow's graph: nodes, edges and a mermaid rendering.
+    pub async fn describe_workflow(&self, name: &str) -> Result<v1::DescribeWorkflowResponse, ClientError> {
+        let req = v1::DescribeWorkflowRequest { name: name.to_string() };
+        Ok(self.workflows().describe_workflow(req).await?.into_inner())
+    }
+
+    /// Stops a running run. Returns false when the run had already ended.
+    pub async fn cancel_run(&self, run_id: &str) -> Result<bool, ClientError> {
+        let req = v1::CancelRunRequest { run_id: run_id.to_string() };
+        Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)
+    }
+}
+
+/// Formats a duration compactly: `850µs`, `12ms`, `1.25s`, `2m05s`.
+pub fn format_duration(d: Duration) -> String {
+    let micros = d.as_micros();
+    if micros < 1_000 && !d.is_zero() {
+        format!("{micros}µs")
+    } else if micros < 1_000_000 {
+        format!("{}ms", d.as_millis())
+    } else if d.as_secs() < 60 {
+        format!("{:.2}s", d.as_secs_f64())
+    } else {
+        format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+fn proto_duration(d: Option<&prost_types::Duration>) -> Option<Duration> {
+    let d = d?;
+    Duration::try_from(*d).ok()
+}
+
+fn format_usage(u: &v1::Usage) -> String {
+    let mut out = format!("{}+{} tok", u.prompt_tokens, u.completion_tokens);
+    if u.cost_usd > 0.0 {
+        if u.cost_usd >= 0.0001 {
+            out.push_str(&format!(" ${:.4}", u.cost_usd));
+        } else {
+            out.push_str(&format!(" ${:.6}", u.cost_usd));
+        }
+    }
+    out
+}
+
+/// Shortens `s` to at most `max` characters, marking the cut with `…`.
+fn truncate(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Compact one-line JSON (the server may send pretty-printed JSON).
+fn compact_json(s: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(v) => v.to_string(),
+        Err(_) => s.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
+const JSON_PREVIEW: usize = 160;
+
+/// Renders a run event as one human-readable line, such as `[3] supervisor ▸ started`,
+/// `[4] supervisor ✓ 12ms → elicitation_agent` or
+/// `[5] llm gpt-4o-mini supervisor.route 230+12 tok $0.0001 410ms`.
+///
+/// Token deltas are returned raw (their text, unprefixed, possibly without a newline), so a
+/// caller can print them inline as the model generates.
+pub fn describe_event(e: &v1::RunEvent) -> String {
+    use v1::run_event::Kind;
+    let id = e.event_id;
+    let node = if e.node.is_empty() { "run" } else { e.node.as_str() };
+    let Some(kind) = &e.kind else {
+        return format!("[{id}] {node} (unknown event)");
+    };
+    match kind {
+        Kind::TokenDelta(t) => t.text.clone(),
+        Kind::RunStarted(s) => {
+            let verb = if s.resumed { "resumed" } else { "started" };
+            format!("[{id}] run {verb}: workflow {} thread {} run {}", s.workflow, s.thread_id, e.run_id)
+        }
+        Kind::NodeStarted(_) => format!("[{id}] {node} ▸ started"),
+        Kind::NodeFinished(f) => {
+            let mut out = format!("[{id}] {node} ✓");
+            if let Some(d) = proto_duration(f.duration.as_ref()) {
+                out.push(' ');
+                out.push_str(&format_duration(d));
+            }
+            out.push_str(" → ");
+            out.push_str(if f.next_node.is_empty() { "__end__" } else { &f.next_node });
+            out
+        }
+        Kind::LlmCallFinished(c) => {
+            let mut out = format!("[{id}] llm {}", if c.model.is_empty() { "?" } else { &c.model });
+            if !c.purpose.is_empty() {
+                out.push(' ');
+                out.push_str(&c.purpose);
+            }
+            if let Some(u) = &c.usage {
+                out.push(' ');
+                out.push_str(&format_usage(u));
+            }
+            if let Some(d) = proto_duration(c.latency.as_ref()) {
+                out.push(' ');
+                out.push_str(&format_duration(d));
+            }
+            if c.attempts > 1 {
+                out.push_str(&format!(" ({} attempts)", c.attempts));
+            }
+            out
+        }
+        Kind::ToolCalled(t) => {
+            format!("[{id}] {node} tool ▸ {}({})", t.name, truncate(&compact_json(&t.arguments_json), JSON_PREVIEW))
+        }
+        Kind::ToolReturned(t) => {
+            let mark = if t.is_error { "✗" } else { "✓" };
+            format!("[{id}] {node} tool {mark} {} → {}", t.name, truncate(&compact_json(&t.result_json), JSON_PREVIEW))
+        }
+        Kind::RunInterrupted(i) => {
+            let mut out = format!("[{id}] run interrupted");
+            if !i.reason.is_empty() {
+                out.push_str(": ");
+                out.push_str(&i.reason);
+            }
+            if !i.payload_json.is_empty() {
+                out.push(' ');
+                out.push_str(&truncate(&compact_json(&i.payload_json), JSON_PREVIEW));
+            }
+            out
+        }
+        Kind::RunFinished(f) => {
+            let mut out = format!("[{id}] run finished: {} steps", f.steps);
+            if let Some(d) = proto_duration(f.duration.as_ref()) {
+                out.push(' ');
+                out.push_str(&format_duration(d));
+            }
+            if let Some(u) = &f.usage {
+                out.push(' ');
+                out.push_str(&format_usage(u));
+            }
+            out
+        }
+        Kind::RunFailed(f) => {
+            let mut out = format!("[{id}] run failed: {} {}", code_name(Code::from_i32(f.code)), f.message);
+            if !f.reason.is_empty() {
+                out.push_str(&format!(" [{}]", f.reason));
+            }
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use tonic_types::{ErrorDetails, FieldViolation};
+    use v1::run_event::Kind;
+
+    fn ev(id: u64, node: &str, kind: Kind) -> v1::RunEvent {
+        v1::RunEvent { run_id: "run-1".into(), event_id: id, time: None, node: node.into(), kind: Some(kind) }
+    }
+
+    fn ms(ms: i64) -> Option<prost_types::Duration> {
+        Some(prost_types::Duration { seconds: ms / 1000, nanos: ((ms % 1000) * 1_000_000) as i32 })
+    }
+
+    #[test]
+    fn describes_node_events() {
+        assert_eq!(
+            describe_event(&ev(3, "supervisor", Kind::NodeStarted(v1::NodeStarted { step: 0 }))),
+            "[3] supervisor ▸ started"
+        );
+        let finished = v1::NodeFinished {
+            step: 0,
+            update_json: "{}".into(),
+            duration: ms(12),
+            next_node: "elicitation_agent".into(),
+        };
+        assert_eq!(
+            describe_event(&ev(4, "supervisor", Kind::NodeFinished(finished))),
+            "[4] supervisor ✓ 12ms → elicitation_agent"
+        );
+        let last =
+            v1::NodeFinished { step: 3, update_json: String::new(), duration: ms(1500), next_node: String::new() };
+        assert_eq!(describe_event(&ev(9, "review", Kind::NodeFinished(last))), "[9] review ✓ 1.50s → __end__");
+    }
+
+    #[test]
+    fn describes_llm_calls_and_tokens() {
+        let call = v1::LlmCallFinished {
+            model: "gpt-4o-mini".into(),
+            usage: Some(v1::Usage { prompt_tokens: 230, completion_tokens: 12, cost_usd: 0.0001 }),
+            latency: ms(410),
+            purpose: "supervisor.route".into(),
+            attempts: 1,
+        };
+        assert_eq!(
+            describe_event(&ev(5, "supervisor", Kind::LlmCallFinished(call.clone()))),
+            "[5] llm gpt-4o-mini supervisor.route 230+12 tok $0.0001 410ms"
+        );
+        let retried = v1::LlmCallFinished { attempts: 3, usage: None, ..call };
+        assert_eq!(
+            describe_event(&ev(6, "x", Kind::LlmCallFinished(retried))),
+            "[6] llm gpt-4o-mini supervisor.route 410ms (3 attempts)"
+        );
+        let delta = v1::TokenDelta { text: "Hel".into() };
+        assert_eq!(describe_event(&ev(7, "chat_agent", Kind::TokenDelta(delta))), "Hel");
+    }
+
+    #[test]
+    fn describes_run_events() {
+        let failed =
+            v1::RunFailed { code: Code::Aborted as i32, message: "thread busy".into(), reason: "THREAD_BUSY".into() };
+        assert_eq!(
+            describe_event(&ev(2, "", Kind::RunFailed(failed))),
+            "[2] run failed: ABORTED thread busy [THREAD_BUSY]"
+        );
+        let finished = v1::RunFinished {
+            steps: 4,
+            duration: ms(2340),
+            usage: Some(v1::Usage { prompt_tokens: 900, completion_tokens: 80, cost_usd: 0.0 }),
+            output_json: "{}".into(),
+        };
+        assert_eq!(
+            describe_event(&ev(12, "", Kind::RunFinished(finished))),
+            "[12] run finished: 4 steps 2.34s 900+80 tok"
+        );
+        let started = v1::RunStarted { thread_id: "c1".into(), workflow: "intake".into(), resumed: false };
+        assert_eq!(
+            describe_event(&ev(1, "", Kind::RunStarted(started))),
+            "[1] run started: workflow intake thread c1 run run-1"
+        );
+        let tool = v1::ToolReturned {
+            call_id: "t1".into(),
+            name: "lookup_team".into(),
+            result_json: "{\n  \"team\": \"it\"\n}".into(),
+            is_error: false,
+        };
+        assert_eq!(
+            describe_event(&ev(8, "matcher", Kind::ToolReturned(tool))),
+            "[8] matcher tool ✓ lookup_team → {\"team\":\"it\"}"
+        );
+        let unknown = v1::RunEvent { event_id: 9, node: "n".into(), ..Default::default() };
+        assert_eq!(describe_event(&unknown), "[9] n (unknown event)");
+    }
+
+    #[test]
+    fn decodes_error_details() {
+        let mut details = ErrorDetails::new();
+        details
+            .set_error_info("INVALID_ARGUMENT", "frontdesk.dev", HashMap::new())
+            .set_bad_request(vec![FieldViolation::new("text", "must be non-empty")])
+            .set_retry_info(Some(Duration::from_millis(1500)));
+        let status = tonic::Status::with_error_details(Code::InvalidArgument, "invalid request", details);
+        let err = ClientError::from(status);
+        assert_eq!(err.code(), Some(Code::InvalidArgument));
+        assert_eq!(err.reason(), Some("INVALID_ARGUMENT"));
+        let api = err.api().unwrap();
+        assert!(api.is_reason(v1::ErrorReason::InvalidArgument));
+        assert_eq!(api.message, "invalid request");
+        assert_eq!(api.field_violations, vec![("text".to_string(), "must be non-empty".to_string())]);
+        assert_eq!(api.retry_after, Some(Duration::from_millis(1500)));
+        assert_eq!(
+            err.to_string(),
+            "INVALID_ARGUMENT: invalid request [INVALID_ARGUMENT]; text: must be non-empty; retry after 1.50s"
+        );
+    }
+
+    #[test]
+    fn decodes_plain_status() {
+        let err = ClientError::from(tonic::Status::not_found("no such conversation"));
+        let api = err.api().unwrap();
+        assert_eq!(api.code, Code::NotFound);
+        assert_eq!(api.reason, None);
+        assert!(api.field_violations.is_empty());
+        assert_eq!(api.retry_after, None);
+        assert_eq!(err.to_string(), "NOT_FOUND: no such conversation");
+        assert_eq!(ClientError::StreamEndedWithoutResult.code(), None);
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(format_duration(Duration::from_micros(850)), "850µs");
+        assert_eq!(format_duration(Duration::ZERO), "0ms");
+        assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
+    }
+}

@@ -1,0 +1,335 @@
+//! The gRPC surface: event order, errors and their details, idempotency, listing, reset and
+//! erasure, workflow description, health and reflection, through a real server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use frontdesk_api::v1::{self, run_event::Kind, ErrorReason, IntakeMode};
+use frontdesk_client::{SendOptions, StartOptions, TurnEvent};
+use frontdesk_llm::ScriptedReply;
+use futures::StreamExt;
+use serde_json::json;
+use tonic::Code;
+
+fn kind_name(event: &v1::RunEvent) -> String {
+    let node = &event.node;
+    match event.kind.as_ref().unwrap() {
+        Kind::RunStarted(_) => "run_started".into(),
+        Kind::NodeStarted(_) => format!("{node}:started"),
+        Kind::NodeFinished(f) => {
+            format!("{node}:finished->{}", if f.next_node.is_empty() { "end" } else { &f.next_node })
+        }
+        Kind::LlmCallFinished(c) => format!("{node}:llm:{}", c.purpose),
+        Kind::TokenDelta(_) => format!("{node}:delta"),
+        Kind::RunFinished(_) => "run_finished".into(),
+        Kind::RunFailed(f) => format!("run_failed:{}", f.reason),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_turn_streams_ordered_node_events_then_the_result() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("Hello there, how can I help?"))]);
+    let (events, result) = s.turn(&id, "hello").await;
+    let ids: Vec<u64> = events.iter().map(|e| e.event_id).collect();
+    assert_eq!(ids, (1..=events.len() as u64).collect::<Vec<_>>(), "event ids count up from 1 without gaps");
+    assert!(events.iter().all(|e| e.run_id == result.run_id && e.time.is_some()));
+    let kinds: Vec<String> = events.iter().map(kind_name).filter(|k| !k.ends_with(":delta")).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "supervisor:started",
+            "supervisor:llm:supervisor.route",
+            "supervisor:finished->chat_agent",
+            "chat_agent:started",
+            "chat_agent:llm:chat.chat",
+            "chat_agent:finished->end",
+            "run_finished"
+        ]
+    );
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(Kind::TokenDelta(d)) => Some(d.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas.trim(), "Hello there, how can I help?", "the chat reply streams as token deltas");
+    let finished = events.iter().find_map(|e| match &e.kind {
+        Some(Kind::NodeFinished(f)) if e.node == "supervisor" => Some(f.clone()),
+        _ => None,
+    });
+    let update: serde_json::Value = serde_json::from_str(&finished.unwrap().update_json).unwrap();
+    assert_eq!(update["next"], "chat_agent");
+    assert!(
+        matches!(&events.last().unwrap().kind, Some(Kind::RunFinished(f)) if f.steps == 2 && f.usage.unwrap().prompt_tokens > 0)
+    );
+    assert_eq!(result.reply.unwrap().text, "Hello there, how can I help?");
+    assert!(!result.replayed);
+    let conversation = result.conversation.unwrap();
+    assert_eq!(conversation.turn_count, 1);
+}
+
+#[tokio::test]
+async fn empty_and_oversized_text_are_invalid_arguments_with_field_violations() {
+    let s = TestServer::start_with(Options { max_text_chars: 20, ..Options::default() }).await;
+    let id = s.start_intake().await;
+    for text in ["", "   ", &"x".repeat(21)] {
+        let error =
+            s.client.send_message(&id, text, SendOptions::default()).await.err().expect("rejected before streaming");
+        let api = error.api().unwrap();
+        assert_eq!(api.code, Code::InvalidArgument, "{text:?}");
+        assert_eq!(api.field_violations[0].0, "text");
+        assert!(api.is_reason(ErrorReason::InvalidArgument));
+    }
+    assert!(s.model.requests().is_empty(), "no model call for a bad request");
+}
+
+#[tokio::test]
+async fn malformed_ids_and_enums_are_invalid_arguments() {
+    let s = TestServer::start().await;
+    let error = s.client.send_message("bad id!", "hi", SendOptions::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::InvalidArgument));
+    assert_eq!(error.api().unwrap().field_violations[0].0, "conversation_id");
+    let id = s.start_intake().await;
+    let raw = v1::SendMessageRequest {
+        conversation_id: id,
+        text: "hi".into(),
+        idempotency_key: String::new(),
+        busy_policy: 99,
+    };
+    let status = s.client.conversations().send_message(raw).await.err().unwrap();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let error = s.client.start_conversation("", StartOptions::default()).await.err().unwrap();
+    assert_eq!(error.api().unwrap().field_violations[0].0, "workflow");
+    let error = s.client.list_conversations(None, -1, None).await.err().unwrap();
+    assert_eq!(error.api().unwrap().field_violations[0].0, "page_size");
+}
+
+#[tokio::test]
+async fn unknown_ids_are_not_found() {
+    let s = TestServer::start().await;
+    let error = s.client.send_message("conv-missing", "hi", SendOptions::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::NotFound));
+    assert!(error.api().unwrap().is_reason(ErrorReason::NotFound));
+    assert_eq!(s.client.get_conversation("conv-missing").await.err().unwrap().code(), Some(Code::NotFound));
+    assert_eq!(s.client.delete_conversation("conv-missing").await.err().unwrap().code(), Some(Code::NotFound));
+    assert_eq!(s.client.reset_conversation("conv-missing", None).await.err().unwrap().code(), Some(Code::NotFound));
+    let error = s.client.start_conversation("no-such-workflow", StartOptions::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::NotFound));
+    assert_eq!(s.client.describe_workflow("nope").await.err().unwrap().code(), Some(Code::NotFound));
+}
+
+#[tokio::test]
+async fn a_second_turn_while_one_runs_is_aborted_or_queued() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.model.push_reply(ScriptedReply::json(&route("chat_agent")).after(Duration::from_millis(400)));
+    s.script(&[("chat.chat", json!("first"))]);
+    let mut first = s.client.send_message(&id, "one", SendOptions::default()).await.unwrap();
+    // The first turn is accepted once its RunStarted event arrives.
+    let started = first.next().await.unwrap().unwrap();
+    assert!(matches!(started, TurnEvent::Event(ref e) if matches!(e.kind, Some(Kind::RunStarted(_)))));
+    let error = s.client.send_message(&id, "two", SendOptions::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::Aborted));
+    assert!(error.api().unwrap().is_reason(ErrorReason::ThreadBusy));
+    assert!(error.api().unwrap().retry_after.is_some());
+
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("second"))]);
+    let queued = SendOptions { queue_if_busy: true, ..SendOptions::default() };
+    let second = tokio::spawn({
+        let client = s.client.clone();
+        let id = id.clone();
+        async move { client.send_message_and_wait(&id, "two", queued).await }
+    });
+    while first.next().await.is_some() {}
+    let (_, result) = second.await.unwrap().unwrap();
+    assert_eq!(result.reply.unwrap().text, "second");
+    assert_eq!(result.conversation.unwrap().turn_count, 2, "both turns committed, one after the other");
+}
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_replays_the_first_outcome() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("only once"))]);
+    let opts = SendOptions { idempotency_key: Some("turn-1".into()), ..SendOptions::default() };
+    let (_, first) = s.client.send_message_and_wait(&id, "hello", opts.clone()).await.unwrap();
+    let calls = s.model.requests().len();
+    let (events, replay) = s.client.send_message_and_wait(&id, "hello", opts).await.unwrap();
+    assert!(replay.replayed);
+    assert!(events.is_empty(), "a replay runs nothing");
+    assert_eq!(replay.run_id, first.run_id);
+    assert_eq!(replay.reply, first.reply);
+    assert_eq!(s.model.requests().len(), calls, "the model is not called again");
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    assert_eq!(conversation.messages.len(), 3, "welcome, one user turn, one reply");
+}
+
+#[tokio::test]
+async fn start_with_an_idempotency_key_returns_the_same_conversation() {
+    let s = TestServer::start().await;
+    let opts = StartOptions { idempotency_key: Some("start-1".into()), ..StartOptions::default() };
+    let a = s.client.start_conversation("intake", opts.clone()).await.unwrap();
+    let b = s.client.start_conversation("intake", opts).await.unwrap();
+    assert_eq!(a.conversation.unwrap().conversation_id, b.conversation.unwrap().conversation_id);
+    let named = StartOptions { conversation_id: Some("support-42".into()), ..StartOptions::default() };
+    s.client.start_conversation("intake", named.clone()).await.unwrap();
+    let error = s.client.start_conversation("intake", named).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::AlreadyExists));
+}
+
+#[tokio::test]
+async fn garbage_from_the_model_is_a_clean_error_and_changes_nothing() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", json!("this is not json")), ("supervisor.route", json!("{\"route\": 42}"))]);
+    let mut stream = s.client.send_message(&id, "hello", SendOptions::default()).await.unwrap();
+    let mut events = Vec::new();
+    let mut status = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(TurnEvent::Event(e)) => events.push(e),
+            Ok(TurnEvent::Result(r)) => panic!("no result expected, got {r:?}"),
+            Err(e) => status = Some(e),
+        }
+    }
+    let failed = events.iter().find_map(|e| match &e.kind {
+        Some(Kind::RunFailed(f)) => Some(f.clone()),
+        _ => None,
+    });
+    let failed = failed.expect("a RunFailed event");
+    assert_eq!(failed.reason, "MODEL_OUTPUT_INVALID");
+    assert_eq!(failed.code, Code::Unavailable as i32);
+    let status = status.expect("the stream ends with an error status");
+    assert_eq!(status.code(), Some(Code::Unavailable));
+    assert!(status.api().unwrap().is_reason(ErrorReason::ModelOutputInvalid));
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    assert_eq!(conversation.messages.len(), 1, "the failed turn left the state as it was");
+    assert_eq!(conversation.conversation.unwrap().turn_count, 0);
+}
+
+#[tokio::test]
+async fn the_turn_limit_is_resource_exhausted() {
+    let s = TestServer::start_with(Options { max_turns: 1, ..Options::default() }).await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("hi"))]);
+    s.say(&id, "hello").await;
+    let error = s.client.send_message(&id, "again", SendOptions::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::ResourceExhausted));
+    assert!(error.api().unwrap().is_reason(ErrorReason::LimitExceeded));
+}
+
+#[tokio::test]
+async fn list_get_reset_and_delete() {
+    let s = TestServer::start().await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(s.start_intake().await);
+    }
+    ids.sort();
+    let mut seen = Vec::new();
+    let mut token = None;
+    loop {
+        let page = s.client.list_conversations(Some("intake"), 2, token).await.unwrap();
+        seen.extend(page.conversations.into_iter().map(|c| c.conversation_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = Some(page.next_page_token);
+    }
+    assert_eq!(seen, ids);
+    let all = s.client.list_conversations(None, 50, None).await.unwrap();
+    assert_eq!(all.conversations.len(), 5);
+
+    let id = &ids[0];
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[("description", Some("x"))], &[], "More?")),
+    ]);
+    s.say(id, "raise a request").await;
+    let reset = s.client.reset_conversation(id, None).await.unwrap();
+    let state = intake_state(reset);
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.collected_fields.is_empty());
+    assert!(s.client.get_conversation(id).await.unwrap().messages.is_empty(), "reset is the seed's clearAll");
+
+    s.client.delete_conversation(id).await.unwrap();
+    assert_eq!(s.client.get_conversation(id).await.err().unwrap().code(), Some(Code::NotFound));
+    let checkpoints = s.server().registry().list_conversations(None, None, 50).await.unwrap().0;
+    assert_eq!(checkpoints.len(), 4, "erasure removes the conversation's checkpoints");
+}
+
+#[tokio::test]
+async fn describe_lists_the_intake_graph() {
+    let s = TestServer::start().await;
+    let workflows = s.client.list_workflows().await.unwrap();
+    assert_eq!(workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["intake"]);
+    let graph = s.client.describe_workflow("intake").await.unwrap();
+    let nodes: Vec<_> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(nodes, ["supervisor", "chat_agent", "elicitation_agent", "team_matching", "review_agent"]);
+    assert!(graph
+        .edges
+        .iter()
+        .any(|e| e.source == "elicitation_agent" && e.target == "team_matching" && e.conditional));
+    assert!(graph.mermaid.contains("supervisor -.-> review_agent"));
+    assert!(graph.nodes.iter().all(|n| !n.description.is_empty()));
+}
+
+#[tokio::test]
+async fn cancel_run_stops_a_turn_and_keeps_the_last_checkpoint() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.model.push_reply(ScriptedReply::json(&route("chat_agent")).after(Duration::from_secs(30)));
+    let mut stream = s.client.send_message(&id, "slow one", SendOptions::default()).await.unwrap();
+    let run_id = match stream.next().await.unwrap().unwrap() {
+        TurnEvent::Event(e) => e.run_id,
+        other => panic!("{other:?}"),
+    };
+    assert!(s.client.cancel_run(&run_id).await.unwrap());
+    let mut status = None;
+    while let Some(item) = stream.next().await {
+        if let Err(e) = item {
+            status = Some(e);
+        }
+    }
+    assert_eq!(status.unwrap().code(), Some(Code::Cancelled));
+    assert!(!s.client.cancel_run(&run_id).await.unwrap(), "an ended run cannot be cancelled");
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    assert_eq!(conversation.messages.len(), 1);
+}
+
+#[tokio::test]
+async fn health_and_reflection_are_served() {
+    let s = TestServer::start().await;
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let response = health
+        .check(tonic_health::pb::HealthCheckRequest { service: "frontdesk.v1.ConversationService".into() })
+        .await
+        .unwrap();
+    assert_eq!(response.into_inner().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+
+    use tonic_reflection::pb::v1::{
+        server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
+        server_reflection_response::MessageResponse, ServerReflectionRequest,
+    };
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+    let response = responses.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("{response:?}") };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    for expected in ["frontdesk.v1.ConversationService", "frontdesk.v1.WorkflowService", "grpc.health.v1.Health"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+}

@@ -1,0 +1,205 @@
+//! Shared harness of the end-to-end tests: a real server on 127.0.0.1:0 with a temporary
+//! SQLite database and a scripted model (a test double whose replies each test queues),
+//! driven through the Rust client.
+
+#![allow(dead_code)]
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use frontdesk_api::v1;
+use frontdesk_client::{Client, SendOptions, StartOptions};
+use frontdesk_llm::{ScriptedModel, ScriptedReply};
+use frontdesk_server::{
+    app::{App, Overrides, RunningServer},
+    config::Config,
+};
+use frontdesk_workflows::intake::{Receipt, Submission, SubmitError, Submitter};
+use serde_json::json;
+
+pub struct TestServer {
+    pub client: Client,
+    pub model: Arc<ScriptedModel>,
+    pub submitter: Arc<RecordingSubmitter>,
+    pub server: Option<RunningServer>,
+    _dir: tempfile::TempDir,
+}
+
+/// Records submissions; fails the next `fail_next` of them.
+#[derive(Default)]
+pub struct RecordingSubmitter {
+    pub submitted: Mutex<Vec<Submission>>,
+    pub fail_next: Mutex<u32>,
+}
+
+#[async_trait]
+impl Submitter for RecordingSubmitter {
+    async fn submit(&self, submission: &Submission) -> Result<Receipt, SubmitError> {
+        {
+            let mut fail = self.fail_next.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(SubmitError::Rejected { status: 503, message: "list is read-only".into() });
+            }
+        }
+        self.submitted.lock().unwrap().push(submission.clone());
+        Ok(Receipt { id: submission.id.clone(), url: format!("https://lists.example.test/{}", submission.id) })
+    }
+}
+
+pub struct Options {
+    pub debug_commands: bool,
+    pub max_text_chars: usize,
+    pub max_turns: u32,
+    pub outbox: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { debug_commands: false, max_text_chars: 8_000, max_turns: 500, outbox: false }
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.database.url = format!("sqlite://{}/frontdesk.db", dir.path().display());
+        config.workflows.intake.debug_commands = options.debug_commands;
+        config.limits.max_text_chars = options.max_text_chars;
+        config.limits.max_turns = options.max_turns;
+        config.shutdown_grace_secs = 5;
+        let model = Arc::new(ScriptedModel::new("scripted-test"));
+        let submitter = Arc::new(RecordingSubmitter::default());
+        let overrides = Overrides {
+            model: Some(model.clone()),
+            submitter: if options.outbox { None } else { Some(submitter.clone()) },
+        };
+        let app = App::build(config, overrides).await.expect("server builds");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = app.serve_on(listener).await.expect("server starts");
+        let client = Client::connect(format!("http://{}", server.addr)).await.expect("client connects");
+        Self { client, model, submitter, server: Some(server), _dir: dir }
+    }
+
+    pub fn server(&self) -> &RunningServer {
+        self.server.as_ref().unwrap()
+    }
+
+    pub async fn start_intake(&self) -> String {
+        let started = self.client.start_conversation("intake", StartOptions::default()).await.unwrap();
+        started.conversation.unwrap().conversation_id
+    }
+
+    /// Queues the model's replies for the next calls, each pinned to the purpose it answers.
+    pub fn script(&self, replies: &[(&str, serde_json::Value)]) {
+        for (purpose, reply) in replies {
+            let reply = match reply {
+                serde_json::Value::String(text) => ScriptedReply::text(text.clone()),
+                other => ScriptedReply::json(other),
+            };
+            self.model.push_reply(reply.for_purpose(*purpose));
+        }
+    }
+
+    pub async fn turn(&self, id: &str, text: &str) -> (Vec<v1::RunEvent>, v1::TurnResult) {
+        self.client.send_message_and_wait(id, text, SendOptions::default()).await.expect("turn succeeds")
+    }
+
+    /// A turn's reply text and the intake state after it.
+    pub async fn say(&self, id: &str, text: &str) -> (String, v1::IntakeState) {
+        let (_, result) = self.turn(id, text).await;
+        let reply = result.reply.map(|m| m.text).unwrap_or_default();
+        (reply, intake_state(result.conversation.unwrap()))
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.unwrap();
+        }
+    }
+}
+
+pub fn intake_state(conversation: v1::Conversation) -> v1::IntakeState {
+    match conversation.state {
+        Some(v1::conversation::State::Intake(state)) => state,
+        other => panic!("expected intake state, got {other:?}"),
+    }
+}
+
+pub fn mode(state: &v1::IntakeState) -> v1::IntakeMode {
+    v1::IntakeMode::try_from(state.mode).unwrap()
+}
+
+pub fn route(route: &str) -> serde_json::Value {
+    json!({"reasoning": "scripted", "route": route})
+}
+
+pub fn extraction(updates: &[(&str, Option<&str>)], unknown: &[&str], followup: &str) -> serde_json::Value {
+    json!({
+        "updates": updates.iter().map(|(f, v)| json!({"field": f, "value": v})).collect::<Vec<_>>(),
+        "marked_unknown": unknown,
+        "reasoning": "scripted",
+        "followup_response": followup,
+        "user_wants_to_abandon": false,
+    })
+}
+
+pub fn abandon(reply: &str) -> serde_json::Value {
+    json!({"updates": [], "marked_unknown": [], "reasoning": "scripted", "followup_response": reply, "user_wants_to_abandon": true})
+}
+
+pub fn team(id: Option<&str>) -> serde_json::Value {
+    json!({"reasoning": "scripted", "team_id": id, "confidence": "high"})
+}
+
+pub fn review(action: &str, reply: &str) -> serde_json::Value {
+    json!({"action_type": action, "reasoning": "scripted", "response_to_user": reply})
+}
+
+/// Every field of the shipped config except `title`, which the model infers.
+pub const ALL_BUT_TITLE: &[(&str, Option<&str>)] = &[
+    ("description", Some("Patch the billing database to fix a memory leak")),
+    ("justification", Some("security patch required by policy")),
+    ("affected_system", Some("billing-db")),
+    ("environment", Some("production")),
+    ("urgency", Some("high")),
+    ("requested_by", Some("alice.nguyen")),
+    ("desired_date", Some("2026-12-01")),
+];
+
+/// Drives a conversation to REVIEW with the Ops Change team (three turns).
+pub async fn to_review(s: &TestServer, id: &str) -> v1::IntakeState {
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[], &[], "Sure. What should change, and why?")),
+    ]);
+    s.say(id, "I want to raise a change request").await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("title", Some("Patch billing-db")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &["rollback_plan"], "")),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (_, state) = s.say(id, "details... rollback plan unknown").await;
+    assert_eq!(mode(&state), v1::IntakeMode::Review);
+    state
+}
+
+pub async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {
+    for _ in 0..200 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}

@@ -1,0 +1,334 @@
+//! Every branch of the intake workflow (seed 000), through a real server and the Rust client,
+//! with a scripted model.
+
+mod common;
+
+use common::*;
+use frontdesk_api::v1::IntakeMode;
+use serde_json::json;
+
+#[tokio::test]
+async fn start_returns_the_configured_welcome_message() {
+    let s = TestServer::start().await;
+    let started = s.client.start_conversation("intake", Default::default()).await.unwrap();
+    let welcome = started.welcome.unwrap();
+    assert!(welcome.text.starts_with("Hi, I'm the Front Door assistant"), "{}", welcome.text);
+    let state = intake_state(started.conversation.unwrap());
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert_eq!(state.missing_fields.len(), 9, "all nine configured fields are missing");
+}
+
+#[tokio::test]
+async fn chat_turn_uses_the_chat_prompt_and_keeps_chat_mode() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("Hello! How can I help?"))]);
+    let (reply, state) = s.say(&id, "hello").await;
+    assert_eq!(reply, "Hello! How can I help?");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    let requests = s.model.requests();
+    assert_eq!(requests[0].purpose, "supervisor.route");
+    assert!(requests[0].messages[1].content.contains("Current mode: CHAT"));
+    assert_eq!(requests[1].purpose, "chat.chat");
+}
+
+#[tokio::test]
+async fn supervisor_reads_only_the_last_five_messages() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    for i in 0..4 {
+        s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!(format!("reply {i}")))]);
+        s.say(&id, &format!("message {i}")).await;
+    }
+    let supervisor = s.model.requests().into_iter().rev().find(|r| r.purpose == "supervisor.route").unwrap();
+    let context = &supervisor.messages[1].content;
+    assert!(context.contains("user: message 3"), "{context}");
+    assert!(context.contains("assistant: reply 1"));
+    assert!(!context.contains("message 0") && !context.contains("reply 0"), "older messages are left out: {context}");
+}
+
+#[tokio::test]
+async fn elicitation_collects_fields_and_asks_for_the_rest() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        (
+            "elicitation.extract",
+            extraction(
+                &[
+                    ("description", Some("Resize the VPN")),
+                    ("urgency", Some("  ")),
+                    ("environment", None),
+                    ("bogus", Some("x")),
+                ],
+                &[],
+                "Got it. Which environment?",
+            ),
+        ),
+    ]);
+    let (reply, state) = s.say(&id, "I want to raise a change request to resize the VPN").await;
+    assert_eq!(reply, "Got it. Which environment?");
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+    assert_eq!(
+        state.collected_fields.len(),
+        1,
+        "null, empty and unconfigured values are filtered: {:?}",
+        state.collected_fields
+    );
+    assert_eq!(state.collected_fields["description"], "Resize the VPN");
+    assert!(state.missing_fields.contains(&"environment".to_owned()));
+
+    let first = s.model.requests().into_iter().find(|r| r.purpose == "elicitation.extract").unwrap();
+    let system = &first.messages[0].content;
+    assert!(system.contains("Do not ask for title"), "the title is inferred, not asked: {system}");
+    assert!(system.contains("Remaining fields: title, description,"), "{system}");
+    assert!(
+        !first.messages.iter().any(|m| m.content.contains("Focus on the user's latest message")),
+        "no focus on first entry"
+    );
+
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        (
+            "elicitation.extract",
+            extraction(&[("environment", Some("production"))], &["urgency"], "And who requests it?"),
+        ),
+    ]);
+    let (_, state) = s.say(&id, "production; urgency I don't know").await;
+    assert_eq!(state.collected_fields["environment"], "production");
+    assert_eq!(state.fields_marked_unknown, vec!["urgency"]);
+    let second = s.model.requests().into_iter().rev().find(|r| r.purpose == "elicitation.extract").unwrap();
+    assert!(
+        second.messages.last().unwrap().content.contains("Focus on the user's latest message"),
+        "focus instruction after the first entry"
+    );
+    assert!(
+        second.messages.iter().any(|m| m.content == "I want to raise a change request to resize the VPN"),
+        "full history"
+    );
+}
+
+#[tokio::test]
+async fn completed_fields_run_team_matching_in_the_same_turn_and_show_the_review() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let state = to_review(&s, &id).await;
+    assert_eq!(state.identified_team_id, "ops-change");
+    assert_eq!(state.identified_team_name, "Ops Change");
+    assert_eq!(state.fields_marked_unknown, vec!["rollback_plan"]);
+    assert!(state.missing_fields.is_empty());
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    let review = &conversation.messages.last().unwrap().text;
+    assert!(review.starts_with("Please review your request:"), "{review}");
+    assert!(
+        review.contains("- Business justification: security patch required by policy"),
+        "labels, not names: {review}"
+    );
+    assert!(review.contains("- Rollback plan: Unknown"), "{review}");
+    assert!(review.contains("Assigned team: Ops Change."), "{review}");
+    assert_eq!(conversation.messages.last().unwrap().node, "team_matching");
+}
+
+#[tokio::test]
+async fn no_team_match_plays_back_and_returns_to_chat() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("title", Some("Something odd")));
+    fields.push(("rollback_plan", Some("none")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &[], "")),
+        ("team_matching.match", team(None)),
+        ("team_matching.no_match", json!("I couldn't tell which team owns this. Which business area is it for?")),
+    ]);
+    let (reply, state) = s.say(&id, "everything at once").await;
+    assert!(reply.contains("which team owns this"));
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.identified_team_id.is_empty());
+    assert_eq!(state.collected_fields.len(), 9, "the collected details are kept for another angle");
+}
+
+#[tokio::test]
+async fn confirm_submits_clears_the_request_and_returns_to_chat() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", "Submitting."))]);
+    let (reply, state) = s.say(&id, "yes please submit").await;
+    let submitted = s.submitter.submitted.lock().unwrap().clone();
+    assert_eq!(submitted.len(), 1);
+    assert_eq!(submitted[0].team_id, "ops-change");
+    assert_eq!(submitted[0].fields["affected_system"], "billing-db");
+    assert_eq!(submitted[0].unknown, vec!["rollback_plan"]);
+    assert!(reply.contains("submitted to Ops Change"), "{reply}");
+    assert_eq!(state.submission_url, format!("https://lists.example.test/{}", submitted[0].id));
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.collected_fields.is_empty() && state.fields_marked_unknown.is_empty());
+    assert!(state.identified_team_id.is_empty());
+    let messages = s.client.get_conversation(&id).await.unwrap().messages;
+    assert_eq!(messages.len(), 1 + 2 * 3, "clearRequestContext keeps the messages");
+}
+
+#[tokio::test]
+async fn failed_submission_stays_in_review_and_can_be_retried() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    *s.submitter.fail_next.lock().unwrap() = 1;
+    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", ""))]);
+    let (reply, state) = s.say(&id, "yes").await;
+    assert!(reply.contains("couldn't submit"), "{reply}");
+    assert_eq!(mode(&state), IntakeMode::Review);
+    assert!(state.submission_error.contains("read-only"), "{}", state.submission_error);
+    assert_eq!(state.collected_fields.len(), 8, "fields are kept for the retry");
+    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", ""))]);
+    let (_, state) = s.say(&id, "yes, try again").await;
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.submission_error.is_empty());
+    assert_eq!(s.submitter.submitted.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn modify_returns_to_elicitation_and_keeps_fields() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("review_agent")),
+        ("review.classify", review("modify", "Sure, what should the new date be?")),
+    ]);
+    let (reply, state) = s.say(&id, "change the desired date").await;
+    assert_eq!(reply, "Sure, what should the new date be?");
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+    assert_eq!(state.collected_fields.len(), 8);
+}
+
+#[tokio::test]
+async fn abandon_in_review_clears_the_request_but_keeps_messages() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("abandon", "OK, dropped."))]);
+    let (reply, state) = s.say(&id, "forget it").await;
+    assert_eq!(reply, "OK, dropped.");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.collected_fields.is_empty() && state.identified_team_id.is_empty());
+    assert_eq!(s.client.get_conversation(&id).await.unwrap().messages.len(), 7);
+    assert!(s.submitter.submitted.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn clarify_answers_and_stays_in_review() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("review_agent")),
+        ("review.classify", review("clarify", "Ops Change handles infrastructure changes.")),
+    ]);
+    let (reply, state) = s.say(&id, "who is Ops Change?").await;
+    assert_eq!(reply, "Ops Change handles infrastructure changes.");
+    assert_eq!(mode(&state), IntakeMode::Review);
+    assert_eq!(state.identified_team_id, "ops-change");
+}
+
+#[tokio::test]
+async fn off_topic_in_review_uses_the_review_reminder_prompt() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("chat_agent")),
+        ("chat.review", json!("It opens at 8. You have a request ready for review.")),
+    ]);
+    let (reply, state) = s.say(&id, "what time does the cafeteria open?").await;
+    assert!(reply.contains("ready for review"));
+    assert_eq!(mode(&state), IntakeMode::Review, "chat keeps the current mode");
+}
+
+#[tokio::test]
+async fn off_topic_in_elicitation_uses_the_in_progress_prompt() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[], &[], "What should change?")),
+        ("supervisor.route", route("chat_agent")),
+        ("chat.elicitation", json!("Sunny. You have a request in progress.")),
+    ]);
+    s.say(&id, "I need a change request").await;
+    let (reply, state) = s.say(&id, "how is the weather?").await;
+    assert!(reply.contains("in progress"));
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+}
+
+#[tokio::test]
+async fn abandon_during_elicitation_clears_the_request() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[("description", Some("x"))], &[], "More?")),
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", abandon("No problem, I've cancelled it.")),
+    ]);
+    s.say(&id, "raise a request: description: x").await;
+    let (reply, state) = s.say(&id, "never mind").await;
+    assert_eq!(reply, "No problem, I've cancelled it.");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.collected_fields.is_empty());
+}
+
+#[tokio::test]
+async fn review_route_without_a_request_falls_back_to_chat() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("review_agent")), ("chat.chat", json!("Nothing to review yet."))]);
+    let (reply, state) = s.say(&id, "yes").await;
+    assert_eq!(reply, "Nothing to review yet.");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+}
+
+#[tokio::test]
+async fn clear_context_debug_command_clears_everything_when_enabled() {
+    let s = TestServer::start_with(Options { debug_commands: true, ..Options::default() }).await;
+    let id = s.start_intake().await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[("description", Some("x"))], &[], "More?")),
+    ]);
+    s.say(&id, "raise a request").await;
+    let calls = s.model.requests().len();
+    let (reply, state) = s.say(&id, "clear context").await;
+    assert_eq!(reply, "Context has been cleared.");
+    assert_eq!(s.model.requests().len(), calls, "the debug command makes no model call");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+    assert!(state.collected_fields.is_empty());
+    let messages = s.client.get_conversation(&id).await.unwrap().messages;
+    assert_eq!(messages.len(), 1, "clearAll removes the messages: {messages:?}");
+}
+
+#[tokio::test]
+async fn clear_context_is_an_ordinary_message_when_debug_commands_are_off() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("What context?"))]);
+    let (reply, _) = s.say(&id, "clear context").await;
+    assert_eq!(reply, "What context?");
+}
+
+#[tokio::test]
+async fn confirmed_requests_land_in_the_outbox_table_by_default() {
+    let s = TestServer::start_with(Options { outbox: true, ..Options::default() }).await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", ""))]);
+    let (_, state) = s.say(&id, "yes").await;
+    let rows = s.server().database().list_submissions(&id).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].team_id, "ops-change");
+    assert_eq!(rows[0].url.as_deref(), Some(state.submission_url.as_str()));
+    assert!(state.submission_url.starts_with("frontdesk-outbox://intake/ops-change/"), "{}", state.submission_url);
+}
