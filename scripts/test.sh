@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh machine: formatting, lints, the contract's buf lint,
+# every Rust test (the checkpointer conformance suite included) against SQLite and a real
+# PostgreSQL server that this script installs and starts on a loopback port, and the SDK
+# suites against a live server. Idempotent; safe to run again.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "postgresql (installed from Debian's packages if missing, started on 127.0.0.1)"
+FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"
+export FRONTDESK_TEST_POSTGRES_URL FRONTDESK_REQUIRE_POSTGRES=1
+
+step "formatting"
+cargo fmt --all -- --check
+
+step "clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "buf lint (STANDARD)"
+buf="$(scripts/ensure-buf.sh)"
+(cd proto && "$buf" lint)
+
+step "cargo test"
+cargo test --workspace --locked
+
+if [ -x scripts/sdk-tests.sh ]; then
+  step "client SDKs, examples and grpcurl against a live server"
+  scripts/sdk-tests.sh
+fi
+
+echo
+echo "all test suites passed"
