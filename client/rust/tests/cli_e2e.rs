@@ -1,0 +1,79 @@
+//! The `frontdesk` CLI against a real server (in process, on 127.0.0.1:0, with the scripted
+//! demo model): interactive chat with piped stdin, workflows, conversation show.
+
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+    sync::Arc,
+};
+
+use frontdesk_llm::ScriptedModel;
+use frontdesk_server::{
+    app::{App, Overrides, RunningServer},
+    config::Config,
+};
+
+async fn server(dir: &std::path::Path) -> RunningServer {
+    let mut config = Config::default();
+    config.database.url = format!("sqlite://{}/cli.db", dir.display());
+    let script = include_str!("../../../tests/fixtures/demo-script.json");
+    let model = Arc::new(ScriptedModel::from_json_str(script).unwrap());
+    let app = App::build(config, Overrides { model: Some(model), submitter: None }).await.unwrap();
+    app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap()
+}
+
+fn frontdesk(addr: std::net::SocketAddr, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_frontdesk"))
+        .arg("--server")
+        .arg(format!("http://{addr}"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_streams_node_events_and_replies_then_show_lists_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path()).await;
+    let addr = server.addr;
+
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || frontdesk(addr, &["chat"], "hello\nhow are you?\n/quit\n")).await.unwrap();
+    assert!(ok, "chat failed: {err}\n{out}");
+    assert!(out.contains("Front Door assistant"), "welcome shown: {out}");
+    assert!(out.contains("supervisor"), "node events stream: {out}");
+    assert!(out.contains("chat_agent"), "{out}");
+    assert_eq!(out.matches("assistant: Hello from the scripted demo model").count(), 2, "{out}");
+    let id = out
+        .lines()
+        .find_map(|l| l.strip_prefix("conversation: "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the conversation id is printed")
+        .to_owned();
+
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || frontdesk(addr, &["conversation", "show", &id], "")).await.unwrap();
+    assert!(ok, "{err}");
+    assert!(out.contains("how are you?"), "history shown: {out}");
+
+    let (ok, out, _) = tokio::task::spawn_blocking(move || frontdesk(addr, &["workflows"], "")).await.unwrap();
+    assert!(ok && out.contains("intake"), "{out}");
+
+    let (ok, _, err) =
+        tokio::task::spawn_blocking(move || frontdesk(addr, &["conversation", "show", "conv-missing"], ""))
+            .await
+            .unwrap();
+    assert!(!ok && err.contains("NOT_FOUND"), "{err}");
+    server.shutdown().await.unwrap();
+}
