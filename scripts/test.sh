@@ -23,8 +23,15 @@ step "buf lint (STANDARD)"
 buf="$(scripts/ensure-buf.sh)"
 (cd proto && "$buf" lint)
 
-step "cargo test"
+step "cargo test (SQLite, and PostgreSQL for the store and conformance suites)"
 cargo test --workspace --locked
+
+step "end-to-end suites again, on PostgreSQL"
+# Databases of earlier runs are throwaway; drop them so the test cluster does not grow.
+psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
+  "select datname from pg_database where datname like 'frontdesk_e2e_%' or datname like 'frontdesk_t_%'" |
+  while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
+FRONTDESK_E2E_DATABASE=postgres cargo test --locked -p frontdesk-server --test intake --test api
 
 if [ -x scripts/sdk-tests.sh ]; then
   step "client SDKs, examples and grpcurl against a live server"

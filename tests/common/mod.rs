@@ -71,7 +71,7 @@ impl TestServer {
     pub async fn start_with(options: Options) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
-        config.database.url = format!("sqlite://{}/frontdesk.db", dir.path().display());
+        config.database.url = database_url(dir.path()).await;
         config.workflows.intake.debug_commands = options.debug_commands;
         config.limits.max_text_chars = options.max_text_chars;
         config.limits.max_turns = options.max_turns;
@@ -124,6 +124,28 @@ impl TestServer {
         if let Some(server) = self.server.take() {
             server.shutdown().await.unwrap();
         }
+    }
+}
+
+/// SQLite in the test's directory, or, with `FRONTDESK_E2E_DATABASE=postgres`, a fresh database
+/// on the server at `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores).
+async fn database_url(dir: &std::path::Path) -> String {
+    match std::env::var("FRONTDESK_E2E_DATABASE").as_deref() {
+        Ok("postgres") => {
+            let server = std::env::var("FRONTDESK_TEST_POSTGRES_URL")
+                .expect("FRONTDESK_E2E_DATABASE=postgres needs FRONTDESK_TEST_POSTGRES_URL");
+            let admin = frontdesk_store::sqlx::PgPool::connect(&server).await.expect("connect to PostgreSQL");
+            let name = format!("frontdesk_e2e_{}", uuid::Uuid::new_v4().simple());
+            frontdesk_store::sqlx::query(frontdesk_store::sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&admin)
+                .await
+                .unwrap();
+            admin.close().await;
+            let (base, _) = server.rsplit_once('/').expect("a database URL with a path");
+            format!("{base}/{name}")
+        }
+        Ok(other) => panic!("FRONTDESK_E2E_DATABASE must be postgres or unset, not {other:?}"),
+        Err(_) => format!("sqlite://{}/frontdesk.db", dir.display()),
     }
 }
 
