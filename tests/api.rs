@@ -219,10 +219,13 @@ async fn the_turn_limit_is_resource_exhausted() {
     let s = TestServer::start_with(Options { max_turns: 1, ..Options::default() }).await;
     let id = s.start_intake().await;
     s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("hi"))]);
-    s.say(&id, "hello").await;
+    let keyed = SendOptions { idempotency_key: Some("only-turn".into()), ..SendOptions::default() };
+    s.client.send_message_and_wait(&id, "hello", keyed.clone()).await.unwrap();
     let error = s.client.send_message(&id, "again", SendOptions::default()).await.err().unwrap();
     assert_eq!(error.code(), Some(Code::ResourceExhausted));
     assert!(error.api().unwrap().is_reason(ErrorReason::LimitExceeded));
+    let (_, replay) = s.client.send_message_and_wait(&id, "hello", keyed).await.unwrap();
+    assert!(replay.replayed, "retrying the last allowed turn is a replay, not a new turn");
 }
 
 #[tokio::test]

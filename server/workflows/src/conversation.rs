@@ -310,14 +310,20 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 });
             }
         }
-        let (state, cp, _) = self.load(id).await?;
-        let replay = match &options.idempotency_key {
-            Some(key) => self.runner.checkpointer().find_idempotent(id, key).await?.is_some(),
-            None => false,
-        };
-        if !replay && cp.run.status != frontdesk_runtime::RunStatus::Running {
-            let turns = self.spec.turn_count(&state);
-            if turns >= self.limits.max_turns {
+        // One read answers both "does it exist" and "is it at its turn limit"; the runner reads
+        // the newest checkpoint again under the thread lock, which is the read that counts.
+        let (state, cp) = self.runner.state(id).await.map_err(map_run_error)?.ok_or_else(|| not_found(id))?;
+        if cp.workflow != self.spec.name() {
+            return Err(not_found(id));
+        }
+        let turns = self.spec.turn_count(&state);
+        if turns >= self.limits.max_turns && cp.run.status != frontdesk_runtime::RunStatus::Running {
+            // A retry of a turn that already ran is a replay, not a new turn.
+            let replay = match &options.idempotency_key {
+                Some(key) => self.runner.checkpointer().find_idempotent(id, key).await?.is_some(),
+                None => false,
+            };
+            if !replay {
                 return Err(WorkflowError::LimitExceeded {
                     limit: "turns per conversation",
                     max: u64::from(self.limits.max_turns),
