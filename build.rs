@@ -3,8 +3,12 @@
 
 use std::{env, path::PathBuf};
 
-const PROTOS: &[&str] =
-    &["proto/frontdesk/v1/common.proto", "proto/frontdesk/v1/conversation.proto", "proto/frontdesk/v1/workflow.proto"];
+const PROTOS: &[&str] = &[
+    "proto/frontdesk/v1/common.proto",
+    "proto/frontdesk/v1/conversation.proto",
+    "proto/frontdesk/v1/workflow.proto",
+    "proto/frontdesk/v1/triage.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A vendored protoc keeps `cargo build` working on a machine without protobuf-compiler.

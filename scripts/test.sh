@@ -13,6 +13,10 @@ step "postgresql (installed from Debian's packages if missing, started on 127.0.
 FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"
 export FRONTDESK_TEST_POSTGRES_URL FRONTDESK_REQUIRE_POSTGRES=1
 
+step "redis (installed from Debian's packages if missing, started on 127.0.0.1)"
+FRONTDESK_TEST_REDIS_URL="$(scripts/ensure-redis.sh | tail -n1)"
+export FRONTDESK_TEST_REDIS_URL FRONTDESK_REQUIRE_REDIS=1
+
 step "formatting"
 cargo fmt --all -- --check
 
@@ -23,7 +27,7 @@ step "buf lint (STANDARD)"
 buf="$(scripts/ensure-buf.sh)"
 (cd proto && "$buf" lint)
 
-step "cargo test (SQLite, and PostgreSQL for the store and conformance suites)"
+step "cargo test (SQLite; PostgreSQL and Redis for the store and conformance suites)"
 cargo test --workspace --locked
 
 step "end-to-end suites again, on PostgreSQL"
@@ -31,7 +35,10 @@ step "end-to-end suites again, on PostgreSQL"
 psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
   "select datname from pg_database where datname like 'frontdesk_e2e_%' or datname like 'frontdesk_t_%'" |
   while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
-FRONTDESK_E2E_DATABASE=postgres cargo test --locked -p frontdesk-server --test intake --test api
+FRONTDESK_E2E_DATABASE=postgres cargo test --locked -p frontdesk-server --test intake --test api --test triage
+
+step "triage end-to-end suite with active tickets in Redis"
+FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --locked -p frontdesk-server --test triage
 
 if [ -x scripts/sdk-tests.sh ]; then
   step "client SDKs, examples and grpcurl against a live server"

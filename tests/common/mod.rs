@@ -76,6 +76,14 @@ impl TestServer {
         config.limits.max_text_chars = options.max_text_chars;
         config.limits.max_turns = options.max_turns;
         config.shutdown_grace_secs = 5;
+        // With FRONTDESK_E2E_TRIAGE_STORE=redis, active tickets live in Redis (a prefix per server).
+        if std::env::var("FRONTDESK_E2E_TRIAGE_STORE").as_deref() == Ok("redis") {
+            let url = std::env::var("FRONTDESK_TEST_REDIS_URL")
+                .expect("FRONTDESK_E2E_TRIAGE_STORE=redis needs FRONTDESK_TEST_REDIS_URL");
+            config.workflows.triage.active_store = frontdesk_server::config::ActiveStore::Redis;
+            config.workflows.triage.redis_url = Some(url);
+            config.workflows.triage.redis_key_prefix = Some(format!("fde2e-{}", uuid::Uuid::new_v4().simple()));
+        }
         let model = Arc::new(ScriptedModel::new("scripted-test"));
         let submitter = Arc::new(RecordingSubmitter::default());
         let overrides = Overrides {

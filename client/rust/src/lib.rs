@@ -328,7 +328,7 @@ impl Client {
         Ok(self.conversations().get_conversation(req).await?.into_inner())
     }
 
-    /// Lists conversations, newest first. `page_size` 0 means the server default.
+    /// Lists conversations ordered by id. `page_size` 0 means the server default.
     pub async fn list_conversations(
         &self,
         workflow: Option<&str>,

@@ -337,8 +337,10 @@ struct Rollback<S> {
     interrupt: Option<PendingInterrupt>,
 }
 
+/// Milliseconds: what every durable store keeps, so a checkpoint reads back as written.
 fn now() -> SystemTime {
-    SystemTime::now()
+    let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    std::time::UNIX_EPOCH + Duration::from_millis(since.as_millis() as u64)
 }
 
 fn decode<S: State>(checkpoint: &Checkpoint) -> Result<S, RunError> {

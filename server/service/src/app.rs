@@ -3,24 +3,27 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use frontdesk_api::v1::{
-    conversation_service_server::ConversationServiceServer, workflow_service_server::WorkflowServiceServer,
+    conversation_service_server::ConversationServiceServer, triage_service_server::TriageServiceServer,
+    workflow_service_server::WorkflowServiceServer,
 };
 use frontdesk_llm::{
     ChatModel, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel, TracingCallLog,
 };
 use frontdesk_runtime::{Checkpointer, RunRegistry, Runner, RunnerConfig};
-use frontdesk_store::{Database, StoreOptions};
+use frontdesk_store::{Database, RedisCheckpointer, RedisOptions, StoreOptions};
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
     intake::{self, sharepoint::SharePointSubmitter, IntakeConfig, IntakeDeps, Submitter},
+    triage::{self, customers::CustomerDirectory, kb::KnowledgeBase, TriageDeps, TriageDesk},
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::{error, info, warn};
 
 use crate::{
-    config::{CallLogMode, Config, ModelProvider, SubmitterConfig},
-    grpc::{conversation::ConversationApi, workflow::WorkflowApi},
+    archive::SqlTicketArchive,
+    config::{ActiveStore, CallLogMode, Config, ModelProvider, SubmitterConfig},
+    grpc::{conversation::ConversationApi, triage::TriageApi, workflow::WorkflowApi},
     outbox::OutboxSubmitter,
     registry::Registry,
 };
@@ -50,6 +53,10 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("triage.active_store is redis but triage.redis_url is not set")]
+    NoRedisUrl,
+    #[error("cannot connect to the triage active-ticket store")]
+    ActiveStore(#[source] frontdesk_store::StoreError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
 }
@@ -138,7 +145,40 @@ impl App {
         })
         .map_err(StartError::Graph)?;
         let runner = Runner::new(graph, checkpointer.clone(), runner_config.clone()).with_registry(runs.clone());
-        registry.add_conversational(Arc::new(ConversationHost::new(spec, runner, conversation_limits)));
+        registry.add_conversational(Arc::new(ConversationHost::new(spec, runner, conversation_limits.clone())));
+
+        let triage_settings = &config.workflows.triage;
+        let customers = match &triage_settings.customers {
+            Some(path) => CustomerDirectory::load(path).map_err(StartError::Workflow)?,
+            None => CustomerDirectory::shipped(),
+        };
+        let kb = match &triage_settings.articles {
+            Some(path) => KnowledgeBase::load(path).map_err(StartError::Workflow)?,
+            None => KnowledgeBase::shipped(),
+        };
+        let active_store: Arc<dyn Checkpointer> = match triage_settings.active_store {
+            ActiveStore::Sql => checkpointer.clone(),
+            ActiveStore::Redis => {
+                let url = triage_settings.redis_url.as_deref().ok_or(StartError::NoRedisUrl)?;
+                let mut options =
+                    RedisOptions { retention: config.database.checkpoint_retention, ..RedisOptions::default() };
+                if let Some(prefix) = &triage_settings.redis_key_prefix {
+                    options.key_prefix = prefix.clone();
+                }
+                Arc::new(RedisCheckpointer::connect(url, options).await.map_err(StartError::ActiveStore)?)
+            }
+        };
+        let customers = Arc::new(customers);
+        let graph = triage::build(TriageDeps { llm: llm.clone(), customers: customers.clone(), kb: Arc::new(kb) })
+            .map_err(StartError::Graph)?;
+        let runner = Runner::new(graph, active_store, runner_config.clone()).with_registry(runs.clone());
+        registry.set_triage(Arc::new(TriageDesk::new(
+            runner,
+            llm.clone(),
+            customers,
+            Arc::new(SqlTicketArchive::new(database.clone())),
+            conversation_limits.max_text_chars,
+        )));
 
         Ok(App { config, registry: Arc::new(registry), database, model_name })
     }
@@ -173,6 +213,7 @@ impl App {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
         health.set_serving::<WorkflowServiceServer<WorkflowApi>>().await;
+        health.set_serving::<TriageServiceServer<TriageApi>>().await;
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -188,6 +229,10 @@ impl App {
             .max_decoding_message_size(max_bytes);
         let workflows =
             WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone())).max_decoding_message_size(max_bytes);
+        let triage = self
+            .registry
+            .triage()
+            .map(|desk| TriageServiceServer::new(TriageApi::new(desk.clone())).max_decoding_message_size(max_bytes));
 
         let registry = self.registry.clone();
         tokio::spawn(async move {
@@ -211,6 +256,7 @@ impl App {
             .add_service(reflection_v1alpha)
             .add_service(conversations)
             .add_service(workflows)
+            .add_optional_service(triage)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = stop_rx.await;
             });

@@ -165,6 +165,31 @@ impl Default for LimitsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkflowsConfig {
     pub intake: IntakeSettings,
+    pub triage: TriageSettings,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TriageSettings {
+    /// Customer directory (JSON Lines); the shipped config/triage/customers.jsonl when unset.
+    pub customers: Option<PathBuf>,
+    /// Knowledge-base articles (JSON Lines); the shipped config/triage/articles.jsonl when unset.
+    pub articles: Option<PathBuf>,
+    /// Where active tickets' checkpoints live: the SQL database (default) or Redis, as the
+    /// triage design has it.
+    pub active_store: ActiveStore,
+    /// Redis URL for `active_store = "redis"`, e.g. redis://127.0.0.1:6379.
+    pub redis_url: Option<String>,
+    /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`.
+    pub redis_key_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActiveStore {
+    #[default]
+    Sql,
+    Redis,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! in-process on `127.0.0.1:0`.
 
 pub mod app;
+pub mod archive;
 pub mod config;
 pub mod convert;
 pub mod error;

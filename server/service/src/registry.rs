@@ -2,18 +2,76 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use frontdesk_runtime::{Checkpointer, RunRegistry, ThreadQuery};
-use frontdesk_workflows::{conversation::validate_id, ConversationView, ConversationWorkflow, WorkflowError};
+use frontdesk_runtime::{Checkpointer, GraphDescription, RunRegistry, ThreadQuery};
+use frontdesk_workflows::{
+    conversation::validate_id, triage::TriageDesk, ConversationView, ConversationWorkflow, WorkflowError,
+};
 
 pub struct Registry {
     conversational: BTreeMap<String, Arc<dyn ConversationWorkflow>>,
+    triage: Option<Arc<TriageDesk>>,
     checkpointer: Arc<dyn Checkpointer>,
     runs: Arc<RunRegistry>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowKind {
+    Conversational,
+    Task,
+}
+
+/// A hosted workflow, as `WorkflowService` shows it.
+pub struct WorkflowInfo {
+    pub name: String,
+    pub description: String,
+    pub kind: WorkflowKind,
+    pub graph: GraphDescription,
+}
+
+const TRIAGE_DESCRIPTION: &str = "Support-ticket triage: ticket matching, translation, classification with customer \
+lookup, billing / technical / general specialists with a knowledge base or escalation, persistence";
+
 impl Registry {
     pub fn new(checkpointer: Arc<dyn Checkpointer>, runs: Arc<RunRegistry>) -> Self {
-        Self { conversational: BTreeMap::new(), checkpointer, runs }
+        Self { conversational: BTreeMap::new(), triage: None, checkpointer, runs }
+    }
+
+    pub fn set_triage(&mut self, desk: Arc<TriageDesk>) {
+        self.triage = Some(desk);
+    }
+
+    pub fn triage(&self) -> Option<&Arc<TriageDesk>> {
+        self.triage.as_ref()
+    }
+
+    /// Every hosted workflow, conversational first.
+    pub fn workflows(&self) -> Vec<WorkflowInfo> {
+        let mut all: Vec<WorkflowInfo> = self
+            .conversational
+            .values()
+            .map(|w| WorkflowInfo {
+                name: w.name().to_owned(),
+                description: w.description().to_owned(),
+                kind: WorkflowKind::Conversational,
+                graph: w.graph(),
+            })
+            .collect();
+        if let Some(desk) = &self.triage {
+            all.push(WorkflowInfo {
+                name: frontdesk_workflows::triage::NAME.to_owned(),
+                description: TRIAGE_DESCRIPTION.to_owned(),
+                kind: WorkflowKind::Task,
+                graph: desk.runner().graph().describe(),
+            });
+        }
+        all
+    }
+
+    pub fn workflow(&self, name: &str) -> Result<WorkflowInfo, WorkflowError> {
+        self.workflows()
+            .into_iter()
+            .find(|w| w.name == name)
+            .ok_or_else(|| WorkflowError::NotFound { what: "workflow", id: name.to_owned() })
     }
 
     pub fn add_conversational(&mut self, workflow: Arc<dyn ConversationWorkflow>) {
@@ -82,6 +140,11 @@ impl Registry {
         let mut total = 0;
         for workflow in self.conversational.values() {
             total += workflow.recover().await?;
+        }
+        if let Some(desk) = &self.triage {
+            total += desk.runner().recover().await?;
+            // Recovered runs skipped their archive step, and a crash may have interrupted one.
+            desk.sweep().await?;
         }
         Ok(total)
     }

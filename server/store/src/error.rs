@@ -50,6 +50,24 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// The Redis URL could not be parsed.
+    #[error("invalid redis url {url:?}")]
+    InvalidRedisUrl {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The Redis server could not be reached in time, refused the connection or cannot run
+    /// the store's scripts.
+    #[error("cannot connect to redis {url:?}")]
+    RedisConnect {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    /// A paging cursor that the store did not hand out.
+    #[error("invalid paging cursor {cursor:?}")]
+    InvalidCursor { cursor: String },
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {what}")]
     Corrupt {
@@ -88,5 +106,6 @@ mod tests {
         assert_eq!(redact("postgres://h/db"), "postgres://h/db");
         assert_eq!(redact("sqlite://a/b.db"), "sqlite://a/b.db");
         assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
     }
 }

@@ -1,27 +1,37 @@
-//! Frontdesk's SQL storage: SQLite (a file, or memory for tests) and PostgreSQL.
+//! Frontdesk's storage: SQL (SQLite, a file or memory for tests, and PostgreSQL) and Redis.
 //!
 //! [`Database`] opens a pool and migrates the schema (`migrations/sqlite`,
 //! `migrations/postgres`); [`SqlCheckpointer`] implements the runtime's
 //! [`Checkpointer`](frontdesk_runtime::Checkpointer) on it; [`intake`] holds the workflow
-//! layer's intake submissions. Queries are built at run time with binds (no compile-time
-//! checked macros), in one SQL text for both dialects wherever they agree.
+//! layer's intake submissions and [`tickets`] the completed triage tickets. Queries are built
+//! at run time with binds (no compile-time checked macros), in one SQL text for both dialects
+//! wherever they agree. [`RedisCheckpointer`] implements the same trait on a Redis server
+//! (the triage design's store for active tickets; see [`redis_checkpointer`] for its keys).
 //!
 //! Tests: `cargo test -p frontdesk-store` runs the runtime's conformance suite and the store's
 //! own checks on SQLite files and memory. The PostgreSQL tests need a server:
 //! `export FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"`; each run
 //! creates and drops its own database there. Without the URL they are skipped, unless
-//! `FRONTDESK_REQUIRE_POSTGRES=1` (CI), which makes them fail.
+//! `FRONTDESK_REQUIRE_POSTGRES=1` (CI), which makes them fail. Likewise the Redis tests:
+//! `export FRONTDESK_TEST_REDIS_URL="$(scripts/ensure-redis.sh | tail -n1)"` (each run uses
+//! its own random key prefix and deletes its keys) and `FRONTDESK_REQUIRE_REDIS=1`.
 
 mod checkpointer;
 mod db;
 mod error;
 pub mod intake;
+pub mod redis_checkpointer;
+pub mod tickets;
 
 pub use checkpointer::SqlCheckpointer;
 pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::StoreError;
 pub use intake::{NewSubmission, Submission};
+pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
+pub use tickets::{CompletedTicket, TicketMessage, TICKET_OPEN, TICKET_RESOLVED};
 
+/// The redis client this crate is built on, for callers that need raw commands.
+pub use redis;
 /// The sqlx this crate is built on, for modules that need the pools directly.
 pub use sqlx;
 

@@ -97,6 +97,10 @@ async fn postgres_conformance_and_store_checks() {
     let b = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
     common::contended_increments(vec![Arc::new(a.checkpointer()), Arc::new(b.checkpointer())], 16, 15).await;
     common::intake_round_trip(&a).await;
+    common::tickets_round_trip(&a).await;
+    common::tickets_listing(&a).await;
+    common::tickets_concurrent_saves(&a).await;
+    common::triage_requests(&a).await;
     common::delete_during_writes(&a).await;
     let mean = common::put_latency(&a.checkpointer(), 2010).await;
     eprintln!("postgres put: mean {mean:?}");

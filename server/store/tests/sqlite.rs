@@ -1,5 +1,5 @@
 //! SQLite: the conformance suite on a file and in memory, plus pruning, contention,
-//! durability across reconnects and intake submissions.
+//! durability across reconnects, intake submissions and completed tickets.
 
 mod common;
 
@@ -155,4 +155,35 @@ async fn put_latency() {
     let mean = common::put_latency(&db.checkpointer(), 2010).await;
     eprintln!("sqlite (file, WAL, synchronous=NORMAL) put: mean {mean:?}");
     assert!(mean < std::time::Duration::from_millis(20), "put is far too slow: {mean:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tickets_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    common::tickets_round_trip(&db).await;
+    common::tickets_listing(&db).await;
+    common::tickets_concurrent_saves(&db).await;
+    common::triage_requests(&db).await;
+}
+
+#[tokio::test]
+async fn tickets_in_memory() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    common::tickets_round_trip(&db).await;
+    common::tickets_listing(&db).await;
+    common::tickets_concurrent_saves(&db).await;
+}
+
+#[tokio::test]
+async fn tickets_survive_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = common::ticket("C001", "TKT-1A2B3C4D", "open", 1_700_000_000_000);
+    {
+        let db = file_db(&dir, 1).await;
+        db.save_completed_ticket(&t, &common::messages(2)).await.unwrap();
+        db.close().await;
+    }
+    let db = file_db(&dir, 1).await;
+    assert_eq!(db.get_ticket("TKT-1A2B3C4D").await.unwrap(), Some((t, common::messages(2))));
 }

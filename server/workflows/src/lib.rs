@@ -10,6 +10,7 @@ pub mod error;
 pub mod intake;
 pub mod llm_node;
 pub mod message;
+pub mod triage;
 
 pub use conversation::{ConversationView, ConversationWorkflow, StateView, TurnHandle, TurnOptions, TurnOutcome};
 pub use error::WorkflowError;

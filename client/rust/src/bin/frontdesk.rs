@@ -98,7 +98,7 @@ enum ConversationCommand {
         /// Conversation id.
         id: String,
     },
-    /// List conversations, newest first.
+    /// List conversations, ordered by id.
     List {
         /// Only conversations of this workflow.
         #[arg(long)]

@@ -1,6 +1,7 @@
 //! gRPC adapters: validate, convert proto to domain, call, convert back. No logic lives here.
 
 pub mod conversation;
+pub mod triage;
 pub mod workflow;
 
 /// Page sizes: 0 means the default, anything above the maximum is clamped.

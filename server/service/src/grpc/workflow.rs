@@ -8,8 +8,19 @@ use tonic::{Request, Response, Status};
 use crate::{
     convert,
     error::{invalid_argument, to_status},
-    registry::Registry,
+    registry::{Registry, WorkflowInfo, WorkflowKind},
 };
+
+fn workflow(info: &WorkflowInfo) -> pb::Workflow {
+    pb::Workflow {
+        name: info.name.clone(),
+        description: info.description.clone(),
+        kind: match info.kind {
+            WorkflowKind::Conversational => pb::WorkflowKind::Conversational,
+            WorkflowKind::Task => pb::WorkflowKind::Task,
+        } as i32,
+    }
+}
 
 pub struct WorkflowApi {
     registry: Arc<Registry>,
@@ -28,15 +39,7 @@ impl WorkflowService for WorkflowApi {
         request: Request<pb::ListWorkflowsRequest>,
     ) -> Result<Response<pb::ListWorkflowsResponse>, Status> {
         let pb::ListWorkflowsRequest {} = request.into_inner();
-        let workflows = self
-            .registry
-            .conversational()
-            .map(|w| pb::Workflow {
-                name: w.name().to_owned(),
-                description: w.description().to_owned(),
-                kind: pb::WorkflowKind::Conversational as i32,
-            })
-            .collect();
+        let workflows = self.registry.workflows().into_iter().map(|w| workflow(&w)).collect();
         Ok(Response::new(pb::ListWorkflowsResponse { workflows }))
     }
 
@@ -48,13 +51,9 @@ impl WorkflowService for WorkflowApi {
         if name.is_empty() {
             return Err(invalid_argument("name", "must name a workflow"));
         }
-        let host = self.registry.conversation_workflow(&name).map_err(to_status)?;
-        let workflow = pb::Workflow {
-            name: host.name().to_owned(),
-            description: host.description().to_owned(),
-            kind: pb::WorkflowKind::Conversational as i32,
-        };
-        Ok(Response::new(convert::graph(host.graph(), workflow)))
+        let info = self.registry.workflow(&name).map_err(to_status)?;
+        let summary = workflow(&info);
+        Ok(Response::new(convert::graph(info.graph, summary)))
     }
 
     async fn cancel_run(

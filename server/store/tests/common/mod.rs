@@ -7,7 +7,7 @@ use std::{
 };
 
 use frontdesk_runtime::{conformance::sample, CheckpointError, Checkpointer, RunStatus};
-use frontdesk_store::{sqlx, Database, DbPool, NewSubmission, SqlCheckpointer};
+use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, StoreError, TicketMessage};
 
 pub fn ns() -> String {
     format!("t-{}", uuid::Uuid::new_v4().simple())
@@ -45,7 +45,7 @@ pub async fn retention_prunes(db: &Database) {
 /// `tasks` writers (spread over the given stores) each commit `per_task` increments of one
 /// thread by read-modify-write with retries on conflict. No increment may be lost and every
 /// failure must be a conflict.
-pub async fn contended_increments(stores: Vec<Arc<SqlCheckpointer>>, tasks: usize, per_task: u64) {
+pub async fn contended_increments<C: Checkpointer>(stores: Vec<Arc<C>>, tasks: usize, per_task: u64) {
     let id = format!("{}:contended", ns());
     let mut first = sample(&id, 1, RunStatus::Running);
     first.state = b"0".to_vec();
@@ -114,7 +114,7 @@ pub async fn intake_round_trip(db: &Database) {
 }
 
 /// Sequential puts on one thread; returns the mean latency.
-pub async fn put_latency(store: &SqlCheckpointer, writes: u64) -> Duration {
+pub async fn put_latency<C: Checkpointer>(store: &C, writes: u64) -> Duration {
     let id = format!("{}:latency", ns());
     let state = vec![b'x'; 2048];
     let mut cps = Vec::new();
@@ -175,4 +175,180 @@ pub async fn delete_during_writes(db: &Database) {
     assert_eq!(count_rows(db, "checkpoints", &id).await, 0);
     assert_eq!(count_rows(db, "idempotency_keys", &id).await, 0);
     assert_eq!(count_rows(db, "threads", &id).await, 0);
+}
+
+/// Rows of `table` belonging to `ticket_id`.
+pub async fn count_ticket_rows(db: &Database, table: &str, ticket_id: &str) -> i64 {
+    let sql = sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table} WHERE ticket_id = $1"));
+    match db.pool() {
+        DbPool::Sqlite(pool) => sqlx::query_scalar(sql).bind(ticket_id).fetch_one(pool).await,
+        DbPool::Postgres(pool) => sqlx::query_scalar(sql).bind(ticket_id).fetch_one(pool).await,
+    }
+    .unwrap()
+}
+
+fn at(ms: u64) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+pub fn ticket(customer_id: &str, ticket_id: &str, status: &str, completed_ms: u64) -> CompletedTicket {
+    CompletedTicket {
+        ticket_id: ticket_id.to_owned(),
+        customer_id: customer_id.to_owned(),
+        thread_id: format!("{customer_id}:{ticket_id}"),
+        status: status.to_owned(),
+        recommended_action: if status == "open" { "escalate_human" } else { "auto_respond" }.to_owned(),
+        urgency: "high".into(),
+        ticket_type: "billing".into(),
+        subject: "Charged twice — ¿por qué?".into(),
+        summary: "Customer was charged twice for March".into(),
+        suggested_response: "I understand your concern about the double charge...".into(),
+        relevant_articles: vec!["kb_002".into(), "kb_015".into()],
+        language: "es".into(),
+        result: serde_json::json!({
+            "urgency": "high",
+            "extracted_info": {"product_area": "billing", "issue_type": "refund_request", "sentiment": "frustrated"},
+            "recommended_action": "auto_respond",
+            "relevant_articles": ["kb_002", "kb_015"],
+            "confidence": 0.87,
+        }),
+        created_at: at(completed_ms - 60_000),
+        completed_at: at(completed_ms),
+    }
+}
+
+pub fn messages(n: u32) -> Vec<TicketMessage> {
+    (1..=n)
+        .map(|seq| TicketMessage {
+            seq,
+            role: if seq % 2 == 1 { "customer" } else { "assistant" }.into(),
+            text: format!("message {seq}: héllo"),
+            language: "es".into(),
+            created_at: at(1_700_000_000_000 + u64::from(seq)),
+        })
+        .collect()
+}
+
+/// Round trip, idempotent re-saves and existence checks of completed tickets.
+pub async fn tickets_round_trip(db: &Database) {
+    let customer = format!("C-{}", ns());
+    let id = format!("TKT-{}", ns());
+    assert!(!db.ticket_exists(&id).await.unwrap());
+    assert!(db.get_ticket(&id).await.unwrap().is_none());
+    let t = ticket(&customer, &id, "resolved", 1_700_000_100_000);
+    let mut msgs = messages(3);
+    msgs.reverse(); // stored by seq whatever the order given
+    db.save_completed_ticket(&t, &msgs).await.unwrap();
+    assert!(db.ticket_exists(&id).await.unwrap());
+    let (got, got_msgs) = db.get_ticket(&id).await.unwrap().expect("saved ticket");
+    assert_eq!(got, t, "a ticket reads back exactly as saved");
+    assert_eq!(got_msgs, messages(3), "messages read back in seq order");
+
+    // Saving the same ticket again (a retry) changes nothing and duplicates nothing.
+    db.save_completed_ticket(&t, &msgs).await.unwrap();
+    assert_eq!(count_ticket_rows(db, "tickets", &id).await, 1);
+    assert_eq!(count_ticket_rows(db, "ticket_messages", &id).await, 3);
+    assert_eq!(db.get_ticket(&id).await.unwrap().unwrap(), (t.clone(), messages(3)));
+
+    // A later save of the same ticket updates it in place and upserts messages by seq.
+    let mut reopened = ticket(&customer, &id, "open", 1_700_000_200_000);
+    reopened.result = serde_json::json!({"recommended_action": "escalate_human"});
+    reopened.relevant_articles = Vec::new();
+    let mut more = messages(4);
+    more[0].text = "edited".into();
+    db.save_completed_ticket(&reopened, &more[..1]).await.unwrap();
+    db.save_completed_ticket(&reopened, &more[3..]).await.unwrap();
+    assert_eq!(count_ticket_rows(db, "tickets", &id).await, 1);
+    assert_eq!(count_ticket_rows(db, "ticket_messages", &id).await, 4);
+    let (got, got_msgs) = db.get_ticket(&id).await.unwrap().unwrap();
+    assert_eq!(got.created_at, t.created_at, "a re-saved ticket keeps its first created_at");
+    assert_eq!(got, CompletedTicket { created_at: t.created_at, ..reopened });
+    assert_eq!(got_msgs, more);
+}
+
+/// Listing by customer and status, newest first, in pages; customers never see each other's.
+pub async fn tickets_listing(db: &Database) {
+    let run = ns();
+    let (a, b) = (format!("A-{run}"), format!("B-{run}"));
+    // Completion times: t3 and t4 tie, so ticket_id breaks the tie.
+    let spec = [
+        ("t1", "resolved", 1_000u64),
+        ("t2", "open", 2_000),
+        ("t3", "resolved", 3_000),
+        ("t4", "open", 3_000),
+        ("t5", "resolved", 5_000),
+    ];
+    for (id, status, ms) in spec {
+        db.save_completed_ticket(&ticket(&a, &format!("{a}-{id}"), status, 1_700_000_000_000 + ms), &messages(1))
+            .await
+            .unwrap();
+    }
+    for id in ["t1", "t2"] {
+        db.save_completed_ticket(&ticket(&b, &format!("{b}-{id}"), "resolved", 1_700_000_009_000), &[]).await.unwrap();
+    }
+    let ids = |tickets: &[CompletedTicket]| tickets.iter().map(|t| t.ticket_id.clone()).collect::<Vec<_>>();
+    let expect = |names: &[&str], customer: &str| names.iter().map(|n| format!("{customer}-{n}")).collect::<Vec<_>>();
+
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let (page, next) = db.list_tickets(&a, None, after.clone(), 2).await.unwrap();
+        assert!(page.len() <= 2, "a page respects its limit");
+        assert!(page.iter().all(|t| t.customer_id == a), "only the customer's own tickets");
+        seen.extend(ids(&page));
+        pages += 1;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expect(&["t5", "t4", "t3", "t2", "t1"], &a), "newest first, every ticket once");
+    assert_eq!(pages, 3);
+
+    let (open, next) = db.list_tickets(&a, Some("open"), None, 10).await.unwrap();
+    assert_eq!(ids(&open), expect(&["t4", "t2"], &a));
+    assert!(next.is_none());
+    let (first, next) = db.list_tickets(&a, Some("resolved"), None, 1).await.unwrap();
+    assert_eq!(ids(&first), expect(&["t5"], &a));
+    let (rest, last) = db.list_tickets(&a, Some("resolved"), next, 10).await.unwrap();
+    assert_eq!(ids(&rest), expect(&["t3", "t1"], &a));
+    assert!(last.is_none());
+
+    let (theirs, _) = db.list_tickets(&b, None, None, 10).await.unwrap();
+    assert_eq!(ids(&theirs), expect(&["t2", "t1"], &b), "customer B sees only its own tickets");
+    let (none, next) = db.list_tickets(&format!("nobody-{run}"), None, None, 10).await.unwrap();
+    assert!(none.is_empty() && next.is_none());
+    let (none, _) = db.list_tickets(&b, Some("open"), None, 10).await.unwrap();
+    assert!(none.is_empty());
+    // A limit of 0 means 1.
+    assert_eq!(db.list_tickets(&a, None, None, 0).await.unwrap().0.len(), 1);
+    let err = db.list_tickets(&a, None, Some("garbage".into()), 10).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidCursor { .. }), "{err:?}");
+}
+
+/// Concurrent saves of the same ticket (retries racing): one row, no duplicate messages.
+pub async fn tickets_concurrent_saves(db: &Database) {
+    let id = format!("TKT-{}", ns());
+    let t = ticket("C-race", &id, "resolved", 1_700_000_000_000);
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let (db, t) = (db.clone(), t.clone());
+        handles.push(tokio::spawn(async move { db.save_completed_ticket(&t, &messages(5)).await }));
+    }
+    for h in handles {
+        h.await.unwrap().expect("concurrent saves of one ticket all succeed");
+    }
+    assert_eq!(count_ticket_rows(db, "tickets", &id).await, 1);
+    assert_eq!(count_ticket_rows(db, "ticket_messages", &id).await, 5);
+}
+
+/// Triage requests by idempotency key: first record wins, scoped per customer.
+pub async fn triage_requests(db: &Database) {
+    let (a, b) = (format!("A-{}", ns()), format!("B-{}", ns()));
+    assert_eq!(db.find_triage_request(&a, "req-1").await.unwrap(), None);
+    db.record_triage_request(&a, "req-1", r#"{"ticket_id":"TKT-1"}"#).await.unwrap();
+    db.record_triage_request(&a, "req-1", r#"{"ticket_id":"TKT-2"}"#).await.unwrap();
+    assert_eq!(db.find_triage_request(&a, "req-1").await.unwrap().as_deref(), Some(r#"{"ticket_id":"TKT-1"}"#));
+    assert_eq!(db.find_triage_request(&b, "req-1").await.unwrap(), None, "keys are scoped to their customer");
 }

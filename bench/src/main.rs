@@ -1,0 +1,978 @@
+//! `frontdesk-bench w1`: workload W1 (see /work/shared/bench/WORKLOADS.md) replayed through the
+//! REAL intake workflow (ConversationHost, Runner, intake nodes and prompts, real checkpointers,
+//! the real gRPC server) with a rules-following SCRIPTED model in place of an LLM and an
+//! in-memory counting submitter. It measures the engine, not a model.
+//!
+//! ```text
+//! cargo run --release -p frontdesk-bench -- w1 [--conversations N] [--postgres-url URL]
+//!     [--out FILE] [--concurrency 100] [--rss-conversations 10000]
+//! ```
+//!
+//! Exits non-zero when the generated workload does not hash to the published sha256 or when any
+//! replay does not reproduce W1's outcome counts and per-turn modes.
+
+mod drive;
+mod rules;
+mod stats;
+mod workload;
+
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use frontdesk_api::v1::conversation_service_client::ConversationServiceClient;
+use frontdesk_llm::ChatModel;
+use frontdesk_runtime::{Checkpointer, MemoryCheckpointer};
+use frontdesk_server::{
+    app::{App, Overrides},
+    config::Config,
+};
+use frontdesk_store::{sqlx, Database, StoreOptions};
+use frontdesk_workflows::ConversationWorkflow;
+use tonic::transport::Channel;
+
+use crate::{
+    drive::{build_host, run_grpc, run_in_process, BoxError, CountingCheckpointer, Tally},
+    rules::{scripted_w1_model, CountingSubmitter, RulesModel, BENCH_INTAKE_TOML},
+    stats::Latency,
+    workload::Conversation,
+};
+
+// LangGraph 1.2.22 figures from WORKLOADS.md.
+const LG_P50_MS: [f64; 3] = [4.1, 7.3, 13.0];
+const LG_P99_MS: [f64; 3] = [9.0, 26.0, 42.8];
+const LG_TPUT: [f64; 3] = [267.0, 56.0, 69.0];
+const LG_SERIALIZED_KB: f64 = 82.0;
+const LG_DISK_KB: [f64; 2] = [161.0, 105.0];
+const LG_RSS_KB: f64 = 202.0;
+const STORES: [&str; 3] = ["in-memory", "SQLite (file, WAL)", "PostgreSQL"];
+
+/// Warm-up conversations before each timed latency run (ids `warm-*`, not timed).
+const WARMUP: usize = 50;
+
+#[derive(Debug, Clone)]
+struct Args {
+    command: String,
+    conversations: usize,
+    postgres_url: Option<String>,
+    out: Option<PathBuf>,
+    concurrency: usize,
+    rss_conversations: usize,
+    store: String,
+    model: String,
+    /// Phases to run: count, latency, inproc, grpc, rss.
+    phases: Vec<String>,
+    /// Stores to measure: memory, sqlite, postgres (postgres needs --postgres-url).
+    stores: Vec<String>,
+}
+
+impl Args {
+    fn phase(&self, name: &str) -> bool {
+        self.phases.iter().any(|p| p == name || p == "all")
+    }
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let command = it.next().ok_or("usage: frontdesk-bench w1 [--conversations N] [--postgres-url URL] [--out FILE]")?;
+    let mut args = Args {
+        command,
+        conversations: 2000,
+        postgres_url: None,
+        out: None,
+        concurrency: 100,
+        rss_conversations: 10_000,
+        store: "sqlite".into(),
+        model: "rules".into(),
+        phases: vec!["all".into()],
+        stores: vec!["memory".into(), "sqlite".into(), "postgres".into()],
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let number = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
+        match flag.as_str() {
+            "--conversations" => args.conversations = number(value()?)?,
+            "--postgres-url" => args.postgres_url = Some(value()?).filter(|u| !u.is_empty()),
+            "--out" => args.out = Some(PathBuf::from(value()?)),
+            "--concurrency" => args.concurrency = number(value()?)?.max(1),
+            "--rss-conversations" => args.rss_conversations = number(value()?)?,
+            "--store" => args.store = value()?,
+            "--model" => args.model = value()?,
+            "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
+            "--stores" => args.stores = value()?.split(',').map(str::to_owned).collect(),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.command.as_str() {
+        "w1" => run_w1(&args),
+        "rss-probe" => rss_probe(&args),
+        other => Err(format!("unknown command {other}; try `w1`")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nBENCH FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+}
+
+fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// stores
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+impl Store {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A fresh, empty store for one phase.
+struct Fresh {
+    checkpointer: Arc<dyn Checkpointer>,
+    db: Option<Database>,
+    url: Option<String>,
+    pg_name: Option<String>,
+    dir: Option<tempfile::TempDir>,
+}
+
+fn with_database(admin_url: &str, name: &str) -> String {
+    let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
+    let root = base.rsplit_once('/').map_or(base, |(r, _)| r);
+    match query {
+        Some(q) => format!("{root}/{name}?{q}"),
+        None => format!("{root}/{name}"),
+    }
+}
+
+async fn pg_admin(admin_url: &str, sql: &str) -> Result<(), String> {
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(admin_url).await.map_err(err)?;
+    let result = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&pool).await.map_err(err);
+    pool.close().await;
+    result.map(|_| ())
+}
+
+async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Result<Fresh, String> {
+    match store {
+        Store::Memory => Ok(Fresh {
+            checkpointer: Arc::new(MemoryCheckpointer::new(1)),
+            db: None,
+            url: None,
+            pg_name: None,
+            dir: None,
+        }),
+        Store::Sqlite => {
+            let dir = tempfile::Builder::new().prefix("frontdesk-bench-").tempdir().map_err(err)?;
+            let url = format!("sqlite://{}", dir.path().join("w1.db").display());
+            let db = Database::connect(&url, StoreOptions::default()).await.map_err(err)?;
+            Ok(Fresh { checkpointer: Arc::new(db.checkpointer()), db: Some(db), url: Some(url), pg_name: None, dir: Some(dir) })
+        }
+        Store::Postgres => {
+            let admin = pg_admin_url.ok_or("no --postgres-url")?;
+            let name = format!("fdbench_{}_{}", tag, std::process::id());
+            pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name}")).await?;
+            pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
+            let url = with_database(admin, &name);
+            let db = Database::connect(&url, StoreOptions::default()).await.map_err(err)?;
+            Ok(Fresh {
+                checkpointer: Arc::new(db.checkpointer()),
+                db: Some(db),
+                url: Some(url),
+                pg_name: Some(name),
+                dir: None,
+            })
+        }
+    }
+}
+
+impl Fresh {
+    async fn dispose(self, pg_admin_url: Option<&str>) {
+        if let Some(db) = &self.db {
+            db.close().await;
+        }
+        if let (Some(name), Some(admin)) = (&self.pg_name, pg_admin_url) {
+            if let Err(e) = pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await {
+                eprintln!("warning: could not drop database {name}: {e}");
+            }
+        }
+        drop(self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// phases
+
+/// Untimed pass that counts checkpointer traffic, serialized state and model usage.
+#[derive(Debug, Default, Clone)]
+struct Counts {
+    conversations: usize,
+    puts_per_turn: f64,
+    latest_per_turn: f64,
+    thread_per_turn: f64,
+    idem_per_turn: f64,
+    bytes_per_put: f64,
+    bytes_per_turn: f64,
+    bytes_per_conversation: f64,
+    final_state_bytes: f64,
+    prompt_words_per_conversation: f64,
+    prompt_chars_per_conversation: f64,
+    llm_calls_per_conversation: f64,
+    /// Average µs of put / latest / thread per store.
+    op_micros: [Option<[f64; 3]>; 3],
+}
+
+fn counting_pass(convs: &[Conversation]) -> Result<Counts, String> {
+    let n = convs.len().min(100);
+    current_thread().block_on(async {
+        let memory: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new(1));
+        let counting = Arc::new(CountingCheckpointer::new(memory.clone()));
+        let model = scripted_w1_model();
+        let host = build_host(model.clone(), counting.clone(), Arc::new(CountingSubmitter::default()));
+        let mut tally = Tally::default();
+        let mut final_bytes = 0u64;
+        for c in &convs[..n] {
+            let obs = run_in_process(&*host, &c.thread_id, c, None).await.map_err(err)?;
+            tally.add(c, &obs, true);
+            let cp = memory.latest(&c.thread_id).await.map_err(err)?.ok_or("no checkpoint")?;
+            final_bytes += cp.state.len() as u64;
+        }
+        tally.check(&convs[..n])?;
+        let [puts, bytes, latest, thread, idem, _] = counting.snapshot();
+        let turns = (n * 8) as f64;
+        let prompt_chars: usize =
+            model.requests().iter().flat_map(|r| r.messages.iter()).map(|m| m.content.chars().count()).sum();
+        // Per turn: the puts of the turns themselves (the one `start` put per conversation excluded).
+        let turn_puts = puts as f64 - n as f64;
+        Ok(Counts {
+            conversations: n,
+            puts_per_turn: turn_puts / turns,
+            latest_per_turn: latest as f64 / turns,
+            thread_per_turn: thread as f64 / turns,
+            idem_per_turn: idem as f64 / turns,
+            bytes_per_put: bytes as f64 / puts as f64,
+            bytes_per_turn: bytes as f64 / turns,
+            bytes_per_conversation: bytes as f64 / n as f64,
+            final_state_bytes: final_bytes as f64 / n as f64,
+            prompt_words_per_conversation: tally.prompt_tokens as f64 / n as f64,
+            prompt_chars_per_conversation: prompt_chars as f64 / n as f64,
+            llm_calls_per_conversation: tally.llm_calls as f64 / n as f64,
+            op_micros: Default::default(),
+        })
+    })
+}
+
+/// Average time of the store operations a turn makes (100 conversations, one thread, timed per
+/// operation; separate from the timed rows).
+fn op_timing_pass(store: Store, convs: &[Conversation], pg: Option<&str>) -> Result<[f64; 3], String> {
+    let n = convs.len().min(100);
+    current_thread().block_on(async {
+        let fresh = fresh_store(store, "ops", pg).await?;
+        let counting = Arc::new(CountingCheckpointer::new(fresh.checkpointer.clone()));
+        let host = build_host(scripted_w1_model(), counting.clone(), Arc::new(CountingSubmitter::default()));
+        for c in &convs[..n] {
+            run_in_process(&*host, &c.thread_id, c, None).await.map_err(err)?;
+        }
+        drop(host);
+        fresh.dispose(pg).await;
+        Ok(counting.op_micros())
+    })
+}
+
+#[derive(Debug, Clone, Default)]
+struct Disk {
+    conversations: u64,
+    bytes: u64,
+    bytes_compacted: u64,
+    detail: String,
+}
+
+async fn sqlite_disk(fresh: &Fresh) -> Result<Disk, String> {
+    let db = fresh.db.as_ref().ok_or("no database")?;
+    let pool = db.sqlite_pool().ok_or("not sqlite")?;
+    let threads: i64 = sqlx::query_scalar("SELECT count(*) FROM threads").fetch_one(pool).await.map_err(err)?;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_all(pool).await.map_err(err)?;
+    let dir = fresh.dir.as_ref().ok_or("no dir")?.path();
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    let (file, wal) = (size("w1.db"), size("w1.db-wal"));
+    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(pool).await.map_err(err)?;
+    let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await.map_err(err)?;
+    sqlx::query("VACUUM").execute(pool).await.map_err(err)?;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_all(pool).await.map_err(err)?;
+    let compacted = size("w1.db") + size("w1.db-wal");
+    Ok(Disk {
+        conversations: threads as u64,
+        bytes: file + wal,
+        bytes_compacted: compacted,
+        detail: format!("db {file} B + wal {wal} B, {free} free pages of {page} B; after VACUUM {compacted} B"),
+    })
+}
+
+async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
+    let db = fresh.db.as_ref().ok_or("no database")?;
+    let pool = db.postgres_pool().ok_or("not postgres")?;
+    let threads: i64 = sqlx::query_scalar("SELECT count(*) FROM threads").fetch_one(pool).await.map_err(err)?;
+    const SIZE: &str = "SELECT (pg_total_relation_size('threads') + pg_total_relation_size('checkpoints') \
+                        + pg_total_relation_size('idempotency_keys'))::bigint";
+    let bytes: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
+    let checkpoints: i64 =
+        sqlx::query_scalar("SELECT pg_total_relation_size('checkpoints')::bigint").fetch_one(pool).await.map_err(err)?;
+    sqlx::query("VACUUM FULL threads, checkpoints, idempotency_keys").execute(pool).await.map_err(err)?;
+    let compacted: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
+    Ok(Disk {
+        conversations: threads as u64,
+        bytes: bytes as u64,
+        bytes_compacted: compacted as u64,
+        detail: format!(
+            "threads+checkpoints+idempotency_keys incl. indexes and TOAST: {bytes} B (checkpoints {checkpoints} B) \
+             as written; {compacted} B after VACUUM FULL"
+        ),
+    })
+}
+
+/// Sequential per-turn latency on one thread (current-thread runtime), then the store's size.
+fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Result<(Latency, Option<Disk>), String> {
+    current_thread().block_on(async {
+        let fresh = fresh_store(store, "lat", pg).await?;
+        let model = scripted_w1_model();
+        let host = build_host(model.clone(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        for (i, c) in convs.iter().cycle().take(WARMUP).enumerate() {
+            run_in_process(&*host, &format!("warm-{i:06}"), c, None).await.map_err(err)?;
+        }
+        let mut samples = Vec::with_capacity(convs.len() * 8);
+        let mut tally = Tally::default();
+        for c in convs {
+            let obs = run_in_process(&*host, &c.thread_id, c, Some(&mut samples)).await.map_err(err)?;
+            tally.add(c, &obs, true);
+        }
+        tally.check(convs).map_err(|e| format!("{} latency replay: {e}", STORES[store.index()]))?;
+        println!("    outcomes ok: {}", tally.summary());
+        let disk = match store {
+            Store::Memory => None,
+            Store::Sqlite => Some(sqlite_disk(&fresh).await?),
+            Store::Postgres => Some(postgres_disk(&fresh).await?),
+        };
+        drop(host);
+        fresh.dispose(pg).await;
+        Ok((stats::latency(&samples), disk))
+    })
+}
+
+#[derive(Debug, Clone, Default)]
+struct Throughput {
+    turns_per_s: f64,
+    secs: f64,
+}
+
+/// 2,000 conversations with `concurrency` in flight, driven in process on a multi-thread runtime.
+fn in_process_throughput(
+    store: Store,
+    convs: &Arc<Vec<Conversation>>,
+    concurrency: usize,
+    pg: Option<&str>,
+) -> Result<Throughput, String> {
+    multi_thread().block_on(async {
+        let fresh = fresh_store(store, "tpi", pg).await?;
+        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let (secs, tally) = drive_concurrently(convs, concurrency, {
+            let host = host.clone();
+            move |c: Conversation| {
+                let host = host.clone();
+                async move { run_in_process(&*host, &c.thread_id, &c, None).await }
+            }
+        })
+        .await?;
+        tally.check(convs).map_err(|e| format!("{} in-process throughput replay: {e}", STORES[store.index()]))?;
+        drop(host);
+        fresh.dispose(pg).await;
+        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
+    })
+}
+
+/// Runs every conversation through `one`, `concurrency` at a time; returns wall seconds.
+async fn drive_concurrently<F, Fut>(
+    convs: &Arc<Vec<Conversation>>,
+    concurrency: usize,
+    one: F,
+) -> Result<(f64, Tally), String>
+where
+    F: Fn(Conversation) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<drive::Observation, BoxError>> + Send,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (convs, next, one) = (convs.clone(), next.clone(), one.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tally = Tally::default();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(c) = convs.get(i) else { break };
+                let obs = one(c.clone()).await.map_err(|e| format!("{}: {e}", c.thread_id))?;
+                tally.add(c, &obs, true);
+            }
+            Ok::<Tally, String>(tally)
+        }));
+    }
+    let mut tally = Tally::default();
+    for task in tasks {
+        tally.merge(task.await.map_err(err)??);
+    }
+    Ok((started.elapsed().as_secs_f64(), tally))
+}
+
+/// The real server in process on 127.0.0.1:0 (SQL store from config), driven over gRPC.
+fn grpc_throughput(
+    store: Store,
+    convs: &Arc<Vec<Conversation>>,
+    concurrency: usize,
+    pg: Option<&str>,
+) -> Result<Throughput, String> {
+    multi_thread().block_on(async {
+        let fresh = fresh_store(store, "tpg", pg).await?;
+        // The server opens its own pool on the same (fresh, migrated) database.
+        if let Some(db) = &fresh.db {
+            db.close().await;
+        }
+        let dir = tempfile::Builder::new().prefix("frontdesk-bench-cfg-").tempdir().map_err(err)?;
+        let intake_path = dir.path().join("w1-intake.toml");
+        std::fs::write(&intake_path, BENCH_INTAKE_TOML).map_err(err)?;
+        let mut config = Config::default();
+        config.database.url = fresh.url.clone().ok_or("gRPC phase needs a SQL store")?;
+        config.workflows.intake.config = Some(intake_path);
+        config.shutdown_grace_secs = 5;
+        let model: Arc<dyn ChatModel> = scripted_w1_model();
+        let app = App::build(config, Overrides { model: Some(model), submitter: Some(Arc::new(CountingSubmitter::default())) })
+            .await
+            .map_err(|e| format!("App::build: {e:?}"))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(err)?;
+        let server = app.serve_on(listener).await.map_err(|e| format!("serve_on: {e:?}"))?;
+        let endpoint = format!("http://{}", server.addr);
+        let mut channels = Vec::new();
+        for _ in 0..CHANNELS {
+            channels.push(Channel::from_shared(endpoint.clone()).map_err(err)?.connect().await.map_err(err)?);
+        }
+        let counter = Arc::new(AtomicUsize::new(0));
+        let (secs, tally) = drive_concurrently(convs, concurrency, move |c: Conversation| {
+            let channel = channels[counter.fetch_add(1, Ordering::Relaxed) % CHANNELS].clone();
+            async move {
+                let mut client = ConversationServiceClient::new(channel);
+                run_grpc(&mut client, &c.thread_id, &c).await
+            }
+        })
+        .await?;
+        tally.check(convs).map_err(|e| format!("{} gRPC throughput replay: {e}", STORES[store.index()]))?;
+        if let Err(e) = server.shutdown().await {
+            eprintln!("warning: server shutdown: {e}");
+        }
+        fresh.dispose(pg).await;
+        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
+    })
+}
+
+/// HTTP/2 connections the 100 client tasks share.
+const CHANNELS: usize = 4;
+
+#[derive(Debug, Clone, Default)]
+struct Rss {
+    label: String,
+    conversations: usize,
+    before: u64,
+    after: u64,
+    secs: f64,
+}
+
+impl Rss {
+    fn per_conversation(&self) -> f64 {
+        self.after.saturating_sub(self.before) as f64 / self.conversations.max(1) as f64
+    }
+}
+
+/// Runs `rss-probe` in a fresh process, so memory freed by earlier phases is not reused.
+fn run_rss_probe(store: &str, model: &str, n: usize) -> Result<Rss, String> {
+    let exe = std::env::current_exe().map_err(err)?;
+    let out = std::process::Command::new(exe)
+        .args(["rss-probe", "--store", store, "--model", model, "--rss-conversations", &n.to_string()])
+        .output()
+        .map_err(err)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("rss-probe {store}/{model} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let line = stdout.lines().find_map(|l| l.strip_prefix("RSS_PROBE ")).ok_or("rss-probe printed no result")?;
+    let v: serde_json::Value = serde_json::from_str(line).map_err(err)?;
+    let get = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok(Rss {
+        label: format!("{store}, {model} model"),
+        conversations: get("conversations") as usize,
+        before: get("before"),
+        after: get("after"),
+        secs: v["secs"].as_f64().unwrap_or(0.0),
+    })
+}
+
+/// Child process: RSS before and after creating N idle 8-turn conversations.
+fn rss_probe(args: &Args) -> Result<(), String> {
+    let n = args.rss_conversations;
+    let convs = workload::conversations(n);
+    let store = match args.store.as_str() {
+        "memory" => Store::Memory,
+        "sqlite" => Store::Sqlite,
+        other => return Err(format!("rss-probe supports memory and sqlite, not {other}")),
+    };
+    let model: Arc<dyn ChatModel> = match args.model.as_str() {
+        "rules" => Arc::new(RulesModel),
+        "scripted" => scripted_w1_model(),
+        other => return Err(format!("unknown model {other}")),
+    };
+    multi_thread().block_on(async {
+        let fresh = fresh_store(store, "rss", None).await?;
+        let host: Arc<dyn ConversationWorkflow> =
+            build_host(model, fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let warm: Arc<Vec<Conversation>> = Arc::new(
+            convs
+                .iter()
+                .take(200)
+                .enumerate()
+                .map(|(i, c)| Conversation { thread_id: format!("warm-{i:06}"), ..c.clone() })
+                .collect(),
+        );
+        let one = {
+            let host = host.clone();
+            move |c: Conversation| {
+                let host = host.clone();
+                async move { run_in_process(&*host, &c.thread_id, &c, None).await }
+            }
+        };
+        drive_concurrently(&warm, 8, one.clone()).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = stats::vm_rss();
+        let convs = Arc::new(convs);
+        let (secs, tally) = drive_concurrently(&convs, 8, one).await?;
+        tally.check(&convs)?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = stats::vm_rss();
+        println!(
+            "RSS_PROBE {}",
+            serde_json::json!({"conversations": n, "before": before, "after": after, "secs": secs})
+        );
+        drop(host);
+        fresh.dispose(None).await;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the W1 run
+
+#[derive(Default)]
+struct Results {
+    hash: String,
+    counts: Counts,
+    latency: [Option<Latency>; 3],
+    disk: [Option<Disk>; 3],
+    in_process: [Option<Throughput>; 3],
+    grpc: [Option<Throughput>; 3],
+    rss: Vec<Rss>,
+    total_secs: f64,
+}
+
+fn run_w1(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let pg = args.postgres_url.as_deref();
+    let n = args.conversations;
+    println!("Frontdesk engine benchmark, workload W1 (intake conversation)");
+    println!("  model: SCRIPTED test double (frontdesk_llm::ScriptedModel::from_fn) following W1's node rules; no LLM");
+    println!("  submitter: in-memory counter defined in the bench (nothing is filed; LangGraph's W1 submits nothing)");
+    println!(
+        "  machine: {} x {}, {:.1} GiB, {}; build: {}",
+        stats::nproc(),
+        stats::cpu_model(),
+        stats::mem_total_gib(),
+        stats::os_name(),
+        if cfg!(debug_assertions) { "debug (numbers meaningless)" } else { "release" }
+    );
+
+    // Workload: native generator, verified against the published sha256.
+    workload::prng_self_test()?;
+    let all = workload::conversations(n.max(2000));
+    let hash = workload::sha256_hex(&all[..2000]);
+    if hash != workload::W1_SHA256_2000 {
+        return Err(format!("w1_conversations.jsonl sha256 {hash} != published {}", workload::W1_SHA256_2000));
+    }
+    println!("  workload: {n} conversations x 8 turns; w1_conversations.jsonl (2,000) sha256 {hash} matches WORKLOADS.md");
+    let convs: Arc<Vec<Conversation>> = Arc::new(all[..n].to_vec());
+    let mut r = Results { hash, ..Default::default() };
+
+    let stores: Vec<Store> = [(Store::Memory, "memory"), (Store::Sqlite, "sqlite"), (Store::Postgres, "postgres")]
+        .into_iter()
+        .filter(|(s, name)| args.stores.iter().any(|x| x == name) && (*s != Store::Postgres || pg.is_some()))
+        .map(|(s, _)| s)
+        .collect();
+    if args.phase("count") {
+        println!("\n[1/5] counting pass (100 conversations, untimed rows)");
+        r.counts = counting_pass(&convs)?;
+        let c = &r.counts;
+        println!(
+            "    per turn: {:.2} checkpoint writes, {:.2} latest() reads, {:.2} thread() reads; {:.0} B per write, \
+             {:.0} B per turn; {:.0} B per conversation; final state {:.0} B",
+            c.puts_per_turn,
+            c.latest_per_turn,
+            c.thread_per_turn,
+            c.bytes_per_put,
+            c.bytes_per_turn,
+            c.bytes_per_conversation,
+            c.final_state_bytes
+        );
+        for &store in &stores {
+            let [put, latest, thread] = op_timing_pass(store, &convs, pg)?;
+            println!(
+                "    {:<20} store op averages: put {put:.1} us, latest {latest:.1} us, thread {thread:.1} us",
+                STORES[store.index()]
+            );
+            r.counts.op_micros[store.index()] = Some([put, latest, thread]);
+        }
+    }
+
+    if args.phase("latency") {
+        println!("\n[2/5] per-turn latency, sequential on one thread ({n} conversations after {WARMUP} warm-up)");
+        for &store in &stores {
+            let (lat, disk) = latency_phase(store, &convs, pg)?;
+            println!(
+                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us   per-turn p50 {:?}",
+                STORES[store.index()],
+                lat.p50_us,
+                lat.p99_us,
+                lat.mean_us,
+                lat.max_us,
+                lat.per_turn_p50_us.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>()
+            );
+            if let Some(d) = &disk {
+                println!("    {:<20} disk: {}", "", d.detail);
+            }
+            r.latency[store.index()] = Some(lat);
+            r.disk[store.index()] = disk;
+        }
+    }
+
+    if args.phase("inproc") {
+        println!("\n[3/5] throughput in process, {} conversations in flight (multi-thread runtime)", args.concurrency);
+        for &store in &stores {
+            let t = in_process_throughput(store, &convs, args.concurrency, pg)?;
+            println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
+            r.in_process[store.index()] = Some(t);
+        }
+    }
+
+    if args.phase("grpc") {
+        println!(
+            "\n[4/5] throughput over gRPC on loopback, {} conversations in flight, {CHANNELS} HTTP/2 connections",
+            args.concurrency
+        );
+        for &store in stores.iter().filter(|s| **s != Store::Memory) {
+            let t = grpc_throughput(store, &convs, args.concurrency, pg)?;
+            println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
+            r.grpc[store.index()] = Some(t);
+        }
+    }
+
+    if args.phase("rss") && args.rss_conversations > 0 {
+        println!(
+            "\n[5/5] resident memory per idle conversation ({} conversations, fresh process each)",
+            args.rss_conversations
+        );
+        for (store, model) in [("sqlite", "rules"), ("memory", "rules"), ("sqlite", "scripted")] {
+            let rss = run_rss_probe(store, model, args.rss_conversations)?;
+            println!(
+                "    {:<26} before {:>6.1} MiB  after {:>6.1} MiB  => {:>8.0} B per conversation ({:.1} s)",
+                rss.label,
+                rss.before as f64 / 1048576.0,
+                rss.after as f64 / 1048576.0,
+                rss.per_conversation(),
+                rss.secs
+            );
+            r.rss.push(rss);
+        }
+    }
+    r.total_secs = started.elapsed().as_secs_f64();
+
+    let report = markdown(args, &r);
+    println!("\n{report}");
+    if let Some(out) = &args.out {
+        write_out(out, &report)?;
+        println!("(written to {})", out.display());
+    }
+    println!("all replays reproduced W1's outcome counts and per-turn modes; total {:.0} s", r.total_secs);
+    Ok(())
+}
+
+fn write_out(path: &Path, report: &str) -> Result<(), String> {
+    std::fs::write(path, report).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn ms(us: f64) -> String {
+    if us >= 100.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{:.3} ms", us / 1000.0)
+    }
+}
+
+fn kb(bytes: f64) -> String {
+    format!("{:.1} KB", bytes / 1000.0)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "**met**"
+    } else {
+        "**not met**"
+    }
+}
+
+fn markdown(args: &Args, r: &Results) -> String {
+    let mut s = String::new();
+    let cmd = {
+        let mut c = format!("cargo run --release -p frontdesk-bench -- w1 --conversations {}", args.conversations);
+        if args.postgres_url.is_some() {
+            c.push_str(" --postgres-url \"$(scripts/ensure-postgres.sh | tail -n1)\"");
+        }
+        if let Some(out) = &args.out {
+            let _ = write!(c, " --out {}", out.display());
+        }
+        c
+    };
+    let _ = writeln!(s, "### W1 results ({})\n", stats::now_utc());
+    let _ = writeln!(s, "- Command: `{cmd}`");
+    let _ = writeln!(
+        s,
+        "- Machine: {} x {} (nproc {}), {:.1} GiB RAM, {}; {}; build profile {} (`[profile.release]`, debug = line-tables-only)",
+        stats::nproc(),
+        stats::cpu_model(),
+        stats::nproc(),
+        stats::mem_total_gib(),
+        stats::os_name(),
+        stats::rustc_version(),
+        if cfg!(debug_assertions) { "dev (NOT representative)" } else { "release" }
+    );
+    let outcome = if args.conversations == 2000 {
+        "team-dba 690 / team-net 692 / team-app 618, rollback_plan unknown in 491".to_owned()
+    } else {
+        format!("the outcome counts the generator implies for {} conversations", args.conversations)
+    };
+    let _ = writeln!(
+        s,
+        "- Workload: {} conversations x 8 turns generated natively (SplitMix64, seed 0x5EED0001); \
+         `w1_conversations.jsonl` (2,000) sha256 `{}` = WORKLOADS.md. Every replay reproduced {outcome} and the \
+         modes CHAT, ELICITATION x3, REVIEW x2, CHAT x2 after turns 1-8 (the bench exits non-zero otherwise).",
+        args.conversations, r.hash
+    );
+    let _ = writeln!(
+        s,
+        "- Model: SCRIPTED test double (`ScriptedModel::from_fn`) answering by W1's node rules from the prompt text; \
+         submitter: in-memory counter. Whole run: {:.0} s.\n",
+        r.total_secs
+    );
+
+    let _ = writeln!(s, "| W1 | Frontdesk | LangGraph 1.2.22 | Frontdesk advantage | Target | |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---|---|");
+    for i in 0..3 {
+        if let Some(l) = &r.latency[i] {
+            let ratio = LG_P50_MS[i] * 1000.0 / l.p50_us;
+            let _ = writeln!(
+                s,
+                "| per turn p50 (p99), {}, one thread | {} ({}) | {} ms ({}) | {:.0}x | >= 30x faster | {} |",
+                STORES[i],
+                ms(l.p50_us),
+                ms(l.p99_us),
+                LG_P50_MS[i],
+                LG_P99_MS[i],
+                ratio,
+                met(ratio >= 30.0)
+            );
+        }
+    }
+    for i in 0..3 {
+        let (t, how) = match (&r.grpc[i], &r.in_process[i]) {
+            (Some(t), _) => (t, "over gRPC (loopback)"),
+            (None, Some(t)) => (t, "in process (no gRPC)"),
+            _ => continue,
+        };
+        let ratio = t.turns_per_s / LG_TPUT[i];
+        let _ = writeln!(
+            s,
+            "| throughput, {} in flight, {}, {} | {:.0} turns/s | {:.0} turns/s | {:.0}x | >= 50x | {} |",
+            args.concurrency,
+            STORES[i],
+            how,
+            t.turns_per_s,
+            LG_TPUT[i],
+            ratio,
+            met(ratio >= 50.0)
+        );
+    }
+    for i in 1..3 {
+        if let Some(d) = &r.disk[i] {
+            let per = d.bytes as f64 / d.conversations.max(1) as f64;
+            let _ = writeln!(
+                s,
+                "| on disk per 8-turn conversation, {} | {} ({} compacted) | {:.0} KB | {:.0}x | <= 8 KB | {} |",
+                STORES[i],
+                kb(per),
+                kb(d.bytes_compacted as f64 / d.conversations.max(1) as f64),
+                LG_DISK_KB[i - 1],
+                LG_DISK_KB[i - 1] * 1000.0 / per,
+                met(per <= 8000.0)
+            );
+        }
+    }
+    for rss in &r.rss {
+        let per = rss.per_conversation();
+        let target = rss.label.starts_with("sqlite, rules");
+        let _ = writeln!(
+            s,
+            "| resident per idle conversation, {} | {:.0} B | {:.0} KB (in-memory saver) | {:.0}x | {} | {} |",
+            rss.label,
+            per,
+            LG_RSS_KB,
+            LG_RSS_KB * 1000.0 / per.max(1.0),
+            if target { "<= 4 KB" } else { "(for information)" },
+            if target { met(per <= 4096.0) } else { "" }
+        );
+    }
+    let c = &r.counts;
+    if c.conversations > 0 {
+        let _ = writeln!(
+            s,
+            "| checkpoint state serialized per 8-turn conversation (all writes) | {} | {:.0} KB | {:.1}x | | |",
+            kb(c.bytes_per_conversation),
+            LG_SERIALIZED_KB,
+            LG_SERIALIZED_KB * 1000.0 / c.bytes_per_conversation
+        );
+    }
+
+    let _ = writeln!(s, "\nDetails:\n");
+    for i in 0..3 {
+        if let Some(l) = &r.latency[i] {
+            let per_turn: Vec<String> = l.per_turn_p50_us.iter().map(|v| format!("{v:.0}")).collect();
+            let _ = writeln!(
+                s,
+                "- Latency, {}: {} turns, p50 {:.1} us, p99 {:.1} us, mean {:.1} us, max {:.1} us; p50 by turn 1-8 (us): {}.",
+                STORES[i],
+                l.n,
+                l.p50_us,
+                l.p99_us,
+                l.mean_us,
+                l.max_us,
+                per_turn.join(" / ")
+            );
+        }
+    }
+    for i in 0..3 {
+        if let Some(t) = &r.in_process[i] {
+            let _ = writeln!(
+                s,
+                "- Throughput in process (ConversationHost, {} tasks, no gRPC), {}: {:.0} turns/s ({:.1} s for {} turns).",
+                args.concurrency,
+                STORES[i],
+                t.turns_per_s,
+                t.secs,
+                args.conversations * 8
+            );
+        }
+    }
+    for i in 0..3 {
+        if let Some(t) = &r.grpc[i] {
+            let _ = writeln!(
+                s,
+                "- Throughput over gRPC, {}: {:.0} turns/s ({:.1} s; includes the 2,000 StartConversation calls).",
+                STORES[i], t.turns_per_s, t.secs
+            );
+        }
+    }
+    for i in 1..3 {
+        if let Some(d) = &r.disk[i] {
+            let _ = writeln!(s, "- Disk, {} ({} conversations incl. warm-up): {}.", STORES[i], d.conversations, d.detail);
+        }
+    }
+    for rss in &r.rss {
+        let _ = writeln!(
+            s,
+            "- RSS, {}: {:.1} MiB before, {:.1} MiB after {} idle conversations => {:.0} B each.",
+            rss.label,
+            rss.before as f64 / 1048576.0,
+            rss.after as f64 / 1048576.0,
+            rss.conversations,
+            rss.per_conversation()
+        );
+    }
+    if c.conversations > 0 {
+        let _ = writeln!(
+            s,
+            "- Per turn (counting pass, {} conversations): {:.2} checkpoint writes, {:.2} `latest` reads, {:.2} \
+             `thread` reads, {:.2} idempotency look-ups; {:.0} B of serialized state per write, {:.0} B per turn; \
+             final state {:.0} B.",
+            c.conversations,
+            c.puts_per_turn,
+            c.latest_per_turn,
+            c.thread_per_turn,
+            c.idem_per_turn,
+            c.bytes_per_put,
+            c.bytes_per_turn,
+            c.final_state_bytes
+        );
+        for (i, ops) in c.op_micros.iter().enumerate() {
+            if let Some([put, latest, thread]) = ops {
+                let _ = writeln!(
+                    s,
+                    "- Store operations, {} (average, one thread): put {put:.1} us, latest {latest:.1} us, \
+                     thread {thread:.1} us.",
+                    STORES[i]
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "- Model traffic per conversation: {:.1} calls, {:.0} prompt words (the scripted model's token count: \
+             whitespace-separated words), {:.0} prompt characters.",
+            c.llm_calls_per_conversation, c.prompt_words_per_conversation, c.prompt_chars_per_conversation
+        );
+    }
+    s
+}

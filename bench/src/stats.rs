@@ -1,0 +1,120 @@
+//! Small measurement helpers: percentiles, resident memory, machine description.
+
+/// Latency summary of a set of samples (nanoseconds).
+#[derive(Debug, Clone, Default)]
+pub struct Latency {
+    pub n: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+    pub max_us: f64,
+    /// p50 of each of the 8 turns.
+    pub per_turn_p50_us: Vec<f64>,
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1] as f64 / 1_000.0
+}
+
+/// `samples` are per-turn latencies in turn order, 8 per conversation.
+pub fn latency(samples: &[u64]) -> Latency {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let per_turn_p50_us = (0..8)
+        .map(|t| {
+            let mut turn: Vec<u64> = samples.iter().skip(t).step_by(8).copied().collect();
+            turn.sort_unstable();
+            percentile(&turn, 50.0)
+        })
+        .collect();
+    Latency {
+        n: samples.len(),
+        p50_us: percentile(&sorted, 50.0),
+        p99_us: percentile(&sorted, 99.0),
+        mean_us: sorted.iter().sum::<u64>() as f64 / sorted.len().max(1) as f64 / 1_000.0,
+        max_us: sorted.last().copied().unwrap_or(0) as f64 / 1_000.0,
+        per_turn_p50_us,
+    }
+}
+
+/// VmRSS of this process, in bytes.
+pub fn vm_rss() -> u64 {
+    status_kb("VmRSS:") * 1024
+}
+
+fn status_kb(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+pub fn nproc() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+pub fn mem_total_gib() -> f64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0 / 1024.0
+}
+
+pub fn os_name() -> String {
+    std::fs::read_to_string("/etc/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_owned()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+pub fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned())
+}
+
+pub fn rustc_version() -> String {
+    std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let v: Vec<u64> = (1..=100).map(|x| x * 1_000).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+    }
+}

@@ -1,0 +1,298 @@
+// Package frontdesk is the Go client for Frontdesk, the gRPC service for LLM multi-agent
+// workflows as durable graphs. The generated messages and gRPC stubs are in the frontdeskv1
+// package beside it.
+//
+//	c, err := frontdesk.Dial("127.0.0.1:50051")
+//	if err != nil { ... }
+//	defer c.Close()
+//	started, err := c.StartConversation(ctx, "intake")
+//	turn := c.SendMessage(ctx, started.GetConversation().GetConversationId(), "Hello")
+//	for ev := range turn.Events() {
+//		fmt.Println(ev.GetEventId(), frontdesk.EventKind(ev), ev.GetNode())
+//	}
+//	result, err := turn.Result()
+package frontdesk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+// Client calls ConversationService and WorkflowService. It is safe for concurrent use.
+type Client struct {
+	// Conversations and Workflows are the generated stubs, for what the wrapper lacks.
+	Conversations v1.ConversationServiceClient
+	Workflows     v1.WorkflowServiceClient
+
+	conn  *grpc.ClientConn
+	owned bool
+}
+
+// Dial creates a client for target (host:port). Without options the connection is
+// plaintext; pass grpc.WithTransportCredentials for TLS, or other dial options. The
+// connection is made lazily, on the first call.
+func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c := New(conn)
+	c.owned = true
+	return c, nil
+}
+
+// New wraps an existing connection; Close then leaves it open.
+func New(conn *grpc.ClientConn) *Client {
+	return &Client{
+		Conversations: v1.NewConversationServiceClient(conn),
+		Workflows:     v1.NewWorkflowServiceClient(conn),
+		conn:          conn,
+	}
+}
+
+// Close closes the connection if Dial made it.
+func (c *Client) Close() error {
+	if c.owned {
+		return c.conn.Close()
+	}
+	return nil
+}
+
+// StartOption configures StartConversation.
+type StartOption func(*v1.StartConversationRequest)
+
+// WithConversationID sets a caller-chosen conversation id.
+func WithConversationID(id string) StartOption {
+	return func(r *v1.StartConversationRequest) { r.ConversationId = id }
+}
+
+// WithStartIdempotencyKey makes a retried StartConversation return the first outcome.
+func WithStartIdempotencyKey(key string) StartOption {
+	return func(r *v1.StartConversationRequest) { r.IdempotencyKey = key }
+}
+
+// StartConversation creates a conversation on workflow ("intake"); the response has the
+// conversation and its welcome message.
+func (c *Client) StartConversation(ctx context.Context, workflow string, opts ...StartOption) (*v1.StartConversationResponse, error) {
+	req := &v1.StartConversationRequest{Workflow: workflow}
+	for _, o := range opts {
+		o(req)
+	}
+	res, err := c.Conversations.StartConversation(ctx, req)
+	return res, wrapError(err)
+}
+
+// SendOption configures SendMessage.
+type SendOption func(*v1.SendMessageRequest)
+
+// WithIdempotencyKey makes a retried SendMessage replay the first call's result.
+func WithIdempotencyKey(key string) SendOption {
+	return func(r *v1.SendMessageRequest) { r.IdempotencyKey = key }
+}
+
+// WithBusyPolicy says what to do when another turn runs on the conversation.
+func WithBusyPolicy(p v1.BusyPolicy) SendOption {
+	return func(r *v1.SendMessageRequest) { r.BusyPolicy = p }
+}
+
+// SendMessage sends one user turn. Range over Turn.Events for the run's events as they
+// arrive, then call Turn.Result. Cancelling ctx (or calling Turn.Cancel) stops the call;
+// the run itself was committed when RunStarted arrived and finishes on the server.
+func (c *Client) SendMessage(ctx context.Context, conversationID, text string, opts ...SendOption) *Turn {
+	req := &v1.SendMessageRequest{ConversationId: conversationID, Text: text}
+	for _, o := range opts {
+		o(req)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &Turn{ctx: ctx, cancel: cancel}
+	t.stream, t.err = c.Conversations.SendMessage(ctx, req)
+	if t.err != nil {
+		t.err = wrapError(t.err)
+		t.done = true
+		cancel()
+	}
+	return t
+}
+
+// Turn is one SendMessage call in progress.
+type Turn struct {
+	stream grpc.ServerStreamingClient[v1.SendMessageResponse]
+	ctx    context.Context
+	cancel context.CancelFunc
+	result *v1.TurnResult
+	err    error
+	done   bool
+	// Received holds every event received so far, in order.
+	Received []*v1.RunEvent
+}
+
+// next receives the next event; nil when the stream has ended (see result and err).
+func (t *Turn) next() *v1.RunEvent {
+	for !t.done {
+		if err := t.ctx.Err(); err != nil {
+			// cancelled: deliver nothing more, even what had already arrived
+			t.done = true
+			t.err = wrapError(status.FromContextError(err).Err())
+			return nil
+		}
+		res, err := t.stream.Recv()
+		if err != nil {
+			t.done = true
+			t.cancel()
+			if errors.Is(err, io.EOF) {
+				if t.result == nil {
+					t.err = &Error{Code: codes.Internal, Message: "SendMessage stream ended without a TurnResult"}
+				}
+			} else {
+				t.err = wrapError(err)
+			}
+			return nil
+		}
+		switch p := res.GetPayload().(type) {
+		case *v1.SendMessageResponse_Event:
+			t.Received = append(t.Received, p.Event)
+			return p.Event
+		case *v1.SendMessageResponse_Result:
+			t.result = p.Result
+		}
+	}
+	return nil
+}
+
+// Events yields the run's events as they arrive. It ends when the stream does; then Result
+// tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
+func (t *Turn) Events() iter.Seq[*v1.RunEvent] {
+	return func(yield func(*v1.RunEvent) bool) {
+		for ev := t.next(); ev != nil; ev = t.next() {
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+// Result drains any events not yet received and returns the turn's result, or the error
+// that ended the stream (a *Error).
+func (t *Turn) Result() (*v1.TurnResult, error) {
+	for t.next() != nil {
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	return t.result, nil
+}
+
+// Cancel stops the call.
+func (t *Turn) Cancel() { t.cancel() }
+
+// EventKind names an event's kind: "run_started", "node_started", "token_delta", ...,
+// "run_finished".
+func EventKind(ev *v1.RunEvent) string {
+	switch ev.GetKind().(type) {
+	case *v1.RunEvent_RunStarted:
+		return "run_started"
+	case *v1.RunEvent_NodeStarted:
+		return "node_started"
+	case *v1.RunEvent_NodeFinished:
+		return "node_finished"
+	case *v1.RunEvent_TokenDelta:
+		return "token_delta"
+	case *v1.RunEvent_LlmCallFinished:
+		return "llm_call_finished"
+	case *v1.RunEvent_ToolCalled:
+		return "tool_called"
+	case *v1.RunEvent_ToolReturned:
+		return "tool_returned"
+	case *v1.RunEvent_RunInterrupted:
+		return "run_interrupted"
+	case *v1.RunEvent_RunFinished:
+		return "run_finished"
+	case *v1.RunEvent_RunFailed:
+		return "run_failed"
+	default:
+		return "unknown"
+	}
+}
+
+// GetConversation returns a conversation and its whole message history, oldest first.
+func (c *Client) GetConversation(ctx context.Context, conversationID string) (*v1.GetConversationResponse, error) {
+	res, err := c.Conversations.GetConversation(ctx, &v1.GetConversationRequest{ConversationId: conversationID})
+	return res, wrapError(err)
+}
+
+// ListConversations returns one page, in the server's order; NextPageToken is empty on the
+// last.
+func (c *Client) ListConversations(ctx context.Context, req *v1.ListConversationsRequest) (*v1.ListConversationsResponse, error) {
+	if req == nil {
+		req = &v1.ListConversationsRequest{}
+	}
+	res, err := c.Conversations.ListConversations(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllConversations yields every conversation of workflow ("" for all), in the server's order,
+// fetching pages of pageSize (0 for the server's default) as needed.
+func (c *Client) AllConversations(ctx context.Context, workflow string, pageSize int32) iter.Seq2[*v1.Conversation, error] {
+	return func(yield func(*v1.Conversation, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListConversations(ctx, &v1.ListConversationsRequest{
+				Workflow: workflow, PageSize: pageSize, PageToken: token,
+			})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, conv := range page.GetConversations() {
+				if !yield(conv, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
+}
+
+// ResetConversation clears a conversation's messages and request fields.
+func (c *Client) ResetConversation(ctx context.Context, conversationID string) (*v1.Conversation, error) {
+	res, err := c.Conversations.ResetConversation(ctx, &v1.ResetConversationRequest{ConversationId: conversationID})
+	return res.GetConversation(), wrapError(err)
+}
+
+// DeleteConversation erases a conversation with every checkpoint and message.
+func (c *Client) DeleteConversation(ctx context.Context, conversationID string) error {
+	_, err := c.Conversations.DeleteConversation(ctx, &v1.DeleteConversationRequest{ConversationId: conversationID})
+	return wrapError(err)
+}
+
+// ListWorkflows lists the workflows the server hosts.
+func (c *Client) ListWorkflows(ctx context.Context) ([]*v1.Workflow, error) {
+	res, err := c.Workflows.ListWorkflows(ctx, &v1.ListWorkflowsRequest{})
+	return res.GetWorkflows(), wrapError(err)
+}
+
+// DescribeWorkflow returns a workflow's graph: nodes, edges and a mermaid rendering.
+func (c *Client) DescribeWorkflow(ctx context.Context, name string) (*v1.DescribeWorkflowResponse, error) {
+	res, err := c.Workflows.DescribeWorkflow(ctx, &v1.DescribeWorkflowRequest{Name: name})
+	return res, wrapError(err)
+}
+
+// CancelRun stops a running run; false when it had already ended.
+func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
+	res, err := c.Workflows.CancelRun(ctx, &v1.CancelRunRequest{RunId: runID})
+	return res.GetCancelled(), wrapError(err)
+}

@@ -1,0 +1,287 @@
+package frontdesk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	frontdesk "github.com/frontdesk/frontdesk/client/go"
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+const scriptedReply = "Hello from the scripted demo model."
+
+// client connects to FRONTDESK_ADDR, a frontdesk-server with the scripted demo model
+// (scripts/sdk-tests.sh starts one). Without it the test is skipped, unless
+// FRONTDESK_REQUIRE_SERVER=1 (set by the script), when it fails.
+func client(t *testing.T) (*frontdesk.Client, context.Context) {
+	t.Helper()
+	addr := os.Getenv("FRONTDESK_ADDR")
+	if addr == "" {
+		if os.Getenv("FRONTDESK_REQUIRE_SERVER") == "1" {
+			t.Fatal("FRONTDESK_ADDR is not set but FRONTDESK_REQUIRE_SERVER=1")
+		}
+		t.Skip("FRONTDESK_ADDR not set: no live frontdesk-server to test against")
+	}
+	c, err := frontdesk.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c, ctx
+}
+
+func start(t *testing.T, c *frontdesk.Client, ctx context.Context, opts ...frontdesk.StartOption) string {
+	t.Helper()
+	res, err := c.StartConversation(ctx, "intake", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetConversation().GetConversationId()
+}
+
+func TestWorkflows(t *testing.T) {
+	c, ctx := client(t)
+	wfs, err := c.ListWorkflows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range wfs {
+		found = found || w.GetName() == "intake"
+	}
+	if !found {
+		t.Fatalf("intake not in %v", wfs)
+	}
+	graph, err := c.DescribeWorkflow(ctx, "intake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, n := range graph.GetNodes() {
+		nodes[n.GetName()] = true
+	}
+	if !nodes["supervisor"] || !nodes["chat_agent"] || graph.GetMermaid() == "" {
+		t.Fatalf("unexpected graph: %v", graph)
+	}
+}
+
+func TestStartConversation(t *testing.T) {
+	c, ctx := client(t)
+	res, err := c.StartConversation(ctx, "intake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetConversation().GetWorkflow() != "intake" || res.GetWelcome().GetRole() != v1.Role_ROLE_ASSISTANT || res.GetWelcome().GetText() == "" {
+		t.Fatalf("unexpected response: %v", res)
+	}
+}
+
+func TestSendMessageStreamsNodeEventsThenResult(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	turn := c.SendMessage(ctx, id, "Hi, what can you do?")
+	var events []*v1.RunEvent
+	for ev := range turn.Events() {
+		events = append(events, ev)
+	}
+	result, err := turn.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) == 0 || frontdesk.EventKind(events[0]) != "run_started" || frontdesk.EventKind(events[len(events)-1]) != "run_finished" {
+		t.Fatalf("stream must start with run_started and end with run_finished: %v", events)
+	}
+	var nodeEvents []string
+	var deltas strings.Builder
+	for i, ev := range events {
+		if ev.GetEventId() != uint64(i+1) {
+			t.Fatalf("event %d has id %d", i, ev.GetEventId())
+		}
+		if ev.GetRunId() != result.GetRunId() {
+			t.Fatalf("event for run %s, result for %s", ev.GetRunId(), result.GetRunId())
+		}
+		switch k := frontdesk.EventKind(ev); k {
+		case "node_started", "node_finished":
+			nodeEvents = append(nodeEvents, ev.GetNode()+":"+k)
+		case "token_delta":
+			deltas.WriteString(ev.GetTokenDelta().GetText())
+		}
+	}
+	want := "supervisor:node_started supervisor:node_finished chat_agent:node_started chat_agent:node_finished"
+	if got := strings.Join(nodeEvents, " "); got != want {
+		t.Fatalf("node events\n got %s\nwant %s", got, want)
+	}
+	reply := result.GetReply()
+	if !strings.HasPrefix(reply.GetText(), scriptedReply) || deltas.String() != reply.GetText() || reply.GetNode() != "chat_agent" {
+		t.Fatalf("unexpected reply %v (deltas %q)", reply, deltas.String())
+	}
+	if result.GetConversation().GetTurnCount() != 1 || result.GetReplayed() {
+		t.Fatalf("unexpected result %v", result)
+	}
+	if len(turn.Received) != len(events) {
+		t.Fatalf("Received has %d events, loop saw %d", len(turn.Received), len(events))
+	}
+}
+
+func TestResultAloneAndIdempotentReplay(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	key := fmt.Sprintf("go-%d", time.Now().UnixNano())
+	first, err := c.SendMessage(ctx, id, "hello", frontdesk.WithIdempotencyKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.SendMessage(ctx, id, "hello", frontdesk.WithIdempotencyKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.GetReplayed() || again.GetReply().GetText() != first.GetReply().GetText() || again.GetConversation().GetTurnCount() != 1 {
+		t.Fatalf("expected a replay of %v, got %v", first, again)
+	}
+}
+
+func TestGetListResetDelete(t *testing.T) {
+	c, ctx := client(t)
+	id := fmt.Sprintf("go-%d", time.Now().UnixNano())
+	start(t, c, ctx, frontdesk.WithConversationID(id))
+	if _, err := c.SendMessage(ctx, id, "hello there").Result(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetConversation(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := got.GetMessages()
+	if got.GetConversation().GetTurnCount() != 1 || len(msgs) < 2 ||
+		msgs[len(msgs)-2].GetRole() != v1.Role_ROLE_USER || msgs[len(msgs)-2].GetText() != "hello there" ||
+		msgs[len(msgs)-1].GetRole() != v1.Role_ROLE_ASSISTANT {
+		t.Fatalf("unexpected conversation %v", got)
+	}
+	found := false
+	for conv, err := range c.AllConversations(ctx, "intake", 50) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if conv.GetConversationId() == id {
+			found = true
+			break // breaking stops fetching pages
+		}
+	}
+	if !found {
+		t.Fatalf("%s not listed", id)
+	}
+	page, err := c.ListConversations(ctx, &v1.ListConversationsRequest{Workflow: "intake", PageSize: 1})
+	if err != nil || len(page.GetConversations()) != 1 || page.GetNextPageToken() == "" {
+		t.Fatalf("page of 1: %v %v", page, err)
+	}
+	page2, err := c.ListConversations(ctx, &v1.ListConversationsRequest{Workflow: "intake", PageSize: 1, PageToken: page.GetNextPageToken()})
+	if err != nil || len(page2.GetConversations()) != 1 ||
+		page2.GetConversations()[0].GetConversationId() == page.GetConversations()[0].GetConversationId() {
+		t.Fatalf("second page of 1: %v %v", page2, err)
+	}
+	if _, err := c.ResetConversation(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteConversation(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetConversation(ctx, id)
+	if fe, ok := frontdesk.AsError(err); !ok || fe.Code != codes.NotFound {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestEmptyTextIsInvalidArgument(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	_, err := c.SendMessage(ctx, id, "").Result()
+	fe, ok := frontdesk.AsError(err)
+	if !ok {
+		t.Fatalf("want *frontdesk.Error, got %v", err)
+	}
+	if fe.Code != codes.InvalidArgument || fe.Reason != "INVALID_ARGUMENT" || fe.Domain != "frontdesk.dev" {
+		t.Fatalf("unexpected error %+v", fe)
+	}
+	if len(fe.FieldViolations) != 1 || fe.FieldViolations[0].Field != "text" || fe.FieldViolations[0].Description == "" {
+		t.Fatalf("unexpected field violations %+v", fe.FieldViolations)
+	}
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("status.Code sees %v", status.Code(err))
+	}
+}
+
+func TestUnknownConversationIsNotFound(t *testing.T) {
+	c, ctx := client(t)
+	_, err := c.GetConversation(ctx, "no-such-conversation")
+	var fe *frontdesk.Error
+	if !errors.As(err, &fe) || fe.Code != codes.NotFound || fe.Reason != "NOT_FOUND" {
+		t.Fatalf("unexpected error %v", err)
+	}
+	_, err = c.SendMessage(ctx, "no-such-conversation", "hi").Result()
+	if fe, ok := frontdesk.AsError(err); !ok || fe.Code != codes.NotFound {
+		t.Fatalf("unexpected error %v", err)
+	}
+}
+
+func TestContextCancellationStopsTheStream(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	turn := c.SendMessage(callCtx, id, "hello")
+	n := 0
+	for range turn.Events() {
+		n++
+		cancel()
+	}
+	_, err := turn.Result()
+	if fe, ok := frontdesk.AsError(err); !ok || fe.Code != codes.Canceled {
+		t.Fatalf("want CANCELED, got %v after %d events", err, n)
+	}
+	for _, ev := range turn.Received {
+		if frontdesk.EventKind(ev) == "run_finished" {
+			t.Fatalf("stream was not cut short: %d events", n)
+		}
+	}
+}
+
+func TestConcurrentTurns(t *testing.T) {
+	c, ctx := client(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.StartConversation(ctx, "intake")
+			if err != nil {
+				errs <- err
+				return
+			}
+			id := res.GetConversation().GetConversationId()
+			r, err := c.SendMessage(ctx, id, fmt.Sprintf("turn %d", i)).Result()
+			if err == nil && r.GetConversation().GetConversationId() != id {
+				err = fmt.Errorf("result for %s, sent to %s", r.GetConversation().GetConversationId(), id)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package frontdesk
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// FieldViolation is one google.rpc.BadRequest field violation: which request field, and why.
+type FieldViolation struct {
+	Field       string
+	Description string
+}
+
+// Error is a failed Frontdesk call: the gRPC status with its google.rpc details (sent in the
+// grpc-status-details-bin trailer) decoded. Every method of Client returns errors of this
+// type for failed calls; use errors.As, or AsError.
+type Error struct {
+	// Code is the gRPC status code.
+	Code codes.Code
+	// Message is the status message.
+	Message string
+	// Reason is the stable google.rpc.ErrorInfo reason, such as "NOT_FOUND",
+	// "INVALID_ARGUMENT" or "THREAD_BUSY"; empty when the server sent none.
+	Reason string
+	// Domain is the ErrorInfo domain ("frontdesk.dev").
+	Domain string
+	// Metadata is the ErrorInfo metadata.
+	Metadata map[string]string
+	// FieldViolations are the google.rpc.BadRequest violations of an INVALID_ARGUMENT.
+	FieldViolations []FieldViolation
+
+	status *status.Status
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "frontdesk: %s: %s", e.Code, e.Message)
+	if e.Reason != "" {
+		fmt.Fprintf(&b, " (reason %s)", e.Reason)
+	}
+	for _, v := range e.FieldViolations {
+		fmt.Fprintf(&b, "; %s: %s", v.Field, v.Description)
+	}
+	return b.String()
+}
+
+// GRPCStatus lets status.FromError and status.Code see the original status.
+func (e *Error) GRPCStatus() *status.Status { return e.status }
+
+// AsError reports whether err is (or wraps) a *Error, and returns it.
+func AsError(err error) (*Error, bool) {
+	var fe *Error
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
+
+// wrapError turns a gRPC error into *Error; nil stays nil.
+func wrapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := AsError(err); ok {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.FromContextError(err)
+	}
+	fe := &Error{Code: st.Code(), Message: st.Message(), status: st}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			fe.Reason = d.GetReason()
+			fe.Domain = d.GetDomain()
+			fe.Metadata = d.GetMetadata()
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				fe.FieldViolations = append(fe.FieldViolations, FieldViolation{
+					Field: v.GetField(), Description: v.GetDescription(),
+				})
+			}
+		}
+	}
+	return fe
+}

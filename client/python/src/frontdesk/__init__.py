@@ -1,0 +1,35 @@
+"""Python client for Frontdesk, the gRPC service for LLM multi-agent workflows.
+
+    from frontdesk import FrontdeskClient, RunEvent, event_kind
+
+    with FrontdeskClient("127.0.0.1:50051") as client:
+        conversation = client.start_conversation("intake").conversation
+        for item in client.send_message(conversation.conversation_id, "Hello"):
+            if isinstance(item, RunEvent):
+                print(item.event_id, item.node, event_kind(item))
+            else:
+                print("reply:", item.reply.text)
+
+Messages are the generated protobuf classes in ``frontdesk.v1``.
+"""
+
+from frontdesk._aio import AsyncFrontdeskClient, AsyncTurnStream
+from frontdesk._client import FrontdeskClient, TurnStream
+from frontdesk._common import DEFAULT_TARGET, RunEvent, StreamItem, TurnResult, event_kind
+from frontdesk._errors import FieldViolation, FrontdeskError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "AsyncFrontdeskClient",
+    "AsyncTurnStream",
+    "FieldViolation",
+    "FrontdeskClient",
+    "FrontdeskError",
+    "RunEvent",
+    "StreamItem",
+    "TurnResult",
+    "TurnStream",
+    "event_kind",
+]

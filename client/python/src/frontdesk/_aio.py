@@ -1,0 +1,209 @@
+"""AsyncFrontdeskClient: the asyncio client (grpc.aio)."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple
+
+import grpc
+import grpc.aio
+
+from frontdesk import _common as c
+from frontdesk._errors import FrontdeskError
+from frontdesk.v1 import (
+    common_pb2,
+    conversation_pb2,
+    conversation_pb2_grpc,
+    workflow_pb2,
+    workflow_pb2_grpc,
+)
+
+
+class AsyncTurnStream(AsyncIterator[c.StreamItem]):
+    """One SendMessage call: ``async for`` yields each RunEvent as it arrives, then the
+    TurnResult. ``await result()`` drains the rest; ``cancel()`` stops the call.
+    Errors raise FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._iter: Optional[AsyncIterator[Any]] = None
+        self._result: Optional[conversation_pb2.TurnResult] = None
+        self.events: List[common_pb2.RunEvent] = []
+
+    def __aiter__(self) -> "AsyncTurnStream":
+        return self
+
+    async def __anext__(self) -> c.StreamItem:
+        if self._iter is None:
+            self._iter = self._call.__aiter__()
+        while True:
+            try:
+                response = await self._iter.__anext__()
+            except grpc.aio.AioRpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            except grpc.RpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack(response)
+            if item is None:
+                continue
+            if isinstance(item, conversation_pb2.TurnResult):
+                self._result = item
+            else:
+                self.events.append(item)
+            return item
+
+    async def result(self) -> conversation_pb2.TurnResult:
+        async for _ in self:
+            pass
+        if self._result is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TurnResult")
+        return self._result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncTurnStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncFrontdeskClient:
+    """asyncio client with the same methods as FrontdeskClient, as coroutines; send_message
+    returns an AsyncTurnStream. Use ``async with``, or ``await close()``."""
+
+    def __init__(
+        self,
+        target: str = c.DEFAULT_TARGET,
+        *,
+        credentials: Optional[grpc.ChannelCredentials] = None,
+        metadata: Optional[c.Metadata] = None,
+        timeout: Optional[float] = 30.0,
+        options: Optional[Sequence[Tuple[str, Any]]] = None,
+        channel: Optional[grpc.aio.Channel] = None,
+    ) -> None:
+        if channel is None:
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(target, options=options)
+            else:
+                channel = grpc.aio.secure_channel(target, credentials, options=options)
+            self._owns_channel = True
+        else:
+            self._owns_channel = False
+        self.channel = channel
+        self._metadata = list(metadata or [])
+        self._timeout = timeout
+        self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
+        self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def __aenter__(self) -> "AsyncFrontdeskClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _unary(self, method: Any, request: Any, timeout: Optional[float]) -> Any:
+        try:
+            return await method(
+                request,
+                timeout=self._timeout if timeout is None else timeout,
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as e:
+            raise FrontdeskError.from_rpc_error(e) from None
+
+    async def start_conversation(
+        self,
+        workflow: str = "intake",
+        *,
+        conversation_id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> conversation_pb2.StartConversationResponse:
+        request = c.start_request(workflow, conversation_id, idempotency_key)
+        return await self._unary(self.conversations.StartConversation, request, timeout)
+
+    def send_message(
+        self,
+        conversation_id: str,
+        text: str,
+        idempotency_key: Optional[str] = None,
+        *,
+        busy_policy: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> AsyncTurnStream:
+        """Sends one user turn; ``async for`` over the result (not awaited itself)."""
+        request = c.send_request(conversation_id, text, idempotency_key, busy_policy)
+        call = self.conversations.SendMessage(request, timeout=timeout, metadata=self._metadata)
+        return AsyncTurnStream(call)
+
+    async def get_conversation(
+        self, conversation_id: str, *, timeout: Optional[float] = None
+    ) -> conversation_pb2.GetConversationResponse:
+        request = conversation_pb2.GetConversationRequest(conversation_id=conversation_id)
+        return await self._unary(self.conversations.GetConversation, request, timeout)
+
+    async def list_conversations(
+        self,
+        workflow: Optional[str] = None,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> conversation_pb2.ListConversationsResponse:
+        request = c.list_request(workflow, page_size, page_token)
+        return await self._unary(self.conversations.ListConversations, request, timeout)
+
+    async def iter_conversations(
+        self, workflow: Optional[str] = None, *, page_size: Optional[int] = None
+    ) -> AsyncIterator[conversation_pb2.Conversation]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_conversations(workflow, page_size=page_size, page_token=token)
+            for conversation in page.conversations:
+                yield conversation
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def reset_conversation(
+        self,
+        conversation_id: str,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> conversation_pb2.Conversation:
+        request = conversation_pb2.ResetConversationRequest(
+            conversation_id=conversation_id, idempotency_key=idempotency_key or ""
+        )
+        response = await self._unary(self.conversations.ResetConversation, request, timeout)
+        return response.conversation
+
+    async def delete_conversation(
+        self, conversation_id: str, *, timeout: Optional[float] = None
+    ) -> None:
+        request = conversation_pb2.DeleteConversationRequest(conversation_id=conversation_id)
+        await self._unary(self.conversations.DeleteConversation, request, timeout)
+
+    async def list_workflows(
+        self, *, timeout: Optional[float] = None
+    ) -> List[workflow_pb2.Workflow]:
+        response = await self._unary(
+            self.workflows.ListWorkflows, workflow_pb2.ListWorkflowsRequest(), timeout
+        )
+        return list(response.workflows)
+
+    async def describe_workflow(
+        self, name: str, *, timeout: Optional[float] = None
+    ) -> workflow_pb2.DescribeWorkflowResponse:
+        request = workflow_pb2.DescribeWorkflowRequest(name=name)
+        return await self._unary(self.workflows.DescribeWorkflow, request, timeout)
+
+    async def cancel_run(self, run_id: str, *, timeout: Optional[float] = None) -> bool:
+        request = workflow_pb2.CancelRunRequest(run_id=run_id)
+        response = await self._unary(self.workflows.CancelRun, request, timeout)
+        return bool(response.cancelled)

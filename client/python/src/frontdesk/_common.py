@@ -1,0 +1,80 @@
+"""Request building and stream helpers shared by the sync and asyncio clients."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+from frontdesk.v1 import common_pb2, conversation_pb2, workflow_pb2
+
+RunEvent = common_pb2.RunEvent
+TurnResult = conversation_pb2.TurnResult
+#: What a SendMessage stream yields: every RunEvent in order, then one TurnResult.
+StreamItem = Union[common_pb2.RunEvent, conversation_pb2.TurnResult]
+Metadata = Sequence[Tuple[str, Union[str, bytes]]]
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+_BUSY = {
+    None: conversation_pb2.BUSY_POLICY_UNSPECIFIED,
+    "reject": conversation_pb2.BUSY_POLICY_REJECT,
+    "queue": conversation_pb2.BUSY_POLICY_QUEUE,
+}
+
+
+def event_kind(event: common_pb2.RunEvent) -> str:
+    """The event's kind: "run_started", "node_started", "token_delta", ..., "run_finished"."""
+    return event.WhichOneof("kind") or ""
+
+
+def start_request(
+    workflow: str, conversation_id: Optional[str], idempotency_key: Optional[str]
+) -> conversation_pb2.StartConversationRequest:
+    return conversation_pb2.StartConversationRequest(
+        workflow=workflow,
+        conversation_id=conversation_id or "",
+        idempotency_key=idempotency_key or "",
+    )
+
+
+def send_request(
+    conversation_id: str,
+    text: str,
+    idempotency_key: Optional[str],
+    busy_policy: Optional[str],
+) -> conversation_pb2.SendMessageRequest:
+    if busy_policy not in _BUSY:
+        raise ValueError(f"busy_policy must be 'reject', 'queue' or None, not {busy_policy!r}")
+    return conversation_pb2.SendMessageRequest(
+        conversation_id=conversation_id,
+        text=text,
+        idempotency_key=idempotency_key or "",
+        busy_policy=_BUSY[busy_policy],
+    )
+
+
+def list_request(
+    workflow: Optional[str], page_size: Optional[int], page_token: Optional[str]
+) -> conversation_pb2.ListConversationsRequest:
+    return conversation_pb2.ListConversationsRequest(
+        workflow=workflow or "", page_size=page_size or 0, page_token=page_token or ""
+    )
+
+
+def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamItem]:
+    which = response.WhichOneof("payload")
+    if which == "event":
+        return response.event
+    if which == "result":
+        return response.result
+    return None  # a payload kind newer than this client: skipped
+
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "Metadata",
+    "RunEvent",
+    "StreamItem",
+    "TurnResult",
+    "event_kind",
+    "workflow_pb2",
+]

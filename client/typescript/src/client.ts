@@ -1,0 +1,261 @@
+import { create } from "@bufbuild/protobuf";
+import { createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+import type { RunEvent } from "./gen/frontdesk/v1/common_pb.js";
+import {
+  BusyPolicy,
+  ConversationService,
+  SendMessageRequestSchema,
+  type Conversation,
+  type GetConversationResponse,
+  type ListConversationsResponse,
+  type SendMessageResponse,
+  type StartConversationResponse,
+  type TurnResult,
+} from "./gen/frontdesk/v1/conversation_pb.js";
+import {
+  WorkflowService,
+  type DescribeWorkflowResponse,
+  type Workflow,
+} from "./gen/frontdesk/v1/workflow_pb.js";
+import { FrontdeskError } from "./errors.js";
+
+export const DEFAULT_BASE_URL = "http://127.0.0.1:50051";
+
+export interface FrontdeskClientOptions {
+  /** Server address as a URL: "http://host:port" (plaintext h2c) or "https://host:port". */
+  baseUrl?: string;
+  /** Headers sent with every call, such as an authorization header. */
+  headers?: HeadersInit;
+  /** Default deadline of unary calls in milliseconds (streams have none unless given). */
+  timeoutMs?: number;
+  /** Connect interceptors, run for every call. */
+  interceptors?: Interceptor[];
+}
+
+/** Per-call options: an AbortSignal to cancel, a deadline, extra headers. */
+export interface CallOpts {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  headers?: HeadersInit;
+}
+
+/** What a SendMessage stream yields: every RunEvent in order, then one TurnResult. */
+export type StreamItem =
+  | { type: "event"; event: RunEvent }
+  | { type: "result"; result: TurnResult };
+
+export type BusyPolicyName = "reject" | "queue";
+
+/** The kind of a RunEvent: "runStarted", "nodeStarted", "tokenDelta", ..., "runFinished". */
+export function eventKind(event: RunEvent): NonNullable<RunEvent["kind"]["case"]> | "unknown" {
+  return event.kind.case ?? "unknown";
+}
+
+/**
+ * One SendMessage call. `for await` over it for each RunEvent as it arrives, then the
+ * TurnResult; or `await stream.result()`. Breaking out of the loop, or aborting the
+ * signal given to sendMessage, cancels the call. Errors are thrown as FrontdeskError.
+ */
+export class TurnStream implements AsyncIterable<StreamItem> {
+  /** Events received so far. */
+  readonly events: RunEvent[] = [];
+  private turnResult: TurnResult | undefined;
+  private started = false;
+
+  constructor(private readonly responses: AsyncIterable<SendMessageResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {
+    if (this.started) throw new Error("a TurnStream can be iterated only once");
+    this.started = true;
+    try {
+      for await (const response of this.responses) {
+        const payload = response.payload;
+        if (payload.case === "event") {
+          this.events.push(payload.value);
+          yield { type: "event", event: payload.value };
+        } else if (payload.case === "result") {
+          this.turnResult = payload.value;
+          yield { type: "result", result: payload.value };
+        }
+        // a payload kind newer than this client is skipped
+      }
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Consumes the rest of the stream and returns the turn's result. */
+  async result(): Promise<TurnResult> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    if (this.turnResult === undefined) {
+      throw new Error("SendMessage stream ended without a TurnResult");
+    }
+    return this.turnResult;
+  }
+}
+
+/**
+ * Client for Frontdesk's ConversationService and WorkflowService over gRPC (HTTP/2), built on
+ * Connect-ES. The generated Connect clients are `conversations` and `workflows`.
+ * Call close() when done, to release the HTTP/2 connection.
+ */
+export class FrontdeskClient {
+  readonly conversations: Client<typeof ConversationService>;
+  readonly workflows: Client<typeof WorkflowService>;
+  private readonly sessions: Http2SessionManager;
+  private readonly headers: HeadersInit | undefined;
+  private readonly timeoutMs: number | undefined;
+
+  constructor(options: FrontdeskClientOptions = {}) {
+    const baseUrl = options.baseUrl ?? DEFAULT_BASE_URL;
+    this.sessions = new Http2SessionManager(baseUrl);
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: this.sessions,
+      interceptors: options.interceptors ?? [],
+    });
+    this.conversations = createClient(ConversationService, transport);
+    this.workflows = createClient(WorkflowService, transport);
+    this.headers = options.headers;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  /** Closes the HTTP/2 connection; calls in flight fail. */
+  close(): void {
+    this.sessions.abort();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  private opts(o: CallOpts | undefined, unary: boolean): CallOptions {
+    const headers = new Headers(this.headers);
+    new Headers(o?.headers).forEach((v, k) => headers.set(k, v));
+    return {
+      signal: o?.signal,
+      timeoutMs: o?.timeoutMs ?? (unary ? this.timeoutMs : undefined),
+      headers,
+    };
+  }
+
+  private async unary<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Creates a conversation; resolves to { conversation, welcome }. */
+  startConversation(
+    req: { workflow?: string; conversationId?: string; idempotencyKey?: string } = {},
+    o?: CallOpts,
+  ): Promise<StartConversationResponse> {
+    return this.unary(() =>
+      this.conversations.startConversation(
+        {
+          workflow: req.workflow ?? "intake",
+          conversationId: req.conversationId ?? "",
+          idempotencyKey: req.idempotencyKey ?? "",
+        },
+        this.opts(o, true),
+      ),
+    );
+  }
+
+  /**
+   * Sends one user turn and streams the run: `for await (const item of stream)` yields
+   * `{type: "event", event}` for each RunEvent, then `{type: "result", result}`.
+   */
+  sendMessage(
+    conversationId: string,
+    text: string,
+    o?: CallOpts & { idempotencyKey?: string; busyPolicy?: BusyPolicyName },
+  ): TurnStream {
+    const busy =
+      o?.busyPolicy === "queue"
+        ? BusyPolicy.QUEUE
+        : o?.busyPolicy === "reject"
+          ? BusyPolicy.REJECT
+          : BusyPolicy.UNSPECIFIED;
+    const request = create(SendMessageRequestSchema, {
+      conversationId,
+      text,
+      idempotencyKey: o?.idempotencyKey ?? "",
+      busyPolicy: busy,
+    });
+    return new TurnStream(this.conversations.sendMessage(request, this.opts(o, false)));
+  }
+
+  /** The conversation and its whole message history, oldest first. */
+  getConversation(conversationId: string, o?: CallOpts): Promise<GetConversationResponse> {
+    return this.unary(() =>
+      this.conversations.getConversation({ conversationId }, this.opts(o, true)),
+    );
+  }
+
+  /** One page of conversations, in the server's order; nextPageToken is "" on the last page. */
+  listConversations(
+    req: { workflow?: string; pageSize?: number; pageToken?: string } = {},
+    o?: CallOpts,
+  ): Promise<ListConversationsResponse> {
+    return this.unary(() => this.conversations.listConversations(req, this.opts(o, true)));
+  }
+
+  /** Every conversation, in the server's order, fetching pages as needed. */
+  async *allConversations(
+    req: { workflow?: string; pageSize?: number } = {},
+    o?: CallOpts,
+  ): AsyncGenerator<Conversation> {
+    let pageToken = "";
+    do {
+      const page = await this.listConversations({ ...req, pageToken }, o);
+      yield* page.conversations;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /** Clears a conversation's messages and request fields. */
+  async resetConversation(
+    conversationId: string,
+    o?: CallOpts & { idempotencyKey?: string },
+  ): Promise<Conversation | undefined> {
+    const res = await this.unary(() =>
+      this.conversations.resetConversation(
+        { conversationId, idempotencyKey: o?.idempotencyKey ?? "" },
+        this.opts(o, true),
+      ),
+    );
+    return res.conversation;
+  }
+
+  /** Erases a conversation with every checkpoint and message. */
+  async deleteConversation(conversationId: string, o?: CallOpts): Promise<void> {
+    await this.unary(() =>
+      this.conversations.deleteConversation({ conversationId }, this.opts(o, true)),
+    );
+  }
+
+  async listWorkflows(o?: CallOpts): Promise<Workflow[]> {
+    const res = await this.unary(() => this.workflows.listWorkflows({}, this.opts(o, true)));
+    return res.workflows;
+  }
+
+  /** A workflow's graph: nodes, edges and a mermaid rendering. */
+  describeWorkflow(name: string, o?: CallOpts): Promise<DescribeWorkflowResponse> {
+    return this.unary(() => this.workflows.describeWorkflow({ name }, this.opts(o, true)));
+  }
+
+  /** Stops a running run; false when it had already ended. */
+  async cancelRun(runId: string, o?: CallOpts): Promise<boolean> {
+    const res = await this.unary(() => this.workflows.cancelRun({ runId }, this.opts(o, true)));
+    return res.cancelled;
+  }
+}

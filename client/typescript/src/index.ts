@@ -1,0 +1,17 @@
+export {
+  DEFAULT_BASE_URL,
+  FrontdeskClient,
+  TurnStream,
+  eventKind,
+  type BusyPolicyName,
+  type CallOpts,
+  type FrontdeskClientOptions,
+  type StreamItem,
+} from "./client.js";
+export { FrontdeskError, grpcCodeName, type FieldViolation } from "./errors.js";
+export { Code } from "@connectrpc/connect";
+// The generated messages and service descriptors (also importable as
+// "@frontdesk/client/gen/frontdesk/v1/<file>_pb").
+export * from "./gen/frontdesk/v1/common_pb.js";
+export * from "./gen/frontdesk/v1/conversation_pb.js";
+export * from "./gen/frontdesk/v1/workflow_pb.js";

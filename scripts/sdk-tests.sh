@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Client SDK checks: code generation, the contract, and the Python, TypeScript and Go SDKs
+# against one live frontdesk-server.
+#
+#   scripts/sdk-tests.sh
+#
+# 1. installs the tools (scripts/sdk-ensure-tools.sh: a venv, npm ci, go install; all from
+#    package registries, all inside the work tree) and builds frontdesk-server (cargo);
+# 2. starts ONE server on a free loopback port with a temporary SQLite database and the
+#    scripted demo model (tests/fixtures/demo-script.json), and waits for grpc.health.v1;
+# 3. runs the suites: codegen drift (regenerate into a temp dir, compare with the checked-in
+#    code), buf lint, buf breaking (against proto/baseline/frontdesk-v1.binpb), each SDK's
+#    tests and example program, and grpcurl against server reflection;
+# 4. stops the server (also on failure or interrupt) and prints `sdk: N passed, M failed`,
+#    counting suites. Exits non-zero when a suite failed or the setup did.
+#
+# Environment: SDK_TESTS_KEEP_TMP=1 keeps the temp dir (server log, database, generated code);
+# SDK_TESTS_SERVER_BIN=PATH uses that frontdesk-server binary instead of building one.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+export NO_UPDATE_NOTIFIER=1 npm_config_update_notifier=false npm_config_fund=false
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/sdk-tests.XXXXXX")"
+SERVER_PID=""
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+
+BUF="$ROOT/client/typescript/node_modules/.bin/buf"
+GRPCURL="$ROOT/client/go/.bin/grpcurl"
+PY="$ROOT/client/python/.venv/bin/python"
+
+cleanup() {
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+  fi
+  if [[ "${SDK_TESTS_KEEP_TMP:-0}" == "1" ]]; then
+    echo "sdk: kept $TMP"
+  else
+    rm -rf "$TMP"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '\n=== %s\n' "$*"; }
+die() {
+  echo "sdk: setup failed: $*" >&2
+  echo "sdk: $PASSED passed, $((FAILED + 1)) failed"
+  exit 1
+}
+
+# suite NAME COMMAND...: runs one suite, counting it as passed or failed.
+suite() {
+  local name="$1"; shift
+  say "$name"
+  local start=$SECONDS
+  if "$@"; then
+    PASSED=$((PASSED + 1))
+    echo "--- PASS $name ($((SECONDS - start))s)"
+  else
+    FAILED=$((FAILED + 1))
+    FAILED_NAMES+=("$name")
+    echo "--- FAIL $name ($((SECONDS - start))s)"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Setup: tools and server binary
+say "setup: tools (scripts/sdk-ensure-tools.sh)"
+"$ROOT/scripts/sdk-ensure-tools.sh" || die "installing the SDK tools failed"
+
+if [[ -n "${SDK_TESTS_SERVER_BIN:-}" ]]; then
+  SERVER_BIN="$SDK_TESTS_SERVER_BIN"
+  say "setup: using prebuilt server $SERVER_BIN (SDK_TESTS_SERVER_BIN)"
+else
+  say "setup: cargo build -p frontdesk-server"
+  cargo build -p frontdesk-server || die "cargo build -p frontdesk-server failed"
+  SERVER_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/frontdesk-server"
+fi
+[[ -x "$SERVER_BIN" ]] || die "no server binary at $SERVER_BIN"
+
+# ---------------------------------------------------------------------------------------------
+# Static suites: they need no server
+check_drift() {
+  local out="$TMP/gen"
+  "$BUF" generate --template proto/buf.gen.yaml -o "$out" || return 1
+  local rc=0 unexpected
+  unexpected="$(cd "$out" && find . -type f | grep -v -E '^\./(client/python/src/frontdesk/v1|client/typescript/src/gen|client/go/frontdeskv1)/' || true)"
+  if [[ -n "$unexpected" ]]; then
+    echo "generation wrote outside the known generated dirs:"; echo "$unexpected"; rc=1
+  fi
+  # Python's generated dir also holds a hand-written __init__.py.
+  diff -r -x __init__.py -x __pycache__ client/python/src/frontdesk/v1 "$out/client/python/src/frontdesk/v1" || rc=1
+  diff -r client/typescript/src/gen "$out/client/typescript/src/gen" || rc=1
+  diff -r client/go/frontdeskv1 "$out/client/go/frontdeskv1" || rc=1
+  if [[ $rc -ne 0 ]]; then
+    echo "checked-in generated code differs from proto/: run scripts/sdk-generate.sh and commit"
+  else
+    echo "generated code is up to date ($(cd "$out" && find . -type f | wc -l) files)"
+  fi
+  return $rc
+}
+suite "codegen-drift" check_drift
+suite "buf-lint" "$BUF" lint proto
+suite "buf-breaking" "$BUF" breaking proto --against proto/baseline/frontdesk-v1.binpb
+
+# ---------------------------------------------------------------------------------------------
+# The server
+PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+ADDR="127.0.0.1:$PORT"
+say "setup: starting frontdesk-server on $ADDR"
+"$SERVER_BIN" --listen "$ADDR" --database-url "sqlite://$TMP/sdk-test.db" \
+  --model-provider scripted --model-script "$ROOT/tests/fixtures/demo-script.json" \
+  --log-format text >"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+ready=0
+for _ in $(seq 150); do
+  if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
+  if "$GRPCURL" -plaintext -max-time 2 -d '{}' "$ADDR" grpc.health.v1.Health/Check 2>/dev/null | grep -q SERVING; then
+    ready=1; break
+  fi
+  sleep 0.2
+done
+if [[ $ready -ne 1 ]]; then
+  tail -n 40 "$TMP/server.log" >&2
+  die "frontdesk-server did not become healthy on $ADDR"
+fi
+echo "server healthy (pid $SERVER_PID)"
+export FRONTDESK_ADDR="$ADDR" FRONTDESK_REQUIRE_SERVER=1
+
+# example_ok LOGFILE: the example printed node events and the scripted reply.
+example_ok() {
+  local log="$1"
+  cat "$log"
+  grep -q "supervisor" "$log" && grep -q "chat_agent" "$log" \
+    && grep -q "Hello from the scripted demo model" "$log" \
+    || { echo "example output lacks node events or the reply"; return 1; }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Python
+suite "python-tests" "$PY" -m pytest -q -p no:cacheprovider client/python/tests
+python_example() {
+  "$PY" client/python/examples/chat.py "$ADDR" >"$TMP/py-example.log" 2>&1 || { cat "$TMP/py-example.log"; return 1; }
+  example_ok "$TMP/py-example.log"
+}
+suite "python-example" python_example
+
+# ---------------------------------------------------------------------------------------------
+# TypeScript
+suite "typescript-tests" bash -c 'cd client/typescript && npm test --silent'
+typescript_example() {
+  (cd client/typescript && node build/examples/chat.js "$ADDR") >"$TMP/ts-example.log" 2>&1 || { cat "$TMP/ts-example.log"; return 1; }
+  example_ok "$TMP/ts-example.log"
+}
+suite "typescript-example" typescript_example
+
+# ---------------------------------------------------------------------------------------------
+# Go
+suite "go-tests" bash -c 'cd client/go && go vet ./... && go test -count=1 ./...'
+go_example() {
+  (cd client/go && go run ./examples/chat -addr "$ADDR") >"$TMP/go-example.log" 2>&1 || { cat "$TMP/go-example.log"; return 1; }
+  example_ok "$TMP/go-example.log"
+}
+suite "go-example" go_example
+
+# ---------------------------------------------------------------------------------------------
+# grpcurl, by server reflection alone: run from an empty dir with no proto files around
+grpcurl_checks() {
+  local dir="$TMP/grpcurl" rc=0
+  mkdir -p "$dir"
+  (
+    cd "$dir" || exit 1
+    set -e
+    "$GRPCURL" -plaintext "$ADDR" list | tee list.txt
+    for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService grpc.health.v1.Health; do
+      grep -qx "$svc" list.txt || { echo "list lacks $svc"; exit 1; }
+    done
+    for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService grpc.health.v1.Health; do
+      "$GRPCURL" -plaintext "$ADDR" describe "$svc" > "describe-$svc.txt"
+      grep -q "service ${svc##*.} {" "describe-$svc.txt" || { cat "describe-$svc.txt"; echo "describe $svc failed"; exit 1; }
+      echo "describe $svc: $(grep -c 'rpc ' "describe-$svc.txt") rpcs"
+    done
+    "$GRPCURL" -plaintext "$ADDR" describe frontdesk.v1.SendMessageResponse | grep -q "oneof payload"
+    "$GRPCURL" -plaintext -d '{"workflow": "intake"}' "$ADDR" \
+      frontdesk.v1.ConversationService/StartConversation > start.json
+    id="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["conversation"]["conversationId"])' start.json)"
+    echo "StartConversation -> $id"
+    "$GRPCURL" -plaintext -d "{\"conversationId\": \"$id\", \"text\": \"Hello from grpcurl\"}" "$ADDR" \
+      frontdesk.v1.ConversationService/SendMessage > send.json
+    for want in '"nodeStarted"' '"runFinished"' '"result"' '"node": "supervisor"' '"node": "chat_agent"'; do
+      grep -q "$want" send.json || { cat send.json; echo "SendMessage output lacks $want"; exit 1; }
+    done
+    echo "SendMessage streamed $(grep -c '"eventId"' send.json) events and a result"
+  ) || rc=1
+  return $rc
+}
+suite "grpcurl-reflection" grpcurl_checks
+
+# ---------------------------------------------------------------------------------------------
+if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+  echo "sdk: the server died during the run; last log lines:" >&2
+  tail -n 40 "$TMP/server.log" >&2
+  FAILED=$((FAILED + 1)); FAILED_NAMES+=("server-alive")
+fi
+if [[ $FAILED -gt 0 ]]; then
+  echo
+  echo "failed suites: ${FAILED_NAMES[*]}"
+  echo "server log (tail):"; tail -n 20 "$TMP/server.log"
+fi
+echo
+echo "sdk: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,115 @@
+//! `frontdesk.v1.TriageService`.
+
+use std::{pin::Pin, sync::Arc};
+
+use frontdesk_api::v1::{self as pb, triage_service_server::TriageService, triage_ticket_response::Payload};
+use frontdesk_workflows::triage::{ArchivedStatus, TriageDesk, TriageRequest};
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tracing::debug;
+
+use super::{optional, page_size};
+use crate::{
+    convert,
+    error::{invalid_argument, to_status},
+};
+
+pub struct TriageApi {
+    desk: Arc<TriageDesk>,
+}
+
+impl TriageApi {
+    pub fn new(desk: Arc<TriageDesk>) -> Self {
+        Self { desk }
+    }
+}
+
+type TriageStream = Pin<Box<dyn Stream<Item = Result<pb::TriageTicketResponse, Status>> + Send>>;
+
+fn respond(payload: Payload) -> Result<pb::TriageTicketResponse, Status> {
+    Ok(pb::TriageTicketResponse { payload: Some(payload) })
+}
+
+#[tonic::async_trait]
+impl TriageService for TriageApi {
+    type TriageTicketStream = TriageStream;
+
+    async fn triage_ticket(
+        &self,
+        request: Request<pb::TriageTicketRequest>,
+    ) -> Result<Response<Self::TriageTicketStream>, Status> {
+        let pb::TriageTicketRequest { customer_id, message, subject, language, idempotency_key } = request.into_inner();
+        let request = TriageRequest {
+            customer_id,
+            message,
+            subject: optional(subject),
+            language: optional(language),
+            idempotency_key: optional(idempotency_key),
+        };
+        let mut handle = self.desk.triage(request).await.map_err(to_status)?;
+        let (tx, rx) = mpsc::channel(16);
+        let resolution = convert::resolution(handle.resolution.clone());
+        tokio::spawn(async move {
+            let mut caller_gone = tx.send(respond(Payload::Resolution(resolution))).await.is_err();
+            while let Some(event) = handle.events.recv().await {
+                if !caller_gone && tx.send(respond(Payload::Event(convert::event(event)))).await.is_err() {
+                    debug!(run_id = %handle.run_id, "caller went away during triage");
+                    caller_gone = true;
+                }
+            }
+            let last = match handle.outcome.await {
+                Ok(outcome) => respond(Payload::Result(convert::triage_result(outcome))),
+                Err(error) => Err(to_status(error)),
+            };
+            let _ = tx.send(last).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn get_ticket(
+        &self,
+        request: Request<pb::GetTicketRequest>,
+    ) -> Result<Response<pb::GetTicketResponse>, Status> {
+        let pb::GetTicketRequest { customer_id, ticket_id } = request.into_inner();
+        let view = self.desk.get_ticket(&customer_id, &ticket_id).await.map_err(to_status)?;
+        Ok(Response::new(convert::ticket_view(view)))
+    }
+
+    async fn list_tickets(
+        &self,
+        request: Request<pb::ListTicketsRequest>,
+    ) -> Result<Response<pb::ListTicketsResponse>, Status> {
+        let pb::ListTicketsRequest { customer_id, status, page_size: size, page_token } = request.into_inner();
+        let limit = page_size(size)?;
+        let status = match pb::TicketStatus::try_from(status) {
+            Ok(pb::TicketStatus::Unspecified) => None,
+            Ok(pb::TicketStatus::Resolved) => Some(ArchivedStatus::Resolved),
+            Ok(pb::TicketStatus::Escalated) => Some(ArchivedStatus::Escalated),
+            Ok(pb::TicketStatus::Active) => {
+                let active = self.desk.list_active(&customer_id).await.map_err(to_status)?;
+                return Ok(Response::new(pb::ListTicketsResponse {
+                    tickets: active.into_iter().map(convert::ticket).collect(),
+                    next_page_token: String::new(),
+                }));
+            }
+            Err(_) => return Err(invalid_argument("status", format!("unknown value {status}"))),
+        };
+        let (tickets, next) =
+            self.desk.list_archived(&customer_id, status, optional(page_token), limit).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListTicketsResponse {
+            tickets: tickets.into_iter().map(convert::ticket).collect(),
+            next_page_token: next.unwrap_or_default(),
+        }))
+    }
+
+    async fn list_active_tickets(
+        &self,
+        request: Request<pb::ListActiveTicketsRequest>,
+    ) -> Result<Response<pb::ListActiveTicketsResponse>, Status> {
+        let pb::ListActiveTicketsRequest { customer_id } = request.into_inner();
+        let active = self.desk.list_active(&customer_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListActiveTicketsResponse { tickets: active.into_iter().map(convert::ticket).collect() }))
+    }
+}

@@ -1,0 +1,331 @@
+//! Completed triage tickets and their messages: where a ticket goes once its triage completes
+//! (`auto_respond` → `resolved`, `escalate_human` → `open`) and its active checkpoint is
+//! deleted; and triage requests by idempotency key. Plain data access; the workflow layer
+//! decides what to save and when.
+
+use std::time::SystemTime;
+
+use crate::{from_ms, on_pool, to_ms, Database, DbKind, StoreError};
+
+/// [`CompletedTicket::status`] of a ticket the triage answered.
+pub const TICKET_RESOLVED: &str = "resolved";
+/// [`CompletedTicket::status`] of a ticket handed to a human.
+pub const TICKET_OPEN: &str = "open";
+
+/// A ticket whose triage completed (times are kept at millisecond precision).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedTicket {
+    pub ticket_id: String,
+    pub customer_id: String,
+    /// The thread that triaged it, normally `{customer_id}:{ticket_id}`.
+    pub thread_id: String,
+    /// [`TICKET_RESOLVED`] or [`TICKET_OPEN`].
+    pub status: String,
+    pub recommended_action: String,
+    pub urgency: String,
+    pub ticket_type: String,
+    pub subject: String,
+    pub summary: String,
+    pub suggested_response: String,
+    /// Knowledge-base article ids.
+    pub relevant_articles: Vec<String>,
+    pub language: String,
+    /// The full typed triage result, as JSON.
+    pub result: serde_json::Value,
+    pub created_at: SystemTime,
+    pub completed_at: SystemTime,
+}
+
+/// One message of a ticket's conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TicketMessage {
+    /// Position in the conversation; unique per ticket.
+    pub seq: u32,
+    pub role: String,
+    pub text: String,
+    pub language: String,
+    pub created_at: SystemTime,
+}
+
+macro_rules! ticket_columns {
+    () => {
+        "ticket_id, customer_id, thread_id, status, recommended_action, urgency, ticket_type, subject, summary, \
+         suggested_response, relevant_articles, language, result, created_at_ms, completed_at_ms"
+    };
+}
+
+/// A re-saved ticket keeps its `created_at`; everything else is replaced.
+const UPSERT_TICKET: &str = concat!(
+    "INSERT INTO tickets (",
+    ticket_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+     ON CONFLICT (ticket_id) DO UPDATE SET customer_id = excluded.customer_id, thread_id = excluded.thread_id, \
+     status = excluded.status, recommended_action = excluded.recommended_action, urgency = excluded.urgency, \
+     ticket_type = excluded.ticket_type, subject = excluded.subject, summary = excluded.summary, \
+     suggested_response = excluded.suggested_response, relevant_articles = excluded.relevant_articles, \
+     language = excluded.language, result = excluded.result, completed_at_ms = excluded.completed_at_ms"
+);
+const UPSERT_MESSAGE: &str = "INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, \
+     text = excluded.text, language = excluded.language, created_at_ms = excluded.created_at_ms";
+const GET_TICKET: &str = concat!("SELECT ", ticket_columns!(), " FROM tickets WHERE ticket_id = $1");
+const GET_MESSAGES: &str = "SELECT seq, role, text, language, created_at_ms FROM ticket_messages \
+     WHERE ticket_id = $1 ORDER BY seq";
+const RECORD_REQUEST: &str = "INSERT INTO triage_requests (customer_id, key, output, created_at_ms) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (customer_id, key) DO NOTHING";
+const FIND_REQUEST: &str = "SELECT output FROM triage_requests WHERE customer_id = $1 AND key = $2";
+const COUNT_TICKET: &str = "SELECT count(*) FROM tickets WHERE ticket_id = $1";
+/// Newest first; `$3`/`$4` the (completed_at_ms, ticket_id) of the last ticket of the previous page.
+const LIST: &str = concat!(
+    "SELECT ",
+    ticket_columns!(),
+    " FROM tickets WHERE customer_id = $1 AND ($2 IS NULL OR status = $2) \
+     AND ($3 IS NULL OR completed_at_ms < $3 OR (completed_at_ms = $3 AND ticket_id < $4)) \
+     ORDER BY completed_at_ms DESC, ticket_id DESC LIMIT $5"
+);
+
+#[derive(sqlx::FromRow)]
+struct TicketRow {
+    ticket_id: String,
+    customer_id: String,
+    thread_id: String,
+    status: String,
+    recommended_action: String,
+    urgency: String,
+    ticket_type: String,
+    subject: String,
+    summary: String,
+    suggested_response: String,
+    relevant_articles: String,
+    language: String,
+    result: String,
+    created_at_ms: i64,
+    completed_at_ms: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    seq: i64,
+    role: String,
+    text: String,
+    language: String,
+    created_at_ms: i64,
+}
+
+fn corrupt(what: &'static str, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    StoreError::Corrupt { what, source: source.into() }
+}
+
+impl TicketRow {
+    fn into_ticket(self) -> Result<CompletedTicket, StoreError> {
+        Ok(CompletedTicket {
+            relevant_articles: serde_json::from_str(&self.relevant_articles)
+                .map_err(|e| corrupt("tickets.relevant_articles", e))?,
+            result: serde_json::from_str(&self.result).map_err(|e| corrupt("tickets.result", e))?,
+            ticket_id: self.ticket_id,
+            customer_id: self.customer_id,
+            thread_id: self.thread_id,
+            status: self.status,
+            recommended_action: self.recommended_action,
+            urgency: self.urgency,
+            ticket_type: self.ticket_type,
+            subject: self.subject,
+            summary: self.summary,
+            suggested_response: self.suggested_response,
+            language: self.language,
+            created_at: from_ms(self.created_at_ms),
+            completed_at: from_ms(self.completed_at_ms),
+        })
+    }
+}
+
+impl MessageRow {
+    fn into_message(self) -> Result<TicketMessage, StoreError> {
+        Ok(TicketMessage {
+            seq: u32::try_from(self.seq).map_err(|e| corrupt("ticket_messages.seq", e))?,
+            role: self.role,
+            text: self.text,
+            language: self.language,
+            created_at: from_ms(self.created_at_ms),
+        })
+    }
+}
+
+/// The cursor after `ticket`: `{completed_at_ms}:{ticket_id}`.
+fn cursor_of(ticket: &CompletedTicket) -> String {
+    format!("{}:{}", to_ms(ticket.completed_at), ticket.ticket_id)
+}
+
+fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
+    cursor
+        .split_once(':')
+        .and_then(|(ms, id)| Some((ms.parse().ok()?, id)))
+        .ok_or_else(|| StoreError::InvalidCursor { cursor: cursor.to_owned() })
+}
+
+impl Database {
+    /// Saves a completed ticket and its messages in one transaction. Saving the same ticket
+    /// again is safe: the ticket row is replaced (keeping its first `created_at`) and messages
+    /// are upserted by `seq`, so they are never duplicated; messages stored earlier under other
+    /// `seq`s are kept.
+    pub async fn save_completed_ticket(
+        &self,
+        ticket: &CompletedTicket,
+        messages: &[TicketMessage],
+    ) -> Result<(), StoreError> {
+        let articles = serde_json::to_string(&ticket.relevant_articles)
+            .map_err(|source| StoreError::Encode { what: "ticket relevant_articles", source })?;
+        let result = serde_json::to_string(&ticket.result)
+            .map_err(|source| StoreError::Encode { what: "ticket result", source })?;
+        let begin = match self.kind() {
+            DbKind::Sqlite => "BEGIN IMMEDIATE",
+            DbKind::Postgres => "BEGIN",
+        };
+        let _guard = self.write_guard().await;
+        on_pool!(self, pool => {
+            async {
+                let mut tx = pool.begin_with(begin).await?;
+                sqlx::query(UPSERT_TICKET)
+                    .bind(&ticket.ticket_id)
+                    .bind(&ticket.customer_id)
+                    .bind(&ticket.thread_id)
+                    .bind(&ticket.status)
+                    .bind(&ticket.recommended_action)
+                    .bind(&ticket.urgency)
+                    .bind(&ticket.ticket_type)
+                    .bind(&ticket.subject)
+                    .bind(&ticket.summary)
+                    .bind(&ticket.suggested_response)
+                    .bind(&articles)
+                    .bind(&ticket.language)
+                    .bind(&result)
+                    .bind(to_ms(ticket.created_at))
+                    .bind(to_ms(ticket.completed_at))
+                    .execute(&mut *tx)
+                    .await?;
+                for m in messages {
+                    sqlx::query(UPSERT_MESSAGE)
+                        .bind(&ticket.ticket_id)
+                        .bind(i64::from(m.seq))
+                        .bind(&m.role)
+                        .bind(&m.text)
+                        .bind(&m.language)
+                        .bind(to_ms(m.created_at))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            }
+            .await
+        })
+        .map_err(StoreError::query("save completed ticket"))
+    }
+
+    /// A saved ticket with its messages in `seq` order.
+    pub async fn get_ticket(
+        &self,
+        ticket_id: &str,
+    ) -> Result<Option<(CompletedTicket, Vec<TicketMessage>)>, StoreError> {
+        let (row, messages): (Option<TicketRow>, Vec<MessageRow>) = on_pool!(self, pool => {
+            async {
+                // One read transaction, so the messages match the ticket row.
+                let mut tx = pool.begin().await?;
+                let row = sqlx::query_as(GET_TICKET).bind(ticket_id).fetch_optional(&mut *tx).await?;
+                let messages = match row {
+                    Some(_) => sqlx::query_as(GET_MESSAGES).bind(ticket_id).fetch_all(&mut *tx).await?,
+                    None => Vec::new(),
+                };
+                tx.commit().await?;
+                Ok::<_, sqlx::Error>((row, messages))
+            }
+            .await
+        })
+        .map_err(StoreError::query("get ticket"))?;
+        let Some(row) = row else { return Ok(None) };
+        let messages = messages.into_iter().map(MessageRow::into_message).collect::<Result<_, _>>()?;
+        Ok(Some((row.into_ticket()?, messages)))
+    }
+
+    /// A customer's tickets, most recently completed first (ties by ticket id, descending),
+    /// optionally only those with `status`. Pass the returned cursor as `after` for the next
+    /// page; it is `None` on the last page. `limit` is at least 1.
+    pub async fn list_tickets(
+        &self,
+        customer_id: &str,
+        status: Option<&str>,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<CompletedTicket>, Option<String>), StoreError> {
+        let limit = limit.max(1);
+        let cursor = after.as_deref().map(parse_cursor).transpose()?;
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let rows: Vec<TicketRow> = on_pool!(self, pool => {
+            sqlx::query_as(LIST)
+                .bind(customer_id)
+                .bind(status)
+                .bind(cursor.map(|(ms, _)| ms))
+                .bind(cursor.map(|(_, id)| id))
+                .bind(fetch)
+                .fetch_all(pool)
+                .await
+        })
+        .map_err(StoreError::query("list tickets"))?;
+        let more = rows.len() > limit;
+        let tickets = rows.into_iter().take(limit).map(TicketRow::into_ticket).collect::<Result<Vec<_>, _>>()?;
+        let next = if more { tickets.last().map(cursor_of) } else { None };
+        Ok((tickets, next))
+    }
+
+    /// Whether a ticket with this id has been saved.
+    pub async fn ticket_exists(&self, ticket_id: &str) -> Result<bool, StoreError> {
+        let count: i64 = on_pool!(self, pool => {
+            sqlx::query_scalar(COUNT_TICKET).bind(ticket_id).fetch_one(pool).await
+        })
+        .map_err(StoreError::query("check ticket exists"))?;
+        Ok(count > 0)
+    }
+
+    /// Records the output (JSON) of a triage request under the caller's idempotency `key`,
+    /// scoped to the customer. The first record of a key wins; recording it again is a no-op.
+    pub async fn record_triage_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        output_json: &str,
+    ) -> Result<(), StoreError> {
+        let now = to_ms(SystemTime::now());
+        let _guard = self.write_guard().await;
+        on_pool!(self, pool => {
+            sqlx::query(RECORD_REQUEST)
+                .bind(customer_id)
+                .bind(key)
+                .bind(output_json)
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(drop)
+        })
+        .map_err(StoreError::query("record triage request"))
+    }
+
+    /// The output recorded for a customer's triage request `key`, if any.
+    pub async fn find_triage_request(&self, customer_id: &str, key: &str) -> Result<Option<String>, StoreError> {
+        on_pool!(self, pool => {
+            sqlx::query_scalar(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(pool).await
+        })
+        .map_err(StoreError::query("find triage request"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors() {
+        assert_eq!(parse_cursor("1700000000000:TKT-1").unwrap(), (1_700_000_000_000, "TKT-1"));
+        assert_eq!(parse_cursor("-5:a:b").unwrap(), (-5, "a:b"));
+        assert!(matches!(parse_cursor("TKT-1"), Err(StoreError::InvalidCursor { .. })));
+        assert!(matches!(parse_cursor("x:TKT-1"), Err(StoreError::InvalidCursor { .. })));
+    }
+}

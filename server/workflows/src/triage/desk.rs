@@ -1,0 +1,580 @@
+//! The triage desk: the seed's TriageService around the graph. Before the run it checks the
+//! customer (no model call for an unknown one), replays idempotent retries and matches the
+//! message to an active ticket; after it, resolved and escalated tickets are archived and their
+//! checkpoints deleted.
+//!
+//! Archive-then-delete spans two stores with no shared transaction, so it is made safe by
+//! order and repair: the request's outcome is recorded first, then the ticket is archived (an
+//! idempotent save), then its checkpoint deleted. Whenever a customer's active tickets are read,
+//! a ticket that is already archived has its checkpoint deleted, and one whose last run
+//! completed with a completing action is archived first. A crash at any point therefore never
+//! loses a ticket, and no reader ever sees one both archived and active.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use frontdesk_llm::{CallOptions, ChatMessage, ChatRequest, LlmClient};
+use frontdesk_runtime::{
+    Checkpoint, Event, Log, RunError, RunInput, RunRequest, RunStatus, Runner, ThreadQuery, Usage,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{
+    archive::{ArchivedStatus, ArchivedTicket, TicketArchive},
+    customers::CustomerDirectory,
+    prompts, Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
+};
+use crate::{message::now_ms, WorkflowError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchConfidence {
+    High,
+    Medium,
+    Low,
+}
+
+/// The ticket matcher's structured answer.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MatchDecision {
+    /// One sentence on why.
+    reasoning: String,
+    /// The id of the active ticket the message continues, or null.
+    matched_ticket_id: Option<String>,
+    confidence: MatchConfidence,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriageRequest {
+    pub customer_id: String,
+    pub message: String,
+    pub subject: Option<String>,
+    pub language: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// Which ticket a message belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    pub ticket_id: String,
+    pub matched_existing: bool,
+    /// `None` when there was nothing to match against.
+    pub confidence: Option<MatchConfidence>,
+    pub reasoning: String,
+    pub candidates: Vec<String>,
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TicketStatus {
+    Active,
+    Resolved,
+    Escalated,
+}
+
+impl From<ArchivedStatus> for TicketStatus {
+    fn from(status: ArchivedStatus) -> Self {
+        match status {
+            ArchivedStatus::Resolved => TicketStatus::Resolved,
+            ArchivedStatus::Escalated => TicketStatus::Escalated,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TriageOutcome {
+    pub run_id: String,
+    pub output: TriageOutput,
+    pub status: TicketStatus,
+    #[serde(skip)]
+    pub replayed: bool,
+}
+
+type OutcomeFuture = Pin<Box<dyn Future<Output = Result<TriageOutcome, WorkflowError>> + Send>>;
+
+pub struct TriageHandle {
+    pub resolution: Resolution,
+    pub run_id: String,
+    pub events: mpsc::Receiver<Event>,
+    pub outcome: OutcomeFuture,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TicketSummary {
+    pub ticket_id: String,
+    pub customer_id: String,
+    pub status: TicketStatus,
+    pub subject: String,
+    pub result: Option<TriageResult>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TicketView {
+    pub summary: TicketSummary,
+    pub messages: Vec<TicketMessage>,
+    /// English text of each customer message, in order (empty when not translated).
+    pub english: Vec<String>,
+    pub language: String,
+}
+
+pub struct TriageDesk {
+    runner: Runner<TriageState>,
+    llm: LlmClient,
+    customers: Arc<CustomerDirectory>,
+    archive: Arc<dyn TicketArchive>,
+    max_text_chars: usize,
+    matcher_timeout: Duration,
+}
+
+const MAX_SUBJECT_CHARS: usize = 300;
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> WorkflowError {
+    WorkflowError::InvalidArgument { field, reason: reason.into() }
+}
+
+fn archive_error(error: super::ArchiveError) -> WorkflowError {
+    WorkflowError::Store(frontdesk_runtime::CheckpointError::Unavailable(Box::new(error)))
+}
+
+fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid("customer_id", "must be 1 to 64 characters of A-Z a-z 0-9 . _ -"))
+    }
+}
+
+fn thread_id(customer_id: &str, ticket_id: &str) -> String {
+    format!("{customer_id}:{ticket_id}")
+}
+
+fn new_ticket_id() -> String {
+    let hex = uuid::Uuid::new_v4().simple().to_string().to_ascii_uppercase();
+    format!("TKT-{}", &hex[..8])
+}
+
+fn decode_output(id: &str, value: serde_json::Value) -> Result<TriageOutput, WorkflowError> {
+    serde_json::from_value(value).map_err(|source| WorkflowError::Corrupt { id: id.to_owned(), source })
+}
+
+impl TriageDesk {
+    pub fn new(
+        runner: Runner<TriageState>,
+        llm: LlmClient,
+        customers: Arc<CustomerDirectory>,
+        archive: Arc<dyn TicketArchive>,
+        max_text_chars: usize,
+    ) -> Self {
+        Self { runner, llm, customers, archive, max_text_chars, matcher_timeout: Duration::from_secs(120) }
+    }
+
+    pub fn runner(&self) -> &Runner<TriageState> {
+        &self.runner
+    }
+
+    fn validate(&self, request: &TriageRequest) -> Result<(), WorkflowError> {
+        validate_customer_id(&request.customer_id)?;
+        let message = request.message.trim();
+        if message.is_empty() {
+            return Err(invalid("message", "must not be empty"));
+        }
+        let chars = message.chars().count();
+        if chars > self.max_text_chars {
+            return Err(invalid("message", format!("is {chars} characters; the limit is {}", self.max_text_chars)));
+        }
+        if request.subject.as_ref().is_some_and(|s| s.chars().count() > MAX_SUBJECT_CHARS) {
+            return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
+        }
+        if let Some(language) = &request.language {
+            if language.len() != 2 || !language.bytes().all(|b| b.is_ascii_lowercase()) {
+                return Err(invalid("language", "must be an ISO 639-1 code such as en or es"));
+            }
+        }
+        if let Some(key) = &request.idempotency_key {
+            if key.is_empty() || key.len() > 128 {
+                return Err(invalid("idempotency_key", "must be 1 to 128 bytes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Triages one customer message.
+    pub async fn triage(&self, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
+        self.validate(&request)?;
+        let customer_id = request.customer_id.clone();
+        if self.customers.lookup(&customer_id).is_none() {
+            return Err(WorkflowError::NotFound { what: "customer", id: customer_id });
+        }
+        if let Some(key) = &request.idempotency_key {
+            if let Some(json) = self.archive.find_request(&customer_id, key).await.map_err(archive_error)? {
+                let mut outcome: TriageOutcome =
+                    serde_json::from_str(&json).map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
+                outcome.replayed = true;
+                let (_, events) = mpsc::channel(1);
+                return Ok(TriageHandle {
+                    resolution: Resolution {
+                        ticket_id: outcome.output.ticket_id.clone(),
+                        matched_existing: false,
+                        confidence: None,
+                        reasoning: "replay of an earlier request with the same idempotency key".into(),
+                        candidates: Vec::new(),
+                        usage: None,
+                    },
+                    run_id: outcome.run_id.clone(),
+                    events,
+                    outcome: Box::pin(async move { Ok(outcome) }),
+                });
+            }
+        }
+
+        let active = self.active_tickets(&customer_id).await?;
+        let resolution = self.resolve(&customer_id, request.message.trim(), &active).await?;
+        let message =
+            TicketMessage { author: Author::Customer, text: request.message.trim().to_owned(), at_ms: now_ms() };
+        let update = if resolution.matched_existing {
+            TriageUpdate {
+                messages: Some(Log::append(vec![message])),
+                language_hint: Some(request.language.clone()),
+                ..Default::default()
+            }
+        } else {
+            TriageUpdate {
+                ticket: Some(TicketInfo {
+                    ticket_id: resolution.ticket_id.clone(),
+                    customer_id: customer_id.clone(),
+                    subject: request.subject.clone().unwrap_or_default(),
+                    created_at_ms: now_ms(),
+                }),
+                messages: Some(Log::append(vec![message])),
+                language_hint: Some(request.language.clone()),
+                ..Default::default()
+            }
+        };
+        let thread = thread_id(&customer_id, &resolution.ticket_id);
+        let mut run = RunRequest::new(thread.clone(), RunInput::Update(update));
+        run.idempotency_key = request.idempotency_key.clone();
+        run.create = !resolution.matched_existing;
+        let handle = self.runner.start(run).await.map_err(WorkflowError::Run)?;
+        let run_id = handle.run_id.clone();
+        let (events, outcome, _cancel) = handle.into_parts();
+
+        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
+        let key = request.idempotency_key;
+        let outcome = Box::pin(async move {
+            let outcome = outcome.await.unwrap_or(Err(RunError::Lost)).map_err(WorkflowError::Run)?;
+            let output = decode_output(&thread, outcome.output)?;
+            let status = match output.result.as_ref().map(|r| r.recommended_action) {
+                Some(action) if action.completes_ticket() => finisher.status_of(action),
+                _ => TicketStatus::Active,
+            };
+            let result = TriageOutcome { run_id: outcome.run_id, output, status, replayed: outcome.replayed };
+            if let Some(key) = &key {
+                let json = serde_json::to_string(&result)
+                    .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
+                finisher.archive.record_request(&result.output.customer_id, key, &json).await.map_err(archive_error)?;
+            }
+            if status != TicketStatus::Active {
+                finisher.complete(&thread).await?;
+            }
+            Ok(result)
+        });
+        Ok(TriageHandle { resolution, run_id, events, outcome })
+    }
+
+    /// Matches the message to one of the active tickets, or makes a new ticket id.
+    async fn resolve(
+        &self,
+        customer_id: &str,
+        message: &str,
+        active: &[(TriageState, Checkpoint)],
+    ) -> Result<Resolution, WorkflowError> {
+        let candidates: Vec<String> = active.iter().map(|(s, _)| s.ticket.ticket_id.clone()).collect();
+        if active.is_empty() {
+            return Ok(Resolution {
+                ticket_id: new_ticket_id(),
+                matched_existing: false,
+                confidence: None,
+                reasoning: "the customer has no active ticket".into(),
+                candidates,
+                usage: None,
+            });
+        }
+        // The seed's TicketSummarizeTool: a summary of each active ticket from its checkpoint.
+        let summaries: String = active.iter().map(|(state, _)| summarize(state)).collect();
+        let request = ChatRequest {
+            purpose: "ticket_matcher.match".into(),
+            messages: vec![
+                ChatMessage::system(prompts::MATCHER),
+                ChatMessage::user(format!("Active tickets:\n{summaries}\nNew message from the customer:\n{message}")),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(200),
+            ..Default::default()
+        };
+        let opts =
+            CallOptions { deadline: Some(tokio::time::Instant::now() + self.matcher_timeout), ..Default::default() };
+        let (decision, record) = self.llm.structured::<MatchDecision>(request, &opts).await.map_err(|e| {
+            let error = crate::llm_node::node_error("ticket_matcher.match", e);
+            WorkflowError::Run(RunError::Node { node: "ticket_matcher".into(), source: error })
+        })?;
+        let usage = Usage {
+            prompt_tokens: record.usage.prompt_tokens,
+            completion_tokens: record.usage.completion_tokens,
+            cost_usd: record.cost_usd,
+        };
+        let matched = decision
+            .matched_ticket_id
+            .filter(|id| candidates.contains(id))
+            .filter(|_| matches!(decision.confidence, MatchConfidence::High | MatchConfidence::Medium));
+        info!(customer_id, matched = ?matched, confidence = ?decision.confidence, "ticket matched");
+        Ok(Resolution {
+            matched_existing: matched.is_some(),
+            ticket_id: matched.unwrap_or_else(new_ticket_id),
+            confidence: Some(decision.confidence),
+            reasoning: decision.reasoning,
+            candidates,
+            usage: Some(usage),
+        })
+    }
+
+    /// The customer's active tickets, after repairing any that a crash left half-archived.
+    async fn active_tickets(&self, customer_id: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {
+        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
+        let mut active = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .runner
+                .checkpointer()
+                .list_threads(&ThreadQuery {
+                    workflow: Some(NAME.to_owned()),
+                    prefix: Some(format!("{customer_id}:")),
+                    after: after.clone(),
+                    limit: 100,
+                })
+                .await?;
+            for thread in &page.threads {
+                if let Some(entry) = finisher.repair(&thread.thread_id).await? {
+                    active.push(entry);
+                }
+            }
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(active),
+            }
+        }
+    }
+
+    /// Repairs every triage thread (start-up, after crash recovery).
+    pub async fn sweep(&self) -> Result<usize, WorkflowError> {
+        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
+        let mut repaired = 0;
+        let mut after = None;
+        loop {
+            let page = self
+                .runner
+                .checkpointer()
+                .list_threads(&ThreadQuery {
+                    workflow: Some(NAME.to_owned()),
+                    after: after.clone(),
+                    limit: 100,
+                    prefix: None,
+                })
+                .await?;
+            for thread in &page.threads {
+                if finisher.repair(&thread.thread_id).await?.is_none() {
+                    repaired += 1;
+                }
+            }
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(repaired),
+            }
+        }
+    }
+
+    pub async fn list_active(&self, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
+        validate_customer_id(customer_id)?;
+        Ok(self.active_tickets(customer_id).await?.iter().map(|(state, cp)| active_summary(state, cp)).collect())
+    }
+
+    pub async fn list_archived(
+        &self,
+        customer_id: &str,
+        status: Option<ArchivedStatus>,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<TicketSummary>, Option<String>), WorkflowError> {
+        validate_customer_id(customer_id)?;
+        let (tickets, next) = self.archive.list(customer_id, status, after, limit).await.map_err(archive_error)?;
+        Ok((tickets.iter().map(archived_summary).collect(), next))
+    }
+
+    /// One of the customer's tickets. Another customer's ticket is NOT_FOUND, exactly like a
+    /// ticket that does not exist.
+    pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<TicketView, WorkflowError> {
+        validate_customer_id(customer_id)?;
+        if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains(':') {
+            return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
+        }
+        let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
+        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
+        if let Some((state, cp)) = finisher.repair(&thread_id(customer_id, ticket_id)).await? {
+            return Ok(TicketView {
+                summary: active_summary(&state, &cp),
+                english: state.translation.as_ref().map(|t| t.translated_messages.clone()).unwrap_or_default(),
+                language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
+                messages: state.messages.items,
+            });
+        }
+        let archived = self.archive.get(ticket_id).await.map_err(archive_error)?.ok_or_else(not_found)?;
+        if archived.customer_id != customer_id {
+            return Err(not_found());
+        }
+        Ok(TicketView {
+            summary: archived_summary(&archived),
+            english: Vec::new(),
+            language: archived.language.clone(),
+            messages: archived.messages,
+        })
+    }
+}
+
+/// The seed's TicketSummarizeTool.
+fn summarize(state: &TriageState) -> String {
+    let english = state.english_messages();
+    let result = state
+        .triage_result
+        .as_ref()
+        .map(|r| format!(" Classified {} / {}: {}", r.ticket_type.as_str(), r.recommended_action.as_str(), r.reasoning))
+        .unwrap_or_default();
+    format!(
+        "- ticket_id {}: subject \"{}\"; messages: {}.{result}\n",
+        state.ticket.ticket_id,
+        state.ticket.subject,
+        english.join(" | ")
+    )
+}
+
+fn active_summary(state: &TriageState, cp: &Checkpoint) -> TicketSummary {
+    TicketSummary {
+        ticket_id: state.ticket.ticket_id.clone(),
+        customer_id: state.ticket.customer_id.clone(),
+        status: TicketStatus::Active,
+        subject: state.ticket.subject.clone(),
+        result: state.triage_result.clone(),
+        created_at_ms: state.ticket.created_at_ms,
+        updated_at_ms: cp.created_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+    }
+}
+
+fn archived_summary(ticket: &ArchivedTicket) -> TicketSummary {
+    let ms = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    TicketSummary {
+        ticket_id: ticket.ticket_id.clone(),
+        customer_id: ticket.customer_id.clone(),
+        status: ticket.status.into(),
+        subject: ticket.subject.clone(),
+        result: Some(ticket.result.clone()),
+        created_at_ms: ms(ticket.created_at),
+        updated_at_ms: ms(ticket.completed_at),
+    }
+}
+
+/// Archive-then-delete, and its repair.
+struct Finisher {
+    runner: Runner<TriageState>,
+    archive: Arc<dyn TicketArchive>,
+}
+
+impl Finisher {
+    fn status_of(&self, action: super::RecommendedAction) -> TicketStatus {
+        match action {
+            super::RecommendedAction::AutoRespond => TicketStatus::Resolved,
+            super::RecommendedAction::EscalateHuman => TicketStatus::Escalated,
+            super::RecommendedAction::RouteSpecialist => TicketStatus::Active,
+        }
+    }
+
+    /// Archives a thread's ticket, then deletes its checkpoints.
+    async fn complete(&self, thread: &str) -> Result<(), WorkflowError> {
+        let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(()) };
+        self.archive_and_delete(thread, &state, &cp).await
+    }
+
+    async fn archive_and_delete(
+        &self,
+        thread: &str,
+        state: &TriageState,
+        cp: &Checkpoint,
+    ) -> Result<(), WorkflowError> {
+        let Some(result) = state.triage_result.clone() else { return Ok(()) };
+        let status = match result.recommended_action {
+            super::RecommendedAction::AutoRespond => ArchivedStatus::Resolved,
+            super::RecommendedAction::EscalateHuman => ArchivedStatus::Escalated,
+            super::RecommendedAction::RouteSpecialist => return Ok(()),
+        };
+        let mut messages = state.messages.items.clone();
+        if !result.suggested_response.is_empty() {
+            messages.push(TicketMessage {
+                author: Author::Assistant,
+                text: result.suggested_response.clone(),
+                at_ms: cp.created_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            });
+        }
+        let ticket = ArchivedTicket {
+            ticket_id: state.ticket.ticket_id.clone(),
+            customer_id: state.ticket.customer_id.clone(),
+            thread_id: thread.to_owned(),
+            status,
+            subject: state.ticket.subject.clone(),
+            language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
+            result,
+            messages,
+            created_at: std::time::UNIX_EPOCH + Duration::from_millis(state.ticket.created_at_ms),
+            completed_at: cp.created_at,
+        };
+        self.archive.save(&ticket).await.map_err(archive_error)?;
+        match self.runner.delete_thread(thread).await {
+            Ok(_) => {
+                info!(thread_id = thread, status = status.as_str(), "ticket archived");
+                Ok(())
+            }
+            // A follow-up holds the thread; the next repair pass deletes it.
+            Err(RunError::ThreadBusy { .. }) => {
+                warn!(thread_id = thread, "archived ticket still busy; its checkpoint is deleted on the next repair");
+                Ok(())
+            }
+            Err(other) => Err(WorkflowError::Run(other)),
+        }
+    }
+
+    /// Returns the thread's state if the ticket is really active; finishes it otherwise.
+    async fn repair(&self, thread: &str) -> Result<Option<(TriageState, Checkpoint)>, WorkflowError> {
+        let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(None) };
+        if cp.workflow != NAME {
+            return Ok(None);
+        }
+        if self.archive.exists(&state.ticket.ticket_id).await.map_err(archive_error)? {
+            match self.runner.delete_thread(thread).await {
+                Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(None),
+                Err(other) => return Err(WorkflowError::Run(other)),
+            }
+        }
+        let completing = state.triage_result.as_ref().is_some_and(|r| r.recommended_action.completes_ticket());
+        if completing && cp.run.status == RunStatus::Completed {
+            self.archive_and_delete(thread, &state, &cp).await?;
+            return Ok(None);
+        }
+        Ok(Some((state, cp)))
+    }
+}

@@ -1,0 +1,325 @@
+//! The triage agents.
+
+use async_trait::async_trait;
+use frontdesk_llm::{ChatMessage, ChatRequest};
+use frontdesk_runtime::{EventKind, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tracing::{debug, warn};
+
+use super::{
+    kb::Category, prompts, ExtractedInfo, KbResult, RecommendedAction, TicketType, Translation, TriageDeps,
+    TriageResult, TriageState, TriageUpdate,
+};
+use crate::llm_node;
+
+type Output = Result<NodeOutput<TriageUpdate>, NodeError>;
+
+/// How many articles a specialist reads.
+const KB_RESULTS: usize = 3;
+
+/// Runs a deterministic tool and streams the call and its result as events.
+async fn tool<T: serde::Serialize>(ctx: &NodeContext, name: &str, arguments: serde_json::Value, result: &T) {
+    let call_id = uuid::Uuid::now_v7().simple().to_string();
+    ctx.emit(EventKind::ToolCalled {
+        call_id: call_id.clone(),
+        name: name.to_owned(),
+        arguments_json: arguments.to_string(),
+    })
+    .await;
+    let result_json = serde_json::to_string(result).unwrap_or_else(|_| "null".to_owned());
+    ctx.emit(EventKind::ToolReturned { call_id, name: name.to_owned(), result_json, is_error: false }).await;
+}
+
+fn numbered(messages: &[String]) -> String {
+    messages.iter().enumerate().map(|(i, m)| format!("{}. {m}\n", i + 1)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The translator's structured answer.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct TranslationOutput {
+    /// ISO 639-1 code of the customer's language.
+    original_language: String,
+    is_english: bool,
+    /// Each customer message in English, in the same order.
+    translated_messages: Vec<String>,
+}
+
+pub struct Translator(pub TriageDeps);
+
+#[async_trait]
+impl Node<TriageState> for Translator {
+    fn description(&self) -> &str {
+        "Detects the customer's language and translates the ticket's messages into English for the agents"
+    }
+
+    async fn run(&self, state: &TriageState, ctx: &NodeContext) -> Output {
+        let originals: Vec<String> = state.customer_messages().map(|m| m.text.clone()).collect();
+        // A caller that says the ticket is English saves the model call.
+        if state.language_hint.as_deref() == Some("en") {
+            let translation = Translation {
+                original_language: "en".into(),
+                is_english: true,
+                translated_messages: originals.clone(),
+                original_messages: originals,
+            };
+            return Ok(NodeOutput::update(TriageUpdate {
+                translation: Some(Some(translation)),
+                current_agent: Some("translator".into()),
+                ..Default::default()
+            }));
+        }
+        let mut prompt = format!("Customer messages:\n{}", numbered(&originals));
+        if let Some(hint) = &state.language_hint {
+            prompt.push_str(&format!("The caller says the language is {hint}.\n"));
+        }
+        let request = ChatRequest {
+            purpose: "translator.translate".into(),
+            messages: vec![ChatMessage::system(prompts::TRANSLATOR), ChatMessage::user(prompt)],
+            temperature: Some(0.0),
+            max_tokens: Some(1200),
+            ..Default::default()
+        };
+        let out: TranslationOutput = llm_node::structured(ctx, &self.0.llm, request).await?;
+        if out.translated_messages.len() != originals.len() {
+            return Err(NodeError::new(
+                NodeErrorKind::ModelOutputInvalid,
+                format!(
+                    "translator returned {} translations for {} messages",
+                    out.translated_messages.len(),
+                    originals.len()
+                ),
+            ));
+        }
+        let language = out.original_language.trim().to_ascii_lowercase();
+        let translation = Translation {
+            is_english: out.is_english || language == "en",
+            original_language: if language.is_empty() { "en".into() } else { language },
+            translated_messages: out.translated_messages,
+            original_messages: originals,
+        };
+        Ok(NodeOutput::update(TriageUpdate {
+            translation: Some(Some(translation)),
+            current_agent: Some("translator".into()),
+            ..Default::default()
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub struct Supervisor(pub TriageDeps);
+
+#[async_trait]
+impl Node<TriageState> for Supervisor {
+    fn description(&self) -> &str {
+        "Looks up the customer, then classifies urgency and ticket type and decides on direct escalation"
+    }
+
+    async fn run(&self, state: &TriageState, ctx: &NodeContext) -> Output {
+        let customer_id = &state.ticket.customer_id;
+        let customer = self.0.customers.lookup(customer_id).cloned();
+        tool(ctx, "customer_lookup", serde_json::json!({ "customer_id": customer_id }), &customer).await;
+        let Some(customer) = customer else {
+            return Err(NodeError::new(
+                NodeErrorKind::InvalidInput,
+                format!("customer {customer_id} is not in the directory"),
+            ));
+        };
+        let info = serde_json::to_string(&customer).unwrap_or_default();
+        let request = ChatRequest {
+            purpose: "supervisor.classify".into(),
+            messages: vec![
+                ChatMessage::system(prompts::SUPERVISOR),
+                ChatMessage::user(format!(
+                    "Customer: {info}\nSubject: {}\nTicket (English):\n{}",
+                    state.ticket.subject,
+                    numbered(&state.english_messages())
+                )),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(300),
+            ..Default::default()
+        };
+        let decision: super::SupervisorDecision = llm_node::structured(ctx, &self.0.llm, request).await?;
+        debug!(thread_id = ctx.thread_id(), urgency = ?decision.urgency, ticket_type = ?decision.ticket_type,
+            escalate = decision.requires_escalation, reasoning = %decision.reasoning, "ticket classified");
+        Ok(NodeOutput::update(TriageUpdate {
+            customer_info: Some(Some(customer)),
+            supervisor_decision: Some(Some(decision)),
+            current_agent: Some("supervisor".into()),
+            ..Default::default()
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The specialist's structured answer.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SpecialistOutput {
+    /// One or two sentences on the decision.
+    reasoning: String,
+    recommended_action: RecommendedAction,
+    /// The reply to send the customer, in English.
+    suggested_response: String,
+    /// Ids of the articles relied on.
+    relevant_articles: Vec<String>,
+    extracted_info: ExtractedInfo,
+}
+
+pub struct Specialist {
+    pub deps: TriageDeps,
+    pub category: Category,
+}
+
+#[async_trait]
+impl Node<TriageState> for Specialist {
+    fn description(&self) -> &str {
+        match self.category {
+            Category::Billing => "Billing specialist: searches billing articles and recommends an action and a reply",
+            Category::Technical => {
+                "Technical specialist: searches technical articles and recommends an action and a reply"
+            }
+            Category::General => "General specialist: searches general articles and recommends an action and a reply",
+        }
+    }
+
+    async fn run(&self, state: &TriageState, ctx: &NodeContext) -> Output {
+        let category = self.category.as_str();
+        let english = state.english_messages();
+        let query = format!("{} {}", state.ticket.subject, english.join(" "));
+        let hits: Vec<KbResult> = self
+            .deps
+            .kb
+            .search(&query, Some(self.category), KB_RESULTS)
+            .into_iter()
+            .map(|h| KbResult { article_id: h.article_id, title: h.title, score: h.score })
+            .collect();
+        tool(ctx, "kb_search", serde_json::json!({ "query": query, "category": category }), &hits).await;
+        let articles: String = hits
+            .iter()
+            .filter_map(|h| self.deps.kb.article(&h.article_id))
+            .map(|a| format!("- {} \"{}\": {}\n", a.article_id, a.title, a.body))
+            .collect();
+        let decision = state.supervisor_decision.as_ref();
+        let customer = state.customer_info.as_ref().map(|c| serde_json::to_string(c).unwrap_or_default());
+        let request = ChatRequest {
+            purpose: format!("specialist.{category}"),
+            messages: vec![
+                ChatMessage::system(prompts::specialist(category)),
+                ChatMessage::user(format!(
+                    "Customer: {}\nUrgency: {}\nSubject: {}\nTicket (English):\n{}\nKnowledge-base articles:\n{}",
+                    customer.unwrap_or_default(),
+                    decision.map_or("unknown".into(), |d| format!("{:?}", d.urgency).to_lowercase()),
+                    state.ticket.subject,
+                    numbered(&english),
+                    if articles.is_empty() { "(none found)\n".to_owned() } else { articles },
+                )),
+            ],
+            temperature: Some(0.2),
+            max_tokens: Some(700),
+            ..Default::default()
+        };
+        let out: SpecialistOutput = llm_node::structured(ctx, &self.deps.llm, request).await?;
+        let mut relevant = out.relevant_articles;
+        relevant.retain(|id| {
+            let known = hits.iter().any(|h| &h.article_id == id);
+            if !known {
+                warn!(thread_id = ctx.thread_id(), article = %id, "specialist cited an article it was not given");
+            }
+            known
+        });
+        let translation = state.translation.as_ref();
+        let language = translation.map_or_else(|| "en".to_owned(), |t| t.original_language.clone());
+        let suggested_response = match translation {
+            Some(t) if !t.is_english && !out.suggested_response.trim().is_empty() => {
+                let request = ChatRequest {
+                    purpose: "translator.translate_back".into(),
+                    messages: vec![
+                        ChatMessage::system(format!("{}\nCustomer's language: {language}", prompts::TRANSLATE_BACK)),
+                        ChatMessage::user(out.suggested_response.clone()),
+                    ],
+                    temperature: Some(0.0),
+                    max_tokens: Some(700),
+                    ..Default::default()
+                };
+                llm_node::streamed_text(ctx, &self.deps.llm, request).await?
+            }
+            _ => out.suggested_response.clone(),
+        };
+        let ticket_type = decision.map_or(category_type(self.category), |d| d.ticket_type);
+        let result = TriageResult {
+            urgency: decision.map_or(super::Urgency::Medium, |d| d.urgency),
+            ticket_type,
+            extracted_info: ExtractedInfo { language: language.clone(), ..out.extracted_info },
+            recommended_action: out.recommended_action,
+            suggested_response,
+            suggested_response_english: out.suggested_response,
+            relevant_articles: relevant,
+            reasoning: out.reasoning,
+            agent: format!("{category}_specialist"),
+        };
+        Ok(NodeOutput::update(TriageUpdate {
+            kb_results: Some(hits),
+            triage_result: Some(Some(result)),
+            current_agent: Some(format!("{category}_specialist")),
+            ..Default::default()
+        }))
+    }
+}
+
+fn category_type(category: Category) -> TicketType {
+    match category {
+        Category::Billing => TicketType::Billing,
+        Category::Technical => TicketType::Technical,
+        Category::General => TicketType::General,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Direct escalation: no specialist, no model call.
+pub struct Escalate;
+
+#[async_trait]
+impl Node<TriageState> for Escalate {
+    fn description(&self) -> &str {
+        "Direct escalation to a human, skipping the specialists"
+    }
+
+    async fn run(&self, state: &TriageState, _ctx: &NodeContext) -> Output {
+        let decision = state.supervisor_decision.as_ref();
+        let language = state.translation.as_ref().map_or_else(|| "en".to_owned(), |t| t.original_language.clone());
+        let result = TriageResult {
+            urgency: decision.map_or(super::Urgency::Critical, |d| d.urgency),
+            ticket_type: decision.map_or(TicketType::General, |d| d.ticket_type),
+            extracted_info: ExtractedInfo {
+                product_area: decision.map_or("general".into(), |d| d.ticket_type.as_str().to_owned()),
+                issue_type: "escalation".into(),
+                sentiment: "urgent".into(),
+                language,
+            },
+            recommended_action: RecommendedAction::EscalateHuman,
+            // A fixed holding reply (English): escalations are answered by people.
+            suggested_response: prompts::ESCALATION_REPLY.to_owned(),
+            suggested_response_english: prompts::ESCALATION_REPLY.to_owned(),
+            relevant_articles: Vec::new(),
+            reasoning: format!(
+                "Direct escalation required: {}",
+                decision.map_or("no supervisor decision", |d| d.reasoning.as_str())
+            ),
+            agent: "escalate".into(),
+        };
+        Ok(NodeOutput::update(TriageUpdate {
+            triage_result: Some(Some(result)),
+            kb_results: Some(Vec::new()),
+            current_agent: Some("escalate".into()),
+            ..Default::default()
+        }))
+    }
+}

@@ -1,0 +1,387 @@
+//! The triage workflow (seed 001) end to end through a real server and its gRPC client, with a
+//! scripted model: every route, every recommended action and its persistence, ticket matching,
+//! translation, unknown customers and customer isolation.
+
+mod common;
+
+use common::TestServer;
+use frontdesk_api::v1::{
+    self, run_event::Kind, triage_service_client::TriageServiceClient, triage_ticket_response::Payload,
+    RecommendedAction, TicketStatus, TicketType, Urgency,
+};
+use futures::StreamExt;
+use serde_json::json;
+use tonic::{transport::Channel, Code};
+
+struct Triage {
+    s: TestServer,
+    client: TriageServiceClient<Channel>,
+}
+
+struct Outcome {
+    resolution: v1::TicketResolution,
+    events: Vec<v1::RunEvent>,
+    result: v1::TriageResult,
+}
+
+impl Triage {
+    async fn start() -> Self {
+        let s = TestServer::start().await;
+        let channel = Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+        Self { s, client: TriageServiceClient::new(channel) }
+    }
+
+    async fn triage(&self, customer: &str, message: &str, key: &str) -> Result<Outcome, tonic::Status> {
+        let request = v1::TriageTicketRequest {
+            customer_id: customer.into(),
+            message: message.into(),
+            subject: "Help".into(),
+            language: String::new(),
+            idempotency_key: key.into(),
+        };
+        let mut stream = self.client.clone().triage_ticket(request).await?.into_inner();
+        let (mut resolution, mut events, mut result) = (None, Vec::new(), None);
+        while let Some(item) = stream.next().await {
+            match item?.payload.unwrap() {
+                Payload::Resolution(r) => resolution = Some(r),
+                Payload::Event(e) => events.push(e),
+                Payload::Result(r) => result = Some(r),
+            }
+        }
+        Ok(Outcome { resolution: resolution.unwrap(), events, result: result.expect("a result") })
+    }
+
+    async fn active(&self, customer: &str) -> Vec<v1::Ticket> {
+        let request = v1::ListActiveTicketsRequest { customer_id: customer.into() };
+        self.client.clone().list_active_tickets(request).await.unwrap().into_inner().tickets
+    }
+
+    async fn get(&self, customer: &str, ticket: &str) -> Result<v1::GetTicketResponse, tonic::Status> {
+        let request = v1::GetTicketRequest { customer_id: customer.into(), ticket_id: ticket.into() };
+        Ok(self.client.clone().get_ticket(request).await?.into_inner())
+    }
+}
+
+fn english_translation(text: &str) -> serde_json::Value {
+    json!({"original_language": "en", "is_english": true, "translated_messages": [text]})
+}
+
+fn decision(urgency: &str, ticket_type: &str, escalate: bool) -> serde_json::Value {
+    json!({"reasoning": "scripted", "urgency": urgency, "ticket_type": ticket_type, "requires_escalation": escalate})
+}
+
+fn specialist(action: &str, reply: &str, articles: &[&str]) -> serde_json::Value {
+    json!({
+        "reasoning": "scripted",
+        "recommended_action": action,
+        "suggested_response": reply,
+        "relevant_articles": articles,
+        "extracted_info": {"product_area": "billing", "issue_type": "double_charge", "sentiment": "frustrated"}
+    })
+}
+
+fn nodes(events: &[v1::RunEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(Kind::NodeStarted(_)) => Some(e.node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn billing_auto_respond_is_archived_as_resolved() {
+    let t = Triage::start().await;
+    let text = "I was charged twice on my last invoice";
+    t.s.script(&[
+        ("translator.translate", english_translation(text)),
+        ("supervisor.classify", decision("high", "billing", false)),
+        (
+            "specialist.billing",
+            specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001", "kb_999"]),
+        ),
+    ]);
+    let out = t.triage("CUST-001", text, "").await.unwrap();
+    assert!(!out.resolution.matched_existing);
+    assert!(out.resolution.ticket_id.starts_with("TKT-") && out.resolution.ticket_id.len() == 12);
+    assert_eq!(nodes(&out.events), ["translator", "supervisor", "billing_specialist"]);
+    let tools: Vec<(String, String)> = out
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(Kind::ToolReturned(r)) => Some((r.name.clone(), r.result_json.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools[0].0, "customer_lookup");
+    assert!(tools[0].1.contains("Ana Smith"));
+    assert_eq!(tools[1].0, "kb_search");
+    assert!(tools[1].1.contains("kb_001"), "the knowledge base finds the double-charge article: {}", tools[1].1);
+    let r = &out.result;
+    assert_eq!(r.ticket_id, out.resolution.ticket_id);
+    assert_eq!(r.recommended_action(), RecommendedAction::AutoRespond);
+    assert_eq!(r.ticket_type(), TicketType::Billing);
+    assert_eq!(r.urgency(), Urgency::High);
+    assert_eq!(r.status(), TicketStatus::Resolved);
+    assert_eq!(r.relevant_articles, ["kb_001"], "articles the specialist was not given are dropped");
+    assert!(r.kb_results.iter().all(|h| h.article_id.starts_with("kb_")));
+    let specialist_prompt = t.s.model.requests().into_iter().find(|q| q.purpose == "specialist.billing").unwrap();
+    assert!(specialist_prompt.messages[1].content.contains("Resolving Double Charges"));
+
+    assert!(t.active("CUST-001").await.is_empty(), "a resolved ticket leaves the active store");
+    let ticket = t.get("CUST-001", &r.ticket_id).await.unwrap();
+    assert_eq!(ticket.ticket.unwrap().status(), TicketStatus::Resolved);
+    let texts: Vec<_> = ticket.messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, [text, "We will refund the duplicate charge."], "the ticket and its chat are archived");
+    let listed = t
+        .client
+        .clone()
+        .list_tickets(v1::ListTicketsRequest {
+            customer_id: "CUST-001".into(),
+            status: 0,
+            page_size: 10,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.tickets.len(), 1);
+}
+
+#[tokio::test]
+async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
+    let t = Triage::start().await;
+    let first = "The API returns a timeout error on every export";
+    t.s.script(&[
+        ("translator.translate", english_translation(first)),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "An engineer will look into it.", &[])),
+    ]);
+    let out = t.triage("CUST-003", first, "").await.unwrap();
+    assert_eq!(out.result.status(), TicketStatus::Active);
+    assert_eq!(nodes(&out.events), ["translator", "supervisor", "technical_specialist"]);
+    let ticket_id = out.result.ticket_id.clone();
+    let active = t.active("CUST-003").await;
+    assert_eq!(active.iter().map(|t| t.ticket_id.as_str()).collect::<Vec<_>>(), [ticket_id.as_str()]);
+
+    let follow_up = "Still timing out after the update, any news?";
+    t.s.script(&[
+        (
+            "ticket_matcher.match",
+            json!({"reasoning": "same export timeout", "matched_ticket_id": ticket_id, "confidence": "high"}),
+        ),
+        (
+            "translator.translate",
+            json!({"original_language": "en", "is_english": true, "translated_messages": [first, follow_up]}),
+        ),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("auto_respond", "Please update to version 2.1, which fixes it.", &[])),
+    ]);
+    let out = t.triage("CUST-003", follow_up, "").await.unwrap();
+    assert!(out.resolution.matched_existing);
+    assert_eq!(out.resolution.confidence(), v1::MatchConfidence::High);
+    assert_eq!(out.resolution.candidate_ticket_ids, [ticket_id.clone()]);
+    assert_eq!(out.result.ticket_id, ticket_id, "the follow-up continues the same ticket");
+    assert_eq!(out.result.status(), TicketStatus::Resolved);
+    let matcher = t.s.model.requests().into_iter().find(|q| q.purpose == "ticket_matcher.match").unwrap();
+    assert!(matcher.messages[1].content.contains(first), "the matcher reads a summary of the active ticket");
+    let ticket = t.get("CUST-003", &ticket_id).await.unwrap();
+    assert_eq!(ticket.messages.len(), 3, "both customer messages and the reply are archived");
+    assert!(t.active("CUST-003").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_low_confidence_match_opens_a_new_ticket() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english_translation("login error")),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Looking into it.", &[])),
+    ]);
+    let first = t.triage("CUST-003", "login error", "").await.unwrap();
+    t.s.script(&[
+        (
+            "ticket_matcher.match",
+            json!({"reasoning": "different", "matched_ticket_id": first.result.ticket_id, "confidence": "low"}),
+        ),
+        ("translator.translate", english_translation("how do I invite my team?")),
+        ("supervisor.classify", decision("low", "general", false)),
+        ("specialist.general", specialist("route_specialist", "Sure.", &[])),
+    ]);
+    let second = t.triage("CUST-003", "how do I invite my team?", "").await.unwrap();
+    assert!(!second.resolution.matched_existing);
+    assert_ne!(second.result.ticket_id, first.result.ticket_id);
+    assert_eq!(nodes(&second.events), ["translator", "supervisor", "general_specialist"]);
+    assert_eq!(t.active("CUST-003").await.len(), 2);
+}
+
+#[tokio::test]
+async fn escalation_skips_the_specialists_and_is_archived_as_escalated() {
+    let t = Triage::start().await;
+    let text = "Our production is down and we see data loss";
+    t.s.script(&[
+        ("translator.translate", english_translation(text)),
+        ("supervisor.classify", decision("critical", "technical", true)),
+    ]);
+    let out = t.triage("CUST-004", text, "").await.unwrap();
+    assert_eq!(nodes(&out.events), ["translator", "supervisor", "escalate"]);
+    let r = &out.result;
+    assert_eq!(r.recommended_action(), RecommendedAction::EscalateHuman);
+    assert!(r.requires_escalation);
+    assert_eq!(r.urgency(), Urgency::Critical);
+    assert_eq!(r.status(), TicketStatus::Escalated);
+    assert!(!t.s.model.requests().iter().any(|q| q.purpose.starts_with("specialist.")));
+    assert!(t.active("CUST-004").await.is_empty());
+    let ticket = t.get("CUST-004", &r.ticket_id).await.unwrap();
+    assert_eq!(ticket.ticket.unwrap().status(), TicketStatus::Escalated);
+}
+
+#[tokio::test]
+async fn a_specialist_can_escalate_to_a_human() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english_translation("legal question about our contract")),
+        ("supervisor.classify", decision("medium", "general", false)),
+        ("specialist.general", specialist("escalate_human", "A colleague will contact you.", &[])),
+    ]);
+    let out = t.triage("CUST-002", "legal question about our contract", "").await.unwrap();
+    assert_eq!(out.result.status(), TicketStatus::Escalated);
+    assert!(!out.result.requires_escalation);
+}
+
+#[tokio::test]
+async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
+    let t = Triage::start().await;
+    let text = "Me cobraron dos veces en mi última factura";
+    t.s.script(&[
+        (
+            "translator.translate",
+            json!({"original_language": "es", "is_english": false, "translated_messages": ["I was charged twice on my last invoice"]}),
+        ),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
+        ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
+    ]);
+    let out = t.triage("CUST-002", text, "").await.unwrap();
+    let r = &out.result;
+    assert_eq!(r.language, "es");
+    assert_eq!(r.suggested_response, "Le reembolsaremos el cargo duplicado.");
+    assert_eq!(r.suggested_response_english, "We will refund the duplicate charge.");
+    let requests = t.s.model.requests();
+    let supervisor = requests.iter().find(|q| q.purpose == "supervisor.classify").unwrap();
+    assert!(supervisor.messages[1].content.contains("I was charged twice"), "agents read the English translation");
+    assert!(!supervisor.messages[1].content.contains("cobraron"));
+    let ticket = t.get("CUST-002", &r.ticket_id).await.unwrap();
+    assert_eq!(ticket.messages[0].text, text, "the original is kept");
+}
+
+#[tokio::test]
+async fn an_unknown_customer_is_not_found_before_any_model_call() {
+    let t = Triage::start().await;
+    let error = t.triage("CUST-999", "hello", "").await.err().unwrap();
+    assert_eq!(error.code(), Code::NotFound);
+    assert!(t.s.model.requests().is_empty());
+    let error = t.triage("", "hello", "").await.err().unwrap();
+    assert_eq!(error.code(), Code::InvalidArgument);
+    let error = t.triage("CUST-001", "  ", "").await.err().unwrap();
+    assert_eq!(error.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn customers_cannot_see_each_others_tickets() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english_translation("webhook delivery fails")),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
+    ]);
+    let a = t.triage("CUST-001", "webhook delivery fails", "").await.unwrap();
+    let ticket = &a.result.ticket_id;
+    assert_eq!(t.get("CUST-003", ticket).await.err().unwrap().code(), Code::NotFound);
+    assert!(t.active("CUST-003").await.is_empty());
+    // CUST-003's first message is matched against CUST-003's tickets only: none, so no matcher call.
+    t.s.script(&[
+        ("translator.translate", english_translation("webhook delivery fails too")),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
+    ]);
+    let b = t.triage("CUST-003", "webhook delivery fails too", "").await.unwrap();
+    assert!(b.resolution.candidate_ticket_ids.is_empty());
+    assert!(!t.s.model.requests().iter().any(|q| q.purpose == "ticket_matcher.match"));
+    assert_ne!(&b.result.ticket_id, ticket);
+}
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_replays_the_result() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english_translation("refund please")),
+        ("supervisor.classify", decision("low", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
+    ]);
+    let first = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
+    let calls = t.s.model.requests().len();
+    let again = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
+    assert!(again.result.replayed);
+    assert_eq!(again.result.ticket_id, first.result.ticket_id);
+    assert_eq!(again.result.suggested_response, "Refund started.");
+    assert!(again.events.is_empty());
+    assert_eq!(t.s.model.requests().len(), calls);
+}
+
+#[tokio::test]
+async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english_translation("sso configuration help")),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
+    ]);
+    let out = t.triage("CUST-001", "sso configuration help", "").await.unwrap();
+    let ticket_id = out.result.ticket_id.clone();
+    // What a crash between "archive" and "delete checkpoint" leaves behind.
+    let db = t.s.server().database();
+    let record = frontdesk_store::CompletedTicket {
+        ticket_id: ticket_id.clone(),
+        customer_id: "CUST-001".into(),
+        thread_id: format!("CUST-001:{ticket_id}"),
+        status: "resolved".into(),
+        recommended_action: "auto_respond".into(),
+        urgency: "medium".into(),
+        ticket_type: "technical".into(),
+        subject: "Help".into(),
+        summary: "sso configuration help".into(),
+        suggested_response: "Done.".into(),
+        relevant_articles: vec![],
+        language: "en".into(),
+        result: json!({
+            "urgency": "medium", "ticket_type": "technical",
+            "extracted_info": {"product_area": "", "issue_type": "", "sentiment": "", "language": "en"},
+            "recommended_action": "auto_respond", "suggested_response": "Done.", "suggested_response_english": "Done.",
+            "relevant_articles": [], "reasoning": "", "agent": "technical_specialist"
+        }),
+        created_at: std::time::SystemTime::now(),
+        completed_at: std::time::SystemTime::now(),
+    };
+    db.save_completed_ticket(&record, &[]).await.unwrap();
+    assert!(t.active("CUST-001").await.is_empty(), "never both archived and active");
+    let thread =
+        t.s.server().registry().triage().unwrap().runner().state(&format!("CUST-001:{ticket_id}")).await.unwrap();
+    assert!(thread.is_none(), "the repair deleted the leftover checkpoint");
+    assert_eq!(t.get("CUST-001", &ticket_id).await.unwrap().ticket.unwrap().status(), TicketStatus::Resolved);
+}
+
+#[tokio::test]
+async fn triage_is_listed_and_described() {
+    let t = Triage::start().await;
+    let workflows = t.s.client.list_workflows().await.unwrap();
+    let triage = workflows.iter().find(|w| w.name == "triage").unwrap();
+    assert_eq!(triage.kind(), v1::WorkflowKind::Task);
+    let graph = t.s.client.describe_workflow("triage").await.unwrap();
+    let nodes: Vec<_> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        nodes,
+        ["translator", "supervisor", "billing_specialist", "technical_specialist", "general_specialist", "escalate"]
+    );
+}
