@@ -272,7 +272,7 @@ async fn list_get_reset_and_delete() {
 async fn describe_lists_the_intake_graph() {
     let s = TestServer::start().await;
     let workflows = s.client.list_workflows().await.unwrap();
-    assert_eq!(workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["intake"]);
+    assert_eq!(workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["intake", "triage"]);
     let graph = s.client.describe_workflow("intake").await.unwrap();
     let nodes: Vec<_> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(nodes, ["supervisor", "chat_agent", "elicitation_agent", "team_matching", "review_agent"]);

@@ -8,12 +8,9 @@ use frontdesk_api::v1::{
 use frontdesk_runtime::BusyPolicy as RunBusyPolicy;
 use frontdesk_workflows::TurnOptions;
 use futures::Stream;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use tracing::debug;
 
-use super::{optional, page_size};
+use super::{optional, page_size, stream_run};
 use crate::{
     convert,
     error::{invalid_argument, to_status},
@@ -65,28 +62,15 @@ impl ConversationService for ConversationApi {
         };
         let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
         let options = TurnOptions { idempotency_key: optional(idempotency_key), busy };
-        let mut turn = host.send(&conversation_id, &text, options).await.map_err(to_status)?;
-
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut caller_gone = false;
-            while let Some(event) = turn.events.recv().await {
-                let item = Ok(pb::SendMessageResponse { payload: Some(Payload::Event(convert::event(event))) });
-                if !caller_gone && tx.send(item).await.is_err() {
-                    // The run goes on and commits; only the stream is abandoned.
-                    debug!(run_id = %turn.run_id, "caller went away during the turn");
-                    caller_gone = true;
-                }
-            }
-            let last = match turn.outcome.await {
-                Ok(outcome) => {
-                    Ok(pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) })
-                }
-                Err(error) => Err(to_status(error)),
-            };
-            let _ = tx.send(last).await;
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let turn = host.send(&conversation_id, &text, options).await.map_err(to_status)?;
+        let stream = stream_run(
+            Vec::new(),
+            turn.events,
+            |event| pb::SendMessageResponse { payload: Some(Payload::Event(event)) },
+            turn.outcome,
+            |outcome| pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) },
+        );
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn get_conversation(

@@ -5,12 +5,9 @@ use std::{pin::Pin, sync::Arc};
 use frontdesk_api::v1::{self as pb, triage_service_server::TriageService, triage_ticket_response::Payload};
 use frontdesk_workflows::triage::{ArchivedStatus, TriageDesk, TriageRequest};
 use futures::Stream;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
-use tracing::debug;
 
-use super::{optional, page_size};
+use super::{optional, page_size, stream_run};
 use crate::{
     convert,
     error::{invalid_argument, to_status},
@@ -28,8 +25,8 @@ impl TriageApi {
 
 type TriageStream = Pin<Box<dyn Stream<Item = Result<pb::TriageTicketResponse, Status>> + Send>>;
 
-fn respond(payload: Payload) -> Result<pb::TriageTicketResponse, Status> {
-    Ok(pb::TriageTicketResponse { payload: Some(payload) })
+fn respond(payload: Payload) -> pb::TriageTicketResponse {
+    pb::TriageTicketResponse { payload: Some(payload) }
 }
 
 #[tonic::async_trait]
@@ -48,24 +45,15 @@ impl TriageService for TriageApi {
             language: optional(language),
             idempotency_key: optional(idempotency_key),
         };
-        let mut handle = self.desk.triage(request).await.map_err(to_status)?;
-        let (tx, rx) = mpsc::channel(16);
-        let resolution = convert::resolution(handle.resolution.clone());
-        tokio::spawn(async move {
-            let mut caller_gone = tx.send(respond(Payload::Resolution(resolution))).await.is_err();
-            while let Some(event) = handle.events.recv().await {
-                if !caller_gone && tx.send(respond(Payload::Event(convert::event(event)))).await.is_err() {
-                    debug!(run_id = %handle.run_id, "caller went away during triage");
-                    caller_gone = true;
-                }
-            }
-            let last = match handle.outcome.await {
-                Ok(outcome) => respond(Payload::Result(convert::triage_result(outcome))),
-                Err(error) => Err(to_status(error)),
-            };
-            let _ = tx.send(last).await;
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let handle = self.desk.triage(request).await.map_err(to_status)?;
+        let stream = stream_run(
+            vec![respond(Payload::Resolution(convert::resolution(handle.resolution)))],
+            handle.events,
+            |event| respond(Payload::Event(event)),
+            handle.outcome,
+            |outcome| respond(Payload::Result(convert::triage_result(outcome))),
+        );
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn get_ticket(

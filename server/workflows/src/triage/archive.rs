@@ -22,14 +22,6 @@ impl ArchivedStatus {
             ArchivedStatus::Escalated => "escalated",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "resolved" => Some(ArchivedStatus::Resolved),
-            "escalated" => Some(ArchivedStatus::Escalated),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -267,7 +267,7 @@ impl TriageDesk {
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
 
-        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
+        let finisher = self.finisher();
         let key = request.idempotency_key;
         let outcome = Box::pin(async move {
             let outcome = outcome.await.unwrap_or(Err(RunError::Lost)).map_err(WorkflowError::Run)?;
@@ -348,58 +348,44 @@ impl TriageDesk {
 
     /// The customer's active tickets, after repairing any that a crash left half-archived.
     async fn active_tickets(&self, customer_id: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {
-        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
         let mut active = Vec::new();
+        for thread_id in self.thread_ids(Some(format!("{customer_id}:"))).await? {
+            if let Some(entry) = self.finisher().repair(&thread_id).await? {
+                active.push(entry);
+            }
+        }
+        Ok(active)
+    }
+
+    /// Repairs every triage thread (start-up, after crash recovery). Returns how many tickets
+    /// it archived or cleaned up.
+    pub async fn sweep(&self) -> Result<usize, WorkflowError> {
+        let mut repaired = 0;
+        for thread_id in self.thread_ids(None).await? {
+            if self.finisher().repair(&thread_id).await?.is_none() {
+                repaired += 1;
+            }
+        }
+        Ok(repaired)
+    }
+
+    /// Every triage thread id, optionally under a prefix, read page by page.
+    async fn thread_ids(&self, prefix: Option<String>) -> Result<Vec<String>, WorkflowError> {
+        let mut ids = Vec::new();
         let mut after = None;
         loop {
-            let page = self
-                .runner
-                .checkpointer()
-                .list_threads(&ThreadQuery {
-                    workflow: Some(NAME.to_owned()),
-                    prefix: Some(format!("{customer_id}:")),
-                    after: after.clone(),
-                    limit: 100,
-                })
-                .await?;
-            for thread in &page.threads {
-                if let Some(entry) = finisher.repair(&thread.thread_id).await? {
-                    active.push(entry);
-                }
-            }
+            let query = ThreadQuery { workflow: Some(NAME.to_owned()), prefix: prefix.clone(), after, limit: 100 };
+            let page = self.runner.checkpointer().list_threads(&query).await?;
+            ids.extend(page.threads.into_iter().map(|t| t.thread_id));
             match page.next_after {
                 Some(next) => after = Some(next),
-                None => return Ok(active),
+                None => return Ok(ids),
             }
         }
     }
 
-    /// Repairs every triage thread (start-up, after crash recovery).
-    pub async fn sweep(&self) -> Result<usize, WorkflowError> {
-        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
-        let mut repaired = 0;
-        let mut after = None;
-        loop {
-            let page = self
-                .runner
-                .checkpointer()
-                .list_threads(&ThreadQuery {
-                    workflow: Some(NAME.to_owned()),
-                    after: after.clone(),
-                    limit: 100,
-                    prefix: None,
-                })
-                .await?;
-            for thread in &page.threads {
-                if finisher.repair(&thread.thread_id).await?.is_none() {
-                    repaired += 1;
-                }
-            }
-            match page.next_after {
-                Some(next) => after = Some(next),
-                None => return Ok(repaired),
-            }
-        }
+    fn finisher(&self) -> Finisher {
+        Finisher { runner: self.runner.clone(), archive: self.archive.clone() }
     }
 
     pub async fn list_active(&self, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
@@ -427,8 +413,7 @@ impl TriageDesk {
             return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
         }
         let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
-        let finisher = Finisher { runner: self.runner.clone(), archive: self.archive.clone() };
-        if let Some((state, cp)) = finisher.repair(&thread_id(customer_id, ticket_id)).await? {
+        if let Some((state, cp)) = self.finisher().repair(&thread_id(customer_id, ticket_id)).await? {
             return Ok(TicketView {
                 summary: active_summary(&state, &cp),
                 english: state.translation.as_ref().map(|t| t.translated_messages.clone()).unwrap_or_default(),
