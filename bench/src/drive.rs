@@ -364,3 +364,36 @@ impl Checkpointer for CountingCheckpointer {
         self.inner.delete_thread(thread_id).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::conversations;
+
+    #[test]
+    fn check_fails_on_wrong_counts() {
+        let convs = conversations(20);
+        let right = |c: &Conversation| Observation {
+            modes: EXPECTED_MODES.iter().map(|m| (*m).to_owned()).collect(),
+            team_after_5: Some(c.team.to_owned()),
+            unknown_after_5: if c.rollback_unknown { vec!["rollback_plan".to_owned()] } else { vec![] },
+            url_after_7: Some(c.submission_url.clone()),
+            replies: 8,
+            ..Default::default()
+        };
+        let mut ok = Tally::default();
+        convs.iter().for_each(|c| ok.add(c, &right(c), true));
+        assert!(ok.check(&convs).is_ok());
+
+        let mut wrong = Tally::default();
+        for (i, c) in convs.iter().enumerate() {
+            let mut obs = right(c);
+            if i == 3 {
+                obs.team_after_5 =
+                    Some("team-app".to_owned()).filter(|_| c.team != "team-app").or(Some("team-net".into()));
+            }
+            wrong.add(c, &obs, true);
+        }
+        assert!(wrong.check(&convs).is_err());
+    }
+}

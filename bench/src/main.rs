@@ -143,6 +143,16 @@ fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
 }
 
+/// The timed rows use the SCRIPTED model; `bare` selects the same rules without the
+/// `ScriptedModel` request log (informational rows that show what the test double costs).
+fn model(bare: bool) -> Arc<dyn ChatModel> {
+    if bare {
+        Arc::new(RulesModel)
+    } else {
+        scripted_w1_model()
+    }
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -201,7 +211,13 @@ async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Res
             let dir = tempfile::Builder::new().prefix("frontdesk-bench-").tempdir().map_err(err)?;
             let url = format!("sqlite://{}", dir.path().join("w1.db").display());
             let db = Database::connect(&url, StoreOptions::default()).await.map_err(err)?;
-            Ok(Fresh { checkpointer: Arc::new(db.checkpointer()), db: Some(db), url: Some(url), pg_name: None, dir: Some(dir) })
+            Ok(Fresh {
+                checkpointer: Arc::new(db.checkpointer()),
+                db: Some(db),
+                url: Some(url),
+                pg_name: None,
+                dir: Some(dir),
+            })
         }
         Store::Postgres => {
             let admin = pg_admin_url.ok_or("no --postgres-url")?;
@@ -350,8 +366,10 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
     const SIZE: &str = "SELECT (pg_total_relation_size('threads') + pg_total_relation_size('checkpoints') \
                         + pg_total_relation_size('idempotency_keys'))::bigint";
     let bytes: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
-    let checkpoints: i64 =
-        sqlx::query_scalar("SELECT pg_total_relation_size('checkpoints')::bigint").fetch_one(pool).await.map_err(err)?;
+    let checkpoints: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('checkpoints')::bigint")
+        .fetch_one(pool)
+        .await
+        .map_err(err)?;
     sqlx::query("VACUUM FULL threads, checkpoints, idempotency_keys").execute(pool).await.map_err(err)?;
     let compacted: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
     Ok(Disk {
@@ -366,11 +384,15 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
 }
 
 /// Sequential per-turn latency on one thread (current-thread runtime), then the store's size.
-fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Result<(Latency, Option<Disk>), String> {
+fn latency_phase(
+    store: Store,
+    convs: &[Conversation],
+    pg: Option<&str>,
+    bare: bool,
+) -> Result<(Latency, Option<Disk>), String> {
     current_thread().block_on(async {
         let fresh = fresh_store(store, "lat", pg).await?;
-        let model = scripted_w1_model();
-        let host = build_host(model.clone(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(model(bare), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
         for (i, c) in convs.iter().cycle().take(WARMUP).enumerate() {
             run_in_process(&*host, &format!("warm-{i:06}"), c, None).await.map_err(err)?;
         }
@@ -405,10 +427,11 @@ fn in_process_throughput(
     convs: &Arc<Vec<Conversation>>,
     concurrency: usize,
     pg: Option<&str>,
+    bare: bool,
 ) -> Result<Throughput, String> {
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "tpi", pg).await?;
-        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(model(bare), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
         let (secs, tally) = drive_concurrently(convs, concurrency, {
             let host = host.clone();
             move |c: Conversation| {
@@ -478,9 +501,12 @@ fn grpc_throughput(
         config.workflows.intake.config = Some(intake_path);
         config.shutdown_grace_secs = 5;
         let model: Arc<dyn ChatModel> = scripted_w1_model();
-        let app = App::build(config, Overrides { model: Some(model), submitter: Some(Arc::new(CountingSubmitter::default())) })
-            .await
-            .map_err(|e| format!("App::build: {e:?}"))?;
+        let app = App::build(
+            config,
+            Overrides { model: Some(model), submitter: Some(Arc::new(CountingSubmitter::default())) },
+        )
+        .await
+        .map_err(|e| format!("App::build: {e:?}"))?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(err)?;
         let server = app.serve_on(listener).await.map_err(|e| format!("serve_on: {e:?}"))?;
         let endpoint = format!("http://{}", server.addr);
@@ -610,6 +636,8 @@ struct Results {
     in_process: [Option<Throughput>; 3],
     grpc: [Option<Throughput>; 3],
     rss: Vec<Rss>,
+    bare_latency: Option<Latency>,
+    bare_throughput: Option<Throughput>,
     total_secs: f64,
 }
 
@@ -636,7 +664,9 @@ fn run_w1(args: &Args) -> Result<(), String> {
     if hash != workload::W1_SHA256_2000 {
         return Err(format!("w1_conversations.jsonl sha256 {hash} != published {}", workload::W1_SHA256_2000));
     }
-    println!("  workload: {n} conversations x 8 turns; w1_conversations.jsonl (2,000) sha256 {hash} matches WORKLOADS.md");
+    println!(
+        "  workload: {n} conversations x 8 turns; w1_conversations.jsonl (2,000) sha256 {hash} matches WORKLOADS.md"
+    );
     let convs: Arc<Vec<Conversation>> = Arc::new(all[..n].to_vec());
     let mut r = Results { hash, ..Default::default() };
 
@@ -673,7 +703,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
     if args.phase("latency") {
         println!("\n[2/5] per-turn latency, sequential on one thread ({n} conversations after {WARMUP} warm-up)");
         for &store in &stores {
-            let (lat, disk) = latency_phase(store, &convs, pg)?;
+            let (lat, disk) = latency_phase(store, &convs, pg, false)?;
             println!(
                 "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us   per-turn p50 {:?}",
                 STORES[store.index()],
@@ -689,14 +719,30 @@ fn run_w1(args: &Args) -> Result<(), String> {
             r.latency[store.index()] = Some(lat);
             r.disk[store.index()] = disk;
         }
+        if stores.contains(&Store::Memory) {
+            let (lat, _) = latency_phase(Store::Memory, &convs, pg, true)?;
+            println!(
+                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us   (same rules without ScriptedModel's request log; informational)",
+                "in-memory, bare", lat.p50_us, lat.p99_us
+            );
+            r.bare_latency = Some(lat);
+        }
     }
 
     if args.phase("inproc") {
         println!("\n[3/5] throughput in process, {} conversations in flight (multi-thread runtime)", args.concurrency);
         for &store in &stores {
-            let t = in_process_throughput(store, &convs, args.concurrency, pg)?;
+            let t = in_process_throughput(store, &convs, args.concurrency, pg, false)?;
             println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
             r.in_process[store.index()] = Some(t);
+        }
+        if stores.contains(&Store::Memory) {
+            let t = in_process_throughput(Store::Memory, &convs, args.concurrency, pg, true)?;
+            println!(
+                "    {:<20} {:>8.0} turns/s ({:.1} s; informational, no request log)",
+                "in-memory, bare", t.turns_per_s, t.secs
+            );
+            r.bare_throughput = Some(t);
         }
     }
 
@@ -888,13 +934,13 @@ fn markdown(args: &Args, r: &Results) -> String {
     }
 
     let _ = writeln!(s, "\nDetails:\n");
-    for i in 0..3 {
-        if let Some(l) = &r.latency[i] {
+    for (name, l) in STORES.iter().zip(&r.latency) {
+        if let Some(l) = l {
             let per_turn: Vec<String> = l.per_turn_p50_us.iter().map(|v| format!("{v:.0}")).collect();
             let _ = writeln!(
                 s,
                 "- Latency, {}: {} turns, p50 {:.1} us, p99 {:.1} us, mean {:.1} us, max {:.1} us; p50 by turn 1-8 (us): {}.",
-                STORES[i],
+                name,
                 l.n,
                 l.p50_us,
                 l.p99_us,
@@ -904,31 +950,44 @@ fn markdown(args: &Args, r: &Results) -> String {
             );
         }
     }
-    for i in 0..3 {
-        if let Some(t) = &r.in_process[i] {
+    if let (Some(l), Some(t)) = (&r.bare_latency, &r.bare_throughput) {
+        let _ = writeln!(
+            s,
+            "- Informational, in-memory with the same rules in a bare `ChatModel` (no `ScriptedModel` request log, \
+             which clones every request): p50 {:.1} us, p99 {:.1} us per turn ({:.0}x LangGraph); {:.0} turns/s in \
+             process ({:.0}x).",
+            l.p50_us,
+            l.p99_us,
+            LG_P50_MS[0] * 1000.0 / l.p50_us,
+            t.turns_per_s,
+            t.turns_per_s / LG_TPUT[0]
+        );
+    }
+    for (name, t) in STORES.iter().zip(&r.in_process) {
+        if let Some(t) = t {
             let _ = writeln!(
                 s,
                 "- Throughput in process (ConversationHost, {} tasks, no gRPC), {}: {:.0} turns/s ({:.1} s for {} turns).",
                 args.concurrency,
-                STORES[i],
+                name,
                 t.turns_per_s,
                 t.secs,
                 args.conversations * 8
             );
         }
     }
-    for i in 0..3 {
-        if let Some(t) = &r.grpc[i] {
+    for (name, t) in STORES.iter().zip(&r.grpc) {
+        if let Some(t) = t {
             let _ = writeln!(
                 s,
-                "- Throughput over gRPC, {}: {:.0} turns/s ({:.1} s; includes the 2,000 StartConversation calls).",
-                STORES[i], t.turns_per_s, t.secs
+                "- Throughput over gRPC, {}: {:.0} turns/s ({:.1} s; includes the {} StartConversation calls).",
+                name, t.turns_per_s, t.secs, args.conversations
             );
         }
     }
-    for i in 1..3 {
-        if let Some(d) = &r.disk[i] {
-            let _ = writeln!(s, "- Disk, {} ({} conversations incl. warm-up): {}.", STORES[i], d.conversations, d.detail);
+    for (name, d) in STORES.iter().zip(&r.disk) {
+        if let Some(d) = d {
+            let _ = writeln!(s, "- Disk, {} ({} conversations incl. warm-up): {}.", name, d.conversations, d.detail);
         }
     }
     for rss in &r.rss {

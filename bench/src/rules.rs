@@ -13,7 +13,7 @@ use std::sync::{
 
 use async_trait::async_trait;
 use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Role, ScriptedModel, TokenUsage};
-use frontdesk_workflows::intake::{IntakeConfig, Receipt, SubmitError, Submission, Submitter};
+use frontdesk_workflows::intake::{IntakeConfig, Receipt, Submission, SubmitError, Submitter};
 use serde_json::json;
 
 use crate::workload::{system_team, tokens, FIELDS};
@@ -109,7 +109,7 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
             // newest message is the user's turn.
             let prompt = user_text(1);
             let mode = mode_of(prompt);
-            let latest = prompt.lines().filter_map(|l| l.strip_prefix("user: ")).last().unwrap_or("");
+            let latest = prompt.lines().rev().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
             let t = tokens(latest);
             let has = |w: &str| t.iter().any(|x| x == w);
             let route = match mode {
@@ -131,7 +131,8 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
                 .find_map(|l| l.strip_prefix("Remaining fields: "))
                 .map(|r| r.split(", ").map(str::trim).filter(|f| !f.is_empty()).collect())
                 .unwrap_or_default();
-            let latest = request.messages.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.content.as_str());
+            let latest =
+                request.messages.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.content.as_str());
             let mut updates = Vec::new();
             let mut unknown: Vec<String> = Vec::new();
             let mut mentioned: Vec<String> = Vec::new();
@@ -259,7 +260,8 @@ mod tests {
     fn supervisor_rules() {
         let route = |mode: &str, text: &str| {
             let prompt = format!("Current mode: {mode}\nRecent messages:\nassistant: hi\nuser: {text}\nWhich agent handles the latest user message?");
-            let r = w1_reply(&req("supervisor.route", vec![ChatMessage::system("s"), ChatMessage::user(prompt)])).unwrap();
+            let r =
+                w1_reply(&req("supervisor.route", vec![ChatMessage::system("s"), ChatMessage::user(prompt)])).unwrap();
             serde_json::from_str::<serde_json::Value>(&r).unwrap()["route"].as_str().unwrap().to_owned()
         };
         assert_eq!(route("CHAT", "hello"), "chat_agent");
