@@ -272,7 +272,8 @@ impl App {
     }
 }
 
-fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartError> {
+/// The model the configuration names (also used by the accuracy example).
+pub fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartError> {
     let model = &config.model;
     match model.provider {
         ModelProvider::Openai => {
