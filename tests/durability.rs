@@ -137,7 +137,7 @@ async fn sigkill_during_a_turn_loses_and_duplicates_nothing() {
         }
     }
     server.kill();
-    assert!(stream.next().await.map_or(true, |item| item.is_err()), "the stream breaks with the server");
+    assert!(stream.next().await.is_none_or(|item| item.is_err()), "the stream breaks with the server");
 
     // After the restart, the crashed run is finished by recovery; the client retries with the
     // same key until the server answers with that run's outcome.
