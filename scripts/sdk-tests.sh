@@ -144,6 +144,16 @@ example_ok() {
     || { echo "example output lacks node events or the reply"; return 1; }
 }
 
+# triage_example_ok LOGFILE: the triage example printed the ticket, the nodes, the customer
+# lookup and the auto-response (the scripted model answers the triage purposes).
+triage_example_ok() {
+  local log="$1"
+  cat "$log"
+  grep -q "ticket TKT-" "$log" && grep -q "billing_specialist" "$log" \
+    && grep -q "customer_lookup" "$log" && grep -q "AUTO_RESPOND -> .*RESOLVED" "$log" \
+    || { echo "triage example output lacks the ticket, node events or the result"; return 1; }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Python
 suite "python-tests" "$PY" -m pytest -q -p no:cacheprovider client/python/tests
@@ -152,6 +162,11 @@ python_example() {
   example_ok "$TMP/py-example.log"
 }
 suite "python-example" python_example
+python_triage_example() {
+  "$PY" client/python/examples/triage.py "$ADDR" >"$TMP/py-triage.log" 2>&1 || { cat "$TMP/py-triage.log"; return 1; }
+  triage_example_ok "$TMP/py-triage.log"
+}
+suite "python-triage-example" python_triage_example
 
 # ---------------------------------------------------------------------------------------------
 # TypeScript
@@ -161,6 +176,11 @@ typescript_example() {
   example_ok "$TMP/ts-example.log"
 }
 suite "typescript-example" typescript_example
+typescript_triage_example() {
+  (cd client/typescript && node build/examples/triage.js "$ADDR") >"$TMP/ts-triage.log" 2>&1 || { cat "$TMP/ts-triage.log"; return 1; }
+  triage_example_ok "$TMP/ts-triage.log"
+}
+suite "typescript-triage-example" typescript_triage_example
 
 # ---------------------------------------------------------------------------------------------
 # Go
@@ -170,6 +190,11 @@ go_example() {
   example_ok "$TMP/go-example.log"
 }
 suite "go-example" go_example
+go_triage_example() {
+  (cd client/go && go run ./examples/triage -addr "$ADDR") >"$TMP/go-triage.log" 2>&1 || { cat "$TMP/go-triage.log"; return 1; }
+  triage_example_ok "$TMP/go-triage.log"
+}
+suite "go-triage-example" go_triage_example
 
 # ---------------------------------------------------------------------------------------------
 # grpcurl, by server reflection alone: run from an empty dir with no proto files around

@@ -27,10 +27,12 @@ import (
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
 
-// Client calls ConversationService and WorkflowService. It is safe for concurrent use.
+// Client calls ConversationService, TriageService and WorkflowService. It is safe for
+// concurrent use.
 type Client struct {
-	// Conversations and Workflows are the generated stubs, for what the wrapper lacks.
+	// Conversations, Triage and Workflows are the generated stubs, for what the wrapper lacks.
 	Conversations v1.ConversationServiceClient
+	Triage        v1.TriageServiceClient
 	Workflows     v1.WorkflowServiceClient
 
 	conn  *grpc.ClientConn
@@ -57,6 +59,7 @@ func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
 		Conversations: v1.NewConversationServiceClient(conn),
+		Triage:        v1.NewTriageServiceClient(conn),
 		Workflows:     v1.NewWorkflowServiceClient(conn),
 		conn:          conn,
 	}

@@ -15,6 +15,17 @@ import {
   type TurnResult,
 } from "./gen/frontdesk/v1/conversation_pb.js";
 import {
+  TicketStatus,
+  TriageService,
+  TriageTicketRequestSchema,
+  type GetTicketResponse,
+  type ListTicketsResponse,
+  type Ticket,
+  type TicketResolution,
+  type TriageResult,
+  type TriageTicketResponse,
+} from "./gen/frontdesk/v1/triage_pb.js";
+import {
   WorkflowService,
   type DescribeWorkflowResponse,
   type Workflow,
@@ -47,6 +58,34 @@ export type StreamItem =
   | { type: "result"; result: TurnResult };
 
 export type BusyPolicyName = "reject" | "queue";
+
+/**
+ * What a TriageTicket stream yields: the TicketResolution first, every RunEvent in order, then
+ * one TriageResult.
+ */
+export type TriageItem =
+  | { type: "resolution"; resolution: TicketResolution }
+  | { type: "event"; event: RunEvent }
+  | { type: "result"; result: TriageResult };
+
+/** A ticket status filter for listTickets, by name or as the generated enum. */
+export type TicketStatusFilter = "active" | "resolved" | "escalated" | TicketStatus;
+
+function ticketStatus(status: TicketStatusFilter | undefined): TicketStatus {
+  switch (status) {
+    case undefined:
+      return TicketStatus.UNSPECIFIED;
+    case "active":
+      return TicketStatus.ACTIVE;
+    case "resolved":
+      return TicketStatus.RESOLVED;
+    case "escalated":
+      return TicketStatus.ESCALATED;
+    default:
+      if (typeof status === "number") return status;
+      throw new TypeError(`status must be "active", "resolved", "escalated" or a TicketStatus, not ${String(status)}`);
+  }
+}
 
 /** The kind of a RunEvent: "runStarted", "nodeStarted", "tokenDelta", ..., "runFinished". */
 export function eventKind(event: RunEvent): NonNullable<RunEvent["kind"]["case"]> | "unknown" {
@@ -101,13 +140,68 @@ export class TurnStream implements AsyncIterable<StreamItem> {
 }
 
 /**
- * Client for Frontdesk's ConversationService and WorkflowService over gRPC (HTTP/2), built on
- * Connect-ES. The generated Connect clients are `conversations` and `workflows`.
+ * One TriageTicket call. `for await` over it for the TicketResolution (which ticket the message
+ * belongs to), each RunEvent as it arrives, then the TriageResult; or `await stream.result()`.
+ * Breaking out of the loop, or aborting the signal given to triageTicket, cancels the call.
+ * Errors are thrown as FrontdeskError.
+ */
+export class TriageStream implements AsyncIterable<TriageItem> {
+  /** Events received so far. */
+  readonly events: RunEvent[] = [];
+  /** The ticket resolution, once it has arrived (it comes first). */
+  resolution: TicketResolution | undefined;
+  private triageResult: TriageResult | undefined;
+  private started = false;
+
+  constructor(private readonly responses: AsyncIterable<TriageTicketResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<TriageItem> {
+    if (this.started) throw new Error("a TriageStream can be iterated only once");
+    this.started = true;
+    try {
+      for await (const response of this.responses) {
+        const payload = response.payload;
+        if (payload.case === "resolution") {
+          this.resolution = payload.value;
+          yield { type: "resolution", resolution: payload.value };
+        } else if (payload.case === "event") {
+          this.events.push(payload.value);
+          yield { type: "event", event: payload.value };
+        } else if (payload.case === "result") {
+          this.triageResult = payload.value;
+          yield { type: "result", result: payload.value };
+        }
+        // a payload kind newer than this client is skipped
+      }
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Consumes the rest of the stream and returns the triage result. */
+  async result(): Promise<TriageResult> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    if (this.triageResult === undefined) {
+      throw new Error("TriageTicket stream ended without a TriageResult");
+    }
+    return this.triageResult;
+  }
+}
+
+/**
+ * Client for Frontdesk's ConversationService, TriageService and WorkflowService over gRPC
+ * (HTTP/2), built on Connect-ES. The generated Connect clients are `conversations`, `triage`
+ * and `workflows`.
  * Call close() when done, to release the HTTP/2 connection.
  */
 export class FrontdeskClient {
   readonly conversations: Client<typeof ConversationService>;
   readonly workflows: Client<typeof WorkflowService>;
+  readonly triage: Client<typeof TriageService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: HeadersInit | undefined;
   private readonly timeoutMs: number | undefined;
@@ -122,6 +216,7 @@ export class FrontdeskClient {
     });
     this.conversations = createClient(ConversationService, transport);
     this.workflows = createClient(WorkflowService, transport);
+    this.triage = createClient(TriageService, transport);
     this.headers = options.headers;
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
@@ -241,6 +336,75 @@ export class FrontdeskClient {
     await this.unary(() =>
       this.conversations.deleteConversation({ conversationId }, this.opts(o, true)),
     );
+  }
+
+  /**
+   * Triages one customer message and streams the run: `for await (const item of stream)`
+   * yields `{type: "resolution", resolution}`, then `{type: "event", event}` for each RunEvent,
+   * then `{type: "result", result}`. `language` is an ISO 639-1 hint (detected when omitted).
+   */
+  triageTicket(
+    customerId: string,
+    message: string,
+    o?: CallOpts & { subject?: string; language?: string; idempotencyKey?: string },
+  ): TriageStream {
+    const request = create(TriageTicketRequestSchema, {
+      customerId,
+      message,
+      subject: o?.subject ?? "",
+      language: o?.language ?? "",
+      idempotencyKey: o?.idempotencyKey ?? "",
+    });
+    return new TriageStream(this.triage.triageTicket(request, this.opts(o, false)));
+  }
+
+  /**
+   * One of the customer's tickets, active or archived: `ticket`, `messages` and the latest
+   * `result`. Another customer's ticket is NOT_FOUND.
+   */
+  getTicket(customerId: string, ticketId: string, o?: CallOpts): Promise<GetTicketResponse> {
+    return this.unary(() => this.triage.getTicket({ customerId, ticketId }, this.opts(o, true)));
+  }
+
+  /**
+   * One page of the customer's archived tickets, most recently completed first; `status`
+   * "resolved" or "escalated" filters ("active" lists the active tickets, unpaged).
+   * nextPageToken is "" on the last page.
+   */
+  async listTickets(
+    customerId: string,
+    req: { status?: TicketStatusFilter; pageSize?: number; pageToken?: string } = {},
+    o?: CallOpts,
+  ): Promise<ListTicketsResponse> {
+    const status = ticketStatus(req.status);
+    return this.unary(() =>
+      this.triage.listTickets(
+        { customerId, status, pageSize: req.pageSize ?? 0, pageToken: req.pageToken ?? "" },
+        this.opts(o, true),
+      ),
+    );
+  }
+
+  /** Every archived ticket of the customer (or those of `status`), fetching pages as needed. */
+  async *allTickets(
+    customerId: string,
+    req: { status?: TicketStatusFilter; pageSize?: number } = {},
+    o?: CallOpts,
+  ): AsyncGenerator<Ticket> {
+    let pageToken = "";
+    do {
+      const page = await this.listTickets(customerId, { ...req, pageToken }, o);
+      yield* page.tickets;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /** The customer's active tickets (awaiting a specialist or a follow-up). */
+  async listActiveTickets(customerId: string, o?: CallOpts): Promise<Ticket[]> {
+    const res = await this.unary(() =>
+      this.triage.listActiveTickets({ customerId }, this.opts(o, true)),
+    );
+    return res.tickets;
   }
 
   async listWorkflows(o?: CallOpts): Promise<Workflow[]> {

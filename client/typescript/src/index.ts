@@ -1,12 +1,15 @@
 export {
   DEFAULT_BASE_URL,
   FrontdeskClient,
+  TriageStream,
   TurnStream,
   eventKind,
   type BusyPolicyName,
   type CallOpts,
   type FrontdeskClientOptions,
   type StreamItem,
+  type TicketStatusFilter,
+  type TriageItem,
 } from "./client.js";
 export { FrontdeskError, grpcCodeName, type FieldViolation } from "./errors.js";
 export { Code } from "@connectrpc/connect";
@@ -14,4 +17,5 @@ export { Code } from "@connectrpc/connect";
 // "@frontdesk/client/gen/frontdesk/v1/<file>_pb").
 export * from "./gen/frontdesk/v1/common_pb.js";
 export * from "./gen/frontdesk/v1/conversation_pb.js";
+export * from "./gen/frontdesk/v1/triage_pb.js";
 export * from "./gen/frontdesk/v1/workflow_pb.js";

@@ -13,9 +13,18 @@
 Messages are the generated protobuf classes in ``frontdesk.v1``.
 """
 
-from frontdesk._aio import AsyncFrontdeskClient, AsyncTurnStream
-from frontdesk._client import FrontdeskClient, TurnStream
-from frontdesk._common import DEFAULT_TARGET, RunEvent, StreamItem, TurnResult, event_kind
+from frontdesk._aio import AsyncFrontdeskClient, AsyncTriageStream, AsyncTurnStream
+from frontdesk._client import FrontdeskClient, TriageStream, TurnStream
+from frontdesk._common import (
+    DEFAULT_TARGET,
+    RunEvent,
+    StreamItem,
+    TicketResolution,
+    TriageItem,
+    TriageResult,
+    TurnResult,
+    event_kind,
+)
 from frontdesk._errors import FieldViolation, FrontdeskError
 
 __version__ = "0.1.0"
@@ -23,12 +32,17 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_TARGET",
     "AsyncFrontdeskClient",
+    "AsyncTriageStream",
     "AsyncTurnStream",
     "FieldViolation",
     "FrontdeskClient",
     "FrontdeskError",
     "RunEvent",
     "StreamItem",
+    "TicketResolution",
+    "TriageItem",
+    "TriageResult",
+    "TriageStream",
     "TurnResult",
     "TurnStream",
     "event_kind",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -13,6 +13,8 @@ from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
     conversation_pb2_grpc,
+    triage_pb2,
+    triage_pb2_grpc,
     workflow_pb2,
     workflow_pb2_grpc,
 )
@@ -68,9 +70,62 @@ class AsyncTurnStream(AsyncIterator[c.StreamItem]):
         self.cancel()
 
 
+class AsyncTriageStream(AsyncIterator[c.TriageItem]):
+    """One TriageTicket call: ``async for`` yields the TicketResolution, each RunEvent as it
+    arrives, then the TriageResult. ``await result()`` drains the rest; ``resolution`` is the
+    TicketResolution once it has arrived (None before); ``cancel()`` stops the call.
+    Errors raise FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._iter: Optional[AsyncIterator[Any]] = None
+        self._result: Optional[triage_pb2.TriageResult] = None
+        self.resolution: Optional[triage_pb2.TicketResolution] = None
+        self.events: List[common_pb2.RunEvent] = []
+
+    def __aiter__(self) -> "AsyncTriageStream":
+        return self
+
+    async def __anext__(self) -> c.TriageItem:
+        if self._iter is None:
+            self._iter = self._call.__aiter__()
+        while True:
+            try:
+                response = await self._iter.__anext__()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_triage(response)
+            if item is None:
+                continue
+            if isinstance(item, triage_pb2.TriageResult):
+                self._result = item
+            elif isinstance(item, triage_pb2.TicketResolution):
+                self.resolution = item
+            else:
+                self.events.append(item)
+            return item
+
+    async def result(self) -> triage_pb2.TriageResult:
+        async for _ in self:
+            pass
+        if self._result is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TriageResult")
+        return self._result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncTriageStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class AsyncFrontdeskClient:
     """asyncio client with the same methods as FrontdeskClient, as coroutines; send_message
-    returns an AsyncTurnStream. Use ``async with``, or ``await close()``."""
+    returns an AsyncTurnStream and triage_ticket an AsyncTriageStream. Use ``async with``, or
+    ``await close()``."""
 
     def __init__(
         self,
@@ -95,6 +150,7 @@ class AsyncFrontdeskClient:
         self._timeout = timeout
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
+        self.triage = triage_pb2_grpc.TriageServiceStub(channel)
 
     async def close(self) -> None:
         if self._owns_channel:
@@ -188,6 +244,64 @@ class AsyncFrontdeskClient:
     ) -> None:
         request = conversation_pb2.DeleteConversationRequest(conversation_id=conversation_id)
         await self._unary(self.conversations.DeleteConversation, request, timeout)
+
+    def triage_ticket(
+        self,
+        customer_id: str,
+        message: str,
+        subject: Optional[str] = None,
+        language: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> AsyncTriageStream:
+        """Triages one customer message; ``async for`` over the result (not awaited itself)."""
+        request = c.triage_request(customer_id, message, subject, language, idempotency_key)
+        call = self.triage.TriageTicket(request, timeout=timeout, metadata=self._metadata)
+        return AsyncTriageStream(call)
+
+    async def get_ticket(
+        self, customer_id: str, ticket_id: str, *, timeout: Optional[float] = None
+    ) -> triage_pb2.GetTicketResponse:
+        request = triage_pb2.GetTicketRequest(customer_id=customer_id, ticket_id=ticket_id)
+        return await self._unary(self.triage.GetTicket, request, timeout)
+
+    async def list_tickets(
+        self,
+        customer_id: str,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> triage_pb2.ListTicketsResponse:
+        request = c.list_tickets_request(customer_id, status, page_size, page_token)
+        return await self._unary(self.triage.ListTickets, request, timeout)
+
+    async def iter_tickets(
+        self,
+        customer_id: str,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+    ) -> AsyncIterator[triage_pb2.Ticket]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_tickets(
+                customer_id, status, page_size=page_size, page_token=token
+            )
+            for ticket in page.tickets:
+                yield ticket
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def list_active_tickets(
+        self, customer_id: str, *, timeout: Optional[float] = None
+    ) -> List[triage_pb2.Ticket]:
+        request = triage_pb2.ListActiveTicketsRequest(customer_id=customer_id)
+        response = await self._unary(self.triage.ListActiveTickets, request, timeout)
+        return list(response.tickets)
 
     async def list_workflows(
         self, *, timeout: Optional[float] = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -12,6 +12,8 @@ from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
     conversation_pb2_grpc,
+    triage_pb2,
+    triage_pb2_grpc,
     workflow_pb2,
     workflow_pb2_grpc,
 )
@@ -66,8 +68,61 @@ class TurnStream(Iterator[c.StreamItem]):
         self.cancel()
 
 
+class TriageStream(Iterator[c.TriageItem]):
+    """One TriageTicket call: iterate it for the TicketResolution (first), each RunEvent as it
+    arrives, then the TriageResult.
+
+    ``result()`` drains what is left and returns the TriageResult; ``resolution`` is the
+    TicketResolution once it has arrived (None before); ``events`` the events seen so far;
+    ``cancel()`` stops the call. Errors, before or during the stream, raise FrontdeskError.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._result: Optional[triage_pb2.TriageResult] = None
+        self.resolution: Optional[triage_pb2.TicketResolution] = None
+        self.events: List[common_pb2.RunEvent] = []
+
+    def __iter__(self) -> "TriageStream":
+        return self
+
+    def __next__(self) -> c.TriageItem:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_triage(response)
+            if item is None:
+                continue
+            if isinstance(item, triage_pb2.TriageResult):
+                self._result = item
+            elif isinstance(item, triage_pb2.TicketResolution):
+                self.resolution = item
+            else:
+                self.events.append(item)
+            return item
+
+    def result(self) -> triage_pb2.TriageResult:
+        """Consumes the rest of the stream and returns the triage result."""
+        for _ in self:
+            pass
+        if self._result is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TriageResult")
+        return self._result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "TriageStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class FrontdeskClient:
-    """Blocking client for Frontdesk's ConversationService and WorkflowService.
+    """Blocking client for Frontdesk's ConversationService, TriageService and WorkflowService.
 
     ``target`` is host:port. Without ``credentials`` the channel is plaintext; pass
     ``grpc.ssl_channel_credentials()`` (or others) for TLS. ``metadata`` is sent with every
@@ -99,6 +154,7 @@ class FrontdeskClient:
         self._timeout = timeout
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
+        self.triage = triage_pb2_grpc.TriageServiceStub(channel)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -195,6 +251,70 @@ class FrontdeskClient:
     def delete_conversation(self, conversation_id: str, *, timeout: Optional[float] = None) -> None:
         request = conversation_pb2.DeleteConversationRequest(conversation_id=conversation_id)
         self._unary(self.conversations.DeleteConversation, request, timeout)
+
+    # -- TriageService ---------------------------------------------------------------------
+    def triage_ticket(
+        self,
+        customer_id: str,
+        message: str,
+        subject: Optional[str] = None,
+        language: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> TriageStream:
+        """Triages one customer message. Iterate the returned stream for the TicketResolution
+        (which ticket the message belongs to), the RunEvents in order, then the TriageResult;
+        or call ``.result()``. ``language`` is an ISO 639-1 hint (detected when None)."""
+        request = c.triage_request(customer_id, message, subject, language, idempotency_key)
+        call = self.triage.TriageTicket(request, timeout=timeout, metadata=self._metadata)
+        return TriageStream(call)
+
+    def get_ticket(
+        self, customer_id: str, ticket_id: str, *, timeout: Optional[float] = None
+    ) -> triage_pb2.GetTicketResponse:
+        """One of the customer's tickets, active or archived: ``.ticket``, ``.messages`` and
+        the latest ``.result``. Another customer's ticket is NOT_FOUND."""
+        request = triage_pb2.GetTicketRequest(customer_id=customer_id, ticket_id=ticket_id)
+        return self._unary(self.triage.GetTicket, request, timeout)
+
+    def list_tickets(
+        self,
+        customer_id: str,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> triage_pb2.ListTicketsResponse:
+        """One page of the customer's archived tickets, most recently completed first.
+        ``status`` is "resolved", "escalated" (None: both), "active" (the active tickets,
+        unpaged) or a TicketStatus value; ``.next_page_token`` is empty on the last page."""
+        request = c.list_tickets_request(customer_id, status, page_size, page_token)
+        return self._unary(self.triage.ListTickets, request, timeout)
+
+    def iter_tickets(
+        self,
+        customer_id: str,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+    ) -> Iterator[triage_pb2.Ticket]:
+        """Every archived ticket of the customer (or those of ``status``), fetching pages."""
+        token: Optional[str] = None
+        while True:
+            page = self.list_tickets(customer_id, status, page_size=page_size, page_token=token)
+            yield from page.tickets
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def list_active_tickets(
+        self, customer_id: str, *, timeout: Optional[float] = None
+    ) -> List[triage_pb2.Ticket]:
+        """The customer's active tickets (awaiting a specialist or a follow-up)."""
+        request = triage_pb2.ListActiveTicketsRequest(customer_id=customer_id)
+        return list(self._unary(self.triage.ListActiveTickets, request, timeout).tickets)
 
     # -- WorkflowService -------------------------------------------------------------------
     def list_workflows(self, *, timeout: Optional[float] = None) -> List[workflow_pb2.Workflow]:

@@ -1,0 +1,215 @@
+package frontdesk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+// TriageOption configures TriageTicket.
+type TriageOption func(*v1.TriageTicketRequest)
+
+// WithSubject sets the ticket's subject line.
+func WithSubject(subject string) TriageOption {
+	return func(r *v1.TriageTicketRequest) { r.Subject = subject }
+}
+
+// WithLanguage gives an ISO 639-1 hint for the message's language (detected without one).
+func WithLanguage(language string) TriageOption {
+	return func(r *v1.TriageTicketRequest) { r.Language = language }
+}
+
+// WithTriageIdempotencyKey makes a retried TriageTicket replay the first call's result.
+func WithTriageIdempotencyKey(key string) TriageOption {
+	return func(r *v1.TriageTicketRequest) { r.IdempotencyKey = key }
+}
+
+// TriageTicket triages one customer message. It returns once the server has said which
+// ticket the message belongs to (Triage.Resolution), or with the error that failed the call
+// before that (a *Error: NOT_FOUND for an unknown customer, INVALID_ARGUMENT, ...). Then range
+// over Triage.Events for the run's events as they arrive, and call Triage.Result. Cancelling
+// ctx (or calling Triage.Cancel) stops the call.
+func (c *Client) TriageTicket(ctx context.Context, customerID, message string, opts ...TriageOption) (*Triage, error) {
+	req := &v1.TriageTicketRequest{CustomerId: customerID, Message: message}
+	for _, o := range opts {
+		o(req)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &Triage{ctx: ctx, cancel: cancel}
+	var err error
+	if t.stream, err = c.Triage.TriageTicket(ctx, req); err != nil {
+		cancel()
+		return nil, wrapError(err)
+	}
+	// Receive up to the resolution, which comes first; hold any event that (from a newer
+	// server) would come before it, for Events.
+	for t.resolution == nil {
+		ev := t.recv()
+		if ev != nil {
+			t.pending = append(t.pending, ev)
+		} else if t.done {
+			if t.err == nil {
+				t.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TicketResolution"}
+			}
+			t.cancel()
+			return nil, t.err
+		}
+	}
+	return t, nil
+}
+
+// Triage is one TriageTicket call in progress.
+type Triage struct {
+	stream     grpc.ServerStreamingClient[v1.TriageTicketResponse]
+	ctx        context.Context
+	cancel     context.CancelFunc
+	resolution *v1.TicketResolution
+	pending    []*v1.RunEvent
+	result     *v1.TriageResult
+	err        error
+	done       bool
+	// Received holds every event received so far, in order.
+	Received []*v1.RunEvent
+}
+
+// Resolution says which ticket the message belongs to: a new one, or an active ticket it
+// continues (MatchedExisting).
+func (t *Triage) Resolution() *v1.TicketResolution { return t.resolution }
+
+// next returns the next event; nil when the stream has ended (see result and err).
+func (t *Triage) next() *v1.RunEvent {
+	if len(t.pending) > 0 {
+		ev := t.pending[0]
+		t.pending = t.pending[1:]
+		return ev
+	}
+	for !t.done {
+		if ev := t.recv(); ev != nil {
+			return ev
+		}
+	}
+	return nil
+}
+
+// recv receives one response: the event it carries, or nil when it carried the resolution or
+// the result, or when the stream has ended (done, with err set on failure).
+func (t *Triage) recv() *v1.RunEvent {
+	if t.done {
+		return nil
+	}
+	if err := t.ctx.Err(); err != nil {
+		// cancelled: deliver nothing more, even what had already arrived
+		t.done = true
+		t.err = wrapError(status.FromContextError(err).Err())
+		return nil
+	}
+	res, err := t.stream.Recv()
+	if err != nil {
+		t.done = true
+		t.cancel()
+		if errors.Is(err, io.EOF) {
+			if t.result == nil {
+				t.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TriageResult"}
+			}
+		} else {
+			t.err = wrapError(err)
+		}
+		return nil
+	}
+	switch p := res.GetPayload().(type) {
+	case *v1.TriageTicketResponse_Resolution:
+		if t.resolution == nil {
+			t.resolution = p.Resolution
+		}
+	case *v1.TriageTicketResponse_Event:
+		t.Received = append(t.Received, p.Event)
+		return p.Event
+	case *v1.TriageTicketResponse_Result:
+		t.result = p.Result
+	}
+	return nil
+}
+
+// Events yields the run's events as they arrive. It ends when the stream does; then Result
+// tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
+func (t *Triage) Events() iter.Seq[*v1.RunEvent] {
+	return func(yield func(*v1.RunEvent) bool) {
+		for ev := t.next(); ev != nil; ev = t.next() {
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+// Result drains any events not yet received and returns the triage result, or the error
+// that ended the stream (a *Error).
+func (t *Triage) Result() (*v1.TriageResult, error) {
+	for t.next() != nil {
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	return t.result, nil
+}
+
+// Cancel stops the call.
+func (t *Triage) Cancel() { t.cancel() }
+
+// GetTicket returns one of the customer's tickets, active or archived, with its messages and
+// latest triage result. Another customer's ticket is NOT_FOUND.
+func (c *Client) GetTicket(ctx context.Context, customerID, ticketID string) (*v1.GetTicketResponse, error) {
+	res, err := c.Triage.GetTicket(ctx, &v1.GetTicketRequest{CustomerId: customerID, TicketId: ticketID})
+	return res, wrapError(err)
+}
+
+// ListTickets returns one page of a customer's archived tickets, most recently completed
+// first; Status TICKET_STATUS_RESOLVED or TICKET_STATUS_ESCALATED filters (ACTIVE lists the
+// active tickets, unpaged). NextPageToken is empty on the last page.
+func (c *Client) ListTickets(ctx context.Context, req *v1.ListTicketsRequest) (*v1.ListTicketsResponse, error) {
+	if req == nil {
+		req = &v1.ListTicketsRequest{}
+	}
+	res, err := c.Triage.ListTickets(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllTickets yields every archived ticket of the customer with status (UNSPECIFIED for
+// both resolved and escalated), fetching pages of pageSize (0 for the server's default) as
+// needed.
+func (c *Client) AllTickets(ctx context.Context, customerID string, status v1.TicketStatus, pageSize int32) iter.Seq2[*v1.Ticket, error] {
+	return func(yield func(*v1.Ticket, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListTickets(ctx, &v1.ListTicketsRequest{
+				CustomerId: customerID, Status: status, PageSize: pageSize, PageToken: token,
+			})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, ticket := range page.GetTickets() {
+				if !yield(ticket, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
+}
+
+// ListActiveTickets returns the customer's active tickets (awaiting a specialist or a
+// follow-up).
+func (c *Client) ListActiveTickets(ctx context.Context, customerID string) ([]*v1.Ticket, error) {
+	res, err := c.Triage.ListActiveTickets(ctx, &v1.ListActiveTicketsRequest{CustomerId: customerID})
+	return res.GetTickets(), wrapError(err)
+}
