@@ -181,7 +181,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
     let out = t.triage("CUST-003", follow_up, "").await.unwrap();
     assert!(out.resolution.matched_existing);
     assert_eq!(out.resolution.confidence(), v1::MatchConfidence::High);
-    assert_eq!(out.resolution.candidate_ticket_ids, [ticket_id.clone()]);
+    assert_eq!(out.resolution.candidate_ticket_ids, std::slice::from_ref(&ticket_id));
     assert_eq!(out.result.ticket_id, ticket_id, "the follow-up continues the same ticket");
     assert_eq!(out.result.status(), TicketStatus::Resolved);
     let matcher = t.s.model.requests().into_iter().find(|q| q.purpose == "ticket_matcher.match").unwrap();
