@@ -1,8 +1,9 @@
 //! Rust client for the Frontdesk gRPC service (`frontdesk.v1`).
 //!
-//! [`Client`] wraps the generated `ConversationService` and `WorkflowService` stubs with typed
-//! options, a streaming turn API ([`Client::send_message`]) and errors whose `google.rpc` details
-//! are already decoded ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human
+//! [`Client`] wraps the generated `ConversationService`, `WorkflowService` and `TriageService`
+//! stubs with typed options, streaming turn and triage APIs ([`Client::send_message`],
+//! [`Client::triage_ticket`]) and errors whose `google.rpc` details are already decoded
+//! ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human
 //! line; the `frontdesk` CLI uses it to show node events live.
 //!
 //! ```no_run
@@ -20,6 +21,20 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Triaging a support ticket streams its resolution, the run's events, then the typed result:
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! use frontdesk_client::TriageOptions;
+//!
+//! let (resolution, _events, result) = client
+//!     .triage_ticket_and_wait("CUST-001", "I was charged twice on my last invoice", TriageOptions::default())
+//!     .await?;
+//! println!("{} → {:?}", resolution.ticket_id, result.recommended_action());
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt;
 use std::pin::Pin;
@@ -32,6 +47,7 @@ use tonic_types::StatusExt;
 
 pub use frontdesk_api::v1;
 use v1::conversation_service_client::ConversationServiceClient;
+use v1::triage_service_client::TriageServiceClient;
 use v1::workflow_service_client::WorkflowServiceClient;
 
 /// How long [`Client::connect`] waits for the TCP/HTTP2 connection before failing.
@@ -88,6 +104,61 @@ impl TurnEvent {
 /// with an `Err` when the server ends the turn with an error status.
 pub type TurnStream = Pin<Box<dyn Stream<Item = Result<TurnEvent, ClientError>> + Send>>;
 
+/// Options of [`Client::triage_ticket`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TriageOptions {
+    /// Optional subject line of the ticket.
+    pub subject: Option<String>,
+    /// ISO 639-1 language hint (such as `"es"`); the server detects the language when `None`.
+    pub language: Option<String>,
+    /// A retried call with the same key replays the first call's result.
+    pub idempotency_key: Option<String>,
+}
+
+/// One item of a triage stream: first the [`TriageEvent::Resolution`], then the run's
+/// [`TriageEvent::Event`]s, last the [`TriageEvent::Result`].
+// Unboxed on purpose, as `TurnEvent`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum TriageEvent {
+    /// Which ticket the message belongs to (a new one, or an active one it continues).
+    Resolution(v1::TicketResolution),
+    /// A progress event of the triage run (node started/finished, model call, tool call, ...).
+    Event(v1::RunEvent),
+    /// The last item: the typed triage result.
+    Result(v1::TriageResult),
+}
+
+impl TriageEvent {
+    /// The ticket resolution, if this is it.
+    pub fn as_resolution(&self) -> Option<&v1::TicketResolution> {
+        match self {
+            TriageEvent::Resolution(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The run event, if this is one.
+    pub fn as_event(&self) -> Option<&v1::RunEvent> {
+        match self {
+            TriageEvent::Event(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The triage result, if this is it.
+    pub fn as_result(&self) -> Option<&v1::TriageResult> {
+        match self {
+            TriageEvent::Result(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The stream returned by [`Client::triage_ticket`]. It ends after the [`TriageEvent::Result`],
+/// or with an `Err` when the server ends the triage with an error status.
+pub type TriageStream = Pin<Box<dyn Stream<Item = Result<TriageEvent, ClientError>> + Send>>;
+
 /// Everything that can go wrong in a client call.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -97,8 +168,9 @@ pub enum ClientError {
     /// The server answered with an error status.
     #[error("{0}")]
     Status(Box<ApiError>),
-    /// A turn's stream ended without its `TurnResult`.
-    #[error("the turn stream ended without a result")]
+    /// A turn's or triage's stream ended without its result (or a triage without its ticket
+    /// resolution).
+    #[error("the stream ended without a result")]
     StreamEndedWithoutResult,
 }
 
@@ -228,11 +300,12 @@ fn non_empty(s: Option<String>) -> String {
     s.unwrap_or_default()
 }
 
-/// A Frontdesk client: both services over one channel. Cheap to clone.
+/// A Frontdesk client: every service over one channel. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
     conversations: ConversationServiceClient<Channel>,
     workflows: WorkflowServiceClient<Channel>,
+    triage: TriageServiceClient<Channel>,
 }
 
 impl Client {
@@ -246,7 +319,8 @@ impl Client {
     pub fn from_channel(channel: Channel) -> Self {
         Client {
             conversations: ConversationServiceClient::new(channel.clone()),
-            workflows: WorkflowServiceClient::new(channel),
+            workflows: WorkflowServiceClient::new(channel.clone()),
+            triage: TriageServiceClient::new(channel),
         }
     }
 
@@ -258,6 +332,11 @@ impl Client {
     /// The raw `WorkflowService` stub.
     pub fn workflows(&self) -> WorkflowServiceClient<Channel> {
         self.workflows.clone()
+    }
+
+    /// The raw `TriageService` stub.
+    pub fn triage(&self) -> TriageServiceClient<Channel> {
+        self.triage.clone()
     }
 
     /// Creates a conversation on `workflow` and returns it with its welcome message.
@@ -379,6 +458,95 @@ impl Client {
     pub async fn cancel_run(&self, run_id: &str) -> Result<bool, ClientError> {
         let req = v1::CancelRunRequest { run_id: run_id.to_string() };
         Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)
+    }
+
+    /// Triages one customer message and streams it: one [`TriageEvent::Resolution`] (the ticket
+    /// the message belongs to), [`TriageEvent::Event`]s as the run progresses, then one
+    /// [`TriageEvent::Result`]. A triage that fails ends the stream with `Err`; an unknown
+    /// customer fails the call itself with `NOT_FOUND`.
+    pub async fn triage_ticket(
+        &self,
+        customer_id: &str,
+        message: &str,
+        opts: TriageOptions,
+    ) -> Result<TriageStream, ClientError> {
+        let req = v1::TriageTicketRequest {
+            customer_id: customer_id.to_string(),
+            message: message.to_string(),
+            subject: non_empty(opts.subject),
+            language: non_empty(opts.language),
+            idempotency_key: non_empty(opts.idempotency_key),
+        };
+        let stream = self.triage().triage_ticket(req).await?.into_inner();
+        let stream = stream.filter_map(|item| {
+            use v1::triage_ticket_response::Payload;
+            futures::future::ready(match item {
+                Ok(v1::TriageTicketResponse { payload: Some(Payload::Resolution(r)) }) => {
+                    Some(Ok(TriageEvent::Resolution(r)))
+                }
+                Ok(v1::TriageTicketResponse { payload: Some(Payload::Event(e)) }) => Some(Ok(TriageEvent::Event(e))),
+                Ok(v1::TriageTicketResponse { payload: Some(Payload::Result(r)) }) => Some(Ok(TriageEvent::Result(r))),
+                Ok(v1::TriageTicketResponse { payload: None }) => None,
+                Err(status) => Some(Err(ClientError::from(status))),
+            })
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// Triages one customer message and waits for it: returns the ticket resolution, every run
+    /// event and the result. Fails with the server's status if the triage fails, or
+    /// [`ClientError::StreamEndedWithoutResult`].
+    pub async fn triage_ticket_and_wait(
+        &self,
+        customer_id: &str,
+        message: &str,
+        opts: TriageOptions,
+    ) -> Result<(v1::TicketResolution, Vec<v1::RunEvent>, v1::TriageResult), ClientError> {
+        let mut stream = self.triage_ticket(customer_id, message, opts).await?;
+        let (mut resolution, mut events, mut result) = (None, Vec::new(), None);
+        while let Some(item) = stream.next().await {
+            match item? {
+                TriageEvent::Resolution(r) => resolution = Some(r),
+                TriageEvent::Event(e) => events.push(e),
+                TriageEvent::Result(r) => result = Some(r),
+            }
+        }
+        match (resolution, result) {
+            (Some(resolution), Some(result)) => Ok((resolution, events, result)),
+            _ => Err(ClientError::StreamEndedWithoutResult),
+        }
+    }
+
+    /// Returns one of a customer's tickets (active or archived) with its messages and latest
+    /// triage result. Another customer's ticket is `NOT_FOUND`.
+    pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<v1::GetTicketResponse, ClientError> {
+        let req = v1::GetTicketRequest { customer_id: customer_id.to_string(), ticket_id: ticket_id.to_string() };
+        Ok(self.triage().get_ticket(req).await?.into_inner())
+    }
+
+    /// Lists a customer's archived tickets, most recently completed first. `status` `None` lists
+    /// resolved and escalated tickets; `Some(TicketStatus::Active)` lists the active ones
+    /// (unpaged). `page_size` 0 means the server default.
+    pub async fn list_tickets(
+        &self,
+        customer_id: &str,
+        status: Option<v1::TicketStatus>,
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListTicketsResponse, ClientError> {
+        let req = v1::ListTicketsRequest {
+            customer_id: customer_id.to_string(),
+            status: status.unwrap_or(v1::TicketStatus::Unspecified) as i32,
+            page_size,
+            page_token: non_empty(page_token),
+        };
+        Ok(self.triage().list_tickets(req).await?.into_inner())
+    }
+
+    /// A customer's active tickets (awaiting a specialist or a follow-up).
+    pub async fn list_active_tickets(&self, customer_id: &str) -> Result<Vec<v1::Ticket>, ClientError> {
+        let req = v1::ListActiveTicketsRequest { customer_id: customer_id.to_string() };
+        Ok(self.triage().list_active_tickets(req).await?.into_inner().tickets)
     }
 }
 
@@ -616,6 +784,25 @@ mod tests {
             describe_event(&ev(8, "matcher", Kind::ToolReturned(tool))),
             "[8] matcher tool ✓ lookup_team → {\"team\":\"it\"}"
         );
+        let called = v1::ToolCalled {
+            call_id: "t2".into(),
+            name: "customer_lookup".into(),
+            arguments_json: "{\n  \"customer_id\": \"CUST-001\"\n}".into(),
+        };
+        assert_eq!(
+            describe_event(&ev(6, "supervisor", Kind::ToolCalled(called))),
+            "[6] supervisor tool ▸ customer_lookup({\"customer_id\":\"CUST-001\"})"
+        );
+        let failed_tool = v1::ToolReturned {
+            call_id: "t2".into(),
+            name: "kb_search".into(),
+            result_json: "index unavailable".into(),
+            is_error: true,
+        };
+        assert_eq!(
+            describe_event(&ev(7, "billing_specialist", Kind::ToolReturned(failed_tool))),
+            "[7] billing_specialist tool ✗ kb_search → index unavailable"
+        );
         let unknown = v1::RunEvent { event_id: 9, node: "n".into(), ..Default::default() };
         assert_eq!(describe_event(&unknown), "[9] n (unknown event)");
     }
@@ -652,6 +839,17 @@ mod tests {
         assert_eq!(api.retry_after, None);
         assert_eq!(err.to_string(), "NOT_FOUND: no such conversation");
         assert_eq!(ClientError::StreamEndedWithoutResult.code(), None);
+    }
+
+    #[test]
+    fn triage_event_accessors() {
+        let resolution =
+            TriageEvent::Resolution(v1::TicketResolution { ticket_id: "TKT-1".into(), ..Default::default() });
+        assert_eq!(resolution.as_resolution().map(|r| r.ticket_id.as_str()), Some("TKT-1"));
+        assert!(resolution.as_event().is_none() && resolution.as_result().is_none());
+        let result = TriageEvent::Result(v1::TriageResult { ticket_id: "TKT-1".into(), ..Default::default() });
+        assert_eq!(result.as_result().map(|r| r.ticket_id.as_str()), Some("TKT-1"));
+        assert!(TriageEvent::Event(v1::RunEvent::default()).as_event().is_some());
     }
 
     #[test]

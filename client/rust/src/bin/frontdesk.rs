@@ -3,9 +3,10 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use frontdesk_client::{
-    code_name, describe_event, format_duration, v1, Client, ClientError, SendOptions, StartOptions, TurnEvent,
+    code_name, describe_event, format_duration, v1, Client, ClientError, SendOptions, StartOptions, TriageEvent,
+    TriageOptions, TurnEvent,
 };
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
@@ -59,6 +60,74 @@ enum Command {
     Cancel {
         /// Run id (as shown in the `run started` event).
         run_id: String,
+    },
+    /// Triage a customer's support message and stream the run.
+    ///
+    /// Prints the ticket the message belongs to (new, or an active ticket it continues), streams
+    /// the run's node, model and tool events, then the recommended action, urgency, type, status,
+    /// suggested response and relevant articles.
+    Triage {
+        /// Customer id, as known to the customer directory (such as CUST-001).
+        #[arg(long)]
+        customer: String,
+        /// Subject line of the ticket.
+        #[arg(long)]
+        subject: Option<String>,
+        /// ISO 639-1 language of the message (such as `es`); detected when omitted.
+        #[arg(long)]
+        language: Option<String>,
+        /// Idempotency key: a retry with the same key replays the first result.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// Do not print the run's node events, only the ticket and the result.
+        #[arg(long)]
+        quiet_events: bool,
+        /// The customer's message (several words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+    },
+    /// List a customer's tickets: active ones, then archived ones (most recent first).
+    Tickets {
+        /// Customer id.
+        #[arg(long)]
+        customer: String,
+        /// Only active tickets (awaiting a specialist or a follow-up).
+        #[arg(long, conflicts_with = "status")]
+        active: bool,
+        /// Only tickets with this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+        /// Archived tickets per page (server default when 0).
+        #[arg(long, default_value_t = 0)]
+        page_size: i32,
+        /// Continue from a previous listing's next page token (archived tickets only).
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Fetch every page of archived tickets.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Inspect a support ticket.
+    #[command(subcommand)]
+    Ticket(TicketCommand),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StatusArg {
+    Active,
+    Resolved,
+    Escalated,
+}
+
+#[derive(Debug, Subcommand)]
+enum TicketCommand {
+    /// Print a ticket, its messages and its latest triage result.
+    Show {
+        /// The ticket's customer (tickets are only visible to their own customer).
+        #[arg(long)]
+        customer: String,
+        /// Ticket id (such as TKT-1A2B3C4D).
+        ticket: String,
     },
 }
 
@@ -199,6 +268,15 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 println!("run {run_id} had already ended");
             }
         }
+        Command::Triage { customer, subject, language, idempotency_key, quiet_events, message } => {
+            let opts = TriageOptions { subject, language, idempotency_key };
+            Printer::new(quiet_events).triage(&client, &customer, &message.join(" "), opts).await?;
+        }
+        Command::Tickets { customer, active, status, page_size, page_token, all } => {
+            let status = if active { Some(StatusArg::Active) } else { status };
+            list_tickets(&client, &customer, status, page_size, page_token, all).await?
+        }
+        Command::Ticket(TicketCommand::Show { customer, ticket }) => show_ticket(&client, &customer, &ticket).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -232,6 +310,101 @@ fn role_name(role: i32) -> &'static str {
         Ok(v1::Role::System) => "system",
         _ => "unknown",
     }
+}
+
+/// A proto enum value's name without its prefix, lower-cased (`RECOMMENDED_ACTION_AUTO_RESPOND`
+/// → `auto_respond`); `-` when unspecified.
+fn enum_label(name: Option<&str>, prefix: &str) -> String {
+    match name.map(|n| n.strip_prefix(prefix).unwrap_or(n)) {
+        Some("UNSPECIFIED") | None => "-".to_string(),
+        Some(n) => n.to_lowercase(),
+    }
+}
+
+fn status_name(v: i32) -> String {
+    enum_label(v1::TicketStatus::try_from(v).ok().map(|e| e.as_str_name()), "TICKET_STATUS_")
+}
+
+fn urgency_name(v: i32) -> String {
+    enum_label(v1::Urgency::try_from(v).ok().map(|e| e.as_str_name()), "URGENCY_")
+}
+
+fn ticket_type_name(v: i32) -> String {
+    enum_label(v1::TicketType::try_from(v).ok().map(|e| e.as_str_name()), "TICKET_TYPE_")
+}
+
+fn action_name(v: i32) -> String {
+    enum_label(v1::RecommendedAction::try_from(v).ok().map(|e| e.as_str_name()), "RECOMMENDED_ACTION_")
+}
+
+fn confidence_name(v: i32) -> String {
+    enum_label(v1::MatchConfidence::try_from(v).ok().map(|e| e.as_str_name()), "MATCH_CONFIDENCE_")
+}
+
+/// `(new)`, `(new, confidence low)` or `(continues existing, confidence high)`.
+fn resolution_summary(r: &v1::TicketResolution) -> String {
+    let mut out = if r.matched_existing { "continues existing".to_string() } else { "new".to_string() };
+    if r.confidence != v1::MatchConfidence::Unspecified as i32 {
+        out.push_str(&format!(", confidence {}", confidence_name(r.confidence)));
+    }
+    format!("({out})")
+}
+
+/// Prints `text` under a heading line, indented by two spaces.
+fn print_block(out: &mut impl Write, heading: &str, text: &str) -> std::io::Result<()> {
+    writeln!(out, "{heading}")?;
+    for line in text.trim_end().lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+/// The result block of a triage: action, urgency, type, status, the suggested response (and its
+/// English version when it differs) and the relevant articles.
+fn write_triage_result(out: &mut impl Write, r: &v1::TriageResult) -> std::io::Result<()> {
+    let escalation = if r.requires_escalation { " (escalation required)" } else { "" };
+    writeln!(out, "action:   {}{escalation}", action_name(r.recommended_action))?;
+    writeln!(out, "urgency:  {}", urgency_name(r.urgency))?;
+    writeln!(out, "type:     {}", ticket_type_name(r.ticket_type))?;
+    writeln!(out, "status:   {}", status_name(r.status))?;
+    if !r.language.is_empty() {
+        writeln!(out, "language: {}", r.language)?;
+    }
+    if let Some(info) = &r.extracted_info {
+        let parts: Vec<String> =
+            [("area", &info.product_area), ("issue", &info.issue_type), ("sentiment", &info.sentiment)]
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+        if !parts.is_empty() {
+            writeln!(out, "details:  {}", parts.join(" · "))?;
+        }
+    }
+    if !r.reasoning.is_empty() {
+        writeln!(out, "reasoning: {}", r.reasoning.trim())?;
+    }
+    if r.suggested_response.is_empty() {
+        writeln!(out, "suggested response: -")?;
+    } else {
+        print_block(out, "suggested response:", &r.suggested_response)?;
+    }
+    let english = r.suggested_response_english.trim();
+    if !english.is_empty() && english != r.suggested_response.trim() {
+        print_block(out, "suggested response (English):", english)?;
+    }
+    if r.relevant_articles.is_empty() {
+        writeln!(out, "relevant articles: none")?;
+    } else {
+        writeln!(out, "relevant articles:")?;
+        for id in &r.relevant_articles {
+            match r.kb_results.iter().find(|h| &h.article_id == id) {
+                Some(hit) if !hit.title.is_empty() => writeln!(out, "  {id}  {}", hit.title)?,
+                _ => writeln!(out, "  {id}")?,
+            }
+        }
+    }
+    Ok(())
 }
 
 fn timestamp(t: Option<&prost_types::Timestamp>) -> String {
@@ -386,6 +559,67 @@ impl Printer {
         out.flush()
     }
 
+    fn resolution(&mut self, r: &v1::TicketResolution) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        self.end_delta_line(&mut out)?;
+        writeln!(out, "ticket: {} {}", r.ticket_id, resolution_summary(r))?;
+        if !self.quiet {
+            if !r.candidate_ticket_ids.is_empty() {
+                writeln!(
+                    out,
+                    "{}",
+                    self.dim(&format!("  · active tickets considered: {}", r.candidate_ticket_ids.join(", ")))
+                )?;
+            }
+            if !r.reasoning.is_empty() {
+                writeln!(out, "{}", self.dim(&format!("  · matcher: {}", r.reasoning.trim())))?;
+            }
+        }
+        out.flush()
+    }
+
+    fn triage_result(&mut self, r: &v1::TriageResult) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        self.end_delta_line(&mut out)?;
+        write_triage_result(&mut out, r)?;
+        let replayed = if r.replayed { " · replayed" } else { "" };
+        if !r.run_id.is_empty() || r.replayed {
+            writeln!(out, "{}", self.dim(&format!("  [run {}{replayed}]", r.run_id)))?;
+        }
+        out.flush()
+    }
+
+    /// Triages one message, printing as it streams.
+    async fn triage(
+        &mut self,
+        client: &Client,
+        customer: &str,
+        message: &str,
+        opts: TriageOptions,
+    ) -> Result<v1::TriageResult, CliError> {
+        let mut stream = client.triage_ticket(customer, message, opts).await?;
+        let mut result = None;
+        while let Some(item) = stream.next().await {
+            let item = match item {
+                Ok(item) => item,
+                Err(e) => {
+                    self.end_delta_line(&mut std::io::stdout().lock())?;
+                    return Err(e.into());
+                }
+            };
+            match item {
+                TriageEvent::Resolution(r) => self.resolution(&r)?,
+                TriageEvent::Event(e) => self.event(&e)?,
+                TriageEvent::Result(r) => {
+                    self.triage_result(&r)?;
+                    result = Some(r);
+                }
+            }
+        }
+        self.end_delta_line(&mut std::io::stdout().lock())?;
+        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+    }
+
     /// Runs one turn, printing as it streams.
     async fn turn(
         &mut self,
@@ -526,6 +760,120 @@ async fn conversation(client: &Client, cmd: ConversationCommand) -> Result<(), C
             client.delete_conversation(&id).await?;
             println!("deleted {id}");
         }
+    }
+    Ok(())
+}
+
+const TICKET_HEADER: &str =
+    "ID            STATUS     TYPE       URGENCY   ACTION            UPDATED               SUBJECT";
+
+fn print_ticket_row(t: &v1::Ticket) {
+    println!(
+        "{:<12}  {:<9}  {:<9}  {:<8}  {:<16}  {:<20}  {}",
+        t.ticket_id,
+        status_name(t.status),
+        ticket_type_name(t.ticket_type),
+        urgency_name(t.urgency),
+        action_name(t.recommended_action),
+        timestamp(t.update_time.as_ref()),
+        if t.subject.is_empty() { "-" } else { &t.subject }
+    );
+}
+
+async fn list_tickets(
+    client: &Client,
+    customer: &str,
+    status: Option<StatusArg>,
+    page_size: i32,
+    page_token: Option<String>,
+    all: bool,
+) -> Result<(), CliError> {
+    let mut shown = 0usize;
+    // Active tickets are unpaged: listed with the first page only.
+    if matches!(status, None | Some(StatusArg::Active)) && page_token.is_none() {
+        let active = client.list_active_tickets(customer).await?;
+        if !active.is_empty() {
+            println!("{TICKET_HEADER}");
+        }
+        for t in &active {
+            print_ticket_row(t);
+        }
+        shown += active.len();
+    }
+    if status != Some(StatusArg::Active) {
+        let archived = match status {
+            Some(StatusArg::Resolved) => Some(v1::TicketStatus::Resolved),
+            Some(StatusArg::Escalated) => Some(v1::TicketStatus::Escalated),
+            _ => None,
+        };
+        let mut token = page_token;
+        loop {
+            let resp = client.list_tickets(customer, archived, page_size, token.take()).await?;
+            if shown == 0 && !resp.tickets.is_empty() {
+                println!("{TICKET_HEADER}");
+            }
+            for t in &resp.tickets {
+                print_ticket_row(t);
+            }
+            shown += resp.tickets.len();
+            if resp.next_page_token.is_empty() {
+                break;
+            }
+            if !all {
+                println!("more: --page-token {}", resp.next_page_token);
+                break;
+            }
+            token = Some(resp.next_page_token);
+        }
+    }
+    if shown == 0 {
+        println!("no tickets");
+    }
+    Ok(())
+}
+
+fn ticket_role(role: i32) -> &'static str {
+    match v1::Role::try_from(role) {
+        Ok(v1::Role::User) => "customer",
+        Ok(v1::Role::Assistant) => "support",
+        Ok(v1::Role::System) => "system",
+        _ => "unknown",
+    }
+}
+
+async fn show_ticket(client: &Client, customer: &str, ticket_id: &str) -> Result<(), CliError> {
+    let resp = client.get_ticket(customer, ticket_id).await?;
+    let t = resp.ticket.unwrap_or_default();
+    println!("ticket:   {}", if t.ticket_id.is_empty() { ticket_id } else { &t.ticket_id });
+    println!("customer: {}", if t.customer_id.is_empty() { customer } else { &t.customer_id });
+    println!("status:   {}", status_name(t.status));
+    println!("subject:  {}", if t.subject.is_empty() { "-" } else { &t.subject });
+    println!("type:     {}", ticket_type_name(t.ticket_type));
+    println!("urgency:  {}", urgency_name(t.urgency));
+    println!("action:   {}", action_name(t.recommended_action));
+    println!("created:  {}", timestamp(t.create_time.as_ref()));
+    println!("updated:  {}", timestamp(t.update_time.as_ref()));
+    println!();
+    println!("messages ({}):", resp.messages.len());
+    for m in &resp.messages {
+        println!("  [{}] {}: {}", timestamp(m.create_time.as_ref()), ticket_role(m.role), m.text);
+        if !m.english_text.is_empty() && m.english_text.trim() != m.text.trim() {
+            println!("      (English: {})", m.english_text);
+        }
+    }
+    if let Some(r) = &resp.result {
+        println!();
+        println!("latest triage:");
+        let mut out = std::io::stdout().lock();
+        let mut block = Vec::new();
+        write_triage_result(&mut block, r)?;
+        for line in String::from_utf8_lossy(&block).lines() {
+            writeln!(out, "  {line}")?;
+        }
+        if !r.run_id.is_empty() {
+            writeln!(out, "  run:      {}", r.run_id)?;
+        }
+        out.flush()?;
     }
     Ok(())
 }
