@@ -10,10 +10,16 @@
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or when any
 //! replay does not reproduce W1's outcome counts and per-turn modes.
+//!
+//! `frontdesk-bench w2 [--tickets 10000] [--timed 2000] [--postgres-url URL] [--redis-url URL]`
+//! replays workload W2 (ticket triage) through the real triage workflow; see `w2.rs`.
 
 mod drive;
 mod rules;
 mod stats;
+mod w2;
+mod w2_rules;
+mod w2_workload;
 mod workload;
 
 use std::{
@@ -114,6 +120,15 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("w2") {
+        return match w2::run(std::env::args().skip(2)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("\nBENCH FAILED: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = match parse_args() {
         Ok(args) => args,
         Err(e) => {
@@ -124,7 +139,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "w1" => run_w1(&args),
         "rss-probe" => rss_probe(&args),
-        other => Err(format!("unknown command {other}; try `w1`")),
+        other => Err(format!("unknown command {other}; try `w1` or `w2`")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

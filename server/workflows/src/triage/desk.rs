@@ -153,6 +153,13 @@ fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
     }
 }
 
+fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
+    if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains(':') {
+        return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
+    }
+    Ok(())
+}
+
 fn thread_id(customer_id: &str, ticket_id: &str) -> String {
     format!("{customer_id}:{ticket_id}")
 }
@@ -209,7 +216,54 @@ impl TriageDesk {
 
     /// Triages one customer message.
     pub async fn triage(&self, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
-        self.validate(&request)?;
+        if let Some(replay) = self.admit(&request).await? {
+            return Ok(replay);
+        }
+        let active = self.active_tickets(&request.customer_id).await?;
+        let resolution = self.resolve(&request.customer_id, request.message.trim(), &active).await?;
+        self.run(request, resolution).await
+    }
+
+    /// Triages one customer message as a new ticket with the caller's `ticket_id`, skipping
+    /// ticket matching: for tickets imported from an upstream system that already has ids, and
+    /// for replays (benchmarks, backfills). The run, the archiving of resolved and escalated
+    /// tickets and idempotent retries are those of [`TriageDesk::triage`].
+    ///
+    /// A `ticket_id` that is archived or has an active thread is `AlreadyExists`. The check is
+    /// not atomic with the run: two concurrent imports of one id may both pass it, and the second
+    /// then adds its message to the first's ticket, as a matched follow-up would.
+    pub async fn triage_as_new_ticket(
+        &self,
+        request: TriageRequest,
+        ticket_id: &str,
+    ) -> Result<TriageHandle, WorkflowError> {
+        validate_ticket_id(ticket_id)?;
+        if let Some(replay) = self.admit(&request).await? {
+            return Ok(replay);
+        }
+        let exists = || WorkflowError::AlreadyExists { what: "ticket", id: ticket_id.to_owned() };
+        if self.archive.exists(ticket_id).await.map_err(archive_error)? {
+            return Err(exists());
+        }
+        let checkpointer = self.runner.checkpointer();
+        if checkpointer.thread(&thread_id(&request.customer_id, ticket_id)).await?.is_some() {
+            return Err(exists());
+        }
+        let resolution = Resolution {
+            ticket_id: ticket_id.to_owned(),
+            matched_existing: false,
+            confidence: None,
+            reasoning: "a new ticket with the caller's id; not matched".into(),
+            candidates: Vec::new(),
+            usage: None,
+        };
+        self.run(request, resolution).await
+    }
+
+    /// Validates the request and checks the customer; returns the recorded outcome when the
+    /// request replays an earlier one with the same idempotency key.
+    async fn admit(&self, request: &TriageRequest) -> Result<Option<TriageHandle>, WorkflowError> {
+        self.validate(request)?;
         let customer_id = request.customer_id.clone();
         if self.customers.lookup(&customer_id).is_none() {
             return Err(WorkflowError::NotFound { what: "customer", id: customer_id });
@@ -220,7 +274,7 @@ impl TriageDesk {
                     serde_json::from_str(&json).map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 outcome.replayed = true;
                 let (_, events) = mpsc::channel(1);
-                return Ok(TriageHandle {
+                return Ok(Some(TriageHandle {
                     resolution: Resolution {
                         ticket_id: outcome.output.ticket_id.clone(),
                         matched_existing: false,
@@ -232,12 +286,15 @@ impl TriageDesk {
                     run_id: outcome.run_id.clone(),
                     events,
                     outcome: Box::pin(async move { Ok(outcome) }),
-                });
+                }));
             }
         }
+        Ok(None)
+    }
 
-        let active = self.active_tickets(&customer_id).await?;
-        let resolution = self.resolve(&customer_id, request.message.trim(), &active).await?;
+    /// Runs the graph on the resolved ticket; archives the ticket after the run when it completes.
+    async fn run(&self, request: TriageRequest, resolution: Resolution) -> Result<TriageHandle, WorkflowError> {
+        let customer_id = request.customer_id.clone();
         let message =
             TicketMessage { author: Author::Customer, text: request.message.trim().to_owned(), at_ms: now_ms() };
         let update = if resolution.matched_existing {
@@ -409,9 +466,7 @@ impl TriageDesk {
     /// ticket that does not exist.
     pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<TicketView, WorkflowError> {
         validate_customer_id(customer_id)?;
-        if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains(':') {
-            return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
-        }
+        validate_ticket_id(ticket_id)?;
         let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
         if let Some((state, cp)) = self.finisher().repair(&thread_id(customer_id, ticket_id)).await? {
             return Ok(TicketView {

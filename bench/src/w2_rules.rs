@@ -1,0 +1,171 @@
+//! W2's stand-in for a model: a **SCRIPTED model** (a test double, not an LLM) answering every
+//! triage prompt by W2's node rules (WORKLOADS.md), reading only what a real model would read:
+//! the request's purpose and prompt text (customer JSON, `Urgency:` line, subject, numbered
+//! English messages, the knowledge-base articles listed).
+//!
+//! The specialist rule scores W2's `kb_search` (term-substring count over all 50 W2 articles)
+//! itself, from the ticket text in the prompt: the product's knowledge base ranks with tantivy
+//! BM25 within the category, which is a different ranking, so W2's decision (top score >= 2)
+//! cannot be read off the articles the node lists.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
+use serde_json::json;
+
+use crate::w2_workload::{classify, kb_search, translate, W2Article, URGENCIES};
+
+/// What the rules need to know of W2's articles (ids, titles, lower-cased text).
+pub struct W2Rules {
+    ids: Vec<String>,
+    titles: Vec<String>,
+    haystacks: Vec<String>,
+}
+
+impl W2Rules {
+    pub fn new(articles: &[W2Article]) -> Self {
+        Self {
+            ids: articles.iter().map(|a| a.article_id.clone()).collect(),
+            titles: articles.iter().map(|a| a.title.clone()).collect(),
+            haystacks: articles.iter().map(|a| format!("{} {}", a.title, a.body).to_lowercase()).collect(),
+        }
+    }
+
+    /// The SCRIPTED model's answer to one triage request.
+    pub fn reply(&self, request: &ChatRequest) -> Result<String, LlmError> {
+        let system = request.messages.first().map_or("", |m| m.content.as_str());
+        let user = request.messages.get(1).map_or("", |m| m.content.as_str());
+        let purpose = request.purpose.as_str();
+        let reply = match purpose {
+            "translator.translate" => {
+                // "Customer messages:\n1. {text}\n..."
+                let messages = numbered_lines(user.strip_prefix("Customer messages:\n").unwrap_or(user));
+                let mut language = "en";
+                let translated: Vec<&str> = messages
+                    .iter()
+                    .map(|m| {
+                        let (lang, english) = translate(m);
+                        language = lang;
+                        english
+                    })
+                    .collect();
+                json!({"original_language": language, "is_english": language == "en", "translated_messages": translated})
+                    .to_string()
+            }
+            "translator.translate_back" => {
+                let language = system.lines().find_map(|l| l.strip_prefix("Customer's language: ")).unwrap_or("en");
+                format!("[{language}] {user}")
+            }
+            "supervisor.classify" => {
+                let ticket = Ticket::parse(user)?;
+                let (ticket_type, level) = classify(&ticket.text(), ticket.plan == "enterprise");
+                let escalate = level == 3 || ticket.status == "suspended";
+                json!({
+                    "reasoning": format!("W2 rules: {ticket_type}, urgency level {level}, account {}", ticket.status),
+                    "urgency": URGENCIES[level],
+                    "ticket_type": ticket_type,
+                    "requires_escalation": escalate,
+                })
+                .to_string()
+            }
+            _ if purpose.starts_with("specialist.") => {
+                let category = &purpose["specialist.".len()..];
+                let ticket = Ticket::parse(user)?;
+                let urgency = user.lines().find_map(|l| l.strip_prefix("Urgency: ")).unwrap_or("unknown");
+                let hits = kb_search(&self.haystacks, &ticket.text());
+                let (top, score) = hits.first().copied().ok_or_else(|| invalid(purpose, "no articles"))?;
+                let (id, title) = (&self.ids[top], &self.titles[top]);
+                let auto = score >= 2 && matches!(urgency, "low" | "medium") && ticket.status == "active";
+                let (action, text) = if auto {
+                    ("auto_respond", format!("Send KB article {id} '{title}' to {}", ticket.name))
+                } else {
+                    (
+                        "route_specialist",
+                        format!("Assign to {category} specialist queue (urgency {urgency}); suggested reading {id}"),
+                    )
+                };
+                // Cite W2's top article only if the node listed it (the node drops unknown ids).
+                let listed = user.lines().any(|l| l.strip_prefix("- ").is_some_and(|r| r.starts_with(id.as_str())));
+                let relevant: Vec<&str> = if listed { vec![id.as_str()] } else { Vec::new() };
+                json!({
+                    "reasoning": format!("W2 rules: top {id} score {score}, urgency {urgency}, account {}", ticket.status),
+                    "recommended_action": action,
+                    "suggested_response": text,
+                    "relevant_articles": relevant,
+                    "extracted_info": {"product_area": category, "issue_type": action, "sentiment": urgency},
+                })
+                .to_string()
+            }
+            other => return Err(LlmError::ScriptExhausted { purpose: other.to_owned() }),
+        };
+        Ok(reply)
+    }
+}
+
+fn invalid(purpose: &str, what: &str) -> LlmError {
+    LlmError::ScriptExhausted { purpose: format!("{purpose} ({what})") }
+}
+
+/// `"1. a\n2. b\n"` → `["a", "b"]` (stops at the first line that is not numbered).
+fn numbered_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map_while(|l| l.split_once(". ").filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+        .map(|(_, m)| m)
+        .collect()
+}
+
+/// What the supervisor and specialist prompts show of a ticket.
+struct Ticket<'a> {
+    name: String,
+    plan: String,
+    status: String,
+    subject: &'a str,
+    english: Vec<&'a str>,
+}
+
+impl<'a> Ticket<'a> {
+    fn parse(prompt: &'a str) -> Result<Self, LlmError> {
+        let customer = prompt.lines().find_map(|l| l.strip_prefix("Customer: ")).unwrap_or("{}");
+        let customer: serde_json::Value =
+            serde_json::from_str(customer).map_err(|_| invalid("prompt", "customer JSON"))?;
+        let field = |k: &str| customer[k].as_str().unwrap_or_default().to_owned();
+        let subject = prompt.lines().find_map(|l| l.strip_prefix("Subject: ")).unwrap_or("");
+        let english = prompt.split_once("Ticket (English):\n").map_or_else(Vec::new, |(_, rest)| numbered_lines(rest));
+        Ok(Self { name: field("name"), plan: field("plan"), status: field("account_status"), subject, english })
+    }
+
+    /// `subject + " " + english_body`.
+    fn text(&self) -> String {
+        format!("{} {}", self.subject, self.english.join(" "))
+    }
+}
+
+/// The rules-following SCRIPTED model (`ScriptedModel::from_fn`), used for every timed row.
+/// `ScriptedModel` keeps a copy of every request it receives (`ScriptedModel::requests`).
+pub fn scripted_w2_model(rules: Arc<W2Rules>) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn("scripted-w2-rules", move |r| rules.reply(r)))
+}
+
+/// The same rules as a bare [`ChatModel`] that keeps nothing (informational rows).
+pub struct BareW2Model(pub Arc<W2Rules>);
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+#[async_trait]
+impl ChatModel for BareW2Model {
+    fn model_name(&self) -> &str {
+        "scripted-w2-rules-nolog"
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let content = self.0.reply(request)?;
+        let usage = TokenUsage {
+            prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
+            completion_tokens: words(&content),
+        };
+        Ok(ChatResponse { content, tool_calls: Vec::new(), usage, model: self.model_name().to_owned() })
+    }
+}
