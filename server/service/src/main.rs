@@ -27,7 +27,8 @@ struct Args {
     /// Database URL: sqlite://PATH (the default, sqlite://data/frontdesk.db) or postgres://...
     #[arg(long, value_name = "URL")]
     database_url: Option<String>,
-    /// Model provider: openai (any OpenAI-compatible endpoint) or scripted (test double).
+    /// Model provider: auto (the default: openai when --model or an endpoint is set, else local), local
+    /// (the embedded offline model), openai (any OpenAI-compatible endpoint) or scripted (test double).
     #[arg(long, value_name = "PROVIDER")]
     model_provider: Option<String>,
     /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 for Ollama.

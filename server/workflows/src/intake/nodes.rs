@@ -63,6 +63,7 @@ enum SupervisorRoute {
 #[serde(deny_unknown_fields)]
 struct SupervisorDecision {
     /// One short sentence on why.
+    #[schemars(length(max = 160))]
     reasoning: String,
     route: SupervisorRoute,
 }
@@ -154,8 +155,10 @@ impl Node<IntakeState> for ChatAgent {
 #[serde(deny_unknown_fields)]
 struct FieldUpdate {
     /// A field name from the list of fields.
+    #[schemars(length(max = 40))]
     field: String,
     /// The value the user stated; null when not stated.
+    #[schemars(length(max = 200))]
     value: Option<String>,
 }
 
@@ -164,12 +167,16 @@ struct FieldUpdate {
 #[serde(deny_unknown_fields)]
 struct FieldExtraction {
     /// Field values the user explicitly stated in their latest message.
+    #[schemars(length(max = 12))]
     updates: Vec<FieldUpdate>,
     /// Names of fields the user said they do not know.
+    #[schemars(length(max = 12))]
     marked_unknown: Vec<String>,
     /// One short sentence on what was extracted.
+    #[schemars(length(max = 160))]
     reasoning: String,
     /// The assistant's reply, asking for the next missing details.
+    #[schemars(length(max = 300))]
     followup_response: String,
     /// True only if the user wants to stop the request.
     user_wants_to_abandon: bool,
@@ -281,8 +288,10 @@ enum Confidence {
 #[serde(deny_unknown_fields)]
 struct TeamMatch {
     /// One short sentence on why.
+    #[schemars(length(max = 160))]
     reasoning: String,
     /// The matching team's id, or null when no team fits.
+    #[schemars(length(max = 40))]
     team_id: Option<String>,
     confidence: Confidence,
 }
@@ -367,8 +376,10 @@ enum ReviewAction {
 struct ReviewDecision {
     action_type: ReviewAction,
     /// One short sentence on why.
+    #[schemars(length(max = 160))]
     reasoning: String,
     /// The assistant's short reply to the user.
+    #[schemars(length(max = 300))]
     response_to_user: String,
 }
 

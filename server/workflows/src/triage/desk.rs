@@ -41,8 +41,10 @@ pub enum MatchConfidence {
 #[serde(deny_unknown_fields)]
 struct MatchDecision {
     /// One sentence on why.
+    #[schemars(length(max = 160))]
     reasoning: String,
     /// The id of the active ticket the message continues, or null.
+    #[schemars(length(max = 20))]
     matched_ticket_id: Option<String>,
     confidence: MatchConfidence,
 }

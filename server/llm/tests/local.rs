@@ -1,0 +1,320 @@
+//! The embedded model (feature `local`) against the real Gemma 3 270M GGUF file.
+//!
+//! The model comes from `scripts/ensure-model.sh`; point FRONTDESK_TEST_MODEL_PATH at it:
+//!
+//! ```sh
+//! export FRONTDESK_TEST_MODEL_PATH="$(scripts/ensure-model.sh | tail -n1)"
+//! cargo test -p frontdesk-llm --features local --test local
+//! ```
+//!
+//! Without the variable every test prints "skipped" and passes, unless FRONTDESK_REQUIRE_MODEL=1
+//! (as in scripts/test.sh), which turns a missing model into a failure. All tests share one loaded
+//! model and take turns (see `SERIAL`); replies are kept short so the suite runs in a couple of
+//! minutes on 2 cores. Nothing asserts on wording: a 270M base model
+//! only promises schema-valid output.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use frontdesk_llm::{
+    schema_for, CallOptions, CancellationToken, ChatMessage, ChatModel, ChatRequest, JsonSchemaFormat, LlmClient,
+    LlmError, LocalConfig, LocalModel,
+};
+use serde::Deserialize;
+
+/// The loaded model, or None (skip) when FRONTDESK_TEST_MODEL_PATH is unset.
+fn load_model() -> Option<Arc<LocalModel>> {
+    let Some(path) = std::env::var_os("FRONTDESK_TEST_MODEL_PATH").filter(|p| !p.is_empty()) else {
+        assert!(
+            std::env::var("FRONTDESK_REQUIRE_MODEL").as_deref() != Ok("1"),
+            "FRONTDESK_REQUIRE_MODEL=1 but FRONTDESK_TEST_MODEL_PATH is not set: run \
+             `export FRONTDESK_TEST_MODEL_PATH=\"$(scripts/ensure-model.sh | tail -n1)\"`"
+        );
+        return None;
+    };
+    let mut config = LocalConfig::new(path);
+    config.context = 2048;
+    config.threads = 2;
+    let started = Instant::now();
+    let model = LocalModel::load(config).expect("load the local model");
+    eprintln!("local model loaded in {:?}: {:?}", started.elapsed(), model.info());
+    Some(Arc::new(model))
+}
+
+/// The model shared by most tests (their requests queue on its inference thread).
+fn shared_model() -> Option<Arc<LocalModel>> {
+    static MODEL: OnceLock<Option<Arc<LocalModel>>> = OnceLock::new();
+    MODEL.get_or_init(load_model).clone()
+}
+
+/// Held by every test that runs the model: one test at a time keeps the 2 cores for one inference
+/// thread, so the timing assertions mean something (requests within a test may still overlap).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `(model, serial guard)`, or returns from the test when the model is not configured.
+macro_rules! model_or_skip {
+    () => {
+        match shared_model() {
+            Some(model) => (model, SERIAL.lock().await),
+            None => {
+                eprintln!(
+                    "skipped: set FRONTDESK_TEST_MODEL_PATH (scripts/ensure-model.sh) to run the local model tests"
+                );
+                return;
+            }
+        }
+    };
+}
+
+fn client(model: &Arc<LocalModel>) -> LlmClient {
+    LlmClient::new(model.clone() as Arc<dyn ChatModel>)
+}
+
+fn request(purpose: &str, system: &str, user: &str, max_tokens: u32) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(purpose, vec![ChatMessage::system(system.to_owned()), ChatMessage::user(user.to_owned())]);
+    request.max_tokens = Some(max_tokens);
+    request
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Route {
+    Billing,
+    Technical,
+    Sales,
+    Other,
+}
+
+#[allow(dead_code)] // Read through Debug only.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct RouteDecision {
+    route: Route,
+    #[schemars(length(max = 120))]
+    reasoning: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct FieldUpdate {
+    #[schemars(length(max = 30))]
+    field: String,
+    #[schemars(length(max = 60))]
+    value: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct Updates {
+    #[schemars(length(max = 3))]
+    updates: Vec<FieldUpdate>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Priority {
+    Low,
+    Normal,
+    High,
+}
+
+#[allow(dead_code)] // Read through Debug only.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct Customer {
+    #[schemars(length(max = 40))]
+    name: String,
+    #[schemars(length(max = 60))]
+    email: Option<String>,
+}
+
+#[allow(dead_code)] // Read through Debug only.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct Ticket {
+    customer: Customer,
+    priority: Priority,
+    #[schemars(length(max = 100))]
+    summary: String,
+    #[schemars(length(max = 3))]
+    tags: Vec<TagName>,
+}
+
+#[allow(dead_code)] // Read through Debug only.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct TagName(#[schemars(length(max = 20))] String);
+
+#[test]
+fn schemars_emits_max_length_and_max_items() {
+    let schema = schema_for::<Ticket>();
+    assert_eq!(schema["properties"]["summary"]["maxLength"], 100, "{schema}");
+    assert_eq!(schema["properties"]["tags"]["maxItems"], 3, "{schema}");
+    assert_eq!(schema["properties"]["customer"]["properties"]["name"]["maxLength"], 40, "{schema}");
+}
+
+#[tokio::test]
+async fn structured_route_decision_is_schema_valid() {
+    let (model, _serial) = model_or_skip!();
+    let (decision, record) = client(&model)
+        .structured::<RouteDecision>(
+            request(
+                "test.route",
+                "You route customer support messages to a team.",
+                "Hello, I was charged twice for my subscription this month. Please refund one payment.",
+                96,
+            ),
+            &CallOptions::default(),
+        )
+        .await
+        .expect("a schema-valid route decision");
+    assert!(decision.reasoning.chars().count() <= 120, "{decision:?}");
+    assert_eq!(record.attempts, 1, "the grammar makes the first reply valid: {record:?}");
+    assert!(record.usage.prompt_tokens > 20 && record.usage.completion_tokens > 0, "{record:?}");
+    eprintln!("{decision:?} {:?}", record.usage);
+}
+
+#[tokio::test]
+async fn structured_field_updates_are_schema_valid() {
+    let (model, _serial) = model_or_skip!();
+    let (updates, record) = client(&model)
+        .structured::<Updates>(
+            request(
+                "test.updates",
+                "Extract the form fields the user gives as a list of updates (field name and value).",
+                "My name is Dana Whitfield, my phone number is 555-0142 and I live in Leeds.",
+                200,
+            ),
+            &CallOptions::default(),
+        )
+        .await
+        .expect("schema-valid updates");
+    assert!(updates.updates.len() <= 3, "{updates:?}");
+    for update in &updates.updates {
+        assert!(update.field.chars().count() <= 30 && update.value.chars().count() <= 60, "{update:?}");
+    }
+    eprintln!("{updates:?} {:?}", record.usage);
+}
+
+#[tokio::test]
+async fn structured_nested_object_is_schema_valid() {
+    let (model, _serial) = model_or_skip!();
+    let (ticket, record) = client(&model)
+        .structured::<Ticket>(
+            request(
+                "test.ticket",
+                "Turn the support email into a ticket.",
+                "From: Omar Haddad <omar@example.com>\nOur checkout page returns error 500 since this morning, \
+                 we are losing orders. Please help urgently.",
+                256,
+            ),
+            &CallOptions::default(),
+        )
+        .await
+        .expect("a schema-valid ticket");
+    assert!(ticket.summary.chars().count() <= 100 && ticket.tags.len() <= 3, "{ticket:?}");
+    assert!(ticket.customer.name.chars().count() <= 40, "{ticket:?}");
+    eprintln!("{ticket:?} {:?}", record.usage);
+}
+
+#[tokio::test]
+async fn streaming_deltas_concatenate_to_the_content() {
+    let (model, _serial) = model_or_skip!();
+    let deltas = Mutex::new(Vec::<String>::new());
+    let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
+    let response = model
+        .chat_stream(
+            &request("test.stream", "You are a helpful assistant.", "Write a short sentence about the sea.", 24),
+            &on_delta,
+        )
+        .await
+        .expect("a streamed reply");
+    let deltas = deltas.into_inner().unwrap();
+    assert_eq!(deltas.concat(), response.content);
+    assert!(response.usage.completion_tokens > 0 && response.usage.completion_tokens <= 24, "{:?}", response.usage);
+    assert!(deltas.len() > 1 || response.usage.completion_tokens <= 1, "{deltas:?}");
+
+    // Structured replies stream too.
+    let deltas = Mutex::new(Vec::<String>::new());
+    let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
+    let mut structured = request("test.stream.json", "Route the message.", "My invoice is wrong.", 96);
+    structured.response_format =
+        Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>() });
+    let response = model.chat_stream(&structured, &on_delta).await.expect("a streamed structured reply");
+    let deltas = deltas.into_inner().unwrap();
+    assert_eq!(deltas.concat().trim(), response.content);
+    assert!(deltas.len() > 3, "{deltas:?}");
+    serde_json::from_str::<RouteDecision>(&response.content).expect("schema-valid streamed JSON");
+}
+
+#[tokio::test]
+async fn cancellation_stops_generation_promptly() {
+    let (model, _serial) = model_or_skip!();
+    let client = client(&model);
+    let cancel = CancellationToken::new();
+    let first_delta = tokio::sync::Notify::new();
+    let on_delta = |_: &str| first_delta.notify_one();
+    // A base model continues a counting sequence for as long as it is allowed to.
+    let long = request("test.cancel", "Continue the sequence.", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,", 1500);
+    let opts = CallOptions { cancel: Some(&cancel), on_delta: Some(&on_delta), ..CallOptions::default() };
+    let call = client.complete(long, &opts);
+    let canceller = async {
+        first_delta.notified().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::join!(call, canceller);
+    assert!(matches!(result, Err(LlmError::Cancelled)), "{result:?}");
+
+    // Had generation continued, this request would wait behind ~1500 tokens (30+ s on 2 cores).
+    let started = Instant::now();
+    let response = model.chat(&request("test.after_cancel", "Answer briefly.", "Say hi.", 4)).await.expect("a reply");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(8), "the cancelled generation kept the model busy: {waited:?}");
+    assert!(response.usage.completion_tokens <= 4);
+}
+
+#[tokio::test]
+async fn deadline_abandons_the_request() {
+    let (model, _serial) = model_or_skip!();
+    let long = request("test.deadline", "Continue the sequence.", "1, 2, 3, 4, 5, 6, 7, 8,", 1500);
+    let opts = CallOptions {
+        deadline: Some(tokio::time::Instant::now() + Duration::from_millis(500)),
+        ..CallOptions::default()
+    };
+    let started = Instant::now();
+    let result = client(&model).complete(long, &opts).await;
+    assert!(matches!(result, Err(LlmError::Timeout) | Err(LlmError::Exhausted { .. })), "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn over_long_prompt_is_context_too_long() {
+    let (model, _serial) = model_or_skip!();
+    let huge = "The quick brown fox jumps over the lazy dog. ".repeat(600);
+    let result = model.chat(&request("test.too_long", "Summarise.", &huge, 16)).await;
+    match result {
+        Err(LlmError::ContextTooLong { prompt_tokens, limit }) => {
+            assert!(prompt_tokens > limit, "{prompt_tokens} vs {limit}");
+            assert_eq!(limit, 2048);
+        }
+        other => panic!("expected ContextTooLong, got {other:?}"),
+    }
+    // The process and the inference thread are still fine.
+    let response = model.chat(&request("test.after_too_long", "Answer briefly.", "Say hi.", 4)).await;
+    assert!(response.is_ok(), "{response:?}");
+}
+
+#[tokio::test]
+async fn concurrent_requests_are_queued_and_all_complete() {
+    let (model, _serial) = model_or_skip!();
+    let calls = (0..4).map(|i| {
+        let model = model.clone();
+        tokio::spawn(async move {
+            let mut req =
+                request("test.concurrent", "Route the message.", &format!("Ticket {i}: my invoice is wrong."), 96);
+            req.response_format =
+                Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>() });
+            model.chat(&req).await
+        })
+    });
+    for result in futures::future::join_all(calls).await {
+        let response = result.expect("task").expect("a reply");
+        serde_json::from_str::<RouteDecision>(&response.content).expect("schema-valid JSON");
+    }
+}
