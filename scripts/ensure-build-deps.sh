@@ -11,8 +11,11 @@ die() { log "error: $*"; exit 1; }
 
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-# bindgen needs libclang; Debian's libclang-dev pulls in the versioned library.
-if ! ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 &&
+# bindgen needs libclang (libclang.so or libclang-NN.so.N, not libclang-cpp, which other packages
+# install alone); Debian's libclang-dev pulls in the versioned library.
+if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
+    ! compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null &&
+    ! compgen -G '/usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so*' >/dev/null &&
     ! dpkg -s libclang-dev >/dev/null 2>&1; then
     missing+=(libclang-dev)
 fi
