@@ -1,8 +1,12 @@
 //! [`LlmClient`]: the handle workflows use.
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
+
+use serde_json::Value;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -229,20 +233,20 @@ impl LlmClient {
     /// [`LlmError::InvalidOutput`]. The returned record sums usage, cost, latency and attempts of both calls.
     pub async fn structured<T>(&self, request: ChatRequest, opts: &CallOptions<'_>) -> Result<(T, CallRecord), LlmError>
     where
-        T: serde::de::DeserializeOwned + schemars::JsonSchema,
+        T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
     {
-        let schema = schema_for::<T>();
+        let (schema, instruction) = structured_instruction::<T>();
         let mut request = request;
-        let instruction = format!("{JSON_ONLY_INSTRUCTION}\n{schema}");
         match request.messages.first_mut() {
             // Several chat templates (llama.cpp, Ollama) only allow one leading system message.
             Some(first) if first.role == Role::System => {
                 first.content.push_str("\n\n");
                 first.content.push_str(&instruction);
             }
-            _ => request.messages.insert(0, ChatMessage::system(instruction)),
+            _ => request.messages.insert(0, ChatMessage::system(instruction.to_string())),
         }
-        request.response_format = Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema });
+        request.response_format =
+            Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: Value::clone(&schema) });
 
         let (response, mut record) = self.complete(request.clone(), opts).await?;
         let first_error = match parse_structured::<T>(&response.content) {
@@ -271,6 +275,22 @@ impl LlmClient {
             }
         }
     }
+}
+
+/// `T`'s schema and the system instruction that carries it, generated once per type: schemars
+/// builds the schema by walking the type, which costs more than a scripted model's whole reply.
+fn structured_instruction<T: schemars::JsonSchema + 'static>() -> (Arc<Value>, Arc<str>) {
+    type Cache = Mutex<HashMap<TypeId, (Arc<Value>, Arc<str>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&TypeId::of::<T>()) {
+        return hit.clone();
+    }
+    let schema = schema_for::<T>();
+    let instruction: Arc<str> = format!("{JSON_ONLY_INSTRUCTION}\n{schema}").into();
+    let entry = (Arc::new(schema), instruction);
+    cache.lock().unwrap_or_else(PoisonError::into_inner).insert(TypeId::of::<T>(), entry.clone());
+    entry
 }
 
 fn parse_structured<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, String> {

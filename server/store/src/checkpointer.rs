@@ -5,14 +5,14 @@ use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, PendingInterrupt, RunMarker, RunStatus, ThreadPage,
     ThreadQuery, ThreadSummary,
 };
-use sqlx::{sqlite::SqlitePool, PgPool};
+use sqlx::PgPool;
 
-use crate::{from_ms, on_pool, to_ms, Database, DbKind, DbPool};
+use crate::{db::rollback_quietly, from_ms, on_pool, to_ms, Database, DbPool};
 
-/// Checkpoints in SQL. `put` is one compare-and-set transaction on `threads.version`: on
-/// SQLite a `BEGIN IMMEDIATE` transaction around one batch of statements, on PostgreSQL a
-/// single statement whose data-modifying CTEs only write when the conditional update (or
-/// insert-if-absent, for version 1) of the thread row succeeds.
+/// Checkpoints in SQL. `put` is one compare-and-set transaction on `threads.version`, sent in
+/// one round trip: on SQLite one batch of statements from `BEGIN IMMEDIATE` to `COMMIT` on the
+/// write connection, on PostgreSQL a single statement whose data-modifying CTEs only write
+/// when the conditional update (or insert-if-absent, for version 1) of the thread row succeeds.
 #[derive(Debug, Clone)]
 pub struct SqlCheckpointer {
     db: Database,
@@ -76,11 +76,12 @@ macro_rules! update_thread {
     };
 }
 
-// SQLite: one batch (one trip to the connection's worker thread) inside a `BEGIN IMMEDIATE`
-// transaction. `changes()` is the row count of the previous statement, so the checkpoint is
-// inserted only after a won compare-and-set, and the key only after the checkpoint. Pruning
-// runs only when the thread is now at this version (after a loss at the very same version it
-// would delete exactly what the winner already deleted, i.e. nothing).
+// SQLite: one batch (one trip to the write connection's worker thread), a whole `BEGIN
+// IMMEDIATE` .. `COMMIT` transaction. `changes()` is the row count of the previous statement,
+// so the checkpoint is inserted only after a won compare-and-set, and the key only after the
+// checkpoint; a lost compare-and-set commits an empty transaction. Pruning runs only when the
+// thread is now at this version (after a loss at the very same version it would delete
+// exactly what the winner already deleted, i.e. nothing).
 macro_rules! sqlite_put_tail {
     () => {
         "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, interrupt, run_id, \
@@ -91,11 +92,17 @@ macro_rules! sqlite_put_tail {
            ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
              status = excluded.status, output = excluded.output; \
          DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
-           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3)"
+           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3); \
+         COMMIT"
     };
 }
-const SQLITE_PUT_FIRST: &str = concat!(insert_thread!(), sqlite_put_tail!());
-const SQLITE_PUT_NEXT: &str = concat!(update_thread!(), sqlite_put_tail!());
+const SQLITE_PUT_FIRST: &str = concat!("BEGIN IMMEDIATE; ", insert_thread!(), sqlite_put_tail!());
+const SQLITE_PUT_NEXT: &str = concat!("BEGIN IMMEDIATE; ", update_thread!(), sqlite_put_tail!());
+/// Erases a thread in one batch; returns a row when the thread existed. `BEGIN IMMEDIATE`
+/// takes the write lock first, so no put of another process interleaves.
+const SQLITE_DELETE: &str = "BEGIN IMMEDIATE; DELETE FROM checkpoints WHERE thread_id = $1; \
+     DELETE FROM idempotency_keys WHERE thread_id = $1; \
+     DELETE FROM threads WHERE thread_id = $1 RETURNING 1; COMMIT";
 
 // PostgreSQL: one statement, one round trip, atomic on its own. The data-modifying CTEs
 // select from `cas`, so they write only when the compare-and-set won. Returns the number of
@@ -299,22 +306,53 @@ impl<'a> Write<'a> {
     }
 }
 
-async fn put_sqlite(pool: &SqlitePool, w: &Write<'_>) -> Result<(), CheckpointError> {
-    if w.version < 1 {
-        let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(pool).await;
-        return Err(w.conflict(actual.map_err(db_error(w.thread_id))?));
-    }
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(db_error(w.thread_id))?;
-    let sql = if w.version == 1 { SQLITE_PUT_FIRST } else { SQLITE_PUT_NEXT };
-    // Every statement of the batch runs (fetch_all); only the compare-and-set returns a row.
-    let won = !bind_write!(sqlx::query(sql), w).fetch_all(&mut *tx).await.map_err(db_error(w.thread_id))?.is_empty();
+async fn put_sqlite(db: &Database, w: &Write<'_>) -> Result<(), CheckpointError> {
+    let mut conn = db.sqlite_writer().await.map_err(db_error(w.thread_id))?;
+    let won = w.version >= 1 && {
+        let sql = if w.version == 1 { SQLITE_PUT_FIRST } else { SQLITE_PUT_NEXT };
+        // Every statement of the batch runs (fetch_all); only the compare-and-set returns a row.
+        match bind_write!(sqlx::query(sql), w).fetch_all(&mut *conn).await {
+            Ok(rows) => !rows.is_empty(),
+            Err(e) => {
+                rollback_quietly(&mut conn).await;
+                return Err(db_error(w.thread_id)(e));
+            }
+        }
+    };
     if won {
-        return tx.commit().await.map_err(db_error(w.thread_id));
+        return Ok(());
     }
-    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(&mut *tx).await;
-    // Nothing was written; rolling back releases the write lock.
-    tx.rollback().await.map_err(db_error(w.thread_id))?;
+    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(&mut *conn).await;
     Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+}
+
+async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, CheckpointError> {
+    let mut conn = db.sqlite_writer().await.map_err(db_error(thread_id))?;
+    match sqlx::query(SQLITE_DELETE).bind(thread_id).fetch_all(&mut *conn).await {
+        Ok(rows) => Ok(!rows.is_empty()),
+        Err(e) => {
+            rollback_quietly(&mut conn).await;
+            Err(db_error(thread_id)(e))
+        }
+    }
+}
+
+async fn delete_postgres(pool: &PgPool, thread_id: &str) -> Result<bool, CheckpointError> {
+    async {
+        let mut tx = pool.begin().await?;
+        // Lock the thread row first, so that a concurrent put either commits before the
+        // erasure (and is erased with it) or loses its compare-and-set after it.
+        let exists = sqlx::query(LOCK_THREAD).bind(thread_id).execute(&mut *tx).await?.rows_affected() > 0;
+        if exists {
+            sqlx::query(DELETE_CHECKPOINTS).bind(thread_id).execute(&mut *tx).await?;
+            sqlx::query(DELETE_KEYS).bind(thread_id).execute(&mut *tx).await?;
+            sqlx::query(DELETE_THREAD).bind(thread_id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(exists)
+    }
+    .await
+    .map_err(db_error(thread_id))
 }
 
 async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointError> {
@@ -361,10 +399,7 @@ impl Checkpointer for SqlCheckpointer {
     async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
         let write = Write::new(checkpoint, self.retention)?;
         match self.db.pool() {
-            DbPool::Sqlite(pool) => {
-                let _guard = self.db.write_guard().await;
-                put_sqlite(pool, &write).await
-            }
+            DbPool::Sqlite(_) => put_sqlite(&self.db, &write).await,
             DbPool::Postgres(pool) => put_postgres(pool, &write).await,
         }
     }
@@ -432,29 +467,10 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
-        let _guard = self.db.write_guard().await;
-        let begin = match self.db.kind() {
-            DbKind::Sqlite => "BEGIN IMMEDIATE",
-            DbKind::Postgres => "BEGIN",
-        };
-        let deleted = on_pool!(self.db, pool => {
-            async {
-                let mut tx = pool.begin_with(begin).await?;
-                // Lock the thread row first, so that a concurrent put either commits before
-                // the erasure (and is erased with it) or loses its compare-and-set after it.
-                let exists = sqlx::query(LOCK_THREAD).bind(thread_id).execute(&mut *tx).await?.rows_affected() > 0;
-                if exists {
-                    sqlx::query(DELETE_CHECKPOINTS).bind(thread_id).execute(&mut *tx).await?;
-                    sqlx::query(DELETE_KEYS).bind(thread_id).execute(&mut *tx).await?;
-                    sqlx::query(DELETE_THREAD).bind(thread_id).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok::<_, sqlx::Error>(exists)
-            }
-            .await
-        })
-        .map_err(db_error(thread_id))?;
-        Ok(deleted)
+        match self.db.pool() {
+            DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
+            DbPool::Postgres(pool) => delete_postgres(pool, thread_id).await,
+        }
     }
 }
 

@@ -3,8 +3,11 @@ use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
+    pool::PoolConnection,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
+    Connection, Sqlite, SqliteConnection,
 };
+use tokio::sync::{Mutex, MutexGuard};
 
 use crate::{error::redact, SqlCheckpointer, StoreError};
 
@@ -20,7 +23,8 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// Pool size (at least 1). A `sqlite::memory:` database always uses one connection.
+    /// Pool size (at least 1). A SQLite file has one more connection, its writer; a
+    /// `sqlite::memory:` database always uses exactly one connection.
     pub max_connections: u32,
     /// Checkpoints kept per thread, newest first (at least 1; the newest is never pruned).
     pub checkpoint_retention: usize,
@@ -65,10 +69,61 @@ pub enum DbPool {
 pub struct Database {
     pool: DbPool,
     options: StoreOptions,
-    /// Serialises this process's SQLite write transactions so that they queue here instead
-    /// of in SQLite's busy handler, which sleeps in steps of milliseconds. Other processes
-    /// are still handled by the busy timeout.
-    write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// How this process writes to SQLite (`None` on PostgreSQL, whose row locks serialise
+    /// writers). Write transactions queue here instead of in SQLite's busy handler, which
+    /// sleeps in steps of milliseconds; other processes are still handled by the busy timeout.
+    sqlite_writer: Option<Arc<SqliteWriter>>,
+}
+
+/// The one place SQLite write transactions run.
+#[derive(Debug)]
+enum SqliteWriter {
+    /// A file database: a connection of its own, outside the pool. Writes skip the pool's
+    /// hand-off, and the writer's page cache stays valid between writes because nothing else
+    /// in this process writes (a pooled connection's cache is dropped whenever another
+    /// connection has written since its last use). `None` once closed.
+    Dedicated(Mutex<Option<SqliteConnection>>),
+    /// `sqlite::memory:`: the database exists only on the pool's single connection, so
+    /// writes take that one, in turn.
+    Pooled(Mutex<()>),
+}
+
+/// Exclusive use of the SQLite write connection; dereferences to it. Callers open and end
+/// their own transactions on it and roll back on error (see [`rollback_quietly`]): the next
+/// writer must find the connection outside any transaction.
+pub(crate) enum SqliteWriteGuard<'a> {
+    Dedicated(MutexGuard<'a, Option<SqliteConnection>>),
+    Pooled(#[allow(dead_code)] MutexGuard<'a, ()>, PoolConnection<Sqlite>),
+}
+
+impl std::ops::Deref for SqliteWriteGuard<'_> {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        match self {
+            // Constructed only while the connection is open (see `Database::sqlite_writer`).
+            SqliteWriteGuard::Dedicated(conn) => conn.as_ref().expect("writer is open"),
+            SqliteWriteGuard::Pooled(_, conn) => conn,
+        }
+    }
+}
+
+impl std::ops::DerefMut for SqliteWriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        match self {
+            SqliteWriteGuard::Dedicated(conn) => conn.as_mut().expect("writer is open"),
+            SqliteWriteGuard::Pooled(_, conn) => conn,
+        }
+    }
+}
+
+/// Ends whatever transaction a failed write left open on the writer. Errors are ignored: the
+/// usual one is "no transaction is active" (the failure happened before `BEGIN` took effect,
+/// or SQLite already rolled back).
+pub(crate) async fn rollback_quietly(conn: &mut SqliteConnection) {
+    if let Err(e) = sqlx::Executor::execute(conn, "ROLLBACK").await {
+        tracing::debug!(error = %e, "rollback after a failed sqlite write");
+    }
 }
 
 impl Database {
@@ -96,12 +151,19 @@ impl Database {
             checkpoint_retention: options.checkpoint_retention.max(1),
         };
         let scheme = url.split(':').next().unwrap_or_default().to_ascii_lowercase();
-        let pool = match scheme.as_str() {
-            "sqlite" => DbPool::Sqlite(connect_sqlite(url, options, acquire_timeout).await?),
-            "postgres" | "postgresql" => DbPool::Postgres(connect_postgres(url, options, acquire_timeout).await?),
+        let (pool, sqlite_writer) = match scheme.as_str() {
+            "sqlite" => {
+                let (pool, writer) = connect_sqlite(url, options, acquire_timeout).await?;
+                let writer = match writer {
+                    Some(conn) => SqliteWriter::Dedicated(Mutex::new(Some(conn))),
+                    None => SqliteWriter::Pooled(Mutex::new(())),
+                };
+                (DbPool::Sqlite(pool), Some(Arc::new(writer)))
+            }
+            "postgres" | "postgresql" => (DbPool::Postgres(connect_postgres(url, options, acquire_timeout).await?), None),
             _ => return Err(StoreError::UnsupportedUrl { url: redact(url) }),
         };
-        let db = Database { pool, options, write_lock: Arc::new(tokio::sync::Mutex::new(())) };
+        let db = Database { pool, options, sqlite_writer };
         if let Err(e) = db.migrate().await {
             db.close().await;
             return Err(e);
@@ -153,26 +215,52 @@ impl Database {
         SqlCheckpointer::new(self.clone())
     }
 
-    /// Closes every connection of the pool (shared by all clones) and waits for them. Later
-    /// operations fail with [`StoreError::Query`] / `CheckpointError::Unavailable`.
+    /// Closes every connection (shared by all clones) and waits for them. Later operations
+    /// fail with [`StoreError::Query`] / `CheckpointError::Unavailable`.
     pub async fn close(&self) {
+        if let Some(SqliteWriter::Dedicated(writer)) = self.sqlite_writer.as_deref() {
+            if let Some(conn) = writer.lock().await.take() {
+                if let Err(e) = conn.close().await {
+                    tracing::warn!(error = %e, "closing the sqlite writer connection");
+                }
+            }
+        }
         match &self.pool {
             DbPool::Sqlite(pool) => pool.close().await,
             DbPool::Postgres(pool) => pool.close().await,
         }
     }
 
-    /// Held by SQLite write transactions of this process; `None` on Postgres, whose row locks
-    /// serialise writers.
-    pub(crate) async fn write_guard(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        match self.pool {
-            DbPool::Sqlite(_) => Some(self.write_lock.lock().await),
-            DbPool::Postgres(_) => None,
+    /// The SQLite write connection, once the writes queued before this one are done.
+    ///
+    /// # Panics
+    /// On a PostgreSQL database (a programming error: callers match on the pool first).
+    pub(crate) async fn sqlite_writer(&self) -> Result<SqliteWriteGuard<'_>, sqlx::Error> {
+        let (DbPool::Sqlite(pool), Some(writer)) = (&self.pool, self.sqlite_writer.as_deref()) else {
+            panic!("sqlite_writer called on a {} database", self.kind());
+        };
+        match writer {
+            SqliteWriter::Dedicated(conn) => {
+                let conn = conn.lock().await;
+                if conn.is_none() {
+                    return Err(sqlx::Error::PoolClosed);
+                }
+                Ok(SqliteWriteGuard::Dedicated(conn))
+            }
+            SqliteWriter::Pooled(lock) => {
+                let turn = lock.lock().await;
+                Ok(SqliteWriteGuard::Pooled(turn, pool.acquire().await?))
+            }
         }
     }
 }
 
-async fn connect_sqlite(url: &str, options: StoreOptions, acquire_timeout: Duration) -> Result<SqlitePool, StoreError> {
+/// The read pool, and for a file the dedicated write connection.
+async fn connect_sqlite(
+    url: &str,
+    options: StoreOptions,
+    acquire_timeout: Duration,
+) -> Result<(SqlitePool, Option<SqliteConnection>), StoreError> {
     let invalid = |source| StoreError::InvalidUrl { kind: DbKind::Sqlite, url: redact(url), source };
     let memory = url.contains(":memory:") || url.contains("mode=memory");
     let mut connect =
@@ -189,11 +277,12 @@ async fn connect_sqlite(url: &str, options: StoreOptions, acquire_timeout: Durat
         }
         pool = pool.max_connections(options.max_connections);
     }
-    pool.connect_with(connect).await.map_err(|source| StoreError::Connect {
-        kind: DbKind::Sqlite,
-        url: redact(url),
-        source,
-    })
+    let failed = |source| StoreError::Connect { kind: DbKind::Sqlite, url: redact(url), source };
+    // The writer connects first: it creates the file and switches it to WAL before the pool's
+    // connections open it.
+    let writer = if memory { None } else { Some(SqliteConnection::connect_with(&connect).await.map_err(failed)?) };
+    let pool = pool.connect_with(connect).await.map_err(failed)?;
+    Ok((pool, writer))
 }
 
 async fn connect_postgres(url: &str, options: StoreOptions, acquire_timeout: Duration) -> Result<PgPool, StoreError> {

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use crate::{from_ms, on_pool, to_ms, Database, StoreError};
+use crate::{from_ms, on_pool, on_writer, to_ms, Database, StoreError};
 
 /// A submission to record.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,8 +45,7 @@ impl Database {
         let fields = serde_json::to_string(&submission.fields)
             .map_err(|source| StoreError::Encode { what: "intake submission fields", source })?;
         let created_at_ms = to_ms(submission.created_at);
-        let _guard = self.write_guard().await;
-        on_pool!(self, pool => {
+        on_writer!(self, exec => {
             sqlx::query(INSERT)
                 .bind(&submission.id)
                 .bind(&submission.thread_id)
@@ -55,7 +54,7 @@ impl Database {
                 .bind(&fields)
                 .bind(submission.url.as_deref())
                 .bind(created_at_ms)
-                .execute(pool)
+                .execute(exec)
                 .await
                 .map(drop)
         })

@@ -47,6 +47,50 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
+/// Runs `$body` with `$exec` bound to where this process writes: the SQLite write connection
+/// (`&mut SqliteConnection`, held until `$body` is done) or the PostgreSQL pool (`&PgPool`).
+/// For single statements, which commit on their own.
+macro_rules! on_writer {
+    ($db:expr, $exec:ident => $body:expr) => {
+        match $db.pool() {
+            $crate::db::DbPool::Sqlite(_) => match $db.sqlite_writer().await {
+                Ok(mut conn) => {
+                    let $exec = &mut *conn;
+                    $body
+                }
+                Err(e) => Err(e),
+            },
+            $crate::db::DbPool::Postgres($exec) => $body,
+        }
+    };
+}
+pub(crate) use on_writer;
+
+/// Runs `$body` (statements on `&mut *$tx`, `?` for errors) in a write transaction and
+/// commits it: `BEGIN IMMEDIATE` on the SQLite write connection, `BEGIN` on a pooled
+/// PostgreSQL connection. An error rolls back (sqlx rolls back a transaction dropped before
+/// its commit). Evaluates to `Result<(), sqlx::Error>`.
+macro_rules! write_tx {
+    ($db:expr, $tx:ident => $body:block) => {
+        async {
+            match $db.pool() {
+                $crate::db::DbPool::Sqlite(_) => {
+                    let mut conn = $db.sqlite_writer().await?;
+                    let mut $tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
+                    $body
+                    $tx.commit().await
+                }
+                $crate::db::DbPool::Postgres(pool) => {
+                    let mut $tx = pool.begin().await?;
+                    $body
+                    $tx.commit().await
+                }
+            }
+        }
+    };
+}
+pub(crate) use write_tx;
+
 /// Milliseconds since the Unix epoch (negative before it), as stored.
 pub(crate) fn to_ms(t: std::time::SystemTime) -> i64 {
     match t.duration_since(std::time::UNIX_EPOCH) {

@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use crate::{from_ms, on_pool, to_ms, Database, DbKind, StoreError};
+use crate::{from_ms, on_pool, on_writer, to_ms, write_tx, Database, StoreError};
 
 /// [`CompletedTicket::status`] of a ticket the triage answered.
 pub const TICKET_RESOLVED: &str = "resolved";
@@ -177,14 +177,7 @@ impl Database {
             .map_err(|source| StoreError::Encode { what: "ticket relevant_articles", source })?;
         let result = serde_json::to_string(&ticket.result)
             .map_err(|source| StoreError::Encode { what: "ticket result", source })?;
-        let begin = match self.kind() {
-            DbKind::Sqlite => "BEGIN IMMEDIATE",
-            DbKind::Postgres => "BEGIN",
-        };
-        let _guard = self.write_guard().await;
-        on_pool!(self, pool => {
-            async {
-                let mut tx = pool.begin_with(begin).await?;
+        write_tx!(self, tx => {
                 sqlx::query(UPSERT_TICKET)
                     .bind(&ticket.ticket_id)
                     .bind(&ticket.customer_id)
@@ -214,10 +207,8 @@ impl Database {
                         .execute(&mut *tx)
                         .await?;
                 }
-                tx.commit().await
-            }
-            .await
         })
+        .await
         .map_err(StoreError::query("save completed ticket"))
     }
 
@@ -294,14 +285,13 @@ impl Database {
         output_json: &str,
     ) -> Result<(), StoreError> {
         let now = to_ms(SystemTime::now());
-        let _guard = self.write_guard().await;
-        on_pool!(self, pool => {
+        on_writer!(self, exec => {
             sqlx::query(RECORD_REQUEST)
                 .bind(customer_id)
                 .bind(key)
                 .bind(output_json)
                 .bind(now)
-                .execute(pool)
+                .execute(exec)
                 .await
                 .map(drop)
         })

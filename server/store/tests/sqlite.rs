@@ -50,6 +50,35 @@ async fn memory_databases_are_private() {
     assert!(b.checkpointer().latest("only-in-a").await.unwrap().is_none());
 }
 
+/// A put that fails in the middle of its batch (here: a trigger aborts the idempotency-key
+/// insert, after the compare-and-set and the checkpoint insert ran) must roll back what the
+/// batch did and leave the write connection outside any transaction.
+#[tokio::test]
+async fn failed_write_rolls_back_and_the_writer_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let store = db.checkpointer();
+    store.put(&sample("t", 1, RunStatus::Running)).await.unwrap();
+    let pool = db.sqlite_pool().unwrap();
+    frontdesk_store::sqlx::query(
+        "CREATE TRIGGER refuse_keys BEFORE INSERT ON idempotency_keys BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+
+    let mut keyed = sample("t", 2, RunStatus::Completed);
+    keyed.run.idempotency_key = Some("k".into());
+    store.put(&keyed).await.expect_err("the trigger refuses the key");
+    assert_eq!(store.latest("t").await.unwrap().unwrap().version, 1, "the checkpoint insert was rolled back");
+    assert_eq!(store.thread("t").await.unwrap().unwrap().version, 1, "the compare-and-set was rolled back");
+
+    // A transaction left open would make this BEGIN IMMEDIATE fail.
+    store.put(&sample("t", 2, RunStatus::Completed)).await.unwrap();
+    assert_eq!(store.latest("t").await.unwrap().unwrap().version, 2);
+    db.close().await;
+}
+
 #[tokio::test]
 async fn retention_prunes_rows() {
     for retention in [1, 3] {

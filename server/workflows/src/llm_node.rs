@@ -39,7 +39,7 @@ pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
 /// A structured call whose reply must deserialize into `T` (one repair attempt included).
 pub async fn structured<T>(ctx: &NodeContext, llm: &LlmClient, request: ChatRequest) -> Result<T, NodeError>
 where
-    T: serde::de::DeserializeOwned + schemars::JsonSchema,
+    T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
 {
     let purpose = request.purpose.clone();
     let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: None };

@@ -10,7 +10,12 @@
 //! completed with a completing action is archived first. A crash at any point therefore never
 //! loses a ticket, and no reader ever sees one both archived and active.
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use frontdesk_llm::{CallOptions, ChatMessage, ChatRequest, LlmClient};
 use frontdesk_runtime::{
@@ -342,7 +347,11 @@ impl TriageDesk {
                 finisher.archive.record_request(&result.output.customer_id, key, &json).await.map_err(archive_error)?;
             }
             if status != TicketStatus::Active {
-                finisher.complete(&thread).await?;
+                match &outcome.state {
+                    // The state the run just committed: no need to read it back.
+                    Some(state) => finisher.archive_and_delete(&thread, state, SystemTime::now()).await?,
+                    None => finisher.complete(&thread).await?,
+                }
             }
             Ok(result)
         });
@@ -550,14 +559,15 @@ impl Finisher {
     /// Archives a thread's ticket, then deletes its checkpoints.
     async fn complete(&self, thread: &str) -> Result<(), WorkflowError> {
         let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(()) };
-        self.archive_and_delete(thread, &state, &cp).await
+        self.archive_and_delete(thread, &state, cp.created_at).await
     }
 
+    /// Archives the ticket of a completed run's `state`, then deletes the thread's checkpoints.
     async fn archive_and_delete(
         &self,
         thread: &str,
         state: &TriageState,
-        cp: &Checkpoint,
+        completed_at: SystemTime,
     ) -> Result<(), WorkflowError> {
         let Some(result) = state.triage_result.clone() else { return Ok(()) };
         let status = match result.recommended_action {
@@ -570,7 +580,7 @@ impl Finisher {
             messages.push(TicketMessage {
                 author: Author::Assistant,
                 text: result.suggested_response.clone(),
-                at_ms: cp.created_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+                at_ms: completed_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             });
         }
         let ticket = ArchivedTicket {
@@ -583,7 +593,7 @@ impl Finisher {
             result,
             messages,
             created_at: std::time::UNIX_EPOCH + Duration::from_millis(state.ticket.created_at_ms),
-            completed_at: cp.created_at,
+            completed_at,
         };
         self.archive.save(&ticket).await.map_err(archive_error)?;
         match self.runner.delete_thread(thread).await {
@@ -614,7 +624,7 @@ impl Finisher {
         }
         let completing = state.triage_result.as_ref().is_some_and(|r| r.recommended_action.completes_ticket());
         if completing && cp.run.status == RunStatus::Completed {
-            self.archive_and_delete(thread, &state, &cp).await?;
+            self.archive_and_delete(thread, &state, cp.created_at).await?;
             return Ok(None);
         }
         Ok(Some((state, cp)))
