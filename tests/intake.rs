@@ -28,7 +28,7 @@ async fn chat_turn_uses_the_chat_prompt_and_keeps_chat_mode() {
     assert_eq!(mode(&state), IntakeMode::Chat);
     let requests = s.model.requests();
     assert_eq!(requests[0].purpose, "supervisor.route");
-    assert!(requests[0].messages[1].content.contains("Current mode: CHAT"));
+    assert!(requests[0].messages.last().unwrap().content.contains("Current mode: CHAT"));
     assert_eq!(requests[1].purpose, "chat.chat");
 }
 
@@ -41,7 +41,7 @@ async fn supervisor_reads_only_the_last_five_messages() {
         s.say(&id, &format!("message {i}")).await;
     }
     let supervisor = s.model.requests().into_iter().rev().find(|r| r.purpose == "supervisor.route").unwrap();
-    let context = &supervisor.messages[1].content;
+    let context = &supervisor.messages.last().unwrap().content;
     assert!(context.contains("user: message 3"), "{context}");
     assert!(context.contains("assistant: reply 1"));
     assert!(!context.contains("message 0") && !context.contains("reply 0"), "older messages are left out: {context}");

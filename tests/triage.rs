@@ -62,8 +62,9 @@ impl Triage {
     }
 }
 
-fn english_translation(text: &str) -> serde_json::Value {
-    json!({"original_language": "en", "is_english": true, "translated_messages": [text]})
+/// The translator's language detection for an English ticket (no translation calls follow).
+fn english() -> serde_json::Value {
+    json!({"original_language": "en", "is_english": true})
 }
 
 fn decision(urgency: &str, ticket_type: &str, escalate: bool) -> serde_json::Value {
@@ -95,7 +96,7 @@ async fn billing_auto_respond_is_archived_as_resolved() {
     let t = Triage::start().await;
     let text = "I was charged twice on my last invoice";
     t.s.script(&[
-        ("translator.translate", english_translation(text)),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("high", "billing", false)),
         (
             "specialist.billing",
@@ -154,7 +155,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
     let t = Triage::start().await;
     let first = "The API returns a timeout error on every export";
     t.s.script(&[
-        ("translator.translate", english_translation(first)),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "An engineer will look into it.", &[])),
     ]);
@@ -171,10 +172,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
             "ticket_matcher.match",
             json!({"reasoning": "same export timeout", "matched_ticket_id": ticket_id, "confidence": "high"}),
         ),
-        (
-            "translator.translate",
-            json!({"original_language": "en", "is_english": true, "translated_messages": [first, follow_up]}),
-        ),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("auto_respond", "Please update to version 2.1, which fixes it.", &[])),
     ]);
@@ -195,7 +193,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
 async fn a_low_confidence_match_opens_a_new_ticket() {
     let t = Triage::start().await;
     t.s.script(&[
-        ("translator.translate", english_translation("login error")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "Looking into it.", &[])),
     ]);
@@ -205,7 +203,7 @@ async fn a_low_confidence_match_opens_a_new_ticket() {
             "ticket_matcher.match",
             json!({"reasoning": "different", "matched_ticket_id": first.result.ticket_id, "confidence": "low"}),
         ),
-        ("translator.translate", english_translation("how do I invite my team?")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("low", "general", false)),
         ("specialist.general", specialist("route_specialist", "Sure.", &[])),
     ]);
@@ -221,7 +219,7 @@ async fn escalation_skips_the_specialists_and_is_archived_as_escalated() {
     let t = Triage::start().await;
     let text = "Our production is down and we see data loss";
     t.s.script(&[
-        ("translator.translate", english_translation(text)),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("critical", "technical", true)),
     ]);
     let out = t.triage("CUST-004", text, "").await.unwrap();
@@ -241,7 +239,7 @@ async fn escalation_skips_the_specialists_and_is_archived_as_escalated() {
 async fn a_specialist_can_escalate_to_a_human() {
     let t = Triage::start().await;
     t.s.script(&[
-        ("translator.translate", english_translation("legal question about our contract")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "general", false)),
         ("specialist.general", specialist("escalate_human", "A colleague will contact you.", &[])),
     ]);
@@ -255,10 +253,8 @@ async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
     let t = Triage::start().await;
     let text = "Me cobraron dos veces en mi última factura";
     t.s.script(&[
-        (
-            "translator.translate",
-            json!({"original_language": "es", "is_english": false, "translated_messages": ["I was charged twice on my last invoice"]}),
-        ),
+        ("translator.translate", json!({"original_language": "es", "is_english": false})),
+        ("translator.translate_message", json!("I was charged twice on my last invoice")),
         ("supervisor.classify", decision("medium", "billing", false)),
         ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
         ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
@@ -270,8 +266,11 @@ async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
     assert_eq!(r.suggested_response_english, "We will refund the duplicate charge.");
     let requests = t.s.model.requests();
     let supervisor = requests.iter().find(|q| q.purpose == "supervisor.classify").unwrap();
-    assert!(supervisor.messages[1].content.contains("I was charged twice"), "agents read the English translation");
-    assert!(!supervisor.messages[1].content.contains("cobraron"));
+    assert!(
+        supervisor.messages.last().unwrap().content.contains("I was charged twice"),
+        "agents read the English translation"
+    );
+    assert!(!supervisor.messages.last().unwrap().content.contains("cobraron"));
     let ticket = t.get("CUST-002", &r.ticket_id).await.unwrap();
     assert_eq!(ticket.messages[0].text, text, "the original is kept");
 }
@@ -292,7 +291,7 @@ async fn an_unknown_customer_is_not_found_before_any_model_call() {
 async fn customers_cannot_see_each_others_tickets() {
     let t = Triage::start().await;
     t.s.script(&[
-        ("translator.translate", english_translation("webhook delivery fails")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
     ]);
@@ -302,7 +301,7 @@ async fn customers_cannot_see_each_others_tickets() {
     assert!(t.active("CUST-003").await.is_empty());
     // CUST-003's first message is matched against CUST-003's tickets only: none, so no matcher call.
     t.s.script(&[
-        ("translator.translate", english_translation("webhook delivery fails too")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
     ]);
@@ -316,7 +315,7 @@ async fn customers_cannot_see_each_others_tickets() {
 async fn a_repeated_idempotency_key_replays_the_result() {
     let t = Triage::start().await;
     t.s.script(&[
-        ("translator.translate", english_translation("refund please")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("low", "billing", false)),
         ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
     ]);
@@ -334,7 +333,7 @@ async fn a_repeated_idempotency_key_replays_the_result() {
 async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     let t = Triage::start().await;
     t.s.script(&[
-        ("translator.translate", english_translation("sso configuration help")),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
     ]);

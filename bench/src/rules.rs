@@ -107,7 +107,8 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
         "supervisor.route" => {
             // "Current mode: X\nRecent messages:\n{role}: {text}\n...\nWhich agent ..."; the
             // newest message is the user's turn.
-            let prompt = user_text(1);
+            // The question is the last message (worked examples come before it).
+            let prompt = request.messages.last().map_or("", |m| m.content.as_str());
             let mode = mode_of(prompt);
             let latest = prompt.lines().rev().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
             let t = tokens(latest);

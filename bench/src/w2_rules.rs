@@ -35,24 +35,17 @@ impl W2Rules {
     /// The SCRIPTED model's answer to one triage request.
     pub fn reply(&self, request: &ChatRequest) -> Result<String, LlmError> {
         let system = request.messages.first().map_or("", |m| m.content.as_str());
-        let user = request.messages.get(1).map_or("", |m| m.content.as_str());
+        // The question is the last message (the supervisor's worked examples come before it).
+        let user = request.messages.last().map_or("", |m| m.content.as_str());
         let purpose = request.purpose.as_str();
         let reply = match purpose {
             "translator.translate" => {
-                // "Customer messages:\n1. {text}\n..."
+                // "Customer messages:\n1. {text}\n..."; W2's language is the `[xx] ` prefix.
                 let messages = numbered_lines(user.strip_prefix("Customer messages:\n").unwrap_or(user));
-                let mut language = "en";
-                let translated: Vec<&str> = messages
-                    .iter()
-                    .map(|m| {
-                        let (lang, english) = translate(m);
-                        language = lang;
-                        english
-                    })
-                    .collect();
-                json!({"original_language": language, "is_english": language == "en", "translated_messages": translated})
-                    .to_string()
+                let language = messages.last().map_or("en", |m| translate(m).0);
+                json!({"original_language": language, "is_english": language == "en"}).to_string()
             }
+            "translator.translate_message" => translate(user).1.to_owned(),
             "translator.translate_back" => {
                 let language = system.lines().find_map(|l| l.strip_prefix("Customer's language: ")).unwrap_or("en");
                 format!("[{language}] {user}")

@@ -61,8 +61,9 @@ impl Server {
     }
 }
 
-fn english(messages: &[&str]) -> serde_json::Value {
-    json!({"original_language": "en", "is_english": true, "translated_messages": messages})
+/// The translator's language detection for an English ticket (no translation calls follow).
+fn english() -> serde_json::Value {
+    json!({"original_language": "en", "is_english": true})
 }
 
 fn decision(urgency: &str, ticket_type: &str) -> serde_json::Value {
@@ -91,7 +92,7 @@ async fn triage_streams_the_ticket_then_tickets_and_ticket_show_find_it() {
     let s = Server::start().await;
     let text = "I was charged twice on my last invoice";
     s.script(&[
-        ("translator.translate", english(&[text])),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("high", "billing")),
         ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
     ]);
@@ -155,7 +156,7 @@ async fn a_follow_up_continues_an_active_ticket() {
     let s = Server::start().await;
     let first = "The API returns a timeout error on every export";
     s.script(&[
-        ("translator.translate", english(&[first])),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical")),
         ("specialist.technical", specialist("route_specialist", "An engineer will look into it.", &[])),
     ]);
@@ -176,7 +177,7 @@ async fn a_follow_up_continues_an_active_ticket() {
             "ticket_matcher.match",
             json!({"reasoning": "same export timeout", "matched_ticket_id": id, "confidence": "high"}),
         ),
-        ("translator.translate", english(&[first, follow_up])),
+        ("translator.translate", english()),
         ("supervisor.classify", decision("medium", "technical")),
         ("specialist.technical", specialist("auto_respond", "Please update to version 2.1.", &[])),
     ]);

@@ -6,7 +6,7 @@
 //! prints accuracy per decision.
 //!
 //! ```text
-//! cargo run --release -p frontdesk-server --example accuracy [-- --only intake|triage]
+//! cargo run --release -p frontdesk-server --example accuracy [-- --only intake|triage] [--case ID_PREFIX]
 //! ```
 
 use std::{
@@ -125,25 +125,56 @@ impl TicketArchive for MemoryArchive {
     }
 }
 
+/// An error and its sources, "outer: inner: ...".
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
 fn same(a: &str, b: &str) -> bool {
     a.trim().eq_ignore_ascii_case(b.trim())
 }
 
-fn read_cases<T: for<'de> Deserialize<'de>>(path: &Path) -> Vec<T> {
+trait Case {
+    fn id(&self) -> &str;
+}
+
+impl Case for IntakeCase {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Case for TriageCase {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The cases of a JSON Lines file whose id starts with `filter`, if given.
+fn read_cases<T: for<'de> Deserialize<'de> + Case>(path: &Path, filter: Option<&str>) -> Vec<T> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad case in {}: {e}: {l}", path.display())))
+        .map(|l| serde_json::from_str::<T>(l).unwrap_or_else(|e| panic!("bad case in {}: {e}: {l}", path.display())))
+        .filter(|c| filter.is_none_or(|f| c.id().starts_with(f)))
         .collect()
 }
 
-async fn run_intake(llm: LlmClient, root: &Path, score: &mut Score) {
+async fn run_intake(llm: LlmClient, root: &Path, filter: Option<&str>, score: &mut Score) {
     let config = Arc::new(IntakeConfig::shipped());
     let deps = IntakeDeps { llm, config: config.clone(), submitter: Arc::new(NoSubmit), debug_commands: false };
     let (_, graph) = intake::build(deps).expect("intake graph");
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
-    for case in read_cases::<IntakeCase>(&root.join("config/eval/intake.jsonl")) {
+    for case in read_cases::<IntakeCase>(&root.join("config/eval/intake.jsonl"), filter) {
+        let started = Instant::now();
         let mut state = IntakeState {
             mode: match case.mode.as_str() {
                 "ELICITATION" => Mode::Elicitation,
@@ -173,15 +204,31 @@ async fn run_intake(llm: LlmClient, root: &Path, score: &mut Score) {
         };
         let mut handle = runner.start(RunRequest::new(case.id.clone(), RunInput::Update(update))).await.expect("run");
         let mut updates: BTreeMap<String, Value> = BTreeMap::new();
+        // The run is stopped once the decision under test is made: the nodes after it (a chat
+        // reply, team matching) cost the small model seconds and decide nothing measured here.
+        let mut stopped = false;
         while let Some(event) = handle.events.recv().await {
             if let EventKind::NodeFinished { update_json, .. } = &event.kind {
                 let node = event.node.as_deref().unwrap_or_default().to_owned();
-                updates.insert(node, serde_json::from_str(update_json).unwrap_or(Value::Null));
+                let update: Value = serde_json::from_str(update_json).unwrap_or(Value::Null);
+                let decided = match node.as_str() {
+                    "supervisor" => case.expect.route.is_some() || update["next"] != "elicitation_agent",
+                    "elicitation_agent" => true,
+                    _ => false,
+                };
+                updates.insert(node, update);
+                if decided && !stopped {
+                    stopped = true;
+                    handle.cancel();
+                }
             }
         }
-        if let Err(error) = handle.wait().await {
-            score.misses.push(format!("{}: run failed: {error}", case.id));
+        match handle.wait().await {
+            Err(_) if stopped => {}
+            Err(error) => score.misses.push(format!("{}: run failed: {}", case.id, chain(&error))),
+            Ok(_) => {}
         }
+        eprintln!("{} {:.1}s", case.id, started.elapsed().as_secs_f64());
         let route = updates.get("supervisor").and_then(|u| u["next"].as_str()).unwrap_or("(none)").to_owned();
         if let Some(expected) = &case.expect.route {
             score.record("intake: supervisor route", same(&route, expected), &case.id, || {
@@ -211,13 +258,14 @@ async fn run_intake(llm: LlmClient, root: &Path, score: &mut Score) {
     }
 }
 
-async fn run_triage(llm: LlmClient, root: &Path, score: &mut Score) {
+async fn run_triage(llm: LlmClient, root: &Path, filter: Option<&str>, score: &mut Score) {
     let customers = Arc::new(CustomerDirectory::shipped());
     let deps = TriageDeps { llm: llm.clone(), customers: customers.clone(), kb: Arc::new(KnowledgeBase::shipped()) };
     let graph = triage::build(deps).expect("triage graph");
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let desk = TriageDesk::new(runner, llm, customers, Arc::new(MemoryArchive::default()), 8_000);
-    for case in read_cases::<TriageCase>(&root.join("config/eval/triage.jsonl")) {
+    for case in read_cases::<TriageCase>(&root.join("config/eval/triage.jsonl"), filter) {
+        let started = Instant::now();
         let request = TriageRequest {
             customer_id: case.customer_id.clone(),
             message: case.message.clone(),
@@ -236,8 +284,9 @@ async fn run_triage(llm: LlmClient, root: &Path, score: &mut Score) {
             }
         }
         if let Err(error) = handle.outcome.await {
-            score.misses.push(format!("{}: triage failed: {error}", case.id));
+            score.misses.push(format!("{}: triage failed: {}", case.id, chain(&error)));
         }
+        eprintln!("{} {:.1}s", case.id, started.elapsed().as_secs_f64());
         if let Some(want) = &case.expect.ticket_type {
             let got = decision["ticket_type"].as_str().unwrap_or("(none)").to_owned();
             score.record("triage: ticket type", same(&got, want), &case.id, || format!("got {got}, want {want}"));
@@ -255,7 +304,9 @@ async fn run_triage(llm: LlmClient, root: &Path, score: &mut Score) {
 
 #[tokio::main]
 async fn main() {
-    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let arg = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
+    let only = arg("--only");
+    let filter = arg("--case");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let config = Config::load(None, &Default::default()).expect("configuration");
     let model = model_from_config(&config).unwrap_or_else(|e| panic!("no model: {e}"));
@@ -264,10 +315,10 @@ async fn main() {
     let mut score = Score::default();
     let started = Instant::now();
     if only.as_deref() != Some("triage") {
-        run_intake(llm.clone(), &root, &mut score).await;
+        run_intake(llm.clone(), &root, filter.as_deref(), &mut score).await;
     }
     if only.as_deref() != Some("intake") {
-        run_triage(llm, &root, &mut score).await;
+        run_triage(llm, &root, filter.as_deref(), &mut score).await;
     }
     println!("\n| decision | correct | cases | accuracy |\n|---|---:|---:|---:|");
     for (decision, (ok, total)) in &score.rows {

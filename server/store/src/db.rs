@@ -2,8 +2,8 @@ use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
     migrate::Migrator,
-    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     pool::PoolConnection,
+    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
     Connection, Sqlite, SqliteConnection,
 };
@@ -160,7 +160,9 @@ impl Database {
                 };
                 (DbPool::Sqlite(pool), Some(Arc::new(writer)))
             }
-            "postgres" | "postgresql" => (DbPool::Postgres(connect_postgres(url, options, acquire_timeout).await?), None),
+            "postgres" | "postgresql" => {
+                (DbPool::Postgres(connect_postgres(url, options, acquire_timeout).await?), None)
+            }
             _ => return Err(StoreError::UnsupportedUrl { url: redact(url) }),
         };
         let db = Database { pool, options, sqlite_writer };

@@ -66,31 +66,6 @@ macro_rules! on_writer {
 }
 pub(crate) use on_writer;
 
-/// Runs `$body` (statements on `&mut *$tx`, `?` for errors) in a write transaction and
-/// commits it: `BEGIN IMMEDIATE` on the SQLite write connection, `BEGIN` on a pooled
-/// PostgreSQL connection. An error rolls back (sqlx rolls back a transaction dropped before
-/// its commit). Evaluates to `Result<(), sqlx::Error>`.
-macro_rules! write_tx {
-    ($db:expr, $tx:ident => $body:block) => {
-        async {
-            match $db.pool() {
-                $crate::db::DbPool::Sqlite(_) => {
-                    let mut conn = $db.sqlite_writer().await?;
-                    let mut $tx = sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await?;
-                    $body
-                    $tx.commit().await
-                }
-                $crate::db::DbPool::Postgres(pool) => {
-                    let mut $tx = pool.begin().await?;
-                    $body
-                    $tx.commit().await
-                }
-            }
-        }
-    };
-}
-pub(crate) use write_tx;
-
 /// Milliseconds since the Unix epoch (negative before it), as stored.
 pub(crate) fn to_ms(t: std::time::SystemTime) -> i64 {
     match t.duration_since(std::time::UNIX_EPOCH) {

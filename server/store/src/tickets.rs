@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use crate::{from_ms, on_pool, on_writer, to_ms, write_tx, Database, StoreError};
+use crate::{db::rollback_quietly, from_ms, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
 
 /// [`CompletedTicket::status`] of a ticket the triage answered.
 pub const TICKET_RESOLVED: &str = "resolved";
@@ -55,19 +55,38 @@ macro_rules! ticket_columns {
 }
 
 /// A re-saved ticket keeps its `created_at`; everything else is replaced.
-const UPSERT_TICKET: &str = concat!(
-    "INSERT INTO tickets (",
-    ticket_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-     ON CONFLICT (ticket_id) DO UPDATE SET customer_id = excluded.customer_id, thread_id = excluded.thread_id, \
-     status = excluded.status, recommended_action = excluded.recommended_action, urgency = excluded.urgency, \
-     ticket_type = excluded.ticket_type, subject = excluded.subject, summary = excluded.summary, \
-     suggested_response = excluded.suggested_response, relevant_articles = excluded.relevant_articles, \
-     language = excluded.language, result = excluded.result, completed_at_ms = excluded.completed_at_ms"
-);
+macro_rules! upsert_ticket {
+    () => {
+        concat!(
+            "INSERT INTO tickets (",
+            ticket_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+             ON CONFLICT (ticket_id) DO UPDATE SET customer_id = excluded.customer_id, \
+             thread_id = excluded.thread_id, status = excluded.status, \
+             recommended_action = excluded.recommended_action, urgency = excluded.urgency, \
+             ticket_type = excluded.ticket_type, subject = excluded.subject, summary = excluded.summary, \
+             suggested_response = excluded.suggested_response, relevant_articles = excluded.relevant_articles, \
+             language = excluded.language, result = excluded.result, completed_at_ms = excluded.completed_at_ms"
+        )
+    };
+}
+const UPSERT_TICKET: &str = upsert_ticket!();
 const UPSERT_MESSAGE: &str = "INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms) \
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, \
      text = excluded.text, language = excluded.language, created_at_ms = excluded.created_at_ms";
+/// SQLite: the ticket and all its messages in one batch (one trip to the write connection),
+/// `$16` the messages as a JSON array. `WHERE true` keeps `ON CONFLICT` from being parsed as
+/// part of the `SELECT`'s join.
+const SQLITE_SAVE: &str = concat!(
+    "BEGIN IMMEDIATE; ",
+    upsert_ticket!(),
+    "; INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms) \
+     SELECT $1, json_extract(value, '$.seq'), json_extract(value, '$.role'), json_extract(value, '$.text'), \
+       json_extract(value, '$.language'), json_extract(value, '$.created_at_ms') FROM json_each($16) WHERE true \
+     ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, text = excluded.text, \
+       language = excluded.language, created_at_ms = excluded.created_at_ms; \
+     COMMIT"
+);
 const GET_TICKET: &str = concat!("SELECT ", ticket_columns!(), " FROM tickets WHERE ticket_id = $1");
 const GET_MESSAGES: &str = "SELECT seq, role, text, language, created_at_ms FROM ticket_messages \
      WHERE ticket_id = $1 ORDER BY seq";
@@ -177,8 +196,10 @@ impl Database {
             .map_err(|source| StoreError::Encode { what: "ticket relevant_articles", source })?;
         let result = serde_json::to_string(&ticket.result)
             .map_err(|source| StoreError::Encode { what: "ticket result", source })?;
-        write_tx!(self, tx => {
-                sqlx::query(UPSERT_TICKET)
+        // `$1`..`$15` of the ticket upsert, for either dialect.
+        macro_rules! ticket_query {
+            ($sql:expr) => {
+                sqlx::query($sql)
                     .bind(&ticket.ticket_id)
                     .bind(&ticket.customer_id)
                     .bind(&ticket.thread_id)
@@ -194,8 +215,31 @@ impl Database {
                     .bind(&result)
                     .bind(to_ms(ticket.created_at))
                     .bind(to_ms(ticket.completed_at))
-                    .execute(&mut *tx)
-                    .await?;
+            };
+        }
+        let failed = StoreError::query("save completed ticket");
+        match self.pool() {
+            DbPool::Sqlite(_) => {
+                let messages: Vec<serde_json::Value> = messages
+                    .iter()
+                    .map(|m| {
+                        serde_json::json!({
+                            "seq": m.seq, "role": m.role, "text": m.text, "language": m.language,
+                            "created_at_ms": to_ms(m.created_at),
+                        })
+                    })
+                    .collect();
+                let messages = serde_json::Value::Array(messages).to_string();
+                let mut conn = self.sqlite_writer().await.map_err(failed)?;
+                if let Err(e) = ticket_query!(SQLITE_SAVE).bind(messages).execute(&mut *conn).await {
+                    rollback_quietly(&mut conn).await;
+                    return Err(StoreError::query("save completed ticket")(e));
+                }
+                Ok(())
+            }
+            DbPool::Postgres(pool) => async {
+                let mut tx = pool.begin().await?;
+                ticket_query!(UPSERT_TICKET).execute(&mut *tx).await?;
                 for m in messages {
                     sqlx::query(UPSERT_MESSAGE)
                         .bind(&ticket.ticket_id)
@@ -207,9 +251,11 @@ impl Database {
                         .execute(&mut *tx)
                         .await?;
                 }
-        })
-        .await
-        .map_err(StoreError::query("save completed ticket"))
+                tx.commit().await
+            }
+            .await
+            .map_err(failed),
+        }
     }
 
     /// A saved ticket with its messages in `seq` order.

@@ -68,6 +68,21 @@ struct SupervisorDecision {
     route: SupervisorRoute,
 }
 
+/// The system prompt, the worked examples as earlier turns, then the real question (always
+/// the last message).
+fn supervisor_messages(question: String) -> Vec<ChatMessage> {
+    let mut messages = vec![ChatMessage::system(prompts::SUPERVISOR)];
+    for (mode, assistant, user, route) in prompts::SUPERVISOR_EXAMPLES {
+        let recent = format!("assistant: {assistant}\nuser: {user}\n");
+        messages.push(ChatMessage::user(prompts::supervisor_question(mode, &recent)));
+        let answer =
+            serde_json::json!({"reasoning": format!("{mode} mode; the user wrote \"{user}\"."), "route": route});
+        messages.push(ChatMessage::assistant(answer.to_string()));
+    }
+    messages.push(ChatMessage::user(question));
+    messages
+}
+
 pub struct Supervisor(pub IntakeDeps);
 
 #[async_trait]
@@ -89,13 +104,7 @@ impl Node<IntakeState> for Supervisor {
         let recent = prompts::transcript(tail(&state.messages.items, SUPERVISOR_CONTEXT));
         let request = ChatRequest {
             purpose: "supervisor.route".into(),
-            messages: vec![
-                ChatMessage::system(prompts::SUPERVISOR),
-                ChatMessage::user(format!(
-                    "Current mode: {}\nRecent messages:\n{recent}\nWhich agent handles the latest user message?",
-                    prompts::mode_name(state.mode)
-                )),
-            ],
+            messages: supervisor_messages(prompts::supervisor_question(prompts::mode_name(state.mode), &recent)),
             temperature: Some(0.0),
             max_tokens: Some(200),
             ..Default::default()
@@ -170,7 +179,7 @@ struct FieldExtraction {
     #[schemars(length(max = 12))]
     updates: Vec<FieldUpdate>,
     /// Names of fields the user said they do not know.
-    #[schemars(length(max = 12))]
+    #[schemars(length(max = 12), inner(length(max = 40)))]
     marked_unknown: Vec<String>,
     /// One short sentence on what was extracted.
     #[schemars(length(max = 160))]
@@ -202,7 +211,9 @@ impl Node<IntakeState> for ElicitationAgent {
             purpose: "elicitation.extract".into(),
             messages,
             temperature: Some(0.0),
-            max_tokens: Some(600),
+            // Room for the longest reply the schema allows (12 updates of up to 200 characters,
+            // the reasoning and the follow-up): a reply cut off by the budget is not JSON.
+            max_tokens: Some(1500),
             ..Default::default()
         };
         let extraction: FieldExtraction = llm_node::structured(ctx, &self.0.llm, request).await?;

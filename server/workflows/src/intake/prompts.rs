@@ -13,6 +13,23 @@ Decide which agent handles the user's latest message.\n\
 - review_agent: only in REVIEW mode, when the user responds to the review: confirming, asking to change a field, abandoning, or asking about the pending request.\n\
 In CHAT mode default to chat_agent unless the user explicitly wants to raise a request.";
 
+/// Worked examples for the supervisor, sent as earlier question-and-answer turns in the
+/// exact format of the real question: (mode, previous assistant message, user message, agent).
+/// Small base models copy the pattern of such turns far better than they follow rules.
+pub const SUPERVISOR_EXAMPLES: &[(&str, &str, &str, &str)] = &[
+    ("CHAT", "Hi! How can I help?", "good morning!", "chat_agent"),
+    ("CHAT", "Hi! How can I help?", "I'd like to log a change for the firewall rules", "elicitation_agent"),
+    ("ELICITATION", "Which system is affected?", "the payroll service", "elicitation_agent"),
+    ("ELICITATION", "When should it happen?", "is the canteen open on Sundays?", "chat_agent"),
+    ("REVIEW", "Here is your request. Submit it?", "all correct, send it", "review_agent"),
+    ("REVIEW", "Here is your request. Submit it?", "please make the urgency medium", "review_agent"),
+];
+
+/// The supervisor's question about the newest user message.
+pub fn supervisor_question(mode: &str, recent: &str) -> String {
+    format!("Current mode: {mode}\nRecent messages:\n{recent}\nWhich agent handles the latest user message?")
+}
+
 pub const CHAT_CHAT: &str =
     "You are the Front Door assistant of the change team. Answer the user helpfully and briefly. \
 If the user describes a problem that needs a change to a system, suggest raising a change request with you; \

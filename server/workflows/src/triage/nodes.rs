@@ -37,16 +37,21 @@ fn numbered(messages: &[String]) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
-/// The translator's structured answer.
+/// The translator's language detection. Unknown keys are ignored: older scripts and models
+/// that also return the translations are still understood.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct TranslationOutput {
+struct LanguageDetection {
     /// ISO 639-1 code of the customer's language.
     #[schemars(length(max = 8))]
     original_language: String,
     is_english: bool,
-    /// Each customer message in English, in the same order.
-    translated_messages: Vec<String>,
+}
+
+/// Tokens a message's translation may take: about a token per three characters of the
+/// original, doubled for languages that translate long, plus room for a short message.
+fn translation_budget(original: &str) -> u32 {
+    let chars = u32::try_from(original.chars().count()).unwrap_or(u32::MAX);
+    chars.saturating_mul(2) / 3 + 64
 }
 
 pub struct Translator(pub TriageDeps);
@@ -81,25 +86,45 @@ impl Node<TriageState> for Translator {
             purpose: "translator.translate".into(),
             messages: vec![ChatMessage::system(prompts::TRANSLATOR), ChatMessage::user(prompt)],
             temperature: Some(0.0),
-            max_tokens: Some(1200),
+            max_tokens: Some(64),
             ..Default::default()
         };
-        let out: TranslationOutput = llm_node::structured(ctx, &self.0.llm, request).await?;
-        if out.translated_messages.len() != originals.len() {
-            return Err(NodeError::new(
-                NodeErrorKind::ModelOutputInvalid,
-                format!(
-                    "translator returned {} translations for {} messages",
-                    out.translated_messages.len(),
-                    originals.len()
-                ),
-            ));
+        let detected: LanguageDetection = llm_node::structured(ctx, &self.0.llm, request).await?;
+        let language = detected.original_language.trim().to_ascii_lowercase();
+        let is_english = detected.is_english || language == "en";
+        // One free-text call per message rather than one JSON list: the count always matches,
+        // and a small model cannot leave a long list of strings unfinished. English needs none.
+        // A follow-up keeps the translations of the messages translated before it.
+        let earlier = state.translation.as_ref().filter(|t| !t.is_english);
+        let mut translated_messages = Vec::with_capacity(originals.len());
+        for (i, original) in originals.iter().enumerate() {
+            if is_english {
+                translated_messages.push(original.clone());
+                continue;
+            }
+            let done = earlier
+                .filter(|t| t.original_messages.get(i) == Some(original))
+                .and_then(|t| t.translated_messages.get(i));
+            if let Some(done) = done {
+                translated_messages.push(done.clone());
+                continue;
+            }
+            let request = ChatRequest {
+                purpose: "translator.translate_message".into(),
+                messages: vec![
+                    ChatMessage::system(format!("{}\nCustomer's language: {language}", prompts::TRANSLATE_MESSAGE)),
+                    ChatMessage::user(original.clone()),
+                ],
+                temperature: Some(0.0),
+                max_tokens: Some(translation_budget(original)),
+                ..Default::default()
+            };
+            translated_messages.push(llm_node::streamed_text(ctx, &self.0.llm, request).await?.trim().to_owned());
         }
-        let language = out.original_language.trim().to_ascii_lowercase();
         let translation = Translation {
-            is_english: out.is_english || language == "en",
+            is_english,
             original_language: if language.is_empty() { "en".into() } else { language },
-            translated_messages: out.translated_messages,
+            translated_messages,
             original_messages: originals,
         };
         Ok(NodeOutput::update(TriageUpdate {
@@ -111,6 +136,25 @@ impl Node<TriageState> for Translator {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/// The system prompt, the worked examples as earlier turns, then the real question (always
+/// the last message).
+fn supervisor_messages(question: String) -> Vec<ChatMessage> {
+    let mut messages = vec![ChatMessage::system(prompts::SUPERVISOR)];
+    for (customer, text, urgency, ticket_type, escalate) in prompts::SUPERVISOR_EXAMPLES {
+        let ticket = numbered(&[(*text).to_owned()]);
+        messages.push(ChatMessage::user(prompts::supervisor_question(customer, "", &ticket)));
+        let answer = serde_json::json!({
+            "reasoning": format!("A {ticket_type} matter, {urgency} for this plan."),
+            "urgency": urgency,
+            "ticket_type": ticket_type,
+            "requires_escalation": escalate,
+        });
+        messages.push(ChatMessage::assistant(answer.to_string()));
+    }
+    messages.push(ChatMessage::user(question));
+    messages
+}
 
 pub struct Supervisor(pub TriageDeps);
 
@@ -133,14 +177,11 @@ impl Node<TriageState> for Supervisor {
         let info = serde_json::to_string(&customer).unwrap_or_default();
         let request = ChatRequest {
             purpose: "supervisor.classify".into(),
-            messages: vec![
-                ChatMessage::system(prompts::SUPERVISOR),
-                ChatMessage::user(format!(
-                    "Customer: {info}\nSubject: {}\nTicket (English):\n{}",
-                    state.ticket.subject,
-                    numbered(&state.english_messages())
-                )),
-            ],
+            messages: supervisor_messages(prompts::supervisor_question(
+                &info,
+                &state.ticket.subject,
+                &numbered(&state.english_messages()),
+            )),
             temperature: Some(0.0),
             max_tokens: Some(300),
             ..Default::default()
@@ -171,7 +212,7 @@ struct SpecialistOutput {
     #[schemars(length(max = 600))]
     suggested_response: String,
     /// Ids of the articles relied on.
-    #[schemars(length(max = 5))]
+    #[schemars(length(max = 5), inner(length(max = 40)))]
     relevant_articles: Vec<String>,
     extracted_info: ExtractedInfo,
 }
@@ -226,7 +267,8 @@ impl Node<TriageState> for Specialist {
                 )),
             ],
             temperature: Some(0.2),
-            max_tokens: Some(700),
+            // Room for the longest reply the schema allows: a reply cut off by the budget is not JSON.
+            max_tokens: Some(1000),
             ..Default::default()
         };
         let out: SpecialistOutput = llm_node::structured(ctx, &self.deps.llm, request).await?;

@@ -5,9 +5,11 @@ Compare the message with each ticket summary. Answer with the matching ticket_id
 message clearly continues that ticket (same problem, a reply to it), medium when it is probably related, low when it \
 is a different problem. Use matched_ticket_id null when no ticket fits.";
 
-pub const TRANSLATOR: &str = "You are a translator for a support desk. Detect the language of the customer's messages \
-(ISO 639-1 code such as en, es, de, fr, th) and translate every message into English, in order. If the messages are \
-already in English, set is_english true and copy them unchanged.";
+pub const TRANSLATOR: &str = "You are the language detector of a support desk. Give the language of the customer's \
+messages as an ISO 639-1 code (such as en, es, de, fr, th) and say whether it is English.";
+
+pub const TRANSLATE_MESSAGE: &str = "Translate the customer's support message below into English. Keep names, ids, \
+numbers and links unchanged. Answer with the translation only.";
 
 pub const TRANSLATE_BACK: &str =
     "Translate the support reply below into the customer's language. Keep names, article ids, \
@@ -22,6 +24,39 @@ Urgency rules:\n\
 Ticket type: billing (invoices, charges, refunds, payments, subscriptions), technical (errors, outages, API, login, \
 integrations, data export), general (everything else).\n\
 Set requires_escalation true for critical urgency, suspended accounts, legal or security matters.";
+
+/// Worked examples for the supervisor, sent as earlier question-and-answer turns in the
+/// format of the real question: (customer, message, urgency, ticket type, escalation). Small
+/// base models copy the pattern of such turns far better than they follow rules.
+pub const SUPERVISOR_EXAMPLES: &[(&str, &str, &str, &str, bool)] = &[
+    (
+        r#"{"plan":"pro","account_status":"active"}"#,
+        "The invoice PDF lists the wrong company name",
+        "medium",
+        "billing",
+        false,
+    ),
+    (
+        r#"{"plan":"enterprise","account_status":"active"}"#,
+        "All dashboards are down and customer records have vanished",
+        "critical",
+        "technical",
+        true,
+    ),
+    (r#"{"plan":"free","account_status":"active"}"#, "Do you have a referral programme?", "low", "general", false),
+    (
+        r#"{"plan":"pro","account_status":"active"}"#,
+        "CSV import fails with an encoding error",
+        "medium",
+        "technical",
+        false,
+    ),
+];
+
+/// The supervisor's question about a ticket.
+pub fn supervisor_question(customer: &str, subject: &str, numbered_messages: &str) -> String {
+    format!("Customer: {customer}\nSubject: {subject}\nTicket (English):\n{numbered_messages}")
+}
 
 pub fn specialist(category: &str) -> String {
     format!(

@@ -119,6 +119,7 @@ pub struct ExtractedInfo {
     pub sentiment: String,
     /// ISO 639-1 language of the customer.
     #[serde(default)]
+    #[schemars(length(max = 8))]
     pub language: String,
 }
 
