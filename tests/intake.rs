@@ -103,10 +103,52 @@ async fn elicitation_collects_fields_and_asks_for_the_rest() {
         second.messages.last().unwrap().content.contains("Focus on the user's latest message"),
         "focus instruction after the first entry"
     );
+    let question = &second.messages.last().unwrap().content;
     assert!(
-        second.messages.iter().any(|m| m.content == "I want to raise a change request to resize the VPN"),
-        "full history"
+        question.contains("user: I want to raise a change request to resize the VPN\n"),
+        "full history: {question}"
     );
+    assert!(question.contains("user: production; urgency I don't know\n"), "{question}");
+}
+
+#[tokio::test]
+async fn elicitation_schema_and_examples_come_from_the_configured_fields() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[], &[], "What should change?")),
+    ]);
+    s.say(&id, "I want to raise a change request").await;
+    let request = s.model.requests().into_iter().find(|r| r.purpose == "elicitation.extract").unwrap();
+    let configured =
+        ["title", "description", "justification", "affected_system", "environment", "urgency", "requested_by"];
+    // The schema names exactly the configured fields, so a model decoding under it cannot invent one.
+    let schema = &request.response_format.as_ref().expect("structured call").schema;
+    let updates = schema["properties"]["updates"]["properties"].as_object().unwrap();
+    let names: Vec<&str> = updates.keys().map(String::as_str).collect();
+    assert_eq!(&names[..configured.len()], configured, "{names:?}");
+    assert_eq!(names.len(), 9);
+    assert_eq!(schema["properties"]["updates"]["additionalProperties"], false);
+    assert_eq!(schema["properties"]["marked_unknown"]["items"]["enum"].as_array().unwrap().len(), 9);
+
+    // Worked examples come before the real question, answered in the schema's shape with the
+    // configured examples' values.
+    let answers: Vec<serde_json::Value> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == frontdesk_llm::Role::Assistant)
+        .map(|m| serde_json::from_str(&m.content).expect("example answers are JSON"))
+        .collect();
+    assert_eq!(answers.len(), 3, "two extraction examples and an abandon example");
+    assert_eq!(answers[0]["updates"]["affected_system"], "payroll-api");
+    assert_eq!(answers[1]["marked_unknown"], serde_json::json!(["requested_by"]));
+    assert_eq!(answers[2]["user_wants_to_abandon"], true);
+    for answer in &answers {
+        assert_eq!(answer["updates"].as_object().unwrap().len(), 9, "every field, null when not stated");
+    }
+    let question = &request.messages.last().unwrap().content;
+    assert!(question.ends_with("Extract the details the user's messages state."), "{question}");
 }
 
 #[tokio::test]

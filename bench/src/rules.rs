@@ -12,7 +12,7 @@ use std::sync::{
 };
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Role, ScriptedModel, TokenUsage};
+use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
 use frontdesk_workflows::intake::{IntakeConfig, Receipt, Submission, SubmitError, Submitter};
 use serde_json::json;
 
@@ -132,9 +132,11 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
                 .find_map(|l| l.strip_prefix("Remaining fields: "))
                 .map(|r| r.split(", ").map(str::trim).filter(|f| !f.is_empty()).collect())
                 .unwrap_or_default();
-            let latest =
-                request.messages.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.content.as_str());
-            let mut updates = Vec::new();
+            // The question is the last message: the conversation as "{role}: {text}" lines (worked
+            // examples come before it); the newest user line is the turn.
+            let question = request.messages.last().map_or("", |m| m.content.as_str());
+            let latest = question.lines().rev().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
+            let mut updates = serde_json::Map::new();
             let mut unknown: Vec<String> = Vec::new();
             let mut mentioned: Vec<String> = Vec::new();
             for part in latest.split(';') {
@@ -150,7 +152,7 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
                     }
                 } else {
                     unknown.retain(|k| *k != key);
-                    updates.push(json!({"field": key, "value": value}));
+                    updates.insert(key.clone(), value.into());
                 }
                 mentioned.push(key);
             }
@@ -280,12 +282,15 @@ mod tests {
             "elicitation.extract",
             vec![
                 ChatMessage::system(system),
-                ChatMessage::user("requested_by: bob.okafor; desired_date: 2025-01-02; rollback_plan: unknown"),
+                ChatMessage::user(
+                    "Conversation:\nassistant: Who is requesting it?\n\
+                     user: requested_by: bob.okafor; desired_date: 2025-01-02; rollback_plan: unknown\n\nFocus on it.",
+                ),
             ],
         ))
         .unwrap();
         let v: serde_json::Value = serde_json::from_str(&r).unwrap();
-        assert_eq!(v["updates"].as_array().unwrap().len(), 2);
+        assert_eq!(v["updates"], json!({"requested_by": "bob.okafor", "desired_date": "2025-01-02"}));
         assert_eq!(v["marked_unknown"], json!(["rollback_plan"]));
         assert_eq!(v["followup_response"], "");
     }

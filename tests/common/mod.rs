@@ -174,7 +174,7 @@ pub fn route(route: &str) -> serde_json::Value {
 
 pub fn extraction(updates: &[(&str, Option<&str>)], unknown: &[&str], followup: &str) -> serde_json::Value {
     json!({
-        "updates": updates.iter().map(|(f, v)| json!({"field": f, "value": v})).collect::<Vec<_>>(),
+        "updates": updates.iter().map(|(f, v)| ((*f).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "marked_unknown": unknown,
         "reasoning": "scripted",
         "followup_response": followup,
@@ -183,7 +183,7 @@ pub fn extraction(updates: &[(&str, Option<&str>)], unknown: &[&str], followup: 
 }
 
 pub fn abandon(reply: &str) -> serde_json::Value {
-    json!({"updates": [], "marked_unknown": [], "reasoning": "scripted", "followup_response": reply, "user_wants_to_abandon": true})
+    json!({"updates": {}, "marked_unknown": [], "reasoning": "scripted", "followup_response": reply, "user_wants_to_abandon": true})
 }
 
 pub fn team(id: Option<&str>) -> serde_json::Value {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::schema::{extract_json, schema_for, schema_name};
+use crate::schema::{extract_json, make_strict, schema_for, schema_name};
 use crate::{
     CallLog, CallRecord, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, LlmError, PriceTable,
     RetryPolicy, Role, TokenUsage,
@@ -226,27 +226,45 @@ impl LlmClient {
 
     /// Structured output: asks for JSON matching `T`'s schema and deserializes the reply into `T`.
     ///
-    /// The schema (from [`schema_for`]) is sent as a strict `json_schema` response format named after
-    /// the purpose, and a system line asks for JSON only. The reply is parsed tolerantly
-    /// ([`extract_json`]) and validated by deserializing into `T`. On failure the model gets ONE repair
-    /// attempt that sees its previous reply and the validation error; if that fails too the result is
-    /// [`LlmError::InvalidOutput`]. The returned record sums usage, cost, latency and attempts of both calls.
+    /// The schema (from [`schema_for`], generated once per type) is sent as described on
+    /// [`LlmClient::structured_with`].
     pub async fn structured<T>(&self, request: ChatRequest, opts: &CallOptions<'_>) -> Result<(T, CallRecord), LlmError>
     where
         T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
     {
-        let (schema, instruction) = structured_instruction::<T>();
+        self.structured_with::<T>(request, &OutputSchema::of::<T>(), opts).await
+    }
+
+    /// Structured output with a schema the caller built, for replies whose allowed values come from
+    /// configuration (field names, team ids): with the values in the schema, a provider that
+    /// constrains decoding (llama.cpp's grammar, OpenAI's strict mode) cannot produce any other.
+    ///
+    /// The schema is sent as a strict `json_schema` response format named after the purpose, and a
+    /// system line asks for JSON only. The reply is parsed tolerantly ([`extract_json`]) and
+    /// validated by deserializing into `T`. On failure the model gets ONE repair attempt that sees
+    /// its previous reply and the validation error; if that fails too the result is
+    /// [`LlmError::InvalidOutput`]. The returned record sums usage, cost, latency and attempts of
+    /// both calls.
+    pub async fn structured_with<T>(
+        &self,
+        request: ChatRequest,
+        schema: &OutputSchema,
+        opts: &CallOptions<'_>,
+    ) -> Result<(T, CallRecord), LlmError>
+    where
+        T: serde::de::DeserializeOwned,
+    {
         let mut request = request;
         match request.messages.first_mut() {
             // Several chat templates (llama.cpp, Ollama) only allow one leading system message.
             Some(first) if first.role == Role::System => {
                 first.content.push_str("\n\n");
-                first.content.push_str(&instruction);
+                first.content.push_str(&schema.instruction);
             }
-            _ => request.messages.insert(0, ChatMessage::system(instruction.to_string())),
+            _ => request.messages.insert(0, ChatMessage::system(schema.instruction.to_string())),
         }
         request.response_format =
-            Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: Value::clone(&schema) });
+            Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: Value::clone(&schema.schema) });
 
         let (response, mut record) = self.complete(request.clone(), opts).await?;
         let first_error = match parse_structured::<T>(&response.content) {
@@ -277,20 +295,43 @@ impl LlmClient {
     }
 }
 
-/// `T`'s schema and the system instruction that carries it, generated once per type: schemars
-/// builds the schema by walking the type, which costs more than a scripted model's whole reply.
-fn structured_instruction<T: schemars::JsonSchema + 'static>() -> (Arc<Value>, Arc<str>) {
-    type Cache = Mutex<HashMap<TypeId, (Arc<Value>, Arc<str>)>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(hit) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&TypeId::of::<T>()) {
-        return hit.clone();
+/// The JSON schema of a structured reply and the system instruction that carries it.
+///
+/// Cheap to clone. Build one per type with [`OutputSchema::of`] (cached), or once per
+/// configuration with [`OutputSchema::new`] when the allowed values are data.
+#[derive(Debug, Clone)]
+pub struct OutputSchema {
+    schema: Arc<Value>,
+    instruction: Arc<str>,
+}
+
+impl OutputSchema {
+    /// A schema written by hand or patched from [`schema_for`]; it is made strict the same way
+    /// (every object closed, every property required).
+    pub fn new(mut schema: Value) -> Self {
+        make_strict(&mut schema);
+        let instruction: Arc<str> = format!("{JSON_ONLY_INSTRUCTION}\n{schema}").into();
+        Self { schema: Arc::new(schema), instruction }
     }
-    let schema = schema_for::<T>();
-    let instruction: Arc<str> = format!("{JSON_ONLY_INSTRUCTION}\n{schema}").into();
-    let entry = (Arc::new(schema), instruction);
-    cache.lock().unwrap_or_else(PoisonError::into_inner).insert(TypeId::of::<T>(), entry.clone());
-    entry
+
+    /// `T`'s schema, generated once per type: schemars builds it by walking the type, which costs
+    /// more than a scripted model's whole reply.
+    pub fn of<T: schemars::JsonSchema + 'static>() -> Self {
+        type Cache = Mutex<HashMap<TypeId, OutputSchema>>;
+        static CACHE: OnceLock<Cache> = OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        if let Some(hit) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&TypeId::of::<T>()) {
+            return hit.clone();
+        }
+        let entry = Self::new(schema_for::<T>());
+        cache.lock().unwrap_or_else(PoisonError::into_inner).insert(TypeId::of::<T>(), entry.clone());
+        entry
+    }
+
+    /// The schema as sent in `response_format`.
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
 }
 
 fn parse_structured<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, String> {

@@ -24,7 +24,7 @@ pub mod scripted;
 mod types;
 
 pub use calllog::{CallLog, CallRecord, TracingCallLog, CALL_LOG_TARGET};
-pub use client::{CallOptions, LlmClient};
+pub use client::{CallOptions, LlmClient, OutputSchema};
 pub use error::{BoxError, LlmError};
 #[cfg(feature = "local")]
 pub use local::{LocalConfig, LocalModel, LocalModelInfo};

@@ -31,7 +31,7 @@ pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     schema
 }
 
-fn make_strict(value: &mut Value) {
+pub(crate) fn make_strict(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.remove("$schema");

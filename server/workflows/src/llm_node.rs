@@ -36,15 +36,25 @@ pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
     NodeError::with_source(kind, message, error)
 }
 
+/// The run's deadline and cancellation, for a call that does not stream.
+pub fn call_options(ctx: &NodeContext) -> CallOptions<'_> {
+    CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: None }
+}
+
+/// Reports a finished model call as a run event.
+pub async fn record_call(ctx: &NodeContext, record: &CallRecord) {
+    ctx.emit(EventKind::LlmCall(call_info(record))).await;
+}
+
 /// A structured call whose reply must deserialize into `T` (one repair attempt included).
 pub async fn structured<T>(ctx: &NodeContext, llm: &LlmClient, request: ChatRequest) -> Result<T, NodeError>
 where
     T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
 {
     let purpose = request.purpose.clone();
-    let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: None };
-    let (value, record) = llm.structured::<T>(request, &opts).await.map_err(|e| node_error(&purpose, e))?;
-    ctx.emit(EventKind::LlmCall(call_info(&record))).await;
+    let (value, record) =
+        llm.structured::<T>(request, &call_options(ctx)).await.map_err(|e| node_error(&purpose, e))?;
+    record_call(ctx, &record).await;
     Ok(value)
 }
 

@@ -28,6 +28,11 @@ pub struct FieldConfig {
     /// Filled in by the assistant rather than asked for.
     #[serde(default)]
     pub infer: bool,
+    /// A typical value, used in the worked examples the elicitation agent is shown (small models
+    /// copy the pattern of an example far better than they follow a description). Fields without
+    /// one are left out of the examples.
+    #[serde(default)]
+    pub example: Option<String>,
 }
 
 fn yes() -> bool {

@@ -1,14 +1,19 @@
 //! The intake agents. Each reads the state, makes at most the model calls the seed gives it,
 //! and returns an update; none mutates state or talks to the transport.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
-use frontdesk_llm::{ChatMessage, ChatRequest};
+use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{Log, Node, NodeContext, NodeError, NodeOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
-use super::{missing_fields, prompts, IntakeDeps, IntakeState, IntakeUpdate, Mode, Route, Submission};
+use super::{
+    config::IntakeConfig, missing_fields, prompts, IntakeDeps, IntakeState, IntakeUpdate, Mode, Route, Submission,
+};
 use crate::{llm_node, Message, Role};
 
 type Output = Result<NodeOutput<IntakeUpdate>, NodeError>;
@@ -159,25 +164,18 @@ impl Node<IntakeState> for ChatAgent {
 // ---------------------------------------------------------------------------------------------
 // elicitation agent
 
-/// One extracted field value.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct FieldUpdate {
-    /// A field name from the list of fields.
-    #[schemars(length(max = 40))]
-    field: String,
-    /// The value the user stated; null when not stated.
-    #[schemars(length(max = 200))]
-    value: Option<String>,
-}
-
 /// The elicitation agent's single structured call (the seed's FieldExtractionSchema).
+///
+/// The schema sent to the model is built from the configuration ([`ElicitationAgent::new`]):
+/// `updates` has one nullable property per configured field and `marked_unknown` only allows
+/// configured names, so a model that decodes under the schema cannot invent field names.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FieldExtraction {
-    /// Field values the user explicitly stated in their latest message.
-    #[schemars(length(max = 12))]
-    updates: Vec<FieldUpdate>,
+    /// True only if the user wants to stop the request.
+    user_wants_to_abandon: bool,
+    /// Every field by name: the value the user's latest message states, or null.
+    updates: BTreeMap<String, Option<String>>,
     /// Names of fields the user said they do not know.
     #[schemars(length(max = 12), inner(length(max = 40)))]
     marked_unknown: Vec<String>,
@@ -187,11 +185,48 @@ struct FieldExtraction {
     /// The assistant's reply, asking for the next missing details.
     #[schemars(length(max = 300))]
     followup_response: String,
-    /// True only if the user wants to stop the request.
-    user_wants_to_abandon: bool,
 }
 
-pub struct ElicitationAgent(pub IntakeDeps);
+/// [`FieldExtraction`]'s schema with the configured field names in it.
+fn extraction_schema(config: &IntakeConfig) -> OutputSchema {
+    let mut schema = frontdesk_llm::schema_for::<FieldExtraction>();
+    let fields: serde_json::Map<String, Value> = config
+        .fields
+        .iter()
+        .map(|f| {
+            let property = json!({"type": ["string", "null"], "maxLength": 200, "description": f.description});
+            (f.name.clone(), property)
+        })
+        .collect();
+    let names: Vec<&str> = config.fields.iter().map(|f| f.name.as_str()).collect();
+    let properties = &mut schema["properties"];
+    properties["updates"] = json!({
+        "type": "object",
+        "description": "Every field by name: the value the user's latest message states, or null.",
+        "properties": fields,
+    });
+    properties["marked_unknown"]["maxItems"] = names.len().into();
+    properties["marked_unknown"]["items"] = json!({"type": "string", "enum": names});
+    OutputSchema::new(schema)
+}
+
+pub struct ElicitationAgent {
+    deps: IntakeDeps,
+    schema: OutputSchema,
+    /// Worked examples as (question, answer) turns, sent before the real question.
+    examples: Vec<(String, String)>,
+}
+
+impl ElicitationAgent {
+    pub fn new(deps: IntakeDeps) -> Self {
+        let schema = extraction_schema(&deps.config);
+        let examples = prompts::elicitation_examples(&deps.config)
+            .into_iter()
+            .map(|(question, answer)| (question, answer.to_string()))
+            .collect();
+        Self { deps, schema, examples }
+    }
+}
 
 #[async_trait]
 impl Node<IntakeState> for ElicitationAgent {
@@ -200,23 +235,31 @@ impl Node<IntakeState> for ElicitationAgent {
     }
 
     async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
-        let config = &self.0.config;
+        let config = &self.deps.config;
         let remaining = missing_fields(config, state);
         let mut messages = vec![ChatMessage::system(prompts::elicitation(config, state, &remaining))];
-        messages.extend(history(&state.messages.items));
-        if state.elicitation_turns > 0 {
-            messages.push(ChatMessage::system(prompts::FOCUS));
+        for (question, answer) in &self.examples {
+            messages.push(ChatMessage::user(question));
+            messages.push(ChatMessage::assistant(answer));
         }
+        let transcript = prompts::transcript(&state.messages.items);
+        messages.push(ChatMessage::user(prompts::elicitation_question(&transcript, state.elicitation_turns > 0)));
         let request = ChatRequest {
             purpose: "elicitation.extract".into(),
             messages,
             temperature: Some(0.0),
-            // Room for the longest reply the schema allows (12 updates of up to 200 characters,
-            // the reasoning and the follow-up): a reply cut off by the budget is not JSON.
+            // Room for the longest reply the schema allows (every field at 200 characters, the
+            // reasoning and the follow-up): a reply cut off by the budget is not JSON.
             max_tokens: Some(1500),
             ..Default::default()
         };
-        let extraction: FieldExtraction = llm_node::structured(ctx, &self.0.llm, request).await?;
+        let (extraction, record) = self
+            .deps
+            .llm
+            .structured_with::<FieldExtraction>(request, &self.schema, &llm_node::call_options(ctx))
+            .await
+            .map_err(|e| llm_node::node_error("elicitation.extract", e))?;
+        llm_node::record_call(ctx, &record).await;
         debug!(thread_id = ctx.thread_id(), reasoning = %extraction.reasoning, "fields extracted");
 
         if extraction.user_wants_to_abandon {
@@ -228,7 +271,7 @@ impl Node<IntakeState> for ElicitationAgent {
 
         let mut collected = state.collected_fields.clone();
         let mut unknown = state.fields_marked_unknown.clone();
-        for FieldUpdate { field, value } in extraction.updates {
+        for (field, value) in extraction.updates {
             let Some(value) = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) else { continue };
             if config.field(&field).is_none() {
                 warn!(thread_id = ctx.thread_id(), field, "model extracted a field that is not configured");

@@ -44,6 +44,88 @@ something else. Answer briefly, then gently remind them: \"You have a request re
 pub const FOCUS: &str =
     "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
 
+/// The elicitation agent's question: the conversation as a transcript, then what to do with it.
+/// Worked examples are asked in the same format.
+pub fn elicitation_question(transcript: &str, focus: bool) -> String {
+    let ask = if focus { FOCUS } else { "Extract the details the user's messages state." };
+    format!("Conversation:\n{transcript}\n{ask}")
+}
+
+/// Worked examples for the elicitation agent as (question, answer) turns, built from the
+/// configured fields' `example` values so they always use this configuration's field names:
+/// two fields stated in a sentence, one stated as "label: value" with another marked unknown,
+/// and an abandoned request. Fields without an example, and inferred fields, are left out.
+pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::Value)> {
+    let asked: Vec<(&str, &str, &str)> = config
+        .fields
+        .iter()
+        .filter(|f| !f.infer)
+        .filter_map(|f| f.example.as_deref().map(|example| (f.name.as_str(), f.label.as_str(), example)))
+        .collect();
+    // Start a little into the list: the first fields are usually long free text, which makes
+    // for long examples.
+    let picked: Vec<_> = asked.iter().cycle().skip(2.min(asked.len())).take(asked.len()).copied().collect();
+    let answer = |stated: &[(&str, &str)], unknown: &[&str], abandon: bool, reasoning: &str, followup: &str| {
+        let updates: serde_json::Map<String, serde_json::Value> = config
+            .fields
+            .iter()
+            .map(|f| {
+                let value = stated.iter().find(|(name, _)| *name == f.name).map(|(_, v)| (*v).into());
+                (f.name.clone(), value.unwrap_or(serde_json::Value::Null))
+            })
+            .collect();
+        serde_json::json!({
+            "user_wants_to_abandon": abandon,
+            "updates": updates,
+            "marked_unknown": unknown,
+            "reasoning": reasoning,
+            "followup_response": followup,
+        })
+    };
+    let ask_next = |i: usize| match picked.get(i) {
+        Some((_, label, _)) => format!("Thanks, noted. What is the {}?", label.to_lowercase()),
+        None => "Thanks, noted.".to_owned(),
+    };
+    let opening = "assistant: Sure. Tell me about the change you need.\n";
+    let mut examples = Vec::new();
+    if let [(a, a_label, a_value), (b, b_label, b_value), ..] = picked[..] {
+        let said =
+            format!("The {} is {a_value} and the {} is {b_value}.", a_label.to_lowercase(), b_label.to_lowercase());
+        examples.push((
+            elicitation_question(&format!("{opening}user: {said}\n"), false),
+            answer(
+                &[(a, a_value), (b, b_value)],
+                &[],
+                false,
+                &format!("The user stated the {} and the {}.", a_label.to_lowercase(), b_label.to_lowercase()),
+                &ask_next(2),
+            ),
+        ));
+    }
+    if let [_, _, (c, c_label, c_value), (d, d_label, _), ..] = picked[..] {
+        let said = format!("{c_label}: {c_value}. {d_label}: I don't know yet.");
+        examples.push((
+            elicitation_question(&format!("{opening}user: {said}\n"), false),
+            answer(
+                &[(c, c_value)],
+                &[d],
+                false,
+                &format!(
+                    "The user stated the {} and does not know the {}.",
+                    c_label.to_lowercase(),
+                    d_label.to_lowercase()
+                ),
+                &ask_next(4),
+            ),
+        ));
+    }
+    examples.push((
+        elicitation_question(&format!("{opening}user: Stop, I don't want to file this any more.\n"), false),
+        answer(&[], &[], true, "The user wants to stop.", "OK, I've dropped that request."),
+    ));
+    examples
+}
+
 pub const TEAM_MATCHING: &str =
     "You route change requests to the team that owns them. Pick the team whose description best \
 matches the request. If none fits, answer with team_id null.";

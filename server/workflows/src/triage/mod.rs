@@ -22,7 +22,7 @@ pub mod types;
 use std::sync::Arc;
 
 use frontdesk_llm::LlmClient;
-use frontdesk_runtime::{Graph, GraphBuilder, GraphError, Log, Target};
+use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, Log, Target};
 use serde::{Deserialize, Serialize};
 
 pub use archive::{ArchiveError, ArchivedStatus, ArchivedTicket, TicketArchive};
@@ -131,6 +131,10 @@ pub fn build(deps: TriageDeps) -> Result<Graph<TriageState>, GraphError> {
         .edge("general_specialist", Target::End)
         .edge("escalate", Target::End)
         .max_steps(8)
+        // The nodes only call the model and read the directory and the knowledge base, so a
+        // crash that re-runs a ticket from its input costs model calls and nothing else; the
+        // accepting commit and the final checkpoint are all a ticket needs to be crash-safe.
+        .durability(Durability::Exit)
         .output(output)
         .build()
 }

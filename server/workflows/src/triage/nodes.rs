@@ -141,11 +141,11 @@ impl Node<TriageState> for Translator {
 /// the last message).
 fn supervisor_messages(question: String) -> Vec<ChatMessage> {
     let mut messages = vec![ChatMessage::system(prompts::SUPERVISOR)];
-    for (customer, text, urgency, ticket_type, escalate) in prompts::SUPERVISOR_EXAMPLES {
+    for (customer, text, urgency, ticket_type, escalate, reasoning) in prompts::SUPERVISOR_EXAMPLES {
         let ticket = numbered(&[(*text).to_owned()]);
         messages.push(ChatMessage::user(prompts::supervisor_question(customer, "", &ticket)));
         let answer = serde_json::json!({
-            "reasoning": format!("A {ticket_type} matter, {urgency} for this plan."),
+            "reasoning": reasoning,
             "urgency": urgency,
             "ticket_type": ticket_type,
             "requires_escalation": escalate,

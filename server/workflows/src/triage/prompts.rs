@@ -26,15 +26,18 @@ integrations, data export), general (everything else).\n\
 Set requires_escalation true for critical urgency, suspended accounts, legal or security matters.";
 
 /// Worked examples for the supervisor, sent as earlier question-and-answer turns in the
-/// format of the real question: (customer, message, urgency, ticket type, escalation). Small
-/// base models copy the pattern of such turns far better than they follow rules.
-pub const SUPERVISOR_EXAMPLES: &[(&str, &str, &str, &str, bool)] = &[
+/// format of the real question: (customer, message, urgency, ticket type, escalation, reasoning).
+/// Small base models copy the pattern of such turns far better than they follow rules; the
+/// reasoning names the urgency rule that applies, so a model that writes its reasoning first
+/// has decided the urgency by the time it gets to it. Every urgency level appears.
+pub const SUPERVISOR_EXAMPLES: &[(&str, &str, &str, &str, bool, &str)] = &[
     (
         r#"{"plan":"pro","account_status":"active"}"#,
         "The invoice PDF lists the wrong company name",
         "medium",
         "billing",
         false,
+        "Pro customer, a wrong invoice detail with no time pressure: medium.",
     ),
     (
         r#"{"plan":"enterprise","account_status":"active"}"#,
@@ -42,14 +45,47 @@ pub const SUPERVISOR_EXAMPLES: &[(&str, &str, &str, &str, bool)] = &[
         "critical",
         "technical",
         true,
+        "Enterprise customer with an outage and data loss: critical, escalate.",
     ),
-    (r#"{"plan":"free","account_status":"active"}"#, "Do you have a referral programme?", "low", "general", false),
+    (
+        r#"{"plan":"free","account_status":"active"}"#,
+        "Do you have a referral programme?",
+        "low",
+        "general",
+        false,
+        "Free customer with a general question: low.",
+    ),
+    (
+        r#"{"plan":"enterprise","account_status":"active"}"#,
+        "We were charged for 80 seats but we only have 50",
+        "high",
+        "billing",
+        false,
+        "Enterprise customer with a billing error: high.",
+    ),
+    (
+        r#"{"plan":"pro","account_status":"active"}"#,
+        "Uploads have been failing all morning and the team cannot work",
+        "high",
+        "technical",
+        false,
+        "Pro customer with a service disruption that blocks them: high.",
+    ),
+    (
+        r#"{"plan":"free","account_status":"active"}"#,
+        "Someone changed my password and email without asking me",
+        "critical",
+        "technical",
+        true,
+        "A security concern (account takeover): critical, escalate.",
+    ),
     (
         r#"{"plan":"pro","account_status":"active"}"#,
         "CSV import fails with an encoding error",
         "medium",
         "technical",
         false,
+        "Pro customer, something broken with a workaround: medium.",
     ),
 ];
 
