@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w2 [--tickets 10000] [--timed 2000]
-//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--out FILE]
+//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability exit|every-node] [--out FILE]
 //! ```
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or any replay
@@ -24,7 +24,7 @@ use std::{
 };
 
 use frontdesk_llm::{ChatModel, LlmClient};
-use frontdesk_runtime::{Checkpointer, Runner, RunnerConfig};
+use frontdesk_runtime::{Checkpointer, Durability, Runner, RunnerConfig};
 use frontdesk_server::archive::SqlTicketArchive;
 use frontdesk_store::{sqlx, Database, RedisCheckpointer, RedisOptions, StoreOptions};
 use frontdesk_workflows::triage::{
@@ -63,11 +63,20 @@ struct Args {
     redis_url: Option<String>,
     concurrency: usize,
     out: Option<PathBuf>,
+    /// The triage workflow's own (exit) unless `--durability every-node`.
+    durability: Durability,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut args =
-        Args { tickets: 10_000, timed: 2000, postgres_url: None, redis_url: None, concurrency: 100, out: None };
+    let mut args = Args {
+        tickets: 10_000,
+        timed: 2000,
+        postgres_url: None,
+        redis_url: None,
+        concurrency: 100,
+        out: None,
+        durability: Durability::Exit,
+    };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         let number = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
@@ -78,6 +87,13 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--redis-url" => args.redis_url = Some(value()?).filter(|u| !u.is_empty()),
             "--concurrency" => args.concurrency = number(value()?)?.max(1),
             "--out" => args.out = Some(PathBuf::from(value()?)),
+            "--durability" => {
+                args.durability = match value()?.as_str() {
+                    "exit" => Durability::Exit,
+                    "every-node" => Durability::EveryNode,
+                    other => return Err(format!("--durability: {other:?} is not exit or every-node")),
+                }
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -122,9 +138,10 @@ struct Fixtures {
     customers: Arc<CustomerDirectory>,
     kb: Arc<KnowledgeBase>,
     rules: Arc<W2Rules>,
+    durability: Durability,
 }
 
-fn fixtures(w2: &W2) -> Result<Fixtures, String> {
+fn fixtures(w2: &W2, durability: Durability) -> Result<Fixtures, String> {
     let customers = w2
         .customers
         .iter()
@@ -170,6 +187,7 @@ fn fixtures(w2: &W2) -> Result<Fixtures, String> {
         customers: Arc::new(CustomerDirectory::from_customers(customers)),
         kb: Arc::new(KnowledgeBase::from_articles(articles).map_err(err)?),
         rules: Arc::new(W2Rules::new(&w2.articles)),
+        durability,
     })
 }
 
@@ -233,7 +251,7 @@ impl Stores {
 fn build_desk(fx: &Fixtures, model: Arc<dyn ChatModel>, stores: &Stores) -> Result<TriageDesk, String> {
     let llm = LlmClient::new(model);
     let deps = TriageDeps { llm: llm.clone(), customers: fx.customers.clone(), kb: fx.kb.clone() };
-    let graph = triage::build(deps).map_err(err)?;
+    let graph = triage::build(deps).map_err(err)?.with_durability(fx.durability);
     let runner = Runner::new(graph, stores.checkpointer.clone(), RunnerConfig::default());
     let archive = Arc::new(SqlTicketArchive::new(stores.archive_db.clone()));
     Ok(TriageDesk::new(runner, llm, fx.customers.clone(), archive, 20_000))
@@ -493,7 +511,7 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
     crate::workload::prng_self_test()?;
     let (w2, hashes) = w2_workload::verified(args.tickets)?;
     println!("  workload: w2_customers / w2_articles / w2_tickets (10,000) sha256 match WORKLOADS.md");
-    let fx = fixtures(&w2)?;
+    let fx = fixtures(&w2, args.durability)?;
     let mut r = Results { hashes, ..Default::default() };
 
     println!("\n[1/3] reference pass: {} tickets, in-memory, untimed rows; checks W2's counts", w2.tickets.len());
@@ -605,6 +623,14 @@ fn markdown(args: &Args, r: &Results) -> String {
             PUBLISHED_ACTIONS_2000[2]
         );
     }
+    let _ = writeln!(
+        s,
+        "- Durability: {}",
+        match args.durability {
+            Durability::Exit => "exit, the triage workflow's default (per ticket: the accepting checkpoint and the final one)",
+            Durability::EveryNode => "every-node (per ticket: the accepting checkpoint and one per node, as LangGraph's measured configuration writes)",
+        }
+    );
     let _ = writeln!(
         s,
         "- Model: SCRIPTED test double (`ScriptedModel::from_fn`) answering by W2's node rules from the prompt text. \

@@ -77,6 +77,23 @@ pub struct GraphBuilder<S: State> {
     entry: Option<String>,
     max_steps: u32,
     output: Option<OutputFn<S>>,
+    durability: Durability,
+}
+
+/// When a run writes checkpoints besides the accepting commit (which always makes the input
+/// durable before the run starts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// After every node: a crash loses at most the node in flight. For graphs whose nodes act
+    /// on the world (submit a request, send a message), where re-running one is not harmless.
+    #[default]
+    EveryNode,
+    /// When the run stops (END, an interrupt, a failure), plus a heartbeat commit after a node
+    /// when the last commit is older than half of `RunnerConfig::takeover_after`, so a long run
+    /// is never taken for abandoned. A crash re-runs the run's nodes from its input; only for
+    /// graphs whose nodes have no effect outside the state, where that costs model calls only.
+    /// Node events still stream as each node finishes.
+    Exit,
 }
 
 impl<S: State> GraphBuilder<S> {
@@ -89,7 +106,14 @@ impl<S: State> GraphBuilder<S> {
             entry: None,
             max_steps: 25,
             output: None,
+            durability: Durability::EveryNode,
         }
+    }
+
+    /// When runs write checkpoints; [`Durability::EveryNode`] unless set.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     pub fn node(mut self, name: impl Into<String>, node: impl Node<S>) -> Self {
@@ -214,6 +238,7 @@ impl<S: State> GraphBuilder<S> {
             entry,
             max_steps: self.max_steps,
             output: self.output.unwrap_or_else(|| Arc::new(|_| serde_json::Value::Null)),
+            durability: self.durability,
         })
     }
 }
@@ -227,6 +252,7 @@ pub struct Graph<S: State> {
     pub(crate) entry: String,
     pub(crate) max_steps: u32,
     output: OutputFn<S>,
+    durability: Durability,
 }
 
 /// Why a router's choice could not be followed.
@@ -238,6 +264,17 @@ pub(crate) struct UndeclaredTarget {
 impl<S: State> Graph<S> {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The same graph with another [`Durability`]: an operator may trade a workflow's
+    /// checkpoint writes for re-running more after a crash, or the other way round.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     pub(crate) fn output(&self, state: &S) -> serde_json::Value {

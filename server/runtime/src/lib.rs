@@ -3,8 +3,9 @@
 //! A workflow is data: a typed [`State`] whose fields merge node updates through reducers, a
 //! [`Graph`] of named [`Node`]s joined by static and conditional edges, and the output it
 //! reports. The [`Runner`] executes one run (a user turn, a ticket, a resume) from the thread's
-//! latest [`Checkpoint`] until END or an interrupt, writes a checkpoint after every node as a
-//! compare-and-set on the thread's version, and streams [`Event`]s on a bounded channel.
+//! latest [`Checkpoint`] until END or an interrupt, writes a checkpoint after every node (or,
+//! by the graph's [`Durability`], only when the run stops) as a compare-and-set on the thread's
+//! version, and streams [`Event`]s on a bounded channel.
 //!
 //! Nothing here knows about gRPC, SQL or model vendors: stores implement [`Checkpointer`] and
 //! prove it with [`conformance`]; workflows implement [`Node`].
@@ -22,7 +23,9 @@ pub use checkpoint::{
     RunStatus, ThreadPage, ThreadQuery, ThreadSummary,
 };
 pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
-pub use graph::{EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START};
+pub use graph::{
+    Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START,
+};
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,

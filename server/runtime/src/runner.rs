@@ -1,5 +1,6 @@
 //! Executes runs: from the thread's latest checkpoint, node by node, to END or an interrupt,
-//! committing a checkpoint after every node and streaming events.
+//! committing a checkpoint after every node (or only at the end, by the graph's
+//! [`Durability`]) and streaming events.
 
 use std::{
     collections::HashMap,
@@ -17,7 +18,7 @@ use tracing::{debug, info, warn};
 use crate::{
     checkpoint::{Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus},
     event::{EventKind, FailureKind},
-    graph::{Graph, Target},
+    graph::{Durability, Graph, Target},
     node::{EventSink, NodeContext, NodeError, NodeErrorKind},
     State,
 };
@@ -32,7 +33,9 @@ pub struct RunnerConfig {
     pub run_timeout: Duration,
     /// A run whose newest checkpoint is still `Running` and older than this is taken to be
     /// abandoned by a crashed process and may be taken over; a younger one belongs to a live
-    /// run elsewhere and makes the thread busy. Must exceed the longest node timeout.
+    /// run elsewhere and makes the thread busy. Must exceed the longest node timeout (a run
+    /// with [`Durability::Exit`] writes a heartbeat checkpoint whenever its next node could
+    /// otherwise run past it).
     pub takeover_after: Duration,
 }
 
@@ -329,6 +332,8 @@ struct Execution<S: State> {
     step: u32,
     /// What a failed run restores.
     rollback: Rollback<S>,
+    /// When this run last wrote a checkpoint (the heartbeat of [`Durability::Exit`]).
+    last_commit: StdInstant,
 }
 
 struct Rollback<S> {
@@ -543,6 +548,7 @@ impl<S: State> Runner<S> {
             resume,
             step: 0,
             rollback,
+            last_commit: StdInstant::now(),
         };
         // The accepting commit: from here on the input is durable and the run will complete.
         exec.commit(RunStatus::Running, None).await?;
@@ -615,6 +621,7 @@ impl<S: State> Runner<S> {
             next: cp.next.clone(),
             resume: None,
             step: cp.run.step,
+            last_commit: StdInstant::now(),
         })
     }
 
@@ -668,7 +675,23 @@ impl<S: State> Execution<S> {
         };
         self.checkpointer.put(&checkpoint).await?;
         self.version += 1;
+        self.last_commit = StdInstant::now();
         Ok(())
+    }
+
+    /// Whether a `Running` checkpoint must be written now. Always with
+    /// [`Durability::EveryNode`]; with [`Durability::Exit`] only when the next node, running
+    /// to its timeout, could otherwise age the last checkpoint past `takeover_after`, and
+    /// another process would take the live run for abandoned.
+    fn heartbeat_due(&self) -> bool {
+        match self.graph.durability() {
+            Durability::EveryNode => true,
+            Durability::Exit => {
+                let next = self.next.as_deref().and_then(|n| self.graph.nodes.get(n));
+                let timeout = next.and_then(|n| n.timeout).unwrap_or(self.config.node_timeout);
+                self.last_commit.elapsed() + timeout >= self.config.takeover_after
+            }
+        }
     }
 
     async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
@@ -738,7 +761,9 @@ impl<S: State> Execution<S> {
                 (None, None) => RunStatus::Completed,
                 (None, Some(_)) => RunStatus::Running,
             };
-            self.commit(status, interrupt.clone()).await?;
+            if status != RunStatus::Running || self.heartbeat_due() {
+                self.commit(status, interrupt.clone()).await?;
+            }
             let next = if interrupt.is_some() { None } else { self.next.clone() };
             self.sink
                 .emit(

@@ -5,8 +5,8 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
-    BusyPolicy, Checkpoint, Checkpointer, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node, NodeContext,
-    NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
+    BusyPolicy, Checkpoint, Checkpointer, Durability, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node,
+    NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
 };
 
 frontdesk_runtime::state! {
@@ -517,4 +517,91 @@ fn description_lists_nodes_edges_and_mermaid() {
     assert!(description.edges.iter().any(|e| e.source == "classify" && e.target == "__end__" && e.conditional));
     assert!(description.mermaid.starts_with("flowchart TD"));
     assert!(description.mermaid.contains("classify -.-> billing"));
+}
+
+/// Never finishes: a node in flight when the process dies.
+struct Hang;
+
+#[async_trait]
+impl Node<Doc> for Hang {
+    async fn run(&self, _state: &Doc, _ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        std::future::pending().await
+    }
+}
+
+fn two_step_graph(second: impl Node<Doc>, durability: Durability) -> frontdesk_runtime::Graph<Doc> {
+    GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node("billing", second)
+        .entry("classify")
+        .edge("classify", Target::node("billing"))
+        .edge("billing", Target::End)
+        .durability(durability)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn exit_durability_writes_the_accepting_and_the_final_checkpoint_only() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let graph = two_step_graph(Step { name: "billing", route: None }, Durability::Exit);
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    let mut finished = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        if let EventKind::NodeFinished { .. } = event.kind {
+            finished.push(event.node.unwrap().to_string());
+        }
+    }
+    assert_eq!(finished, ["classify", "billing"], "node events stream as with every-node durability");
+    let outcome = handle.wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"]);
+    let history = store.history("t1", 10).await.unwrap();
+    let written: Vec<(u64, RunStatus)> = history.iter().map(|cp| (cp.version, cp.run.status)).collect();
+    assert_eq!(written, [(2, RunStatus::Completed), (1, RunStatus::Running)]);
+}
+
+#[tokio::test]
+async fn exit_durability_reruns_a_crashed_run_from_its_input() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let dying = Runner::new(two_step_graph(Hang, Durability::Exit), store.clone(), RunnerConfig::default());
+    let mut handle = dying.start(input("billing")).await.unwrap();
+    // Wait until the second node is in flight: the first has finished, and wrote nothing.
+    while let Some(event) = handle.events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
+            break;
+        }
+    }
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!((latest.version, latest.run.status), (1, RunStatus::Running));
+    assert_eq!(latest.next.as_deref(), Some("classify"), "the input is durable, the node outputs are not");
+
+    // The process "dies" here; the next one recovers the run from its input.
+    let restarted = Runner::new(
+        two_step_graph(Step { name: "billing", route: None }, Durability::Exit),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    let (state, cp) = restarted.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "billing"], "every node re-ran once, the input was applied once");
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert_eq!(cp.run.run_id, latest.run.run_id, "recovery finishes the same run");
+}
+
+#[tokio::test]
+async fn exit_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the_takeover_age() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    // Every node's timeout reaches past takeover_after, so each Running step is a heartbeat.
+    let config = RunnerConfig {
+        node_timeout: Duration::from_secs(10),
+        takeover_after: Duration::from_secs(5),
+        ..RunnerConfig::default()
+    };
+    let runner =
+        Runner::new(two_step_graph(Step { name: "billing", route: None }, Durability::Exit), store.clone(), config);
+    runner.start(input("billing")).await.unwrap().wait().await.unwrap();
+    let history = store.history("t1", 10).await.unwrap();
+    let written: Vec<(u64, RunStatus)> = history.iter().map(|cp| (cp.version, cp.run.status)).collect();
+    assert_eq!(written, [(3, RunStatus::Completed), (2, RunStatus::Running), (1, RunStatus::Running)]);
 }

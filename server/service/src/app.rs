@@ -177,7 +177,8 @@ impl App {
         };
         let customers = Arc::new(customers);
         let graph = triage::build(TriageDeps { llm: llm.clone(), customers: customers.clone(), kb: Arc::new(kb) })
-            .map_err(StartError::Graph)?;
+            .map_err(StartError::Graph)?
+            .with_durability(triage_settings.durability.into());
         let runner = Runner::new(graph, active_store, runner_config.clone()).with_registry(runs.clone());
         registry.set_triage(Arc::new(TriageDesk::new(
             runner,

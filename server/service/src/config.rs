@@ -228,6 +228,27 @@ pub struct TriageSettings {
     pub redis_url: Option<String>,
     /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`.
     pub redis_key_prefix: Option<String>,
+    /// When a triage run writes checkpoints: `exit` (default) writes the accepted ticket and the
+    /// final state, and a crash re-runs the ticket's model calls; `every_node` also writes one
+    /// after each node, so a crash re-runs only the node in flight.
+    pub durability: DurabilitySetting,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilitySetting {
+    #[default]
+    Exit,
+    EveryNode,
+}
+
+impl From<DurabilitySetting> for frontdesk_runtime::Durability {
+    fn from(setting: DurabilitySetting) -> Self {
+        match setting {
+            DurabilitySetting::Exit => Self::Exit,
+            DurabilitySetting::EveryNode => Self::EveryNode,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

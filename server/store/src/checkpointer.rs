@@ -51,10 +51,7 @@ const LIST: &str = "SELECT thread_id, workflow, version, created_at_ms, updated_
      ORDER BY thread_id LIMIT $5";
 const UNFINISHED: &str = "SELECT thread_id FROM threads WHERE status = 'running' ORDER BY thread_id";
 const VERSION: &str = "SELECT version FROM threads WHERE thread_id = $1";
-const LOCK_THREAD: &str = "UPDATE threads SET version = version WHERE thread_id = $1";
-const DELETE_CHECKPOINTS: &str = "DELETE FROM checkpoints WHERE thread_id = $1";
-const DELETE_KEYS: &str = "DELETE FROM idempotency_keys WHERE thread_id = $1";
-const DELETE_THREAD: &str = "DELETE FROM threads WHERE thread_id = $1";
+const PG_DELETE: &str = "SELECT frontdesk_delete_thread($1)";
 
 // The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
 // $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
@@ -338,21 +335,8 @@ async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, Checkpoin
 }
 
 async fn delete_postgres(pool: &PgPool, thread_id: &str) -> Result<bool, CheckpointError> {
-    async {
-        let mut tx = pool.begin().await?;
-        // Lock the thread row first, so that a concurrent put either commits before the
-        // erasure (and is erased with it) or loses its compare-and-set after it.
-        let exists = sqlx::query(LOCK_THREAD).bind(thread_id).execute(&mut *tx).await?.rows_affected() > 0;
-        if exists {
-            sqlx::query(DELETE_CHECKPOINTS).bind(thread_id).execute(&mut *tx).await?;
-            sqlx::query(DELETE_KEYS).bind(thread_id).execute(&mut *tx).await?;
-            sqlx::query(DELETE_THREAD).bind(thread_id).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok::<_, sqlx::Error>(exists)
-    }
-    .await
-    .map_err(db_error(thread_id))
+    // One round trip; the function (migration 0003) locks the thread row before deleting.
+    sqlx::query_scalar(PG_DELETE).bind(thread_id).fetch_one(pool).await.map_err(db_error(thread_id))
 }
 
 async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointError> {
