@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 use crate::{
     checkpoint::{Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus},
     event::{EventKind, FailureKind},
-    graph::{Durability, Graph, Target},
+    graph::{Durability, Graph, NodeEntry, Target},
     node::{EventSink, NodeContext, NodeError, NodeErrorKind},
     State,
 };
@@ -688,10 +688,15 @@ impl<S: State> Execution<S> {
             Durability::EveryNode => true,
             Durability::Exit => {
                 let next = self.next.as_deref().and_then(|n| self.graph.nodes.get(n));
-                let timeout = next.and_then(|n| n.timeout).unwrap_or(self.config.node_timeout);
+                let timeout = next.map_or(self.config.node_timeout, |entry| self.node_timeout(entry));
                 self.last_commit.elapsed() + timeout >= self.config.takeover_after
             }
         }
+    }
+
+    /// How long one node may run: its own timeout, else the runner's default.
+    fn node_timeout(&self, entry: &NodeEntry<S>) -> Duration {
+        entry.timeout.unwrap_or(self.config.node_timeout)
     }
 
     async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
@@ -713,7 +718,7 @@ impl<S: State> Execution<S> {
                 return Err(RunError::Cancelled);
             }
             let entry = &self.graph.nodes[&*node];
-            let timeout = entry.timeout.unwrap_or(self.config.node_timeout);
+            let timeout = self.node_timeout(entry);
             let node_deadline = (Instant::now() + timeout).min(self.deadline);
             let ctx = NodeContext {
                 node: node.clone(),
