@@ -112,6 +112,27 @@ async fn elicitation_collects_fields_and_asks_for_the_rest() {
 }
 
 #[tokio::test]
+async fn values_the_user_never_wrote_are_not_recorded() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    // A model that copies a worked example's value, or makes one up, next to one it read.
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        (
+            "elicitation.extract",
+            extraction(
+                &[("affected_system", Some("billing-db")), ("environment", Some("staging"))],
+                &[],
+                "Which environment?",
+            ),
+        ),
+    ]);
+    let (_, state) = s.say(&id, "I want to change billing-db").await;
+    assert_eq!(state.collected_fields.get("affected_system").map(String::as_str), Some("billing-db"));
+    assert!(!state.collected_fields.contains_key("environment"), "{:?}", state.collected_fields);
+}
+
+#[tokio::test]
 async fn elicitation_schema_and_examples_come_from_the_configured_fields() {
     let s = TestServer::start().await;
     let id = s.start_intake().await;
@@ -125,28 +146,26 @@ async fn elicitation_schema_and_examples_come_from_the_configured_fields() {
         ["title", "description", "justification", "affected_system", "environment", "urgency", "requested_by"];
     // The schema names exactly the configured fields, so a model decoding under it cannot invent one.
     let schema = &request.response_format.as_ref().expect("structured call").schema;
-    let updates = schema["properties"]["updates"]["properties"].as_object().unwrap();
-    let names: Vec<&str> = updates.keys().map(String::as_str).collect();
+    let stated = &schema["properties"]["stated"]["items"];
+    let names: Vec<&str> =
+        stated["properties"]["field"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(&names[..configured.len()], configured, "{names:?}");
     assert_eq!(names.len(), 9);
-    assert_eq!(schema["properties"]["updates"]["additionalProperties"], false);
+    assert_eq!(stated["additionalProperties"], false);
     assert_eq!(schema["properties"]["marked_unknown"]["items"]["enum"].as_array().unwrap().len(), 9);
 
     // Worked examples come before the real question, answered in the schema's shape with the
-    // configured examples' values.
+    // configured examples' values: abandon first, the most common kind of turn last.
     let answers: Vec<serde_json::Value> = request
         .messages
         .iter()
         .filter(|m| m.role == frontdesk_llm::Role::Assistant)
         .map(|m| serde_json::from_str(&m.content).expect("example answers are JSON"))
         .collect();
-    assert_eq!(answers.len(), 3, "two extraction examples and an abandon example");
-    assert_eq!(answers[0]["updates"]["affected_system"], "payroll-api");
+    assert_eq!(answers.len(), 3, "an abandon example and two extraction examples");
+    assert_eq!(answers[0]["user_wants_to_abandon"], true);
     assert_eq!(answers[1]["marked_unknown"], serde_json::json!(["requested_by"]));
-    assert_eq!(answers[2]["user_wants_to_abandon"], true);
-    for answer in &answers {
-        assert_eq!(answer["updates"].as_object().unwrap().len(), 9, "every field, null when not stated");
-    }
+    assert_eq!(answers[2]["stated"][0], serde_json::json!({"field": "affected_system", "value": "payroll-api"}));
     let question = &request.messages.last().unwrap().content;
     assert!(question.ends_with("Extract the details the user's messages state."), "{question}");
 }
@@ -185,7 +204,7 @@ async fn no_team_match_plays_back_and_returns_to_chat() {
         ("team_matching.match", team(None)),
         ("team_matching.no_match", json!("I couldn't tell which team owns this. Which business area is it for?")),
     ]);
-    let (reply, state) = s.say(&id, "everything at once").await;
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
     assert!(reply.contains("which team owns this"));
     assert_eq!(mode(&state), IntakeMode::Chat);
     assert!(state.identified_team_id.is_empty());
@@ -341,7 +360,7 @@ async fn clear_context_debug_command_clears_everything_when_enabled() {
         ("supervisor.route", route("elicitation_agent")),
         ("elicitation.extract", extraction(&[("description", Some("x"))], &[], "More?")),
     ]);
-    s.say(&id, "raise a request").await;
+    s.say(&id, "raise a request: description: x").await;
     let calls = s.model.requests().len();
     let (reply, state) = s.say(&id, "clear context").await;
     assert_eq!(reply, "Context has been cleared.");

@@ -136,7 +136,7 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
             // examples come before it); the newest user line is the turn.
             let question = request.messages.last().map_or("", |m| m.content.as_str());
             let latest = question.lines().rev().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
-            let mut updates = serde_json::Map::new();
+            let mut stated: Vec<serde_json::Value> = Vec::new();
             let mut unknown: Vec<String> = Vec::new();
             let mut mentioned: Vec<String> = Vec::new();
             for part in latest.split(';') {
@@ -152,7 +152,8 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
                     }
                 } else {
                     unknown.retain(|k| *k != key);
-                    updates.insert(key.clone(), value.into());
+                    stated.retain(|s| s["field"] != key.as_str());
+                    stated.push(json!({"field": key, "value": value}));
                 }
                 mentioned.push(key);
             }
@@ -163,7 +164,7 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
                 format!("Thanks. To file the change request I still need: {}.", missing.join(", "))
             };
             json!({
-                "updates": updates,
+                "stated": stated,
                 "marked_unknown": unknown,
                 "reasoning": "W1 rule: key: value pairs split on ';'",
                 "followup_response": followup,
@@ -290,7 +291,10 @@ mod tests {
         ))
         .unwrap();
         let v: serde_json::Value = serde_json::from_str(&r).unwrap();
-        assert_eq!(v["updates"], json!({"requested_by": "bob.okafor", "desired_date": "2025-01-02"}));
+        assert_eq!(
+            v["stated"],
+            json!([{"field": "requested_by", "value": "bob.okafor"}, {"field": "desired_date", "value": "2025-01-02"}])
+        );
         assert_eq!(v["marked_unknown"], json!(["rollback_plan"]));
         assert_eq!(v["followup_response"], "");
     }

@@ -174,7 +174,10 @@ pub fn route(route: &str) -> serde_json::Value {
 
 pub fn extraction(updates: &[(&str, Option<&str>)], unknown: &[&str], followup: &str) -> serde_json::Value {
     json!({
-        "updates": updates.iter().map(|(f, v)| ((*f).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "stated": updates
+            .iter()
+            .filter_map(|(f, v)| v.map(|v| json!({"field": f, "value": v})))
+            .collect::<Vec<_>>(),
         "marked_unknown": unknown,
         "reasoning": "scripted",
         "followup_response": followup,
@@ -183,7 +186,7 @@ pub fn extraction(updates: &[(&str, Option<&str>)], unknown: &[&str], followup: 
 }
 
 pub fn abandon(reply: &str) -> serde_json::Value {
-    json!({"updates": {}, "marked_unknown": [], "reasoning": "scripted", "followup_response": reply, "user_wants_to_abandon": true})
+    json!({"stated": [], "marked_unknown": [], "reasoning": "scripted", "followup_response": reply, "user_wants_to_abandon": true})
 }
 
 pub fn team(id: Option<&str>) -> serde_json::Value {
@@ -205,6 +208,12 @@ pub const ALL_BUT_TITLE: &[(&str, Option<&str>)] = &[
     ("desired_date", Some("2026-12-01")),
 ];
 
+/// A user message that states `fields` as "name: value" pairs: the elicitation agent only
+/// records values the user wrote.
+pub fn stating(fields: &[(&str, Option<&str>)]) -> String {
+    fields.iter().filter_map(|(f, v)| v.map(|v| format!("{f}: {v}"))).collect::<Vec<_>>().join("; ")
+}
+
 /// Drives a conversation to REVIEW with the Ops Change team (three turns).
 pub async fn to_review(s: &TestServer, id: &str) -> v1::IntakeState {
     s.script(&[
@@ -219,7 +228,7 @@ pub async fn to_review(s: &TestServer, id: &str) -> v1::IntakeState {
         ("elicitation.extract", extraction(&fields, &["rollback_plan"], "")),
         ("team_matching.match", team(Some("ops-change"))),
     ]);
-    let (_, state) = s.say(id, "details... rollback plan unknown").await;
+    let (_, state) = s.say(id, &format!("{}; rollback plan unknown", stating(ALL_BUT_TITLE))).await;
     assert_eq!(mode(&state), v1::IntakeMode::Review);
     state
 }

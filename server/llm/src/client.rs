@@ -267,6 +267,7 @@ impl LlmClient {
             Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: Value::clone(&schema.schema) });
 
         let (response, mut record) = self.complete(request.clone(), opts).await?;
+        tracing::debug!(purpose = %request.purpose, reply = %response.content, "structured reply");
         let first_error = match parse_structured::<T>(&response.content) {
             Ok(value) => return Ok((value, record)),
             Err(e) => e,

@@ -246,7 +246,19 @@ async fn run_intake(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
         for (field, want) in &case.expect.fields {
             let got = elicitation["collected_fields"][field].as_str().unwrap_or("(missing)").to_owned();
             score.record("intake: field extracted", same(&got, want), &case.id, || {
-                format!("{field}: got {got:?}, want {want:?}")
+                format!("{field}: got {got:?}, want {want:?}; route {route}, update {elicitation}")
+            });
+        }
+        // Precision: a value recorded for a field the message does not state is a wrong answer
+        // the recall rows above cannot see.
+        if let Some(collected) = elicitation["collected_fields"].as_object() {
+            let unstated: Vec<String> = collected
+                .iter()
+                .filter(|(field, _)| !case.expect.fields.contains_key(*field))
+                .map(|(field, value)| format!("{field}={value}"))
+                .collect();
+            score.record("intake: no unstated field recorded", unstated.is_empty(), &case.id, || {
+                format!("recorded {}", unstated.join(", "))
             });
         }
         for field in &case.expect.unknown {
@@ -304,6 +316,11 @@ async fn run_triage(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
 
 #[tokio::main]
 async fn main() {
+    // `RUST_LOG=frontdesk_llm=debug` shows every structured reply.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let arg = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
     let only = arg("--only");
     let filter = arg("--case");

@@ -1,14 +1,12 @@
 //! The intake agents. Each reads the state, makes at most the model calls the seed gives it,
 //! and returns an update; none mutates state or talks to the transport.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{Log, Node, NodeContext, NodeError, NodeOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::{
@@ -166,44 +164,57 @@ impl Node<IntakeState> for ChatAgent {
 
 /// The elicitation agent's single structured call (the seed's FieldExtractionSchema).
 ///
-/// The schema sent to the model is built from the configuration ([`ElicitationAgent::new`]):
-/// `updates` has one nullable property per configured field and `marked_unknown` only allows
-/// configured names, so a model that decodes under the schema cannot invent field names.
+/// The seed's field-to-value map is asked for as a list of (field, value) pairs that holds only
+/// the fields the message states: a small model copies a stated value next to its field name
+/// far more reliably than it fills one slot per configured field, where it learns from the
+/// examples to leave every slot null. The schema sent to the model is built from the
+/// configuration ([`ElicitationAgent::new`]): `field` and `marked_unknown` only allow configured
+/// names, so a model that decodes under the schema cannot invent field names.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FieldExtraction {
-    /// True only if the user wants to stop the request.
-    user_wants_to_abandon: bool,
-    /// Every field by name: the value the user's latest message states, or null.
-    updates: BTreeMap<String, Option<String>>,
+    /// One short sentence on what the latest message states; written first, so the fields
+    /// below follow from it.
+    #[schemars(length(max = 160))]
+    reasoning: String,
+    /// The fields the user's latest message states, each with its value in the user's words.
+    #[schemars(length(max = 12))]
+    stated: Vec<StatedField>,
     /// Names of fields the user said they do not know.
     #[schemars(length(max = 12), inner(length(max = 40)))]
     marked_unknown: Vec<String>,
-    /// One short sentence on what was extracted.
-    #[schemars(length(max = 160))]
-    reasoning: String,
+    /// True only if the user wants to stop the request.
+    user_wants_to_abandon: bool,
     /// The assistant's reply, asking for the next missing details.
     #[schemars(length(max = 300))]
     followup_response: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StatedField {
+    /// The field's name.
+    #[schemars(length(max = 40))]
+    field: String,
+    /// The value the user stated.
+    #[schemars(length(min = 1, max = 200))]
+    value: String,
+}
+
 /// [`FieldExtraction`]'s schema with the configured field names in it.
 fn extraction_schema(config: &IntakeConfig) -> OutputSchema {
     let mut schema = frontdesk_llm::schema_for::<FieldExtraction>();
-    let fields: serde_json::Map<String, Value> = config
-        .fields
-        .iter()
-        .map(|f| {
-            let property = json!({"type": ["string", "null"], "maxLength": 200, "description": f.description});
-            (f.name.clone(), property)
-        })
-        .collect();
     let names: Vec<&str> = config.fields.iter().map(|f| f.name.as_str()).collect();
     let properties = &mut schema["properties"];
-    properties["updates"] = json!({
+    properties["stated"]["maxItems"] = names.len().into();
+    properties["stated"]["items"] = json!({
         "type": "object",
-        "description": "Every field by name: the value the user's latest message states, or null.",
-        "properties": fields,
+        "properties": {
+            "field": {"type": "string", "enum": names, "description": "The field's name."},
+            "value": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The value the user stated."},
+        },
+        "required": ["field", "value"],
+        "additionalProperties": false,
     });
     properties["marked_unknown"]["maxItems"] = names.len().into();
     properties["marked_unknown"]["items"] = json!({"type": "string", "enum": names});
@@ -222,7 +233,9 @@ impl ElicitationAgent {
         let schema = extraction_schema(&deps.config);
         let examples = prompts::elicitation_examples(&deps.config)
             .into_iter()
-            .map(|(question, answer)| (question, answer.to_string()))
+            .map(|(question, answer)| {
+                (question, serde_json::to_string_pretty(&answer).expect("a JSON value serializes"))
+            })
             .collect();
         Self { deps, schema, examples }
     }
@@ -271,16 +284,43 @@ impl Node<IntakeState> for ElicitationAgent {
 
         let mut collected = state.collected_fields.clone();
         let mut unknown = state.fields_marked_unknown.clone();
-        for (field, value) in extraction.updates {
-            let Some(value) = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) else { continue };
-            if config.field(&field).is_none() {
+        let user_words = words(
+            &state
+                .messages
+                .items
+                .iter()
+                .filter(|m| m.role == Role::User)
+                .map(|m| m.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        let mut stated_now: Vec<String> = Vec::new();
+        for StatedField { field, value } in extraction.stated {
+            let value = value.trim();
+            if value.is_empty() {
+                continue;
+            }
+            let Some(configured) = config.field(&field) else {
                 warn!(thread_id = ctx.thread_id(), field, "model extracted a field that is not configured");
+                continue;
+            };
+            if !configured.infer && !grounded(value, &user_words) {
+                warn!(
+                    thread_id = ctx.thread_id(),
+                    field, value, "model extracted a value the user never wrote; dropped"
+                );
                 continue;
             }
             unknown.retain(|f| *f != field);
-            collected.insert(field, value);
+            collected.insert(field.clone(), value.to_owned());
+            stated_now.push(field);
         }
         for field in extraction.marked_unknown {
+            // A reply that states a value and also marks the field unknown contradicts itself;
+            // the stated value is the more specific answer.
+            if stated_now.contains(&field) {
+                continue;
+            }
             if config.field(&field).is_none() {
                 warn!(thread_id = ctx.thread_id(), field, "model marked unknown a field that is not configured");
                 continue;
@@ -316,6 +356,34 @@ impl Node<IntakeState> for ElicitationAgent {
         }
         Ok(NodeOutput::update(update))
     }
+}
+
+/// The lowercase alphanumeric words of `text`.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// Whether the user's words back a value: at least half of the value's words of three or more
+/// characters occur among them, a word also matching its own abbreviation or inflection ("prod"
+/// and "production"). The seed records only what the user explicitly stated; this drops values
+/// a model took from the worked examples or made up, and keeps a large model's light
+/// normalisation of what the user wrote.
+fn grounded(value: &str, user_words: &[String]) -> bool {
+    let value_words: Vec<String> = words(value).into_iter().filter(|w| w.chars().count() >= 3).collect();
+    if value_words.is_empty() {
+        // Too short to judge ("5", "hr"): the whole value must be one of the user's words.
+        let value = value.to_lowercase();
+        return user_words.iter().any(|w| *w == value);
+    }
+    let backed = value_words
+        .iter()
+        .filter(|v| {
+            user_words
+                .iter()
+                .any(|u| u == *v || (u.len() >= 3 && (v.starts_with(u.as_str()) || u.starts_with(v.as_str()))))
+        })
+        .count();
+    backed * 2 >= value_words.len()
 }
 
 fn non_empty(text: String, fallback: &str) -> String {
@@ -541,5 +609,22 @@ impl ReviewAgent {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{grounded, words};
+
+    #[test]
+    fn a_value_must_come_from_the_users_words() {
+        let user = words("The affected system is billing-db in prod; rollback: restore from last snapshot");
+        assert!(grounded("billing-db", &user));
+        assert!(grounded("production", &user), "abbreviation");
+        assert!(grounded("restore from the last snapshot", &user));
+        assert!(!grounded("staging", &user), "a value the user never wrote");
+        assert!(!grounded("payroll-api", &user));
+        assert!(grounded("in", &user), "a short value is one of the words");
+        assert!(!grounded("5", &user));
     }
 }

@@ -53,8 +53,8 @@ pub fn elicitation_question(transcript: &str, focus: bool) -> String {
 
 /// Worked examples for the elicitation agent as (question, answer) turns, built from the
 /// configured fields' `example` values so they always use this configuration's field names:
-/// two fields stated in a sentence, one stated as "label: value" with another marked unknown,
-/// and an abandoned request. Fields without an example, and inferred fields, are left out.
+/// an abandoned request, one field stated as "label: value" with another marked unknown, and two
+/// fields stated in a sentence, last because it is the most common kind of turn. Fields without an example, and inferred fields, are left out.
 pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::Value)> {
     let asked: Vec<(&str, &str, &str)> = config
         .fields
@@ -66,19 +66,13 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
     // for long examples.
     let picked: Vec<_> = asked.iter().cycle().skip(2.min(asked.len())).take(asked.len()).copied().collect();
     let answer = |stated: &[(&str, &str)], unknown: &[&str], abandon: bool, reasoning: &str, followup: &str| {
-        let updates: serde_json::Map<String, serde_json::Value> = config
-            .fields
-            .iter()
-            .map(|f| {
-                let value = stated.iter().find(|(name, _)| *name == f.name).map(|(_, v)| (*v).into());
-                (f.name.clone(), value.unwrap_or(serde_json::Value::Null))
-            })
-            .collect();
+        let stated: Vec<serde_json::Value> =
+            stated.iter().map(|(field, value)| serde_json::json!({"field": field, "value": value})).collect();
         serde_json::json!({
-            "user_wants_to_abandon": abandon,
-            "updates": updates,
-            "marked_unknown": unknown,
             "reasoning": reasoning,
+            "stated": stated,
+            "marked_unknown": unknown,
+            "user_wants_to_abandon": abandon,
             "followup_response": followup,
         })
     };
@@ -87,21 +81,12 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
         None => "Thanks, noted.".to_owned(),
     };
     let opening = "assistant: Sure. Tell me about the change you need.\n";
-    let mut examples = Vec::new();
-    if let [(a, a_label, a_value), (b, b_label, b_value), ..] = picked[..] {
-        let said =
-            format!("The {} is {a_value} and the {} is {b_value}.", a_label.to_lowercase(), b_label.to_lowercase());
-        examples.push((
-            elicitation_question(&format!("{opening}user: {said}\n"), false),
-            answer(
-                &[(a, a_value), (b, b_value)],
-                &[],
-                false,
-                &format!("The user stated the {} and the {}.", a_label.to_lowercase(), b_label.to_lowercase()),
-                &ask_next(2),
-            ),
-        ));
-    }
+    // Most turns state details rather than abandon or mark a field unknown, and a small model
+    // leans on the last example it saw.
+    let mut examples = vec![(
+        elicitation_question(&format!("{opening}user: Stop, I don't want to file this any more.\n"), false),
+        answer(&[], &[], true, "The user wants to stop.", "OK, I've dropped that request."),
+    )];
     if let [_, _, (c, c_label, c_value), (d, d_label, _), ..] = picked[..] {
         let said = format!("{c_label}: {c_value}. {d_label}: I don't know yet.");
         examples.push((
@@ -119,10 +104,20 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
             ),
         ));
     }
-    examples.push((
-        elicitation_question(&format!("{opening}user: Stop, I don't want to file this any more.\n"), false),
-        answer(&[], &[], true, "The user wants to stop.", "OK, I've dropped that request."),
-    ));
+    if let [(a, a_label, a_value), (b, b_label, b_value), ..] = picked[..] {
+        let said =
+            format!("The {} is {a_value} and the {} is {b_value}.", a_label.to_lowercase(), b_label.to_lowercase());
+        examples.push((
+            elicitation_question(&format!("{opening}user: {said}\n"), false),
+            answer(
+                &[(a, a_value), (b, b_value)],
+                &[],
+                false,
+                &format!("The user stated the {} and the {}.", a_label.to_lowercase(), b_label.to_lowercase()),
+                &ask_next(2),
+            ),
+        ));
+    }
     examples
 }
 
