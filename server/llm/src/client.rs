@@ -116,12 +116,22 @@ impl LlmClient {
         request: ChatRequest,
         opts: &CallOptions<'_>,
     ) -> Result<(ChatResponse, CallRecord), LlmError> {
+        self.complete_ref(&request, opts).await
+    }
+
+    /// [`LlmClient::complete`] for a request the caller keeps (a structured call keeps it for
+    /// the repair attempt).
+    async fn complete_ref(
+        &self,
+        request: &ChatRequest,
+        opts: &CallOptions<'_>,
+    ) -> Result<(ChatResponse, CallRecord), LlmError> {
         let started = Instant::now();
         let mut attempts = 0u32;
         let outcome = loop {
             attempts += 1;
             let streamed_something = AtomicBool::new(false);
-            let result = self.attempt(&request, opts, &streamed_something).await;
+            let result = self.attempt(request, opts, &streamed_something).await;
             let error = match result {
                 Ok(response) => break Ok(response),
                 Err(e) => e,
@@ -179,8 +189,8 @@ impl LlmClient {
         };
         if let Some(log) = &self.call_log {
             match &outcome {
-                Ok(r) => log.record(&request, Some(r), &record, None),
-                Err(e) => log.record(&request, None, &record, Some(e)),
+                Ok(r) => log.record(request, Some(r), &record, None),
+                Err(e) => log.record(request, None, &record, Some(e)),
             }
         }
         outcome.map(|response| (response, record))
@@ -264,9 +274,9 @@ impl LlmClient {
             _ => request.messages.insert(0, ChatMessage::system(schema.instruction.to_string())),
         }
         request.response_format =
-            Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: Value::clone(&schema.schema) });
+            Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: schema.schema.clone() });
 
-        let (response, mut record) = self.complete(request.clone(), opts).await?;
+        let (response, mut record) = self.complete_ref(&request, opts).await?;
         tracing::debug!(purpose = %request.purpose, reply = %response.content, "structured reply");
         let first_error = match parse_structured::<T>(&response.content) {
             Ok(value) => return Ok((value, record)),
@@ -284,7 +294,7 @@ impl LlmClient {
             "Your previous reply could not be used: {first_error}. Reply again with only the corrected JSON, \
              matching the schema exactly."
         )));
-        let (repaired, repair_record) = self.complete(request.clone(), opts).await?;
+        let (repaired, repair_record) = self.complete_ref(&request, opts).await?;
         record.absorb(&repair_record);
         match parse_structured::<T>(&repaired.content) {
             Ok(value) => Ok((value, record)),

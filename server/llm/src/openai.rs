@@ -216,7 +216,7 @@ impl OpenAiProvider {
             json_schema: ResponseFormatJsonSchema {
                 description: None,
                 name: f.name.clone(),
-                schema: strict_schema(f.schema.clone()),
+                schema: strict_schema(serde_json::Value::clone(&f.schema)),
                 strict: Some(true),
             },
         });

@@ -53,7 +53,8 @@ impl ChatMessage {
 pub struct JsonSchemaFormat {
     /// Schema name; providers accept `[a-zA-Z0-9_-]{1,64}`.
     pub name: String,
-    pub schema: serde_json::Value,
+    /// Shared: one schema serves every call for its type or configuration.
+    pub schema: std::sync::Arc<serde_json::Value>,
 }
 
 /// A function the model may call.

@@ -234,7 +234,7 @@ async fn streaming_deltas_concatenate_to_the_content() {
     let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
     let mut structured = request("test.stream.json", "Route the message.", "My invoice is wrong.", 96);
     structured.response_format =
-        Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>() });
+        Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>().into() });
     let response = model.chat_stream(&structured, &on_delta).await.expect("a streamed structured reply");
     let deltas = deltas.into_inner().unwrap();
     assert_eq!(deltas.concat().trim(), response.content);
@@ -309,7 +309,7 @@ async fn concurrent_requests_are_queued_and_all_complete() {
             let mut req =
                 request("test.concurrent", "Route the message.", &format!("Ticket {i}: my invoice is wrong."), 96);
             req.response_format =
-                Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>() });
+                Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>().into() });
             model.chat(&req).await
         })
     });

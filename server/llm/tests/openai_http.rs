@@ -61,7 +61,7 @@ async fn success_parses_reply_and_sends_the_full_request() {
     let mut req = request("support.answer");
     req.response_format = Some(JsonSchemaFormat {
         name: "answer".into(),
-        schema: json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}),
+        schema: json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}).into(),
     });
     req.max_tokens = Some(256);
     req.temperature = Some(0.25);

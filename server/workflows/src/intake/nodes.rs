@@ -373,7 +373,7 @@ fn grounded(value: &str, user_words: &[String]) -> bool {
     if value_words.is_empty() {
         // Too short to judge ("5", "hr"): the whole value must be one of the user's words.
         let value = value.to_lowercase();
-        return user_words.iter().any(|w| *w == value);
+        return user_words.contains(&value);
     }
     let backed = value_words
         .iter()

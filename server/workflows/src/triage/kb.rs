@@ -20,7 +20,7 @@ use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextO
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use super::customers::{parse_jsonl, read_data, DataProblem};
 use crate::WorkflowError;
@@ -106,6 +106,9 @@ pub struct KnowledgeBase {
     articles: Vec<Article>,
     by_id: HashMap<String, usize>,
     reader: IndexReader,
+    /// `doc_ords[segment][doc]`: the article index of every indexed document. The index never
+    /// changes after it is built, so hits resolve to articles without reading the doc store.
+    doc_ords: Vec<Vec<usize>>,
     analyzer: TextAnalyzer,
     fields: Fields,
 }
@@ -200,8 +203,21 @@ impl KnowledgeBase {
             .try_into()
             .map_err(|e| index_error(origin, e))?;
 
+        let searcher = reader.searcher();
+        let mut doc_ords = Vec::with_capacity(searcher.segment_readers().len());
+        for (segment, segment_reader) in searcher.segment_readers().iter().enumerate() {
+            let mut ords = Vec::with_capacity(segment_reader.max_doc() as usize);
+            for doc in 0..segment_reader.max_doc() {
+                let stored: TantivyDocument =
+                    searcher.doc(DocAddress::new(segment as u32, doc)).map_err(|e| index_error(origin, e))?;
+                let ord = stored.get_first(fields.ord).and_then(|v| v.as_u64()).unwrap_or(u64::MAX);
+                ords.push(usize::try_from(ord).unwrap_or(usize::MAX));
+            }
+            doc_ords.push(ords);
+        }
+
         let by_id = articles.iter().enumerate().map(|(at, a)| (a.article_id.clone(), at)).collect();
-        Ok(Self { articles, by_id, reader, analyzer: analyzer(), fields })
+        Ok(Self { articles, by_id, reader, doc_ords, analyzer: analyzer(), fields })
     }
 
     /// The best `limit` articles for free text `query`, optionally only from `category`: best
@@ -250,9 +266,8 @@ impl KnowledgeBase {
         let mut hits: Vec<KbHit> = found
             .into_iter()
             .filter_map(|(score, address)| {
-                let doc: TantivyDocument = searcher.doc(address).ok()?;
-                let ord = doc.get_first(self.fields.ord)?.as_u64()?;
-                let article = self.articles.get(usize::try_from(ord).ok()?)?;
+                let ord = *self.doc_ords.get(address.segment_ord as usize)?.get(address.doc_id as usize)?;
+                let article = self.articles.get(ord)?;
                 Some(KbHit { article_id: article.article_id.clone(), title: article.title.clone(), score })
             })
             .collect();

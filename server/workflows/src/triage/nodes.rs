@@ -140,18 +140,25 @@ impl Node<TriageState> for Translator {
 /// The system prompt, the worked examples as earlier turns, then the real question (always
 /// the last message).
 fn supervisor_messages(question: String) -> Vec<ChatMessage> {
-    let mut messages = vec![ChatMessage::system(prompts::SUPERVISOR)];
-    for (customer, text, urgency, ticket_type, escalate, reasoning) in prompts::SUPERVISOR_EXAMPLES {
-        let ticket = numbered(&[(*text).to_owned()]);
-        messages.push(ChatMessage::user(prompts::supervisor_question(customer, "", &ticket)));
-        let answer = serde_json::json!({
-            "reasoning": reasoning,
-            "urgency": urgency,
-            "ticket_type": ticket_type,
-            "requires_escalation": escalate,
-        });
-        messages.push(ChatMessage::assistant(answer.to_string()));
-    }
+    // The system prompt and examples are the same for every ticket: built once.
+    static PREFIX: std::sync::OnceLock<Vec<ChatMessage>> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let mut messages = vec![ChatMessage::system(prompts::SUPERVISOR)];
+        for (customer, text, urgency, ticket_type, escalate, reasoning) in prompts::SUPERVISOR_EXAMPLES {
+            let ticket = numbered(&[(*text).to_owned()]);
+            messages.push(ChatMessage::user(prompts::supervisor_question(customer, "", &ticket)));
+            let answer = serde_json::json!({
+                "reasoning": reasoning,
+                "urgency": urgency,
+                "ticket_type": ticket_type,
+                "requires_escalation": escalate,
+            });
+            messages.push(ChatMessage::assistant(answer.to_string()));
+        }
+        messages
+    });
+    let mut messages = Vec::with_capacity(prefix.len() + 1);
+    messages.extend_from_slice(prefix);
     messages.push(ChatMessage::user(question));
     messages
 }
