@@ -284,16 +284,8 @@ impl Node<IntakeState> for ElicitationAgent {
 
         let mut collected = state.collected_fields.clone();
         let mut unknown = state.fields_marked_unknown.clone();
-        let user_words = words(
-            &state
-                .messages
-                .items
-                .iter()
-                .filter(|m| m.role == Role::User)
-                .map(|m| m.text.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        let user_words: Vec<String> =
+            state.messages.items.iter().filter(|m| m.role == Role::User).flat_map(|m| words(&m.text)).collect();
         let mut stated_now: Vec<String> = Vec::new();
         for StatedField { field, value } in extraction.stated {
             let value = value.trim();

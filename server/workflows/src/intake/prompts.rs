@@ -54,7 +54,8 @@ pub fn elicitation_question(transcript: &str, focus: bool) -> String {
 /// Worked examples for the elicitation agent as (question, answer) turns, built from the
 /// configured fields' `example` values so they always use this configuration's field names:
 /// an abandoned request, one field stated as "label: value" with another marked unknown, and two
-/// fields stated in a sentence, last because it is the most common kind of turn. Fields without an example, and inferred fields, are left out.
+/// fields stated in a sentence, last because it is the most common kind of turn. Fields without
+/// an example, and inferred fields, are left out.
 pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::Value)> {
     let asked: Vec<(&str, &str, &str)> = config
         .fields
