@@ -371,6 +371,55 @@ async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     assert_eq!(t.get("CUST-001", &ticket_id).await.unwrap().ticket.unwrap().status(), TicketStatus::Resolved);
 }
 
+/// Importing with the caller's ticket id (`triage_as_new_ticket`, what replays and imports use):
+/// an id that is active or archived is refused before any model call.
+#[tokio::test]
+async fn an_imported_ticket_id_that_exists_is_refused_before_any_model_call() {
+    use frontdesk_workflows::{triage::TriageRequest, WorkflowError};
+    let t = Triage::start().await;
+    let desk = t.s.server().registry().triage().unwrap().clone();
+    let request = |message: &str| TriageRequest {
+        customer_id: "CUST-001".into(),
+        message: message.into(),
+        subject: Some("Imported".into()),
+        language: None,
+        idempotency_key: None,
+    };
+    let import = |message: &'static str, id: &'static str| {
+        let (desk, request) = (desk.clone(), request(message));
+        async move {
+            let mut handle = desk.triage_as_new_ticket(request, id).await?;
+            while handle.events.recv().await.is_some() {}
+            handle.outcome.await
+        }
+    };
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("low", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "Refunded.", &[])),
+    ]);
+    let active = import("sso login fails", "UPSTREAM-1").await.unwrap();
+    assert_eq!(active.status, frontdesk_workflows::triage::TicketStatus::Active);
+    let archived = import("refund my invoice", "UPSTREAM-2").await.unwrap();
+    assert_eq!(archived.status, frontdesk_workflows::triage::TicketStatus::Resolved);
+    let calls = t.s.model.requests().len();
+
+    for id in ["UPSTREAM-1", "UPSTREAM-2"] {
+        let error = import("again", id).await.map(|_| ()).unwrap_err();
+        assert!(
+            matches!(error, WorkflowError::AlreadyExists { what: "ticket", id: ref got } if got == id),
+            "{error:?}"
+        );
+    }
+    assert_eq!(t.s.model.requests().len(), calls, "no model call for a refused import");
+    let kept = t.get("CUST-001", "UPSTREAM-1").await.unwrap();
+    assert_eq!(kept.messages.len(), 1, "the active ticket is untouched");
+    assert_eq!(t.active("CUST-001").await.len(), 1);
+}
+
 #[tokio::test]
 async fn triage_is_listed_and_described() {
     let t = Triage::start().await;

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w2 [--tickets 10000] [--timed 2000]
-//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability exit|every-node] [--out FILE]
+//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability exit|every-node]
+//!     [--stores memory,sqlite,postgres,redis] [--phases latency,throughput] [--out FILE]
 //! ```
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or any replay
@@ -65,6 +66,21 @@ struct Args {
     out: Option<PathBuf>,
     /// The triage workflow's own (exit) unless `--durability every-node`.
     durability: Durability,
+    /// Checkpointers to measure: `memory`, `sqlite` (always both unless `--stores` narrows them),
+    /// plus `postgres` / `redis` when their URL is given.
+    stores: Vec<String>,
+    /// `latency`, `throughput` or `all`.
+    phases: Vec<String>,
+}
+
+impl Args {
+    fn store(&self, name: &str) -> bool {
+        self.stores.iter().any(|s| s == name || s == "all")
+    }
+
+    fn phase(&self, name: &str) -> bool {
+        self.phases.iter().any(|p| p == name || p == "all")
+    }
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -76,6 +92,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         concurrency: 100,
         out: None,
         durability: Durability::Exit,
+        stores: vec!["all".into()],
+        phases: vec!["all".into()],
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -87,6 +105,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--redis-url" => args.redis_url = Some(value()?).filter(|u| !u.is_empty()),
             "--concurrency" => args.concurrency = number(value()?)?.max(1),
             "--out" => args.out = Some(PathBuf::from(value()?)),
+            "--stores" => args.stores = value()?.split(',').map(str::to_owned).collect(),
+            "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
             "--durability" => {
                 args.durability = match value()?.as_str() {
                     "exit" => Durability::Exit,
@@ -518,45 +538,57 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
     let (expected, secs) = reference_pass(&fx, &w2, &args)?;
     r.reference = Some((Tally::of(&expected), secs));
 
-    let mut stores = vec![W2Store::Memory, W2Store::Sqlite];
-    if args.postgres_url.is_some() {
-        stores.push(W2Store::Postgres);
+    let stores: Vec<W2Store> = [
+        (W2Store::Memory, "memory", true),
+        (W2Store::Sqlite, "sqlite", true),
+        (W2Store::Postgres, "postgres", args.postgres_url.is_some()),
+        (W2Store::Redis, "redis", args.redis_url.is_some()),
+    ]
+    .into_iter()
+    .filter(|&(_, name, available)| available && args.store(name))
+    .map(|(store, _, _)| store)
+    .collect();
+    let bare = args.store("memory");
+    if args.phase("latency") {
+        println!("\n[2/3] per-ticket latency, one thread ({} tickets after {WARMUP} warm-up)", args.timed);
+        for &store in &stores {
+            let l = latency_phase(&fx, &w2, &expected, store, &args, false)?;
+            println!(
+                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us",
+                store.name(),
+                l.lat.p50_us,
+                l.lat.p99_us,
+                l.lat.mean_us,
+                l.lat.max_us
+            );
+            r.latency.push((store, l));
+        }
+        if bare {
+            let l = latency_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
+            println!(
+                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  (informational)",
+                "in-memory, bare", l.lat.p50_us, l.lat.p99_us
+            );
+            r.bare_latency = Some(l);
+        }
     }
-    if args.redis_url.is_some() {
-        stores.push(W2Store::Redis);
-    }
-    println!("\n[2/3] per-ticket latency, one thread ({} tickets after {WARMUP} warm-up)", args.timed);
-    for &store in &stores {
-        let l = latency_phase(&fx, &w2, &expected, store, &args, false)?;
-        println!(
-            "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us",
-            store.name(),
-            l.lat.p50_us,
-            l.lat.p99_us,
-            l.lat.mean_us,
-            l.lat.max_us
-        );
-        r.latency.push((store, l));
-    }
-    let l = latency_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
-    println!(
-        "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  (informational)",
-        "in-memory, bare", l.lat.p50_us, l.lat.p99_us
-    );
-    r.bare_latency = Some(l);
 
-    println!(
-        "\n[3/3] throughput in process, {} tickets in flight ({} tickets, 2 workers)",
-        args.concurrency, args.timed
-    );
-    for &store in &stores {
-        let t = throughput_phase(&fx, &w2, &expected, store, &args, false)?;
-        println!("    {:<20} {:>8.0} tickets/s ({:.2} s)", store.name(), t.per_s, t.secs);
-        r.throughput.push((store, t));
+    if args.phase("throughput") {
+        println!(
+            "\n[3/3] throughput in process, {} tickets in flight ({} tickets, 2 workers)",
+            args.concurrency, args.timed
+        );
+        for &store in &stores {
+            let t = throughput_phase(&fx, &w2, &expected, store, &args, false)?;
+            println!("    {:<20} {:>8.0} tickets/s ({:.2} s)", store.name(), t.per_s, t.secs);
+            r.throughput.push((store, t));
+        }
+        if bare {
+            let t = throughput_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
+            println!("    {:<20} {:>8.0} tickets/s ({:.2} s; informational)", "in-memory, bare", t.per_s, t.secs);
+            r.bare_throughput = Some(t);
+        }
     }
-    let t = throughput_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
-    println!("    {:<20} {:>8.0} tickets/s ({:.2} s; informational)", "in-memory, bare", t.per_s, t.secs);
-    r.bare_throughput = Some(t);
     r.total_secs = started.elapsed().as_secs_f64();
 
     let report = markdown(&args, &r);

@@ -6,30 +6,87 @@
 //! The specialist rule scores W2's `kb_search` (term-substring count over all 50 W2 articles)
 //! itself, from the ticket text in the prompt: the product's knowledge base ranks with tantivy
 //! BM25 within the category, which is a different ranking, so W2's decision (top score >= 2)
-//! cannot be read off the articles the node lists.
+//! cannot be read off the articles the node lists. Which articles contain a term is computed
+//! once per distinct term and kept, so the stand-in's own cost stays small next to the workflow
+//! it stands in for (the result is exactly `kb_search`'s, checked by a test over all tickets).
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
+use frontdesk_llm::{scripted::count_words, ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
+use serde::Serialize;
 use serde_json::json;
 
-use crate::w2_workload::{classify, kb_search, translate, W2Article, URGENCIES};
+use crate::w2_workload::{classify, kb_terms, translate, W2Article, URGENCIES};
 
 /// What the rules need to know of W2's articles (ids, titles, lower-cased text).
 pub struct W2Rules {
     ids: Vec<String>,
     titles: Vec<String>,
     haystacks: Vec<String>,
+    /// Per `kb_search` term, the articles whose text contains it (bit `i` = article `i`).
+    term_articles: RwLock<HashMap<String, u64>>,
+}
+
+#[derive(Serialize)]
+struct SupervisorReply<'a> {
+    reasoning: String,
+    urgency: &'a str,
+    ticket_type: &'a str,
+    requires_escalation: bool,
+}
+
+#[derive(Serialize)]
+struct SpecialistReply<'a> {
+    reasoning: String,
+    recommended_action: &'a str,
+    suggested_response: String,
+    relevant_articles: Vec<&'a str>,
+    extracted_info: ExtractedInfo<'a>,
+}
+
+#[derive(Serialize)]
+struct ExtractedInfo<'a> {
+    product_area: &'a str,
+    issue_type: &'a str,
+    sentiment: &'a str,
+}
+
+fn to_json(reply: &impl Serialize) -> String {
+    serde_json::to_string(reply).expect("a reply of strings and booleans always serializes")
 }
 
 impl W2Rules {
     pub fn new(articles: &[W2Article]) -> Self {
+        assert!(articles.len() <= 64, "W2 has 50 articles; the term masks hold 64");
         Self {
             ids: articles.iter().map(|a| a.article_id.clone()).collect(),
             titles: articles.iter().map(|a| a.title.clone()).collect(),
             haystacks: articles.iter().map(|a| format!("{} {}", a.title, a.body).to_lowercase()).collect(),
+            term_articles: RwLock::default(),
         }
+    }
+
+    fn articles_containing(&self, term: &str) -> u64 {
+        if let Some(&mask) = self.term_articles.read().unwrap_or_else(|e| e.into_inner()).get(term) {
+            return mask;
+        }
+        let mask = self.haystacks.iter().enumerate().filter(|(_, h)| h.contains(term)).fold(0, |m, (i, _)| m | 1 << i);
+        self.term_articles.write().unwrap_or_else(|e| e.into_inner()).insert(term.to_owned(), mask);
+        mask
+    }
+
+    /// W2's top `kb_search` hit for `query`: (article index, score), ties to the lower index.
+    fn top_article(&self, query: &str) -> Option<(usize, usize)> {
+        let masks: Vec<u64> = kb_terms(query).iter().map(|t| self.articles_containing(t)).collect();
+        // `max_by_key` keeps the last maximum; scanning from the end leaves the first one.
+        (0..self.haystacks.len())
+            .rev()
+            .map(|i| (i, masks.iter().filter(|m| *m & (1 << i) != 0).count()))
+            .max_by_key(|&(_, score)| score)
     }
 
     /// The SCRIPTED model's answer to one triage request.
@@ -54,20 +111,18 @@ impl W2Rules {
                 let ticket = Ticket::parse(user)?;
                 let (ticket_type, level) = classify(&ticket.text(), ticket.plan == "enterprise");
                 let escalate = level == 3 || ticket.status == "suspended";
-                json!({
-                    "reasoning": format!("W2 rules: {ticket_type}, urgency level {level}, account {}", ticket.status),
-                    "urgency": URGENCIES[level],
-                    "ticket_type": ticket_type,
-                    "requires_escalation": escalate,
+                to_json(&SupervisorReply {
+                    reasoning: format!("W2 rules: {ticket_type}, urgency level {level}, account {}", ticket.status),
+                    urgency: URGENCIES[level],
+                    ticket_type,
+                    requires_escalation: escalate,
                 })
-                .to_string()
             }
             _ if purpose.starts_with("specialist.") => {
                 let category = &purpose["specialist.".len()..];
                 let ticket = Ticket::parse(user)?;
                 let urgency = user.lines().find_map(|l| l.strip_prefix("Urgency: ")).unwrap_or("unknown");
-                let hits = kb_search(&self.haystacks, &ticket.text());
-                let (top, score) = hits.first().copied().ok_or_else(|| invalid(purpose, "no articles"))?;
+                let (top, score) = self.top_article(&ticket.text()).ok_or_else(|| invalid(purpose, "no articles"))?;
                 let (id, title) = (&self.ids[top], &self.titles[top]);
                 let auto = score >= 2 && matches!(urgency, "low" | "medium") && ticket.status == "active";
                 let (action, text) = if auto {
@@ -81,14 +136,16 @@ impl W2Rules {
                 // Cite W2's top article only if the node listed it (the node drops unknown ids).
                 let listed = user.lines().any(|l| l.strip_prefix("- ").is_some_and(|r| r.starts_with(id.as_str())));
                 let relevant: Vec<&str> = if listed { vec![id.as_str()] } else { Vec::new() };
-                json!({
-                    "reasoning": format!("W2 rules: top {id} score {score}, urgency {urgency}, account {}", ticket.status),
-                    "recommended_action": action,
-                    "suggested_response": text,
-                    "relevant_articles": relevant,
-                    "extracted_info": {"product_area": category, "issue_type": action, "sentiment": urgency},
+                to_json(&SpecialistReply {
+                    reasoning: format!(
+                        "W2 rules: top {id} score {score}, urgency {urgency}, account {}",
+                        ticket.status
+                    ),
+                    recommended_action: action,
+                    suggested_response: text,
+                    relevant_articles: relevant,
+                    extracted_info: ExtractedInfo { product_area: category, issue_type: action, sentiment: urgency },
                 })
-                .to_string()
             }
             other => return Err(LlmError::ScriptExhausted { purpose: other.to_owned() }),
         };
@@ -143,10 +200,6 @@ pub fn scripted_w2_model(rules: Arc<W2Rules>) -> Arc<ScriptedModel> {
 /// The same rules as a bare [`ChatModel`] that keeps nothing (informational rows).
 pub struct BareW2Model(pub Arc<W2Rules>);
 
-fn words(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
-}
-
 #[async_trait]
 impl ChatModel for BareW2Model {
     fn model_name(&self) -> &str {
@@ -156,9 +209,31 @@ impl ChatModel for BareW2Model {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let content = self.0.reply(request)?;
         let usage = TokenUsage {
-            prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
-            completion_tokens: words(&content),
+            prompt_tokens: request.messages.iter().map(|m| count_words(&m.content)).sum(),
+            completion_tokens: count_words(&content),
         };
         Ok(ChatResponse { content, tool_calls: Vec::new(), usage, model: self.model_name().to_owned() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::w2_workload::{self, kb_search};
+
+    #[test]
+    fn top_article_is_kb_searchs_first_hit_for_every_ticket() {
+        let (w2, _) = w2_workload::verified(10_000).unwrap();
+        let rules = W2Rules::new(&w2.articles);
+        for t in &w2.tickets {
+            let text = format!("{} {}", t.subject, translate(&t.body).1);
+            assert_eq!(
+                rules.top_article(&text),
+                kb_search(&rules.haystacks, &text).first().copied(),
+                "{}",
+                t.ticket_id
+            );
+        }
+        assert_eq!(rules.top_article("to be or not"), kb_search(&rules.haystacks, "to be or not").first().copied());
     }
 }

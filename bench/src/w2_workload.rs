@@ -343,6 +343,8 @@ pub fn kb_terms(query: &str) -> Vec<String> {
 
 /// W2's `kb_search` over all articles: `(article index, score)` sorted by `(-score, article_id)`,
 /// top 3. `haystacks[i]` is `lower(title + " " + body)` of article `i` (articles in id order).
+/// The reference the scripted model's cached scoring is tested against.
+#[cfg(test)]
 pub fn kb_search(haystacks: &[String], query: &str) -> Vec<(usize, usize)> {
     let terms = kb_terms(query);
     let mut scored: Vec<(usize, usize)> = haystacks

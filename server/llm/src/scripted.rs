@@ -349,7 +349,7 @@ impl ScriptedModel {
 /// Whitespace-separated words: the scripted model's stand-in for a token count. Counted on
 /// bytes (ASCII whitespace only) because it runs over every prompt, and the benchmarks that use
 /// this model measure everything but the model.
-fn count_words(text: &str) -> u64 {
+pub fn count_words(text: &str) -> u64 {
     let mut words = 0;
     let mut in_word = false;
     for &byte in text.as_bytes() {

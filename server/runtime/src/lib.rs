@@ -29,6 +29,6 @@ pub use graph::{
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
-    RunnerConfig,
+    RunnerConfig, ThreadMode,
 };
 pub use state::{reducer, Log, Reducer, State};

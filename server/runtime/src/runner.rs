@@ -59,6 +59,20 @@ pub enum RunInput<U> {
     Resume(serde_json::Value),
 }
 
+/// Whether a run's thread must already exist.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ThreadMode {
+    /// A thread without checkpoints is [`RunError::NotFound`].
+    #[default]
+    Existing,
+    /// The run creates the thread when it has no checkpoints.
+    CreateIfMissing,
+    /// The run creates the thread, which must not exist: the thread is not read first, and the
+    /// accepting commit fails with [`RunError::AlreadyExists`] (writing nothing) when it does.
+    /// Atomic, unlike checking first and then starting a run.
+    New,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum BusyPolicy {
     /// Fail with [`RunError::ThreadBusy`] when a run holds the thread.
@@ -76,9 +90,7 @@ pub struct RunRequest<U> {
     pub busy: BusyPolicy,
     /// Overrides [`RunnerConfig::run_timeout`].
     pub timeout: Option<Duration>,
-    /// When false, a thread without checkpoints is [`RunError::NotFound`]; when true the run
-    /// creates it.
-    pub create: bool,
+    pub mode: ThreadMode,
 }
 
 impl<U> RunRequest<U> {
@@ -89,7 +101,7 @@ impl<U> RunRequest<U> {
             idempotency_key: None,
             busy: BusyPolicy::Reject,
             timeout: None,
-            create: false,
+            mode: ThreadMode::Existing,
         }
     }
 }
@@ -334,6 +346,9 @@ struct Execution<S: State> {
     rollback: Rollback<S>,
     /// When this run last wrote a checkpoint (the heartbeat of [`Durability::Exit`]).
     last_commit: StdInstant,
+    /// The graph's output (value and JSON text) once the run has completed or paused: the
+    /// state no longer changes, and the checkpoint, the outcome and the final event all carry it.
+    output: Option<(serde_json::Value, String)>,
 }
 
 struct Rollback<S> {
@@ -471,7 +486,10 @@ impl<S: State> Runner<S> {
             }
         }
 
-        let mut latest = self.checkpointer.latest(&request.thread_id).await?;
+        let mut latest = match request.mode {
+            ThreadMode::New => None,
+            ThreadMode::Existing | ThreadMode::CreateIfMissing => self.checkpointer.latest(&request.thread_id).await?,
+        };
 
         // A checkpoint still marked running belongs to another process's run: a live one
         // (the thread is busy) or, once old enough, one a crash abandoned. Retrying that run's
@@ -499,7 +517,9 @@ impl<S: State> Runner<S> {
         }
 
         let (state, version, next, resume, rollback) = match (latest, request.input) {
-            (None, _) if !request.create => return Err(RunError::NotFound { thread_id: request.thread_id }),
+            (None, _) if request.mode == ThreadMode::Existing => {
+                return Err(RunError::NotFound { thread_id: request.thread_id })
+            }
             (None, RunInput::Resume(_)) => return Err(RunError::NothingToResume { thread_id: request.thread_id }),
             (None, RunInput::Update(update)) => {
                 let mut state = S::default();
@@ -549,9 +569,16 @@ impl<S: State> Runner<S> {
             step: 0,
             rollback,
             last_commit: StdInstant::now(),
+            output: None,
         };
         // The accepting commit: from here on the input is durable and the run will complete.
-        exec.commit(RunStatus::Running, None).await?;
+        match exec.commit(RunStatus::Running, None).await {
+            Ok(()) => {}
+            Err(RunError::Checkpoint(CheckpointError::Conflict { .. })) if request.mode == ThreadMode::New => {
+                return Err(RunError::AlreadyExists { thread_id: request.thread_id });
+            }
+            Err(error) => return Err(error),
+        }
         exec.sink
             .emit(
                 None,
@@ -622,6 +649,7 @@ impl<S: State> Runner<S> {
             resume: None,
             step: cp.run.step,
             last_commit: StdInstant::now(),
+            output: None,
         })
     }
 
@@ -654,7 +682,7 @@ impl<S: State> Execution<S> {
         let state = serde_json::to_vec(&self.state)
             .map_err(|source| RunError::StateCodec { thread_id: self.thread_id.to_string(), source })?;
         let output = match status {
-            RunStatus::Completed | RunStatus::Interrupted => Some(self.graph.output(&self.state).to_string()),
+            RunStatus::Completed | RunStatus::Interrupted => Some(self.output().1.clone()),
             RunStatus::Running | RunStatus::Failed => None,
         };
         let checkpoint = Checkpoint {
@@ -790,6 +818,7 @@ impl<S: State> Execution<S> {
             }
         }
         let outcome = self.outcome(RunStatus::Completed, None);
+        let output_json = self.output().1.clone();
         self.sink
             .emit(
                 None,
@@ -797,19 +826,29 @@ impl<S: State> Execution<S> {
                     steps: self.step,
                     duration: self.started.elapsed(),
                     usage: self.sink.usage(),
-                    output_json: outcome.output.to_string(),
+                    output_json,
                 },
             )
             .await;
         Ok(outcome)
     }
 
-    fn outcome(&self, status: RunStatus, interrupt: Option<PendingInterrupt>) -> RunOutcome<S> {
+    /// The graph's output for the final state, computed once.
+    fn output(&mut self) -> &(serde_json::Value, String) {
+        let (graph, state) = (&self.graph, &self.state);
+        self.output.get_or_insert_with(|| {
+            let value = graph.output(state);
+            let json = value.to_string();
+            (value, json)
+        })
+    }
+
+    fn outcome(&mut self, status: RunStatus, interrupt: Option<PendingInterrupt>) -> RunOutcome<S> {
         RunOutcome {
             run_id: self.run_id.to_string(),
             version: self.version,
             status,
-            output: self.graph.output(&self.state),
+            output: self.output().0.clone(),
             state: Some(self.state.clone()),
             interrupt,
             replayed: false,
@@ -822,6 +861,7 @@ impl<S: State> Execution<S> {
     async fn fail(&mut self, error: &RunError) {
         warn!(thread_id = %self.thread_id, run_id = %self.run_id, %error, "run failed");
         let lost_race = matches!(error, RunError::Checkpoint(CheckpointError::Conflict { .. }));
+        self.output = None;
         if !lost_race {
             self.state = self.rollback.state.clone();
             self.next = self.rollback.next.clone();

@@ -7,6 +7,7 @@ use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
     BusyPolicy, Checkpoint, Checkpointer, Durability, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node,
     NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
+    ThreadMode,
 };
 
 frontdesk_runtime::state! {
@@ -110,7 +111,7 @@ fn routed_runner(store: Arc<dyn Checkpointer>) -> Runner<Doc> {
 fn input(route: &str) -> RunRequest<DocUpdate> {
     let mut request =
         RunRequest::new("t1", RunInput::Update(DocUpdate { route: Some(route.into()), ..Default::default() }));
-    request.create = true;
+    request.mode = ThreadMode::CreateIfMissing;
     request
 }
 
@@ -167,7 +168,7 @@ async fn router_choosing_an_undeclared_target_fails_and_rolls_back() {
     runner.start(input("none")).await.unwrap().wait().await.unwrap();
     let before = store.latest("t1").await.unwrap().unwrap();
     let mut request = input("bogus");
-    request.create = false;
+    request.mode = ThreadMode::Existing;
     let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
     assert!(matches!(error, RunError::UndeclaredTarget { .. }), "{error:?}");
     let after = store.latest("t1").await.unwrap().unwrap();
@@ -179,8 +180,26 @@ async fn router_choosing_an_undeclared_target_fails_and_rolls_back() {
 async fn unknown_thread_is_not_found_unless_created() {
     let runner = routed_runner(Arc::new(MemoryCheckpointer::default()));
     let mut request = input("billing");
-    request.create = false;
+    request.mode = ThreadMode::Existing;
     assert!(matches!(runner.start(request).await, Err(RunError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn a_new_thread_run_fails_on_an_existing_thread_and_writes_nothing() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    let mut first = input("billing");
+    first.mode = ThreadMode::New;
+    let outcome = runner.start(first).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let before = store.latest("t1").await.unwrap().unwrap();
+
+    let mut again = input("general");
+    again.mode = ThreadMode::New;
+    let error = runner.start(again).await.map(|_| ()).unwrap_err();
+    assert!(matches!(error, RunError::AlreadyExists { ref thread_id } if thread_id == "t1"), "{error:?}");
+    let after = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!((after.version, after.state), (before.version, before.state), "the thread is untouched");
 }
 
 #[tokio::test]
@@ -232,7 +251,7 @@ async fn node_timeout_fails_the_run() {
         .unwrap();
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
-    request.create = true;
+    request.mode = ThreadMode::CreateIfMissing;
     let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
     assert!(matches!(error, RunError::NodeTimeout { ref node, .. } if node == "slow"), "{error:?}");
 }
@@ -243,7 +262,7 @@ async fn run_deadline_fails_the_run() {
         GraphBuilder::new("slow").node("slow", Sleep(Duration::from_secs(5))).entry("slow").edge("slow", Target::End);
     let runner = Runner::new(graph.build().unwrap(), Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
-    request.create = true;
+    request.mode = ThreadMode::CreateIfMissing;
     request.timeout = Some(Duration::from_millis(50));
     let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
     assert!(matches!(error, RunError::DeadlineExceeded), "{error:?}");
@@ -288,7 +307,7 @@ async fn step_limit_stops_loops() {
         .unwrap();
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
-    request.create = true;
+    request.mode = ThreadMode::CreateIfMissing;
     let error = runner.start(request).await.unwrap().wait().await.unwrap_err();
     assert!(matches!(error, RunError::StepLimit { limit: 10 }), "{error:?}");
 }
@@ -308,7 +327,7 @@ async fn interrupt_persists_and_resume_continues_at_the_node() {
     };
     let runner = Runner::new(build(), store.clone(), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
-    request.create = true;
+    request.mode = ThreadMode::CreateIfMissing;
     let outcome = runner.start(request).await.unwrap().wait().await.unwrap();
     assert_eq!(outcome.status, RunStatus::Interrupted);
     assert_eq!(outcome.interrupt.as_ref().unwrap().reason, "awaiting_user");
@@ -443,7 +462,7 @@ async fn a_new_turn_first_finishes_an_abandoned_run() {
     crashed_thread(&store, None).await;
     let runner = abandoned_after_zero(store.clone());
     let mut turn = input("general");
-    turn.create = false;
+    turn.mode = ThreadMode::Existing;
     let outcome = runner.start(turn).await.unwrap().wait().await.unwrap();
     assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing", "classify", "general"]);
 }

@@ -220,16 +220,26 @@ impl Database {
         let failed = StoreError::query("save completed ticket");
         match self.pool() {
             DbPool::Sqlite(_) => {
-                let messages: Vec<serde_json::Value> = messages
+                #[derive(serde::Serialize)]
+                struct Row<'a> {
+                    seq: u32,
+                    role: &'a str,
+                    text: &'a str,
+                    language: &'a str,
+                    created_at_ms: i64,
+                }
+                let rows: Vec<Row> = messages
                     .iter()
-                    .map(|m| {
-                        serde_json::json!({
-                            "seq": m.seq, "role": m.role, "text": m.text, "language": m.language,
-                            "created_at_ms": to_ms(m.created_at),
-                        })
+                    .map(|m| Row {
+                        seq: m.seq,
+                        role: &m.role,
+                        text: &m.text,
+                        language: &m.language,
+                        created_at_ms: to_ms(m.created_at),
                     })
                     .collect();
-                let messages = serde_json::Value::Array(messages).to_string();
+                let messages = serde_json::to_string(&rows)
+                    .map_err(|source| StoreError::Encode { what: "ticket messages", source })?;
                 let mut conn = self.sqlite_writer().await.map_err(failed)?;
                 if let Err(e) = ticket_query!(SQLITE_SAVE).bind(messages).execute(&mut *conn).await {
                     rollback_quietly(&mut conn).await;

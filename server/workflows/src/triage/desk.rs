@@ -19,7 +19,7 @@ use std::{
 
 use frontdesk_llm::{CallOptions, ChatMessage, ChatRequest, LlmClient};
 use frontdesk_runtime::{
-    Checkpoint, Event, Log, RunError, RunInput, RunRequest, RunStatus, Runner, ThreadQuery, Usage,
+    Checkpoint, Event, Log, RunError, RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -236,9 +236,11 @@ impl TriageDesk {
     /// for replays (benchmarks, backfills). The run, the archiving of resolved and escalated
     /// tickets and idempotent retries are those of [`TriageDesk::triage`].
     ///
-    /// A `ticket_id` that is archived or has an active thread is `AlreadyExists`. The check is
-    /// not atomic with the run: two concurrent imports of one id may both pass it, and the second
-    /// then adds its message to the first's ticket, as a matched follow-up would.
+    /// A `ticket_id` that is archived or has an active thread is `AlreadyExists`. The thread is
+    /// created by the run's accepting commit, which fails when it exists, so of two concurrent
+    /// imports of one id exactly one runs. The archive is checked first and separately: an
+    /// import racing a completing import of the same id can pass that check after the first
+    /// ticket is archived and its thread deleted, and then re-archives the ticket under its id.
     pub async fn triage_as_new_ticket(
         &self,
         request: TriageRequest,
@@ -248,13 +250,8 @@ impl TriageDesk {
         if let Some(replay) = self.admit(&request).await? {
             return Ok(replay);
         }
-        let exists = || WorkflowError::AlreadyExists { what: "ticket", id: ticket_id.to_owned() };
         if self.archive.exists(ticket_id).await.map_err(archive_error)? {
-            return Err(exists());
-        }
-        let checkpointer = self.runner.checkpointer();
-        if checkpointer.thread(&thread_id(&request.customer_id, ticket_id)).await?.is_some() {
-            return Err(exists());
+            return Err(WorkflowError::AlreadyExists { what: "ticket", id: ticket_id.to_owned() });
         }
         let resolution = Resolution {
             ticket_id: ticket_id.to_owned(),
@@ -326,8 +323,14 @@ impl TriageDesk {
         let thread = thread_id(&customer_id, &resolution.ticket_id);
         let mut run = RunRequest::new(thread.clone(), RunInput::Update(update));
         run.idempotency_key = request.idempotency_key.clone();
-        run.create = !resolution.matched_existing;
-        let handle = self.runner.start(run).await.map_err(WorkflowError::Run)?;
+        // A new ticket's thread must not exist: a clashing id is refused, never merged.
+        run.mode = if resolution.matched_existing { ThreadMode::Existing } else { ThreadMode::New };
+        let handle = self.runner.start(run).await.map_err(|error| match error {
+            RunError::AlreadyExists { .. } => {
+                WorkflowError::AlreadyExists { what: "ticket", id: resolution.ticket_id.clone() }
+            }
+            other => WorkflowError::Run(other),
+        })?;
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
 
@@ -335,7 +338,11 @@ impl TriageDesk {
         let key = request.idempotency_key;
         let outcome = Box::pin(async move {
             let outcome = outcome.await.unwrap_or(Err(RunError::Lost)).map_err(WorkflowError::Run)?;
-            let output = decode_output(&thread, outcome.output)?;
+            // The typed state when the run has it; the JSON output only for a replayed run.
+            let output = match &outcome.state {
+                Some(state) => TriageOutput::of(state),
+                None => decode_output(&thread, outcome.output)?,
+            };
             let status = match output.result.as_ref().map(|r| r.recommended_action) {
                 Some(action) if action.completes_ticket() => finisher.status_of(action),
                 _ => TicketStatus::Active,

@@ -76,16 +76,21 @@ pub struct TriageOutput {
     pub result: Option<TriageResult>,
 }
 
+impl TriageOutput {
+    pub fn of(state: &TriageState) -> Self {
+        TriageOutput {
+            ticket_id: state.ticket.ticket_id.clone(),
+            customer_id: state.ticket.customer_id.clone(),
+            language: state.translation.as_ref().map_or_else(|| "en".to_owned(), |t| t.original_language.clone()),
+            requires_escalation: state.supervisor_decision.as_ref().is_some_and(|d| d.requires_escalation),
+            kb_results: state.kb_results.clone(),
+            result: state.triage_result.clone(),
+        }
+    }
+}
+
 fn output(state: &TriageState) -> serde_json::Value {
-    let output = TriageOutput {
-        ticket_id: state.ticket.ticket_id.clone(),
-        customer_id: state.ticket.customer_id.clone(),
-        language: state.translation.as_ref().map_or_else(|| "en".to_owned(), |t| t.original_language.clone()),
-        requires_escalation: state.supervisor_decision.as_ref().is_some_and(|d| d.requires_escalation),
-        kb_results: state.kb_results.clone(),
-        result: state.triage_result.clone(),
-    };
-    serde_json::to_value(output).unwrap_or(serde_json::Value::Null)
+    serde_json::to_value(TriageOutput::of(state)).unwrap_or(serde_json::Value::Null)
 }
 
 /// What the triage nodes need from outside.
