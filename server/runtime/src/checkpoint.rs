@@ -164,6 +164,14 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Erases a thread: every checkpoint and idempotency record. Returns whether it existed.
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError>;
+
+    /// [`Checkpointer::delete_thread`] for a caller that detects and repeats a lost delete: the
+    /// store may return before the erasure is durable (readers see it at once), so a crash can
+    /// bring the thread back. Saves a synchronous flush where the store has one to skip; the
+    /// default is the durable delete.
+    async fn delete_thread_unsynced(&self, thread_id: &str) -> Result<bool, CheckpointError> {
+        self.delete_thread(thread_id).await
+    }
 }
 
 /// Keeps checkpoints in process memory. For tests, benchmarks and single-process use where

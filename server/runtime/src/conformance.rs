@@ -231,6 +231,16 @@ async fn delete_erases(store: &dyn Checkpointer, ns: &str) {
     assert!(store.thread(&id).await.unwrap().is_none());
     store.put(&sample(&id, 1, RunStatus::Completed)).await.unwrap();
     assert_eq!(store.latest(&id).await.unwrap().unwrap().version, 1, "a deleted thread starts again at version 1");
+
+    // The unsynced delete erases the same things, visibly at once.
+    let mut cp = sample(&id, 2, RunStatus::Completed);
+    cp.run.idempotency_key = Some("k2".into());
+    store.put(&cp).await.unwrap();
+    assert!(store.delete_thread_unsynced(&id).await.unwrap());
+    assert!(store.latest(&id).await.unwrap().is_none(), "unsynced delete: no checkpoint");
+    assert!(store.find_idempotent(&id, "k2").await.unwrap().is_none(), "unsynced delete: no idempotency record");
+    assert!(store.thread(&id).await.unwrap().is_none());
+    assert!(!store.delete_thread_unsynced(&id).await.unwrap(), "deleting an unknown thread must report false");
 }
 
 #[cfg(test)]

@@ -430,6 +430,14 @@ impl<S: State> Runner<S> {
         Ok(self.checkpointer.delete_thread(thread_id).await?)
     }
 
+    /// [`Runner::delete_thread`] without waiting for the erasure to be durable
+    /// ([`Checkpointer::delete_thread_unsynced`]): only for callers that find a thread a crash
+    /// brought back and delete it again.
+    pub async fn delete_thread_unsynced(&self, thread_id: &str) -> Result<bool, RunError> {
+        let _guard = self.registry.lock_thread(thread_id, BusyPolicy::Reject).await?;
+        Ok(self.checkpointer.delete_thread_unsynced(thread_id).await?)
+    }
+
     fn rest_checkpoint(&self, thread_id: &str, version: u64, state: &S, why: &str) -> Result<Checkpoint, RunError> {
         let bytes = serde_json::to_vec(state)
             .map_err(|source| RunError::StateCodec { thread_id: thread_id.to_owned(), source })?;

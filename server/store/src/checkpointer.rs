@@ -52,6 +52,10 @@ const LIST: &str = "SELECT thread_id, workflow, version, created_at_ms, updated_
 const UNFINISHED: &str = "SELECT thread_id FROM threads WHERE status = 'running' ORDER BY thread_id";
 const VERSION: &str = "SELECT version FROM threads WHERE thread_id = $1";
 const PG_DELETE: &str = "SELECT frontdesk_delete_thread($1)";
+/// The same erasure committed without waiting for the WAL flush: `set_config(..., true)` sets
+/// `synchronous_commit` for this statement's own transaction only.
+const PG_DELETE_UNSYNCED: &str =
+    "SELECT deleted FROM set_config('synchronous_commit', 'off', true), frontdesk_delete_thread($1) AS deleted";
 
 // The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
 // $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
@@ -334,9 +338,10 @@ async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, Checkpoin
     }
 }
 
-async fn delete_postgres(pool: &PgPool, thread_id: &str) -> Result<bool, CheckpointError> {
+async fn delete_postgres(pool: &PgPool, thread_id: &str, synced: bool) -> Result<bool, CheckpointError> {
     // One round trip; the function (migration 0003) locks the thread row before deleting.
-    sqlx::query_scalar(PG_DELETE).bind(thread_id).fetch_one(pool).await.map_err(db_error(thread_id))
+    let sql = if synced { PG_DELETE } else { PG_DELETE_UNSYNCED };
+    sqlx::query_scalar(sql).bind(thread_id).fetch_one(pool).await.map_err(db_error(thread_id))
 }
 
 async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointError> {
@@ -453,7 +458,17 @@ impl Checkpointer for SqlCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         match self.db.pool() {
             DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
-            DbPool::Postgres(pool) => delete_postgres(pool, thread_id).await,
+            DbPool::Postgres(pool) => delete_postgres(pool, thread_id, true).await,
+        }
+    }
+
+    /// PostgreSQL skips the WAL flush at commit (`synchronous_commit = off` for the delete's
+    /// transaction only). SQLite is unchanged: in WAL mode with `synchronous = NORMAL` no
+    /// commit waits for a flush.
+    async fn delete_thread_unsynced(&self, thread_id: &str) -> Result<bool, CheckpointError> {
+        match self.db.pool() {
+            DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
+            DbPool::Postgres(pool) => delete_postgres(pool, thread_id, false).await,
         }
     }
 }

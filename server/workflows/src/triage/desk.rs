@@ -8,7 +8,9 @@
 //! idempotent save), then its checkpoint deleted. Whenever a customer's active tickets are read,
 //! a ticket that is already archived has its checkpoint deleted, and one whose last run
 //! completed with a completing action is archived first. A crash at any point therefore never
-//! loses a ticket, and no reader ever sees one both archived and active.
+//! loses a ticket, and no reader ever sees one both archived and active. For the same reason the
+//! delete need not be durable before the call returns (`Runner::delete_thread_unsynced`): a
+//! thread a crash brings back is an archived ticket's, and is deleted again on the next read.
 
 use std::{
     future::Future,
@@ -603,7 +605,9 @@ impl Finisher {
             completed_at,
         };
         self.archive.save(&ticket).await.map_err(archive_error)?;
-        match self.runner.delete_thread(thread).await {
+        // Unsynced: a delete lost in a crash leaves an archived ticket's thread, which every
+        // read of active tickets and the start-up sweep delete again (`repair`).
+        match self.runner.delete_thread_unsynced(thread).await {
             Ok(_) => {
                 info!(thread_id = thread, status = status.as_str(), "ticket archived");
                 Ok(())
@@ -624,7 +628,7 @@ impl Finisher {
             return Ok(None);
         }
         if self.archive.exists(&state.ticket.ticket_id).await.map_err(archive_error)? {
-            match self.runner.delete_thread(thread).await {
+            match self.runner.delete_thread_unsynced(thread).await {
                 Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(None),
                 Err(other) => return Err(WorkflowError::Run(other)),
             }
