@@ -133,6 +133,22 @@ async fn values_the_user_never_wrote_are_not_recorded() {
 }
 
 #[tokio::test]
+async fn a_field_the_user_never_mentions_is_not_marked_unknown() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    // A model that copies the worked example's unknown field next to one the user named.
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        (
+            "elicitation.extract",
+            extraction(&[("affected_system", Some("billing-db"))], &["requested_by", "urgency"], "Which environment?"),
+        ),
+    ]);
+    let (_, state) = s.say(&id, "I want to change billing-db; not sure how urgent it is").await;
+    assert_eq!(state.fields_marked_unknown, vec!["urgency"]);
+}
+
+#[tokio::test]
 async fn elicitation_schema_and_examples_come_from_the_configured_fields() {
     let s = TestServer::start().await;
     let id = s.start_intake().await;

@@ -286,6 +286,14 @@ impl Node<IntakeState> for ElicitationAgent {
         let mut unknown = state.fields_marked_unknown.clone();
         let user_words: Vec<String> =
             state.messages.items.iter().filter(|m| m.role == Role::User).flat_map(|m| words(&m.text)).collect();
+        // Where a field the user does not know is named: their newest message, or the question
+        // it answers (the elicitation agent's last message; a welcome or chat reply asks none).
+        let newest: Vec<String> =
+            state.messages.items.iter().rev().find(|m| m.role == Role::User).map_or_else(Vec::new, |m| words(&m.text));
+        let asked: Vec<String> = match state.messages.items.iter().rev().find(|m| m.role == Role::Assistant) {
+            Some(m) if m.node.as_deref() == Some("elicitation_agent") => words(&m.text),
+            _ => Vec::new(),
+        };
         let mut stated_now: Vec<String> = Vec::new();
         for StatedField { field, value } in extraction.stated {
             let value = value.trim();
@@ -313,8 +321,15 @@ impl Node<IntakeState> for ElicitationAgent {
             if stated_now.contains(&field) {
                 continue;
             }
-            if config.field(&field).is_none() {
+            let Some(configured) = config.field(&field) else {
                 warn!(thread_id = ctx.thread_id(), field, "model marked unknown a field that is not configured");
+                continue;
+            };
+            if !refers_to(&configured.name, &configured.label, &newest, &asked) {
+                warn!(
+                    thread_id = ctx.thread_id(),
+                    field, "model marked unknown a field neither the user nor the last question mentions; ignored"
+                );
                 continue;
             }
             collected.remove(&field);
@@ -376,6 +391,23 @@ fn grounded(value: &str, user_words: &[String]) -> bool {
         })
         .count();
     backed * 2 >= value_words.len()
+}
+
+/// Whether the user's newest words or the question they answer (`asked`) name a field: any word
+/// of three or more characters of its name or label, also abbreviated or inflected (a shared
+/// start of five letters: "urgent" names "urgency"). A user says they do not know something in
+/// answer to a question about it or by naming it; a field marked unknown without either is one
+/// a model copied from the worked examples.
+fn refers_to(name: &str, label: &str, user_words: &[String], asked: &[String]) -> bool {
+    let shared_start = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let said = |w: &String| {
+        user_words.iter().chain(asked).any(|u| {
+            u == w
+                || (u.len() >= 3 && (w.starts_with(u.as_str()) || u.starts_with(w.as_str())))
+                || shared_start(u, w) >= 5
+        })
+    };
+    words(name).iter().chain(&words(label)).filter(|w| w.chars().count() >= 3).any(said)
 }
 
 fn non_empty(text: String, fallback: &str) -> String {
@@ -606,7 +638,7 @@ impl ReviewAgent {
 
 #[cfg(test)]
 mod tests {
-    use super::{grounded, words};
+    use super::{grounded, refers_to, words};
 
     #[test]
     fn a_value_must_come_from_the_users_words() {
@@ -618,5 +650,17 @@ mod tests {
         assert!(!grounded("payroll-api", &user));
         assert!(grounded("in", &user), "a short value is one of the words");
         assert!(!grounded("5", &user));
+    }
+
+    #[test]
+    fn an_unknown_field_must_be_named_or_asked_about() {
+        let asked = words("Thanks, noted. What is the rollback plan?");
+        assert!(refers_to("rollback_plan", "Rollback plan", &words("no idea"), &asked), "answers the question");
+        assert!(refers_to("desired_date", "Desired date", &words("not sure about the date yet"), &[]), "named");
+        assert!(refers_to("urgency", "Urgency", &words("urgent? I don't know"), &[]), "inflection");
+        assert!(
+            !refers_to("requested_by", "Requested by", &words("the environment is production"), &asked),
+            "copied from an example"
+        );
     }
 }
