@@ -288,8 +288,7 @@ impl Node<IntakeState> for ElicitationAgent {
             state.messages.items.iter().filter(|m| m.role == Role::User).flat_map(|m| words(&m.text)).collect();
         // Where a field the user does not know is named: their newest message, or the question
         // it answers (the elicitation agent's last message; a welcome or chat reply asks none).
-        let newest: Vec<String> =
-            state.messages.items.iter().rev().find(|m| m.role == Role::User).map_or_else(Vec::new, |m| words(&m.text));
+        let newest = words(last_user_text(state));
         let asked: Vec<String> = match state.messages.items.iter().rev().find(|m| m.role == Role::Assistant) {
             Some(m) if m.node.as_deref() == Some("elicitation_agent") => words(&m.text),
             _ => Vec::new(),
@@ -382,15 +381,14 @@ fn grounded(value: &str, user_words: &[String]) -> bool {
         let value = value.to_lowercase();
         return user_words.contains(&value);
     }
-    let backed = value_words
-        .iter()
-        .filter(|v| {
-            user_words
-                .iter()
-                .any(|u| u == *v || (u.len() >= 3 && (v.starts_with(u.as_str()) || u.starts_with(v.as_str()))))
-        })
-        .count();
+    let backed = value_words.iter().filter(|v| user_words.iter().any(|u| same_word(u, v))).count();
     backed * 2 >= value_words.len()
+}
+
+/// `user` is `word`, or an abbreviation or inflection of it that one starts the other with
+/// ("prod" and "production").
+fn same_word(user: &str, word: &str) -> bool {
+    user == word || (user.len() >= 3 && (word.starts_with(user) || user.starts_with(word)))
 }
 
 /// Whether the user's newest words or the question they answer (`asked`) name a field: any word
@@ -400,13 +398,7 @@ fn grounded(value: &str, user_words: &[String]) -> bool {
 /// a model copied from the worked examples.
 fn refers_to(name: &str, label: &str, user_words: &[String], asked: &[String]) -> bool {
     let shared_start = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    let said = |w: &String| {
-        user_words.iter().chain(asked).any(|u| {
-            u == w
-                || (u.len() >= 3 && (w.starts_with(u.as_str()) || u.starts_with(w.as_str())))
-                || shared_start(u, w) >= 5
-        })
-    };
+    let said = |w: &String| user_words.iter().chain(asked).any(|u| same_word(u, w) || shared_start(u, w) >= 5);
     words(name).iter().chain(&words(label)).filter(|w| w.chars().count() >= 3).any(said)
 }
 
