@@ -7,7 +7,9 @@
 //! Replies are consumed in order. A reply can be pinned to a purpose, delayed (the delay is a tokio
 //! sleep, so cancelling the call drops it) or turned into a failure. When the queue is empty a
 //! [`ScriptedModel::from_fn`] responder answers; without one the call fails with
-//! [`LlmError::ScriptExhausted`].
+//! [`LlmError::ScriptExhausted`]. Every request is kept for tests to assert on
+//! ([`ScriptedModel::requests`]) unless the model is made
+//! [`without_request_log`](ScriptedModel::without_request_log), as a served one is.
 //!
 //! # Script file format
 //!
@@ -169,6 +171,8 @@ pub struct ScriptedModel {
     replies: Mutex<VecDeque<ScriptedReply>>,
     responder: Option<Arc<Responder>>,
     requests: Mutex<Vec<ChatRequest>>,
+    /// Whether `requests` keeps a copy of every request (see [`ScriptedModel::without_request_log`]).
+    log_requests: bool,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -194,7 +198,17 @@ impl ScriptedModel {
             replies: Mutex::new(VecDeque::new()),
             responder: None,
             requests: Mutex::new(Vec::new()),
+            log_requests: true,
         }
+    }
+
+    /// Keeps no copy of the requests ([`requests`](Self::requests) stays empty). The log is for
+    /// tests that assert on what was asked; a long-running model (a server's script file, a
+    /// benchmark replaying thousands of runs) would otherwise grow by every prompt it answers
+    /// and pay for copying it.
+    pub fn without_request_log(mut self) -> Self {
+        self.log_requests = false;
+        self
     }
 
     /// A model that answers every request (once queued replies run out) with `responder(request)`,
@@ -294,7 +308,8 @@ impl ScriptedModel {
         self
     }
 
-    /// Every request received so far, in order (including ones that failed).
+    /// Every request received so far, in order (including ones that failed); empty for a model
+    /// made [`without_request_log`](Self::without_request_log).
     pub fn requests(&self) -> Vec<ChatRequest> {
         lock(&self.requests).clone()
     }
@@ -306,7 +321,9 @@ impl ScriptedModel {
 
     /// Takes the next reply (or asks the responder) for `request`.
     fn next_reply(&self, request: &ChatRequest) -> Result<ScriptedReply, LlmError> {
-        lock(&self.requests).push(request.clone());
+        if self.log_requests {
+            lock(&self.requests).push(request.clone());
+        }
         let mut queue = lock(&self.replies);
         if let Some(front) = queue.front() {
             if let Some(expected) = &front.purpose {
@@ -349,7 +366,7 @@ impl ScriptedModel {
 /// Whitespace-separated words: the scripted model's stand-in for a token count. Counted on
 /// bytes (ASCII whitespace only) because it runs over every prompt, and the benchmarks that use
 /// this model measure everything but the model.
-pub fn count_words(text: &str) -> u64 {
+fn count_words(text: &str) -> u64 {
     let mut words = 0;
     let mut in_word = false;
     for &byte in text.as_bytes() {
@@ -480,6 +497,16 @@ mod tests {
         assert_eq!(model.chat(&req("a", "")).await.unwrap().content, "queued first");
         assert_eq!(model.chat(&req("b", "")).await.unwrap().content, "echo b");
         assert_eq!(model.chat(&req("c", "")).await.unwrap().content, "echo c");
+    }
+
+    #[tokio::test]
+    async fn a_model_without_request_log_answers_and_keeps_nothing() {
+        let model = ScriptedModel::from_fn("rules", |r: &ChatRequest| Ok(format!("echo {}", r.purpose)))
+            .with_reply(ScriptedReply::text("queued first"))
+            .without_request_log();
+        assert_eq!(model.chat(&req("a", "")).await.unwrap().content, "queued first");
+        assert_eq!(model.chat(&req("b", "")).await.unwrap().content, "echo b");
+        assert!(model.requests().is_empty());
     }
 
     #[tokio::test]

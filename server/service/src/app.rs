@@ -310,7 +310,8 @@ pub fn model_from_config(config: &Config) -> Result<Arc<dyn ChatModel>, StartErr
         ModelProvider::Scripted => {
             let path = model.script_file.as_ref().ok_or(StartError::NoScript)?;
             warn!(script = %path.display(), "using the SCRIPTED test model: replies are canned, not generated");
-            Ok(Arc::new(ScriptedModel::from_json_file(path).map_err(StartError::Model)?))
+            // Nobody reads a served model's request log; kept, it would grow with every call.
+            Ok(Arc::new(ScriptedModel::from_json_file(path).map_err(StartError::Model)?.without_request_log()))
         }
     }
 }
