@@ -371,6 +371,68 @@ async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     assert_eq!(t.get("CUST-001", &ticket_id).await.unwrap().ticket.unwrap().status(), TicketStatus::Resolved);
 }
 
+/// A completed ticket is archived as its run completes and its thread erased without waiting
+/// for the erase to be durable. What a crash before it is leaves: the run's accepting checkpoint
+/// of an archived ticket. Start-up recovery must delete it, not triage the ticket again.
+#[tokio::test]
+async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() {
+    use frontdesk_runtime::{Checkpoint, Log, RunMarker, RunStatus, State};
+    use frontdesk_workflows::triage::{Author, TicketInfo, TicketMessage, TriageState, TriageUpdate};
+
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "Refunded.", &[])),
+    ]);
+    let out = t.triage("CUST-001", "refund my invoice", "").await.unwrap();
+    let ticket_id = out.result.ticket_id.clone();
+    let thread = format!("CUST-001:{ticket_id}");
+    let runner = t.s.server().registry().triage().unwrap().runner().clone();
+    assert!(runner.state(&thread).await.unwrap().is_none(), "archived, so erased");
+
+    let mut state = TriageState::default();
+    state.apply(TriageUpdate {
+        ticket: Some(TicketInfo {
+            ticket_id: ticket_id.clone(),
+            customer_id: "CUST-001".into(),
+            subject: "Help".into(),
+            created_at_ms: 1,
+        }),
+        messages: Some(Log::append(vec![TicketMessage {
+            author: Author::Customer,
+            text: "refund my invoice".into(),
+            at_ms: 1,
+        }])),
+        ..Default::default()
+    });
+    let accepting = Checkpoint {
+        thread_id: thread.clone(),
+        workflow: "triage".into(),
+        version: 1,
+        state: serde_json::to_vec(&state).unwrap(),
+        next: Some("translator".into()),
+        interrupt: None,
+        run: RunMarker {
+            run_id: "crashed".into(),
+            idempotency_key: None,
+            status: RunStatus::Running,
+            step: 0,
+            output: None,
+        },
+        created_at: std::time::SystemTime::now(),
+    };
+    runner.checkpointer().put(&accepting).await.unwrap();
+    let calls = t.s.model.requests().len();
+
+    t.s.server().registry().recover().await.unwrap();
+    assert!(runner.state(&thread).await.unwrap().is_none(), "the leftover checkpoint is deleted");
+    assert_eq!(t.s.model.requests().len(), calls, "the archived ticket is not triaged again");
+    let ticket = t.get("CUST-001", &ticket_id).await.unwrap();
+    assert_eq!(ticket.ticket.unwrap().status(), TicketStatus::Resolved);
+    assert!(t.active("CUST-001").await.is_empty());
+}
+
 /// Importing with the caller's ticket id (`triage_as_new_ticket`, what replays and imports use):
 /// an id that is active or archived is refused before any model call.
 #[tokio::test]

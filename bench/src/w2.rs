@@ -1,9 +1,9 @@
 //! `frontdesk-bench w2`: workload W2 (ticket triage, WORKLOADS.md) replayed through the REAL
 //! triage workflow — `triage::build` (translator → supervisor → specialist | escalate, real nodes
 //! and prompts, the real knowledge base and customer directory loaded with W2's data), a `Runner`
-//! on the checkpointer under test, and the real `TriageDesk` with its post-run persistence
-//! (resolved and escalated tickets archived into a SQLite `SqlTicketArchive` in its own file, one
-//! commit per ticket, then their thread deleted) — with a rules-following SCRIPTED model.
+//! on the checkpointer under test, and the real `TriageDesk` with its persistence (resolved and
+//! escalated tickets archived as their run completes into a SQLite `SqlTicketArchive` in its own
+//! file, one commit per ticket, then their thread deleted) — with a rules-following SCRIPTED model.
 //!
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w2 [--tickets 10000] [--timed 2000]
@@ -37,7 +37,7 @@ use frontdesk_workflows::triage::{
 
 use crate::{
     current_thread, err, fresh_store, multi_thread, stats,
-    w2_rules::{scripted_w2_model, BareW2Model, W2Rules},
+    w2_rules::{scripted_w2_model, W2Rules},
     w2_workload::{self, W2Ticket, W2},
     Fresh, Store,
 };
@@ -277,12 +277,8 @@ fn build_desk(fx: &Fixtures, model: Arc<dyn ChatModel>, stores: &Stores) -> Resu
     Ok(TriageDesk::new(runner, llm, fx.customers.clone(), archive, 20_000))
 }
 
-fn model(fx: &Fixtures, bare: bool) -> Arc<dyn ChatModel> {
-    if bare {
-        Arc::new(BareW2Model(fx.rules.clone()))
-    } else {
-        scripted_w2_model(fx.rules.clone())
-    }
+fn model(fx: &Fixtures) -> Arc<dyn ChatModel> {
+    scripted_w2_model(fx.rules.clone())
 }
 
 /// W2's (route, action) of one ticket, as indexes into `ROUTES` and `ACTIONS`.
@@ -366,7 +362,7 @@ fn check_same(what: &str, tickets: &[W2Ticket], got: &[Outcome], expected: &[Out
 fn reference_pass(fx: &Fixtures, w2: &W2, args: &Args) -> Result<(Vec<Outcome>, f64), String> {
     current_thread().block_on(async {
         let stores = open_stores(W2Store::Memory, "ref", args).await?;
-        let desk = build_desk(fx, model(fx, true), &stores)?;
+        let desk = build_desk(fx, model(fx), &stores)?;
         let started = Instant::now();
         let mut outcomes = Vec::with_capacity(w2.tickets.len());
         for t in &w2.tickets {
@@ -417,17 +413,10 @@ struct Latency {
 }
 
 /// Sequential per-ticket latency on one thread: `WARMUP` tickets after the timed ones first.
-fn latency_phase(
-    fx: &Fixtures,
-    w2: &W2,
-    expected: &[Outcome],
-    store: W2Store,
-    args: &Args,
-    bare: bool,
-) -> Result<Latency, String> {
+fn latency_phase(fx: &Fixtures, w2: &W2, expected: &[Outcome], store: W2Store, args: &Args) -> Result<Latency, String> {
     current_thread().block_on(async {
         let stores = open_stores(store, "lat", args).await?;
-        let desk = build_desk(fx, model(fx, bare), &stores)?;
+        let desk = build_desk(fx, model(fx), &stores)?;
         let timed = &w2.tickets[..args.timed];
         let warm = &w2.tickets[args.timed..w2.tickets.len().min(args.timed + WARMUP)];
         let mut outcomes = Vec::with_capacity(warm.len() + timed.len());
@@ -468,11 +457,10 @@ fn throughput_phase(
     expected: &[Outcome],
     store: W2Store,
     args: &Args,
-    bare: bool,
 ) -> Result<Throughput, String> {
     multi_thread().block_on(async {
         let stores = open_stores(store, "tp", args).await?;
-        let desk = Arc::new(build_desk(fx, model(fx, bare), &stores)?);
+        let desk = Arc::new(build_desk(fx, model(fx), &stores)?);
         let tickets: Arc<Vec<W2Ticket>> = Arc::new(w2.tickets[..args.timed].to_vec());
         let next = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
@@ -510,8 +498,6 @@ struct Results {
     reference: Option<(Tally, f64)>,
     latency: Vec<(W2Store, Latency)>,
     throughput: Vec<(W2Store, Throughput)>,
-    bare_latency: Option<Latency>,
-    bare_throughput: Option<Throughput>,
     total_secs: f64,
 }
 
@@ -548,11 +534,10 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
     .filter(|&(_, name, available)| available && args.store(name))
     .map(|(store, _, _)| store)
     .collect();
-    let bare = args.store("memory");
     if args.phase("latency") {
         println!("\n[2/3] per-ticket latency, one thread ({} tickets after {WARMUP} warm-up)", args.timed);
         for &store in &stores {
-            let l = latency_phase(&fx, &w2, &expected, store, &args, false)?;
+            let l = latency_phase(&fx, &w2, &expected, store, &args)?;
             println!(
                 "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us",
                 store.name(),
@@ -563,14 +548,6 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
             );
             r.latency.push((store, l));
         }
-        if bare {
-            let l = latency_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
-            println!(
-                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  (informational)",
-                "in-memory, bare", l.lat.p50_us, l.lat.p99_us
-            );
-            r.bare_latency = Some(l);
-        }
     }
 
     if args.phase("throughput") {
@@ -579,14 +556,9 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
             args.concurrency, args.timed
         );
         for &store in &stores {
-            let t = throughput_phase(&fx, &w2, &expected, store, &args, false)?;
+            let t = throughput_phase(&fx, &w2, &expected, store, &args)?;
             println!("    {:<20} {:>8.0} tickets/s ({:.2} s)", store.name(), t.per_s, t.secs);
             r.throughput.push((store, t));
-        }
-        if bare {
-            let t = throughput_phase(&fx, &w2, &expected, W2Store::Memory, &args, true)?;
-            println!("    {:<20} {:>8.0} tickets/s ({:.2} s; informational)", "in-memory, bare", t.per_s, t.secs);
-            r.bare_throughput = Some(t);
         }
     }
     r.total_secs = started.elapsed().as_secs_f64();
@@ -659,14 +631,14 @@ fn markdown(args: &Args, r: &Results) -> String {
         s,
         "- Durability: {}",
         match args.durability {
-            Durability::Exit => "exit, the triage workflow's default (per ticket: the accepting checkpoint and the final one)",
+            Durability::Exit => "exit, the triage workflow's default (per ticket: the accepting checkpoint; then a resolved or escalated ticket is archived by the run's handoff and its thread erased, a route_specialist ticket gets its final checkpoint)",
             Durability::EveryNode => "every-node (per ticket: the accepting checkpoint and one per node, as LangGraph's measured configuration writes)",
         }
     );
     let _ = writeln!(
         s,
-        "- Model: SCRIPTED test double (`ScriptedModel::from_fn`) answering by W2's node rules from the prompt text. \
-         Whole run: {:.0} s.\n",
+        "- Model: SCRIPTED test double (`ScriptedModel::from_fn`, without its request log) answering by W2's node \
+         rules from the prompt text. Whole run: {:.0} s.\n",
         r.total_secs
     );
     let _ = writeln!(s, "| W2 | Frontdesk | LangGraph 1.2.22 | Frontdesk advantage | Target >= {TARGET:.0}x | |");
@@ -729,18 +701,11 @@ fn markdown(args: &Args, r: &Results) -> String {
             l.lat.max_us
         );
     }
-    if let (Some(l), Some(t)) = (&r.bare_latency, &r.bare_throughput) {
+    if let Some((_, l)) = r.latency.iter().find(|(store, _)| *store == W2Store::Memory) {
         let _ = writeln!(
             s,
-            "- Informational, in-memory with the same rules in a bare `ChatModel` (no `ScriptedModel` request log): \
-             p50 {:.1} us, p99 {:.1} us per ticket ({:.0}x LangGraph in-memory, {:.0}x LangGraph with no checkpointer \
-             at {LG_NO_CHECKPOINTER_MS} ms); {:.0} tickets/s in process ({:.0}x).",
-            l.lat.p50_us,
-            l.lat.p99_us,
-            LG_P50_MS[0] * 1000.0 / l.lat.p50_us,
-            LG_NO_CHECKPOINTER_MS * 1000.0 / l.lat.p50_us,
-            t.per_s,
-            t.per_s / LG_TPUT[0]
+            "- In-memory p50 against LangGraph with no checkpointer at all ({LG_NO_CHECKPOINTER_MS} ms): {:.0}x.",
+            LG_NO_CHECKPOINTER_MS * 1000.0 / l.lat.p50_us
         );
     }
     for (store, t) in &r.throughput {

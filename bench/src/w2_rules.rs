@@ -15,8 +15,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use async_trait::async_trait;
-use frontdesk_llm::{scripted::count_words, ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
+use frontdesk_llm::{ChatRequest, LlmError, ScriptedModel};
 use serde::Serialize;
 use serde_json::json;
 
@@ -191,29 +190,11 @@ impl<'a> Ticket<'a> {
     }
 }
 
-/// The rules-following SCRIPTED model (`ScriptedModel::from_fn`), used for every timed row.
-/// `ScriptedModel` keeps a copy of every request it receives (`ScriptedModel::requests`).
+/// The rules-following SCRIPTED model (`ScriptedModel::from_fn`), used for every row. Without
+/// its request log: a copy of each of a run's ~30,000 prompts is test-assertion bookkeeping, not
+/// work the workflow does.
 pub fn scripted_w2_model(rules: Arc<W2Rules>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::from_fn("scripted-w2-rules", move |r| rules.reply(r)))
-}
-
-/// The same rules as a bare [`ChatModel`] that keeps nothing (informational rows).
-pub struct BareW2Model(pub Arc<W2Rules>);
-
-#[async_trait]
-impl ChatModel for BareW2Model {
-    fn model_name(&self) -> &str {
-        "scripted-w2-rules-nolog"
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let content = self.0.reply(request)?;
-        let usage = TokenUsage {
-            prompt_tokens: request.messages.iter().map(|m| count_words(&m.content)).sum(),
-            completion_tokens: count_words(&content),
-        };
-        Ok(ChatResponse { content, tool_calls: Vec::new(), usage, model: self.model_name().to_owned() })
-    }
+    Arc::new(ScriptedModel::from_fn("scripted-w2-rules", move |r| rules.reply(r)).without_request_log())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! reports. The [`Runner`] executes one run (a user turn, a ticket, a resume) from the thread's
 //! latest [`Checkpoint`] until END or an interrupt, writes a checkpoint after every node (or,
 //! by the graph's [`Durability`], only when the run stops) as a compare-and-set on the thread's
-//! version, and streams [`Event`]s on a bounded channel.
+//! version, and streams [`Event`]s on a bounded channel. A [`Handoff`] may take a completed
+//! run's state to a system of record, and the thread is then erased instead of checkpointed.
 //!
 //! Nothing here knows about gRPC, SQL or model vendors: stores implement [`Checkpointer`] and
 //! prove it with [`conformance`]; workflows implement [`Node`].
@@ -14,6 +15,7 @@ pub mod checkpoint;
 pub mod conformance;
 pub mod event;
 pub mod graph;
+pub mod handoff;
 pub mod node;
 pub mod runner;
 pub mod state;
@@ -26,6 +28,7 @@ pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
 pub use graph::{
     Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START,
 };
+pub use handoff::{Completion, Handoff, HandoffError};
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,

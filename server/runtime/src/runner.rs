@@ -19,6 +19,7 @@ use crate::{
     checkpoint::{Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus},
     event::{EventKind, FailureKind},
     graph::{Durability, Graph, NodeEntry, Target},
+    handoff::{Completion, Handoff},
     node::{EventSink, NodeContext, NodeError, NodeErrorKind},
     State,
 };
@@ -185,6 +186,9 @@ pub struct RunOutcome<S> {
     /// True when an earlier run with the same idempotency key is being reported.
     pub replayed: bool,
     pub steps: u32,
+    /// True when the runner's [`Handoff`] took the completed state and the thread was erased
+    /// instead of checkpointed (`version` is then the last checkpoint the run wrote).
+    pub erased: bool,
 }
 
 /// Where a run's outcome arrives.
@@ -312,6 +316,7 @@ pub struct Runner<S: State> {
     checkpointer: Arc<dyn Checkpointer>,
     registry: Arc<RunRegistry>,
     config: RunnerConfig,
+    handoff: Option<Arc<dyn Handoff<S>>>,
 }
 
 impl<S: State> Clone for Runner<S> {
@@ -321,6 +326,7 @@ impl<S: State> Clone for Runner<S> {
             checkpointer: self.checkpointer.clone(),
             registry: self.registry.clone(),
             config: self.config.clone(),
+            handoff: self.handoff.clone(),
         }
     }
 }
@@ -330,6 +336,7 @@ struct Execution<S: State> {
     graph: Arc<Graph<S>>,
     checkpointer: Arc<dyn Checkpointer>,
     config: RunnerConfig,
+    handoff: Option<Arc<dyn Handoff<S>>>,
     thread_id: Arc<str>,
     run_id: Arc<str>,
     idempotency_key: Option<String>,
@@ -349,6 +356,8 @@ struct Execution<S: State> {
     /// The graph's output (value and JSON text) once the run has completed or paused: the
     /// state no longer changes, and the checkpoint, the outcome and the final event all carry it.
     output: Option<(serde_json::Value, String)>,
+    /// Whether the handoff took the completed state and the thread was erased.
+    erased: bool,
 }
 
 struct Rollback<S> {
@@ -370,7 +379,14 @@ fn decode<S: State>(checkpoint: &Checkpoint) -> Result<S, RunError> {
 
 impl<S: State> Runner<S> {
     pub fn new(graph: Graph<S>, checkpointer: Arc<dyn Checkpointer>, config: RunnerConfig) -> Self {
-        Self { graph: Arc::new(graph), checkpointer, registry: Arc::new(RunRegistry::default()), config }
+        Self { graph: Arc::new(graph), checkpointer, registry: Arc::new(RunRegistry::default()), config, handoff: None }
+    }
+
+    /// Offers every completed run's state to `handoff` before its final checkpoint (see
+    /// [`crate::handoff`]).
+    pub fn with_handoff(mut self, handoff: Arc<dyn Handoff<S>>) -> Self {
+        self.handoff = Some(handoff);
+        self
     }
 
     /// Shares a registry with other runners of the process (cancel by run id, shutdown).
@@ -483,6 +499,7 @@ impl<S: State> Runner<S> {
                     interrupt: None,
                     replayed: true,
                     steps: 0,
+                    erased: false,
                 }));
                 drop(tx);
                 return Ok(RunHandle {
@@ -563,6 +580,7 @@ impl<S: State> Runner<S> {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
             config: self.config.clone(),
+            handoff: self.handoff.clone(),
             thread_id: request.thread_id.as_str().into(),
             run_id: run_id.clone(),
             idempotency_key: request.idempotency_key,
@@ -578,6 +596,7 @@ impl<S: State> Runner<S> {
             rollback,
             last_commit: StdInstant::now(),
             output: None,
+            erased: false,
         };
         // The accepting commit: from here on the input is durable and the run will complete.
         match exec.commit(RunStatus::Running, None).await {
@@ -643,6 +662,7 @@ impl<S: State> Runner<S> {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
             config: self.config.clone(),
+            handoff: self.handoff.clone(),
             thread_id: cp.thread_id.as_str().into(),
             run_id,
             idempotency_key: cp.run.idempotency_key.clone(),
@@ -658,6 +678,7 @@ impl<S: State> Runner<S> {
             step: cp.run.step,
             last_commit: StdInstant::now(),
             output: None,
+            erased: false,
         })
     }
 
@@ -802,7 +823,8 @@ impl<S: State> Execution<S> {
                 (None, None) => RunStatus::Completed,
                 (None, Some(_)) => RunStatus::Running,
             };
-            if status != RunStatus::Running || self.heartbeat_due() {
+            let erased = status == RunStatus::Completed && self.hand_off().await;
+            if !erased && (status != RunStatus::Running || self.heartbeat_due()) {
                 self.commit(status, interrupt.clone()).await?;
             }
             let next = if interrupt.is_some() { None } else { self.next.clone() };
@@ -825,7 +847,8 @@ impl<S: State> Execution<S> {
                 return Ok(self.outcome(RunStatus::Interrupted, Some(interrupt)));
             }
         }
-        let outcome = self.outcome(RunStatus::Completed, None);
+        let mut outcome = self.outcome(RunStatus::Completed, None);
+        outcome.erased = self.erased;
         let output_json = self.output().1.clone();
         self.sink
             .emit(
@@ -861,6 +884,30 @@ impl<S: State> Execution<S> {
             interrupt,
             replayed: false,
             steps: self.step,
+            erased: false,
+        }
+    }
+
+    /// Offers the completed state to the handoff; true when it took the state and the thread
+    /// is erased. Any failure leaves the run to write its final checkpoint, so nothing is lost.
+    async fn hand_off(&mut self) -> bool {
+        let Some(handoff) = self.handoff.clone() else { return false };
+        match handoff.complete(&self.thread_id, &self.state).await {
+            Ok(Completion::Keep) => false,
+            Ok(Completion::Erase) => match self.checkpointer.delete_thread_unsynced(&self.thread_id).await {
+                Ok(_) => {
+                    self.erased = true;
+                    true
+                }
+                Err(error) => {
+                    warn!(thread_id = %self.thread_id, %error, "could not erase a handed-off thread; keeping its final checkpoint");
+                    false
+                }
+            },
+            Err(error) => {
+                warn!(thread_id = %self.thread_id, %error, "handoff failed; keeping the final checkpoint");
+                false
+            }
         }
     }
 

@@ -5,9 +5,9 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
-    BusyPolicy, Checkpoint, Checkpointer, Durability, EventKind, GraphBuilder, GraphError, MemoryCheckpointer, Node,
-    NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput, RunRequest, Runner, RunnerConfig, Target,
-    ThreadMode,
+    BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
+    HandoffError, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput,
+    RunRequest, Runner, RunnerConfig, Target, ThreadMode,
 };
 
 frontdesk_runtime::state! {
@@ -623,4 +623,104 @@ async fn exit_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the
     let history = store.history("t1", 10).await.unwrap();
     let written: Vec<(u64, RunStatus)> = history.iter().map(|cp| (cp.version, cp.run.status)).collect();
     assert_eq!(written, [(3, RunStatus::Completed), (2, RunStatus::Running), (1, RunStatus::Running)]);
+}
+
+/// Takes completed states by their route: "billing" is recorded and erased, anything else kept;
+/// "broken" fails.
+#[derive(Default)]
+struct Archive {
+    taken: std::sync::Mutex<Vec<(String, Vec<String>)>>,
+}
+
+#[async_trait]
+impl Handoff<Doc> for Archive {
+    async fn complete(&self, thread_id: &str, state: &Doc) -> Result<Completion, HandoffError> {
+        match state.route.as_str() {
+            "broken" => Err("archive unavailable".into()),
+            "billing" => {
+                self.taken.lock().unwrap().push((thread_id.to_owned(), state.log.clone()));
+                Ok(Completion::Erase)
+            }
+            _ => Ok(Completion::Keep),
+        }
+    }
+}
+
+fn handoff_runner(store: Arc<dyn Checkpointer>, archive: Arc<Archive>) -> Runner<Doc> {
+    let graph = GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node("billing", Step { name: "billing", route: None })
+        .node("ask", Ask)
+        .entry("classify")
+        .conditional_edge("classify", [Target::node("billing"), Target::node("ask")], |s: &Doc| {
+            if s.route == "ask" {
+                Target::node("ask")
+            } else {
+                Target::node("billing")
+            }
+        })
+        .edge("billing", Target::End)
+        .edge("ask", Target::End)
+        .durability(Durability::Exit)
+        .build()
+        .unwrap();
+    Runner::new(graph, store, RunnerConfig::default()).with_handoff(archive)
+}
+
+#[tokio::test]
+async fn a_handed_off_run_erases_its_thread_instead_of_checkpointing() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let archive = Arc::new(Archive::default());
+    let runner = handoff_runner(store.clone(), archive.clone());
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    let mut finished = false;
+    while let Some(event) = handle.events.recv().await {
+        finished |= matches!(event.kind, EventKind::RunFinished { .. });
+    }
+    let outcome = handle.wait().await.unwrap();
+    assert!(finished, "the run still reports its end");
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(outcome.erased);
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"]);
+    assert_eq!(*archive.taken.lock().unwrap(), [("t1".to_owned(), vec!["classify".to_owned(), "billing".to_owned()])]);
+    assert!(store.latest("t1").await.unwrap().is_none(), "no final checkpoint, and the accepting one is gone");
+}
+
+#[tokio::test]
+async fn a_kept_or_failed_handoff_writes_the_final_checkpoint() {
+    for route in ["general", "broken"] {
+        let store = Arc::new(MemoryCheckpointer::new(10));
+        let archive = Arc::new(Archive::default());
+        let runner = handoff_runner(store.clone(), archive.clone());
+        let outcome = runner.start(input(route)).await.unwrap().wait().await.unwrap();
+        assert_eq!(outcome.status, RunStatus::Completed, "{route}: a failed handoff does not fail the run");
+        assert!(!outcome.erased, "{route}");
+        let latest = store.latest("t1").await.unwrap().unwrap();
+        assert_eq!((latest.version, latest.run.status), (2, RunStatus::Completed), "{route}");
+        assert!(archive.taken.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_run_is_not_handed_off() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let archive = Arc::new(Archive::default());
+    let runner = handoff_runner(store.clone(), archive.clone());
+    let outcome = runner.start(input("ask")).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.status, RunStatus::Interrupted);
+    assert!(!outcome.erased);
+    assert!(archive.taken.lock().unwrap().is_empty());
+    assert_eq!(store.latest("t1").await.unwrap().unwrap().run.status, RunStatus::Interrupted);
+}
+
+#[tokio::test]
+async fn a_recovered_run_is_handed_off_too() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, None).await;
+    let archive = Arc::new(Archive::default());
+    let runner = handoff_runner(store.clone(), archive.clone());
+    assert_eq!(runner.recover().await.unwrap(), 1);
+    assert_eq!(archive.taken.lock().unwrap().len(), 1);
+    assert!(store.latest("t1").await.unwrap().is_none());
+    assert!(store.unfinished_threads().await.unwrap().is_empty());
 }

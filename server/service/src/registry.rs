@@ -142,9 +142,11 @@ impl Registry {
             total += workflow.recover().await?;
         }
         if let Some(desk) = &self.triage {
-            total += desk.runner().recover().await?;
-            // Recovered runs skipped their archive step, and a crash may have interrupted one.
+            // Sweep first: a crash can bring back the accepting checkpoint of a run whose ticket
+            // is already archived (its erase was not yet durable), and resuming that run would
+            // triage the ticket again. Recovered runs archive their tickets themselves.
             desk.sweep().await?;
+            total += desk.runner().recover().await?;
         }
         Ok(total)
     }

@@ -1,16 +1,18 @@
 //! The triage desk: the seed's TriageService around the graph. Before the run it checks the
 //! customer (no model call for an unknown one), replays idempotent retries and matches the
-//! message to an active ticket; after it, resolved and escalated tickets are archived and their
-//! checkpoints deleted.
+//! message to an active ticket; as the run completes, a resolved or escalated ticket is archived
+//! and its thread erased (`ArchiveHandoff`); after it, the outcome is recorded under the
+//! request's idempotency key.
 //!
-//! Archive-then-delete spans two stores with no shared transaction, so it is made safe by
-//! order and repair: the request's outcome is recorded first, then the ticket is archived (an
-//! idempotent save), then its checkpoint deleted. Whenever a customer's active tickets are read,
-//! a ticket that is already archived has its checkpoint deleted, and one whose last run
-//! completed with a completing action is archived first. A crash at any point therefore never
-//! loses a ticket, and no reader ever sees one both archived and active. For the same reason the
-//! delete need not be durable before the call returns (`Runner::delete_thread_unsynced`): a
-//! thread a crash brings back is an archived ticket's, and is deleted again on the next read.
+//! Archive-then-erase spans two stores with no shared transaction, so it is made safe by order
+//! and repair: the ticket is archived first (an idempotent save), then its thread erased.
+//! Whenever a customer's active tickets are read, and at start-up before recovery, a ticket that
+//! is already archived has its thread deleted, and one whose last run completed with a
+//! completing action (its archive save failed) is archived first. A crash at any point therefore
+//! never loses a ticket, and no reader ever sees one both archived and active. For the same
+//! reason the erase need not be durable before the call returns
+//! (`Checkpointer::delete_thread_unsynced`): a thread a crash brings back is an archived
+//! ticket's, and is deleted again on the next read.
 
 use std::{
     future::Future,
@@ -19,9 +21,11 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use async_trait::async_trait;
 use frontdesk_llm::{CallOptions, ChatMessage, ChatRequest, LlmClient};
 use frontdesk_runtime::{
-    Checkpoint, Event, Log, RunError, RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
+    Checkpoint, Completion, Event, Handoff, HandoffError, Log, RunError, RunInput, RunRequest, RunStatus, Runner,
+    ThreadMode, ThreadQuery, Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -190,6 +194,9 @@ impl TriageDesk {
         archive: Arc<dyn TicketArchive>,
         max_text_chars: usize,
     ) -> Self {
+        // Completed runs archive their ticket before their final checkpoint, which is then never
+        // written: the thread is erased instead (`ArchiveHandoff`).
+        let runner = runner.with_handoff(Arc::new(ArchiveHandoff { archive: archive.clone() }));
         Self { runner, llm, customers, archive, max_text_chars, matcher_timeout: Duration::from_secs(120) }
     }
 
@@ -355,7 +362,9 @@ impl TriageDesk {
                     .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 finisher.archive.record_request(&result.output.customer_id, key, &json).await.map_err(archive_error)?;
             }
-            if status != TicketStatus::Active {
+            // Erased: the run's handoff archived the ticket. Otherwise (a replay, or a handoff
+            // that failed and kept the final checkpoint) it is archived here.
+            if status != TicketStatus::Active && !outcome.erased {
                 match &outcome.state {
                     // The state the run just committed: no need to read it back.
                     Some(state) => finisher.archive_and_delete(&thread, state, SystemTime::now()).await?,
@@ -550,6 +559,55 @@ fn archived_summary(ticket: &ArchivedTicket) -> TicketSummary {
     }
 }
 
+/// What the archive keeps of a completed run's ticket; `None` unless its action completes it.
+fn archived_ticket(thread: &str, state: &TriageState, completed_at: SystemTime) -> Option<ArchivedTicket> {
+    let result = state.triage_result.clone()?;
+    let status = match result.recommended_action {
+        super::RecommendedAction::AutoRespond => ArchivedStatus::Resolved,
+        super::RecommendedAction::EscalateHuman => ArchivedStatus::Escalated,
+        super::RecommendedAction::RouteSpecialist => return None,
+    };
+    let mut messages = state.messages.items.clone();
+    if !result.suggested_response.is_empty() {
+        messages.push(TicketMessage {
+            author: Author::Assistant,
+            text: result.suggested_response.clone(),
+            at_ms: completed_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        });
+    }
+    Some(ArchivedTicket {
+        ticket_id: state.ticket.ticket_id.clone(),
+        customer_id: state.ticket.customer_id.clone(),
+        thread_id: thread.to_owned(),
+        status,
+        subject: state.ticket.subject.clone(),
+        language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
+        result,
+        messages,
+        created_at: std::time::UNIX_EPOCH + Duration::from_millis(state.ticket.created_at_ms),
+        completed_at,
+    })
+}
+
+/// Archives a run's resolved or escalated ticket as the run completes, so the runner erases the
+/// thread instead of writing a final checkpoint that would be deleted right after. A crash
+/// before the (unsynced) erase is durable brings back the run's accepting checkpoint of an
+/// archived ticket; `repair` deletes it, and the start-up sweep runs before recovery would
+/// resume that run (`Registry::recover`).
+struct ArchiveHandoff {
+    archive: Arc<dyn TicketArchive>,
+}
+
+#[async_trait]
+impl Handoff<TriageState> for ArchiveHandoff {
+    async fn complete(&self, thread_id: &str, state: &TriageState) -> Result<Completion, HandoffError> {
+        let Some(ticket) = archived_ticket(thread_id, state, SystemTime::now()) else { return Ok(Completion::Keep) };
+        self.archive.save(&ticket).await?;
+        info!(thread_id, status = ticket.status.as_str(), "ticket archived");
+        Ok(Completion::Erase)
+    }
+}
+
 /// Archive-then-delete, and its repair.
 struct Finisher {
     runner: Runner<TriageState>,
@@ -578,32 +636,8 @@ impl Finisher {
         state: &TriageState,
         completed_at: SystemTime,
     ) -> Result<(), WorkflowError> {
-        let Some(result) = state.triage_result.clone() else { return Ok(()) };
-        let status = match result.recommended_action {
-            super::RecommendedAction::AutoRespond => ArchivedStatus::Resolved,
-            super::RecommendedAction::EscalateHuman => ArchivedStatus::Escalated,
-            super::RecommendedAction::RouteSpecialist => return Ok(()),
-        };
-        let mut messages = state.messages.items.clone();
-        if !result.suggested_response.is_empty() {
-            messages.push(TicketMessage {
-                author: Author::Assistant,
-                text: result.suggested_response.clone(),
-                at_ms: completed_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
-            });
-        }
-        let ticket = ArchivedTicket {
-            ticket_id: state.ticket.ticket_id.clone(),
-            customer_id: state.ticket.customer_id.clone(),
-            thread_id: thread.to_owned(),
-            status,
-            subject: state.ticket.subject.clone(),
-            language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
-            result,
-            messages,
-            created_at: std::time::UNIX_EPOCH + Duration::from_millis(state.ticket.created_at_ms),
-            completed_at,
-        };
+        let Some(ticket) = archived_ticket(thread, state, completed_at) else { return Ok(()) };
+        let status = ticket.status;
         self.archive.save(&ticket).await.map_err(archive_error)?;
         // Unsynced: a delete lost in a crash leaves an archived ticket's thread, which every
         // read of active tickets and the start-up sweep delete again (`repair`).

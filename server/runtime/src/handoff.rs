@@ -1,0 +1,38 @@
+//! Handing a completed run's state to a system of record instead of checkpointing it.
+//!
+//! Some workflows end by moving their result somewhere permanent: a triaged ticket is archived
+//! in SQL and its thread is then of no further use. Writing a final checkpoint only to erase it
+//! a moment later costs a durable commit per run for nothing. A [`Handoff`] installed with
+//! [`Runner::with_handoff`](crate::Runner::with_handoff) is offered the state when a run
+//! reaches END, before the final checkpoint; when it answers [`Completion::Erase`], it has
+//! recorded the state durably and the runner erases the thread instead of checkpointing it.
+//!
+//! The erase is not waited on for durability
+//! ([`Checkpointer::delete_thread_unsynced`](crate::Checkpointer::delete_thread_unsynced)), and a
+//! crash between the handoff and the erase leaves the thread as the run found it (with
+//! [`Durability::Exit`](crate::Durability::Exit), the run's accepting `Running` checkpoint).
+//! The handoff's owner must therefore recognise a thread whose state it already holds and erase
+//! it before [`Runner::recover`](crate::Runner::recover) would resume that run (the triage desk's
+//! start-up sweep does).
+
+use async_trait::async_trait;
+
+/// What becomes of a thread whose run completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The run writes its final checkpoint, as without a handoff.
+    Keep,
+    /// The handoff recorded the state durably: the thread is erased instead.
+    Erase,
+}
+
+pub type HandoffError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Takes the final state of completed runs (never of interrupted or failed ones).
+#[async_trait]
+pub trait Handoff<S>: Send + Sync {
+    /// Called once per completed run, while the run still holds its thread. An error keeps the
+    /// final checkpoint (nothing is lost; the owner can hand the state off later), and the run
+    /// still completes.
+    async fn complete(&self, thread_id: &str, state: &S) -> Result<Completion, HandoffError>;
+}
