@@ -847,8 +847,7 @@ impl<S: State> Execution<S> {
                 return Ok(self.outcome(RunStatus::Interrupted, Some(interrupt)));
             }
         }
-        let mut outcome = self.outcome(RunStatus::Completed, None);
-        outcome.erased = self.erased;
+        let outcome = self.outcome(RunStatus::Completed, None);
         let output_json = self.output().1.clone();
         self.sink
             .emit(
@@ -884,7 +883,7 @@ impl<S: State> Execution<S> {
             interrupt,
             replayed: false,
             steps: self.step,
-            erased: false,
+            erased: self.erased,
         }
     }
 
