@@ -691,8 +691,11 @@ impl<S: State> Runner<S> {
         let registry = self.registry.clone();
         let run_id = exec.run_id.to_string();
         registry.register(&run_id, exec.cancel.clone());
+        // Boxed so that spawning moves a pointer: the run's future holds the state and every
+        // node's future, and tokio would otherwise copy all of it several times on the way in.
+        let drive = Box::pin(exec.drive());
         tokio::spawn(async move {
-            let outcome = exec.drive().await;
+            let outcome = drive.await;
             // Release the thread before reporting, so a caller that reacts to the outcome by
             // sending the next turn never finds its own finished run still holding the thread.
             drop(guard);
@@ -864,7 +867,7 @@ impl<S: State> Execution<S> {
     }
 
     /// The graph's output for the final state, computed once.
-    fn output(&mut self) -> &(serde_json::Value, String) {
+    fn output(&mut self) -> &mut (serde_json::Value, String) {
         let (graph, state) = (&self.graph, &self.state);
         self.output.get_or_insert_with(|| {
             let value = graph.output(state);
@@ -873,13 +876,17 @@ impl<S: State> Execution<S> {
         })
     }
 
+    /// What the run returns as it ends. Called once, last: it takes the final state and the
+    /// output value rather than copying them (only the output's JSON text, for the run's last
+    /// event, stays behind).
     fn outcome(&mut self, status: RunStatus, interrupt: Option<PendingInterrupt>) -> RunOutcome<S> {
+        let output = std::mem::take(&mut self.output().0);
         RunOutcome {
             run_id: self.run_id.to_string(),
             version: self.version,
             status,
-            output: self.output().0.clone(),
-            state: Some(self.state.clone()),
+            output,
+            state: Some(std::mem::take(&mut self.state)),
             interrupt,
             replayed: false,
             steps: self.step,
