@@ -174,6 +174,22 @@ fn the_category_filter_excludes_other_categories() {
 }
 
 #[test]
+fn a_category_search_scores_like_the_unfiltered_one_and_unknown_words_change_nothing() {
+    let kb = KnowledgeBase::shipped();
+    let query = "refund for the invoice after the api timeout and a login error";
+    let all = kb.search(query, None, 50);
+    for category in Category::ALL {
+        let expected: Vec<_> =
+            all.iter().filter(|h| kb.article(&h.article_id).unwrap().category == category).cloned().collect();
+        assert_eq!(kb.search(query, Some(category), 50), expected, "{category}");
+    }
+    // Words no article contains (nor any stem of them) leave every score as it was.
+    let padded = format!("{query} zyxwvut qqqxxq plmokn");
+    assert_eq!(kb.search(&padded, None, 50), all);
+    assert!(kb.search("zyxwvut qqqxxq", None, 50).is_empty());
+}
+
+#[test]
 fn free_text_queries_never_fail() {
     let kb = KnowledgeBase::shipped();
     let queries = [

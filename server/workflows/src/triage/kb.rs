@@ -12,15 +12,16 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED};
 use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{DocAddress, Index, IndexReader, InvertedIndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use super::customers::{parse_jsonl, read_data, DataProblem};
 use crate::WorkflowError;
@@ -95,7 +96,6 @@ pub struct KbHit {
 struct Fields {
     /// The article's position in `KnowledgeBase::articles`.
     ord: Field,
-    category: Field,
     title: Field,
     body: Field,
 }
@@ -109,6 +109,9 @@ pub struct KnowledgeBase {
     /// `doc_ords[segment][doc]`: the article index of every indexed document. The index never
     /// changes after it is built, so hits resolve to articles without reading the doc store.
     doc_ords: Vec<Vec<usize>>,
+    /// Every segment's title and body term dictionaries, opened once: a query looks each of its
+    /// terms up before building a clause for it.
+    term_dicts: Vec<[Arc<InvertedIndexReader>; 2]>,
     analyzer: TextAnalyzer,
     fields: Fields,
 }
@@ -176,7 +179,6 @@ impl KnowledgeBase {
         let mut schema = Schema::builder();
         let fields = Fields {
             ord: schema.add_u64_field("ord", STORED),
-            category: schema.add_text_field("category", STRING),
             title: schema.add_text_field("title", text.clone()),
             body: schema.add_text_field("body", text),
         };
@@ -190,7 +192,6 @@ impl KnowledgeBase {
         for (ord, article) in articles.iter().enumerate() {
             let mut doc = TantivyDocument::default();
             doc.add_u64(fields.ord, ord as u64);
-            doc.add_text(fields.category, article.category.as_str());
             doc.add_text(fields.title, &article.title);
             doc.add_text(fields.body, &article.body);
             writer.add_document(doc).map_err(|e| index_error(origin, e))?;
@@ -216,8 +217,15 @@ impl KnowledgeBase {
             doc_ords.push(ords);
         }
 
+        let term_dicts = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| Ok([segment.inverted_index(fields.title)?, segment.inverted_index(fields.body)?]))
+            .collect::<tantivy::Result<_>>()
+            .map_err(|e| index_error(origin, e))?;
+
         let by_id = articles.iter().enumerate().map(|(at, a)| (a.article_id.clone(), at)).collect();
-        Ok(Self { articles, by_id, reader, doc_ords, analyzer: analyzer(), fields })
+        Ok(Self { articles, by_id, reader, doc_ords, term_dicts, analyzer: analyzer(), fields })
     }
 
     /// The best `limit` articles for free text `query`, optionally only from `category`: best
@@ -231,32 +239,18 @@ impl KnowledgeBase {
         if terms.is_empty() {
             return Vec::new();
         }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
-        for term in &terms {
-            let title = TermQuery::new(Term::from_field_text(self.fields.title, term), IndexRecordOption::WithFreqs);
-            let body = TermQuery::new(Term::from_field_text(self.fields.body, term), IndexRecordOption::WithFreqs);
-            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
-            clauses.push((Occur::Should, Box::new(body)));
-        }
-        let text: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
-        let query: Box<dyn Query> = match category {
-            None => text,
-            Some(category) => {
-                let filter = TermQuery::new(
-                    Term::from_field_text(self.fields.category, category.as_str()),
-                    IndexRecordOption::Basic,
-                );
-                Box::new(BooleanQuery::new(vec![
-                    (Occur::Must, text),
-                    // A filter: it must match but adds nothing to the score.
-                    (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(filter), 0.0))),
-                ]))
-            }
-        };
-
         let searcher = self.reader.searcher();
-        // Everything that matches, so that ties at the cut are broken by id rather than by doc id.
-        let found = match searcher.search(&query, &TopDocs::with_limit(self.articles.len()).order_by_score()) {
+        let found = self.clauses(&terms).and_then(|clauses| {
+            if clauses.is_empty() {
+                return Ok(Vec::new());
+            }
+            // Everything that matches, so that ties at the cut are broken by id rather than by
+            // doc id. The category is applied to the hits rather than as a filter clause: a
+            // zero-score filter leaves every score as it is, and skipping it saves intersecting
+            // posting lists.
+            searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(self.articles.len()).order_by_score())
+        });
+        let found = match found {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(%error, "knowledge base search failed");
@@ -267,13 +261,40 @@ impl KnowledgeBase {
             .into_iter()
             .filter_map(|(score, address)| {
                 let ord = *self.doc_ords.get(address.segment_ord as usize)?.get(address.doc_id as usize)?;
-                let article = self.articles.get(ord)?;
+                let article = self.articles.get(ord).filter(|a| category.is_none_or(|c| a.category == c))?;
                 Some(KbHit { article_id: article.article_id.clone(), title: article.title.clone(), score })
             })
             .collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.article_id.cmp(&b.article_id)));
         hits.truncate(limit);
         hits
+    }
+
+    /// One clause per query term and field the index has (the title's boosted). A clause for an
+    /// absent term would match nothing and add nothing to any score, but tantivy would still
+    /// build its BM25 weight.
+    fn clauses(&self, terms: &[String]) -> tantivy::Result<Vec<(Occur, Box<dyn Query>)>> {
+        let indexed = |field: usize, term: &Term| -> tantivy::Result<bool> {
+            for dicts in &self.term_dicts {
+                if dicts[field].get_term_info(term)?.is_some() {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
+        for text in terms {
+            let title = Term::from_field_text(self.fields.title, text);
+            if indexed(0, &title)? {
+                let title = TermQuery::new(title, IndexRecordOption::WithFreqs);
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
+            }
+            let body = Term::from_field_text(self.fields.body, text);
+            if indexed(1, &body)? {
+                clauses.push((Occur::Should, Box::new(TermQuery::new(body, IndexRecordOption::WithFreqs))));
+            }
+        }
+        Ok(clauses)
     }
 
     /// The distinct analysed terms of `query`, in first-seen order.
