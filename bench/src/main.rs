@@ -22,6 +22,10 @@ mod w2_rules;
 mod w2_workload;
 mod workload;
 
+// The server binary's allocator (server/service/src/main.rs), so the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
