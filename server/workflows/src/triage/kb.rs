@@ -100,6 +100,12 @@ struct Fields {
     body: Field,
 }
 
+/// One segment's inverted indexes of the searched fields.
+struct SegmentTerms {
+    title: Arc<InvertedIndexReader>,
+    body: Arc<InvertedIndexReader>,
+}
+
 /// The articles and their search index, all in memory. Immutable once built, and `Send + Sync`,
 /// so one knowledge base can be shared (`Arc`) by every task.
 pub struct KnowledgeBase {
@@ -111,7 +117,7 @@ pub struct KnowledgeBase {
     doc_ords: Vec<Vec<usize>>,
     /// Every segment's title and body term dictionaries, opened once: a query looks each of its
     /// terms up before building a clause for it.
-    term_dicts: Vec<[Arc<InvertedIndexReader>; 2]>,
+    term_dicts: Vec<SegmentTerms>,
     analyzer: TextAnalyzer,
     fields: Fields,
 }
@@ -220,7 +226,12 @@ impl KnowledgeBase {
         let term_dicts = searcher
             .segment_readers()
             .iter()
-            .map(|segment| Ok([segment.inverted_index(fields.title)?, segment.inverted_index(fields.body)?]))
+            .map(|segment| {
+                Ok(SegmentTerms {
+                    title: segment.inverted_index(fields.title)?,
+                    body: segment.inverted_index(fields.body)?,
+                })
+            })
             .collect::<tantivy::Result<_>>()
             .map_err(|e| index_error(origin, e))?;
 
@@ -274,9 +285,9 @@ impl KnowledgeBase {
     /// absent term would match nothing and add nothing to any score, but tantivy would still
     /// build its BM25 weight.
     fn clauses(&self, terms: &[String]) -> tantivy::Result<Vec<(Occur, Box<dyn Query>)>> {
-        let indexed = |field: usize, term: &Term| -> tantivy::Result<bool> {
-            for dicts in &self.term_dicts {
-                if dicts[field].get_term_info(term)?.is_some() {
+        let indexed = |field: fn(&SegmentTerms) -> &InvertedIndexReader, term: &Term| -> tantivy::Result<bool> {
+            for segment in &self.term_dicts {
+                if field(segment).get_term_info(term)?.is_some() {
                     return Ok(true);
                 }
             }
@@ -285,12 +296,12 @@ impl KnowledgeBase {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
         for text in terms {
             let title = Term::from_field_text(self.fields.title, text);
-            if indexed(0, &title)? {
+            if indexed(|s| &s.title, &title)? {
                 let title = TermQuery::new(title, IndexRecordOption::WithFreqs);
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
             }
             let body = Term::from_field_text(self.fields.body, text);
-            if indexed(1, &body)? {
+            if indexed(|s| &s.body, &body)? {
                 clauses.push((Occur::Should, Box::new(TermQuery::new(body, IndexRecordOption::WithFreqs))));
             }
         }
