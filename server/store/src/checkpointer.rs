@@ -5,9 +5,9 @@ use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, PendingInterrupt, RunMarker, RunStatus, ThreadPage,
     ThreadQuery, ThreadSummary,
 };
-use sqlx::PgPool;
+use sqlx::PgConnection;
 
-use crate::{db::rollback_quietly, from_ms, on_pool, to_ms, Database, DbPool};
+use crate::{db::rollback_quietly, from_ms, leased, on_pool, to_ms, Database, DbPool};
 
 /// Checkpoints in SQL. `put` is one compare-and-set transaction on `threads.version`, sent in
 /// one round trip: on SQLite one batch of statements from `BEGIN IMMEDIATE` to `COMMIT` on the
@@ -338,16 +338,31 @@ async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, Checkpoin
     }
 }
 
-async fn delete_postgres(pool: &PgPool, thread_id: &str, synced: bool) -> Result<bool, CheckpointError> {
+async fn delete_postgres(db: &Database, thread_id: &str, synced: bool) -> Result<bool, CheckpointError> {
     // One round trip; the function (migration 0003) locks the thread row before deleting.
     let sql = if synced { PG_DELETE } else { PG_DELETE_UNSYNCED };
-    sqlx::query_scalar(sql).bind(thread_id).fetch_one(pool).await.map_err(db_error(thread_id))
+    leased!(db.postgres_lease(), conn => sqlx::query_scalar(sql).bind(thread_id).fetch_one(conn).await)
+        .map_err(db_error(thread_id))
 }
 
-async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointError> {
+async fn put_postgres(db: &Database, w: &Write<'_>) -> Result<(), CheckpointError> {
+    let failed = db_error(w.thread_id);
+    match db.postgres_lease().await {
+        Ok(mut lease) => {
+            let result = put_postgres_on(&mut lease, w).await;
+            // A lost compare-and-set completed its statements: the connection is fine.
+            lease.settle(matches!(result, Ok(()) | Err(CheckpointError::Conflict { .. })));
+            result
+        }
+        Err(e) => Err(failed(e)),
+    }
+}
+
+async fn put_postgres_on(conn: &mut PgConnection, w: &Write<'_>) -> Result<(), CheckpointError> {
     let won = w.version >= 1 && {
         let sql = if w.version == 1 { PG_PUT_FIRST } else { PG_PUT_NEXT };
-        let cas: i64 = bind_write!(sqlx::query_scalar(sql), w).fetch_one(pool).await.map_err(db_error(w.thread_id))?;
+        let cas: i64 =
+            bind_write!(sqlx::query_scalar(sql), w).fetch_one(&mut *conn).await.map_err(db_error(w.thread_id))?;
         cas == 1
     };
     if won {
@@ -355,7 +370,7 @@ async fn put_postgres(pool: &PgPool, w: &Write<'_>) -> Result<(), CheckpointErro
     }
     // The winner has committed by now (the loser waited for its row lock or key), so a fresh
     // read sees the version that beat us.
-    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(pool).await;
+    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(conn).await;
     Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
 }
 
@@ -378,8 +393,8 @@ fn prefix_end(prefix: &str) -> Option<String> {
 #[async_trait]
 impl Checkpointer for SqlCheckpointer {
     async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        let row: Option<CheckpointRow> = on_pool!(self.db, pool => {
-            sqlx::query_as(LATEST).bind(thread_id).fetch_optional(pool).await
+        let row: Option<CheckpointRow> = on_pool!(self.db, conn => {
+            sqlx::query_as(LATEST).bind(thread_id).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
         row.map(|r| r.into_checkpoint(thread_id)).transpose()
@@ -389,7 +404,7 @@ impl Checkpointer for SqlCheckpointer {
         let write = Write::new(checkpoint, self.retention)?;
         match self.db.pool() {
             DbPool::Sqlite(_) => put_sqlite(&self.db, &write).await,
-            DbPool::Postgres(pool) => put_postgres(pool, &write).await,
+            DbPool::Postgres(_) => put_postgres(&self.db, &write).await,
         }
     }
 
@@ -398,16 +413,16 @@ impl Checkpointer for SqlCheckpointer {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<CheckpointRow> = on_pool!(self.db, pool => {
-            sqlx::query_as(HISTORY).bind(thread_id).bind(limit).fetch_all(pool).await
+        let rows: Vec<CheckpointRow> = on_pool!(self.db, conn => {
+            sqlx::query_as(HISTORY).bind(thread_id).bind(limit).fetch_all(conn).await
         })
         .map_err(db_error(thread_id))?;
         rows.into_iter().map(|r| r.into_checkpoint(thread_id)).collect()
     }
 
     async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError> {
-        let row: Option<KeyRow> = on_pool!(self.db, pool => {
-            sqlx::query_as(FIND_KEY).bind(thread_id).bind(key).fetch_optional(pool).await
+        let row: Option<KeyRow> = on_pool!(self.db, conn => {
+            sqlx::query_as(FIND_KEY).bind(thread_id).bind(key).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
         row.map(|r| {
@@ -422,8 +437,8 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
-        let row: Option<ThreadRow> = on_pool!(self.db, pool => {
-            sqlx::query_as(THREAD).bind(thread_id).fetch_optional(pool).await
+        let row: Option<ThreadRow> = on_pool!(self.db, conn => {
+            sqlx::query_as(THREAD).bind(thread_id).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
         row.map(ThreadRow::into_summary).transpose()
@@ -434,14 +449,14 @@ impl Checkpointer for SqlCheckpointer {
         let prefix = query.prefix.as_deref().filter(|p| !p.is_empty());
         let prefix_end = prefix.and_then(prefix_end);
         let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
-        let rows: Vec<ThreadRow> = on_pool!(self.db, pool => {
+        let rows: Vec<ThreadRow> = on_pool!(self.db, conn => {
             sqlx::query_as(LIST)
                 .bind(query.after.as_deref())
                 .bind(prefix)
                 .bind(prefix_end.as_deref())
                 .bind(query.workflow.as_deref())
                 .bind(fetch)
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await
         })
         .map_err(db_error(""))?;
@@ -452,13 +467,13 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
-        on_pool!(self.db, pool => sqlx::query_scalar(UNFINISHED).fetch_all(pool).await).map_err(db_error(""))
+        on_pool!(self.db, conn => sqlx::query_scalar(UNFINISHED).fetch_all(conn).await).map_err(db_error(""))
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         match self.db.pool() {
             DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
-            DbPool::Postgres(pool) => delete_postgres(pool, thread_id, true).await,
+            DbPool::Postgres(_) => delete_postgres(&self.db, thread_id, true).await,
         }
     }
 
@@ -468,7 +483,7 @@ impl Checkpointer for SqlCheckpointer {
     async fn delete_thread_unsynced(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         match self.db.pool() {
             DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
-            DbPool::Postgres(pool) => delete_postgres(pool, thread_id, false).await,
+            DbPool::Postgres(_) => delete_postgres(&self.db, thread_id, false).await,
         }
     }
 }

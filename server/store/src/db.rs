@@ -5,11 +5,15 @@ use sqlx::{
     pool::PoolConnection,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
-    Connection, Sqlite, SqliteConnection,
+    Connection, Postgres, Sqlite, SqliteConnection,
 };
 use tokio::sync::{Mutex, MutexGuard};
 
-use crate::{error::redact, SqlCheckpointer, StoreError};
+use crate::{
+    error::redact,
+    reuse::{Lease, Reuse},
+    SqlCheckpointer, StoreError,
+};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -73,6 +77,15 @@ pub struct Database {
     /// writers). Write transactions queue here instead of in SQLite's busy handler, which
     /// sleeps in steps of milliseconds; other processes are still handled by the busy timeout.
     sqlite_writer: Option<Arc<SqliteWriter>>,
+    /// Pool connections kept between operations, so they skip sqlx's ping on release.
+    reuse: Arc<Reused>,
+}
+
+/// The [`Reuse`] of the pool's kind.
+#[derive(Debug)]
+enum Reused {
+    Sqlite(Reuse<Sqlite>),
+    Postgres(Reuse<Postgres>),
 }
 
 /// The one place SQLite write transactions run.
@@ -165,7 +178,11 @@ impl Database {
             }
             _ => return Err(StoreError::UnsupportedUrl { url: redact(url) }),
         };
-        let db = Database { pool, options, sqlite_writer };
+        let reuse = Arc::new(match &pool {
+            DbPool::Sqlite(pool) => Reused::Sqlite(Reuse::new(pool.clone(), pool.options().get_max_connections())),
+            DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone(), pool.options().get_max_connections())),
+        });
+        let db = Database { pool, options, sqlite_writer, reuse };
         if let Err(e) = db.migrate().await {
             db.close().await;
             return Err(e);
@@ -227,9 +244,35 @@ impl Database {
                 }
             }
         }
+        match self.reuse.as_ref() {
+            Reused::Sqlite(reuse) => reuse.release_all(),
+            Reused::Postgres(reuse) => reuse.release_all(),
+        }
         match &self.pool {
             DbPool::Sqlite(pool) => pool.close().await,
             DbPool::Postgres(pool) => pool.close().await,
+        }
+    }
+
+    /// A SQLite pool connection for one operation (see [`crate::reuse`]).
+    ///
+    /// # Panics
+    /// On a PostgreSQL database (a programming error: callers match on the pool first).
+    pub(crate) async fn sqlite_lease(&self) -> Result<Lease<'_, Sqlite>, sqlx::Error> {
+        match self.reuse.as_ref() {
+            Reused::Sqlite(reuse) => reuse.lease().await,
+            Reused::Postgres(_) => panic!("sqlite_lease called on a postgres database"),
+        }
+    }
+
+    /// A PostgreSQL pool connection for one operation (see [`crate::reuse`]).
+    ///
+    /// # Panics
+    /// On a SQLite database (a programming error: callers match on the pool first).
+    pub(crate) async fn postgres_lease(&self) -> Result<Lease<'_, Postgres>, sqlx::Error> {
+        match self.reuse.as_ref() {
+            Reused::Postgres(reuse) => reuse.lease().await,
+            Reused::Sqlite(_) => panic!("postgres_lease called on a sqlite database"),
         }
     }
 

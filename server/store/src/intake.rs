@@ -63,8 +63,8 @@ impl Database {
 
     /// The submissions of a thread, oldest first.
     pub async fn list_submissions(&self, thread_id: &str) -> Result<Vec<Submission>, StoreError> {
-        let rows: Vec<SubmissionRow> = on_pool!(self, pool => {
-            sqlx::query_as(LIST).bind(thread_id).fetch_all(pool).await
+        let rows: Vec<SubmissionRow> = on_pool!(self, conn => {
+            sqlx::query_as(LIST).bind(thread_id).fetch_all(conn).await
         })
         .map_err(StoreError::query("list intake submissions"))?;
         rows.into_iter()

@@ -21,6 +21,7 @@ mod db;
 mod error;
 pub mod intake;
 pub mod redis_checkpointer;
+mod reuse;
 pub mod tickets;
 
 pub use checkpointer::SqlCheckpointer;
@@ -35,21 +36,43 @@ pub use redis;
 /// The sqlx this crate is built on, for modules that need the pools directly.
 pub use sqlx;
 
-/// Runs `$body` with `$pool` bound to the concrete pool (`&SqlitePool` or `&PgPool`), for
-/// queries whose text and binds are the same in both dialects.
+/// Runs `$body` with `$conn` bound to a pool connection of either dialect (`&mut
+/// SqliteConnection` or `&mut PgConnection`), for queries whose text and binds are the same in
+/// both. `$body` is a `Result<_, sqlx::Error>`; on success the connection is kept for the next
+/// operation without sqlx's ping ([`reuse`]).
 macro_rules! on_pool {
-    ($db:expr, $pool:ident => $body:expr) => {
+    ($db:expr, $conn:ident => $body:expr) => {
         match $db.pool() {
-            $crate::db::DbPool::Sqlite($pool) => $body,
-            $crate::db::DbPool::Postgres($pool) => $body,
+            $crate::db::DbPool::Sqlite(_) => $crate::leased!($db.sqlite_lease(), $conn => $body),
+            $crate::db::DbPool::Postgres(_) => $crate::leased!($db.postgres_lease(), $conn => $body),
         }
     };
 }
 pub(crate) use on_pool;
 
+/// Runs `$body` with `$conn` bound to the connection of `$lease` (a future of a
+/// [`reuse::Lease`]), and settles the lease with `$body`'s outcome. A failure to lease
+/// becomes `$body`'s error type by `From<sqlx::Error>`.
+macro_rules! leased {
+    ($lease:expr, $conn:ident => $body:expr) => {
+        match $lease.await {
+            Ok(mut lease) => {
+                let result = {
+                    let $conn = &mut *lease;
+                    $body
+                };
+                lease.settle(result.is_ok());
+                result
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
+}
+pub(crate) use leased;
+
 /// Runs `$body` with `$exec` bound to where this process writes: the SQLite write connection
-/// (`&mut SqliteConnection`, held until `$body` is done) or the PostgreSQL pool (`&PgPool`).
-/// For single statements, which commit on their own.
+/// (`&mut SqliteConnection`, held until `$body` is done) or a PostgreSQL pool connection
+/// (`&mut PgConnection`). For single statements, which commit on their own.
 macro_rules! on_writer {
     ($db:expr, $exec:ident => $body:expr) => {
         match $db.pool() {
@@ -60,7 +83,7 @@ macro_rules! on_writer {
                 }
                 Err(e) => Err(e),
             },
-            $crate::db::DbPool::Postgres($exec) => $body,
+            $crate::db::DbPool::Postgres(_) => $crate::leased!($db.postgres_lease(), $exec => $body),
         }
     };
 }

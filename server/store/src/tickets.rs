@@ -5,7 +5,9 @@
 
 use std::time::SystemTime;
 
-use crate::{db::rollback_quietly, from_ms, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
+use sqlx::Connection;
+
+use crate::{db::rollback_quietly, from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
 
 /// [`CompletedTicket::status`] of a ticket the triage answered.
 pub const TICKET_RESOLVED: &str = "resolved";
@@ -247,8 +249,8 @@ impl Database {
                 }
                 Ok(())
             }
-            DbPool::Postgres(pool) => async {
-                let mut tx = pool.begin().await?;
+            DbPool::Postgres(_) => leased!(self.postgres_lease(), conn => async {
+                let mut tx = conn.begin().await?;
                 ticket_query!(UPSERT_TICKET).execute(&mut *tx).await?;
                 for m in messages {
                     sqlx::query(UPSERT_MESSAGE)
@@ -263,7 +265,7 @@ impl Database {
                 }
                 tx.commit().await
             }
-            .await
+            .await)
             .map_err(failed),
         }
     }
@@ -273,10 +275,10 @@ impl Database {
         &self,
         ticket_id: &str,
     ) -> Result<Option<(CompletedTicket, Vec<TicketMessage>)>, StoreError> {
-        let (row, messages): (Option<TicketRow>, Vec<MessageRow>) = on_pool!(self, pool => {
+        let (row, messages): (Option<TicketRow>, Vec<MessageRow>) = on_pool!(self, conn => {
             async {
                 // One read transaction, so the messages match the ticket row.
-                let mut tx = pool.begin().await?;
+                let mut tx = conn.begin().await?;
                 let row = sqlx::query_as(GET_TICKET).bind(ticket_id).fetch_optional(&mut *tx).await?;
                 let messages = match row {
                     Some(_) => sqlx::query_as(GET_MESSAGES).bind(ticket_id).fetch_all(&mut *tx).await?,
@@ -306,14 +308,14 @@ impl Database {
         let limit = limit.max(1);
         let cursor = after.as_deref().map(parse_cursor).transpose()?;
         let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
-        let rows: Vec<TicketRow> = on_pool!(self, pool => {
+        let rows: Vec<TicketRow> = on_pool!(self, conn => {
             sqlx::query_as(LIST)
                 .bind(customer_id)
                 .bind(status)
                 .bind(cursor.map(|(ms, _)| ms))
                 .bind(cursor.map(|(_, id)| id))
                 .bind(fetch)
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await
         })
         .map_err(StoreError::query("list tickets"))?;
@@ -325,8 +327,8 @@ impl Database {
 
     /// Whether a ticket with this id has been saved.
     pub async fn ticket_exists(&self, ticket_id: &str) -> Result<bool, StoreError> {
-        let count: i64 = on_pool!(self, pool => {
-            sqlx::query_scalar(COUNT_TICKET).bind(ticket_id).fetch_one(pool).await
+        let count: i64 = on_pool!(self, conn => {
+            sqlx::query_scalar(COUNT_TICKET).bind(ticket_id).fetch_one(conn).await
         })
         .map_err(StoreError::query("check ticket exists"))?;
         Ok(count > 0)
@@ -356,8 +358,8 @@ impl Database {
 
     /// The output recorded for a customer's triage request `key`, if any.
     pub async fn find_triage_request(&self, customer_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        on_pool!(self, pool => {
-            sqlx::query_scalar(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(pool).await
+        on_pool!(self, conn => {
+            sqlx::query_scalar(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(conn).await
         })
         .map_err(StoreError::query("find triage request"))
     }

@@ -1,0 +1,250 @@
+//! Pooled connections kept checked out between operations that completed.
+//!
+//! sqlx tests every connection that goes back to its pool with a ping: one more round trip per
+//! operation, to the server on PostgreSQL and to the connection's worker thread on SQLite. On
+//! the hot path (a checkpoint put, a thread erase) that round trip competes with the next
+//! operation for the server and the CPU. A connection whose operation completed needs no test:
+//! sqlx makes the next statement on a connection first read whatever the last one left unread,
+//! exactly what the ping does. So a [`Lease`] whose operation succeeded puts its connection in
+//! [`Reuse`], and the next lease takes it from there; a lease whose operation failed, or whose
+//! future was dropped half-way, hands its connection back to sqlx, whose ping sorts it out.
+//!
+//! Connections do not stay out of the pool for good: one that has been idle here for
+//! [`MAX_IDLE`] or out of the pool for [`MAX_OUT`] goes back, so the pool's idle timeout and
+//! maximum lifetime still apply. At most `max_connections - 1` are kept, so code that uses the
+//! pool directly (migrations, tests, benchmarks) can always get a connection; with a single
+//! connection (`sqlite::memory:`) nothing is kept.
+
+use std::{
+    ops::{Deref, DerefMut},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use sqlx::{pool::PoolConnection, Pool};
+
+/// How long a connection may wait here for its next lease before it goes back to the pool.
+const MAX_IDLE: Duration = Duration::from_secs(30);
+/// How long a connection may be out of the pool in all before it goes back.
+const MAX_OUT: Duration = Duration::from_secs(300);
+
+struct Kept<DB: sqlx::Database> {
+    conn: PoolConnection<DB>,
+    /// When it was taken from the pool.
+    out_since: Instant,
+    /// When its last lease ended.
+    idle_since: Instant,
+}
+
+pub(crate) struct Reuse<DB: sqlx::Database> {
+    pool: Pool<DB>,
+    kept: Mutex<Vec<Kept<DB>>>,
+    capacity: usize,
+}
+
+impl<DB: sqlx::Database> std::fmt::Debug for Reuse<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept.lock().map_or(0, |kept| kept.len());
+        f.debug_struct("Reuse").field("kept", &kept).field("capacity", &self.capacity).finish()
+    }
+}
+
+impl<DB: sqlx::Database> Reuse<DB> {
+    pub(crate) fn new(pool: Pool<DB>, max_connections: u32) -> Self {
+        let capacity = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(0);
+        Self { pool, kept: Mutex::new(Vec::with_capacity(capacity)), capacity }
+    }
+
+    /// A connection for one operation: the most recently used kept one, else one from the pool.
+    pub(crate) async fn lease(&self) -> Result<Lease<'_, DB>, sqlx::Error> {
+        let now = Instant::now();
+        loop {
+            let Some(kept) = self.kept.lock().expect("kept connections poisoned").pop() else { break };
+            if now.duration_since(kept.idle_since) < MAX_IDLE {
+                return Ok(Lease { reuse: self, conn: Some(kept.conn), out_since: kept.out_since });
+            }
+            // Dropped outside the lock: sqlx pings it on a task of its own and pools it.
+            drop(kept);
+        }
+        let conn = self.pool.acquire().await?;
+        Ok(Lease { reuse: self, conn: Some(conn), out_since: now })
+    }
+
+    fn keep(&self, conn: PoolConnection<DB>, out_since: Instant) {
+        let now = Instant::now();
+        if self.pool.is_closed() || now.duration_since(out_since) >= MAX_OUT {
+            return;
+        }
+        let mut kept = self.kept.lock().expect("kept connections poisoned");
+        if kept.len() < self.capacity {
+            kept.push(Kept { conn, out_since, idle_since: now });
+        }
+    }
+
+    /// Hands every kept connection back to the pool (before the pool is closed).
+    pub(crate) fn release_all(&self) {
+        let kept = std::mem::take(&mut *self.kept.lock().expect("kept connections poisoned"));
+        drop(kept);
+    }
+}
+
+impl<DB: sqlx::Database> Drop for Reuse<DB> {
+    fn drop(&mut self) {
+        let kept = std::mem::take(self.kept.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        // sqlx returns a dropped pool connection on a spawned task, which needs a runtime. After
+        // the runtime is gone, close the connections here instead.
+        if tokio::runtime::Handle::try_current().is_err() {
+            for kept in kept {
+                drop(kept.conn.detach());
+            }
+        }
+    }
+}
+
+/// A connection on loan for one operation; dereferences to the connection. Call
+/// [`Lease::settle`] with whether the operation succeeded; a lease dropped without it gives
+/// its connection back to the pool, which tests it.
+pub(crate) struct Lease<'a, DB: sqlx::Database> {
+    reuse: &'a Reuse<DB>,
+    conn: Option<PoolConnection<DB>>,
+    out_since: Instant,
+}
+
+impl<DB: sqlx::Database> Lease<'_, DB> {
+    /// Ends the lease: a connection whose operation succeeded is kept for the next lease.
+    pub(crate) fn settle(mut self, succeeded: bool) {
+        if let Some(conn) = self.conn.take().filter(|_| succeeded) {
+            self.reuse.keep(conn, self.out_since);
+        }
+    }
+}
+
+impl<DB: sqlx::Database> Deref for Lease<'_, DB> {
+    type Target = DB::Connection;
+
+    fn deref(&self) -> &DB::Connection {
+        // `conn` is taken only by `settle`, which consumes the lease.
+        self.conn.as_ref().expect("lease is open")
+    }
+}
+
+impl<DB: sqlx::Database> DerefMut for Lease<'_, DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        self.conn.as_mut().expect("lease is open")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{sqlite::SqlitePoolOptions, Sqlite, SqliteConnection};
+
+    use super::*;
+
+    async fn file_pool(max: u32) -> (Pool<Sqlite>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("reuse.db").display());
+        (SqlitePoolOptions::new().max_connections(max).connect(&url).await.unwrap(), dir)
+    }
+
+    /// Which connection this is: SQLite's per-connection temp schema tells them apart.
+    async fn mark(conn: &mut SqliteConnection, name: &str) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE TEMP TABLE {name} (x)"))).execute(conn).await.unwrap();
+    }
+
+    async fn has_mark(conn: &mut SqliteConnection, name: &str) -> bool {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM temp.sqlite_master WHERE name = ?")
+            .bind(name)
+            .fetch_one(conn)
+            .await
+            .unwrap();
+        n == 1
+    }
+
+    #[tokio::test]
+    async fn a_settled_lease_keeps_its_connection_for_the_next() {
+        let (pool, _dir) = file_pool(4).await;
+        let reuse = Reuse::new(pool.clone(), 4);
+        let mut lease = reuse.lease().await.unwrap();
+        mark(&mut lease, "first").await;
+        lease.settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 1);
+        let mut lease = reuse.lease().await.unwrap();
+        assert!(has_mark(&mut lease, "first").await, "the kept connection is leased again");
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        lease.settle(true);
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_dropped_lease_goes_back_to_the_pool() {
+        let (pool, _dir) = file_pool(4).await;
+        let reuse = Reuse::new(pool.clone(), 4);
+        let lease = reuse.lease().await.unwrap();
+        lease.settle(false);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        let lease = reuse.lease().await.unwrap();
+        drop(lease);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        // Both went back to sqlx (after its ping, on a task of its own).
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while pool.num_idle() < 1 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("connections returned to the pool");
+    }
+
+    #[tokio::test]
+    async fn one_connection_always_stays_with_the_pool() {
+        let (pool, _dir) = file_pool(2).await;
+        let reuse = Reuse::new(pool.clone(), 2);
+        let a = reuse.lease().await.unwrap();
+        let b = reuse.lease().await.unwrap();
+        a.settle(true);
+        b.settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 1, "at most max_connections - 1 are kept");
+        // So a direct user of the pool gets a connection.
+        let direct = tokio::time::timeout(Duration::from_secs(5), pool.acquire()).await;
+        assert!(direct.expect("not starved").is_ok());
+
+        let (single, _dir) = file_pool(1).await;
+        let reuse = Reuse::new(single.clone(), 1);
+        reuse.lease().await.unwrap().settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0, "a single-connection pool keeps nothing");
+    }
+
+    #[tokio::test]
+    async fn release_all_and_a_closed_pool_keep_nothing() {
+        let (pool, _dir) = file_pool(4).await;
+        let reuse = Reuse::new(pool.clone(), 4);
+        reuse.lease().await.unwrap().settle(true);
+        reuse.release_all();
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        let lease = reuse.lease().await.unwrap();
+        // Closing waits for the leased connection, so it runs beside the lease.
+        let closing = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.close().await }
+        });
+        while !pool.is_closed() {
+            tokio::task::yield_now().await;
+        }
+        lease.settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        closing.await.unwrap();
+    }
+
+    #[test]
+    fn kept_connections_are_closed_when_dropped_after_their_runtime() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (reuse, _dir) = runtime.block_on(async {
+            let (pool, dir) = file_pool(4).await;
+            let reuse = Reuse::new(pool, 4);
+            reuse.lease().await.unwrap().settle(true);
+            (reuse, dir)
+        });
+        drop(runtime);
+        // sqlx would panic spawning its return-to-pool task here; the connection is closed instead.
+        drop(reuse);
+    }
+}
