@@ -216,3 +216,41 @@ async fn tickets_survive_reconnect() {
     let db = file_db(&dir, 1).await;
     assert_eq!(db.get_ticket("TKT-1A2B3C4D").await.unwrap(), Some((t, common::messages(2))));
 }
+
+/// WAL checkpoints run beside the writer rather than in its commits (where they stall the
+/// commit for an fsync): pages reach the database file long before the writer's own automatic
+/// checkpoint (10,000 pages) would copy them, and the writer's threshold is that backstop.
+#[tokio::test]
+async fn the_wal_is_checkpointed_beside_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let store = db.checkpointer();
+    let db_file = dir.path().join("frontdesk.db");
+    let before = std::fs::metadata(&db_file).unwrap().len();
+    // 1,500 threads of one 3 KB checkpoint each: ~3,000 WAL pages, under the writer's threshold,
+    // and past the first background checkpoint (every 1,000 writes).
+    for i in 0..1500 {
+        let mut cp = sample(&format!("wal-{i:04}"), 1, RunStatus::Running);
+        cp.state = vec![b'x'; 3000];
+        store.put(&cp).await.unwrap();
+    }
+    let copied = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let now = std::fs::metadata(&db_file).unwrap().len();
+            if now >= before + (2 << 20) {
+                return now;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the checkpoints beside the writer copied the WAL into the database file");
+    assert!(copied > before);
+    let writer_threshold: i64 = frontdesk_store::sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+        .fetch_one(db.sqlite_pool().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(writer_threshold, 1000, "pool connections keep SQLite's default");
+    assert_eq!(store.latest("wal-1499").await.unwrap().unwrap().state.len(), 3000);
+    db.close().await;
+}
