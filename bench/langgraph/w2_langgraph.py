@@ -1,0 +1,811 @@
+"""W2 (ticket triage) in LangGraph, to re-measure WORKLOADS.md's LangGraph figures.
+
+Re-measures "The figures to beat" for W2 on the machine at hand. The graph, node rules and
+post-run persistence follow WORKLOADS.md (W2 section) to the letter; the work itself comes from
+shared/bench/workload.py, imported rather than copied so both sides replay identical tickets.
+
+Run through scripts/langgraph-w2.sh (it builds the venv and pins the process to one CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import closing
+from typing import TypedDict
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_WORKLOAD_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench"))
+
+WARMUP = 50
+IN_FLIGHT = 100
+# LangGraph's own Postgres how-to uses a pool of this size; with one Python thread doing the
+# work, more connections would only add idle sessions.
+PG_POOL_SIZE = 20
+
+# The published figures (WORKLOADS.md, "The figures to beat"), printed beside ours.
+REFERENCE = {
+    "none": ("2.8", "291"),
+    "memory": ("6.0 (11.7)", "181"),
+    "sqlite": ("9.8 (18.7)", "40"),
+    "postgres": ("17.6 (60.0)", "52"),
+}
+SAVER_LABEL = {
+    "none": "no checkpointer",
+    "memory": "InMemorySaver",
+    "sqlite": "SQLite saver (file, WAL)",
+    "postgres": "PostgreSQL saver",
+}
+
+# WORKLOADS.md: sha256 of the canonical JSON Lines for the full sets.
+EXPECTED_SHA256 = {
+    "customers": "7f48193ad20adff5da3b59d12bdb3d7bfb4032f4d77db6348704c96fd3c3fa78",
+    "articles": "1c2e6d1193f5b4fd9e288fda3deca260edb6fb0eeeb411633ed3a3021c5f4f8d",
+    "tickets": "b63a4d3ce65d490f9bfc6a8c279dbb8d852ae1989d47ba6014bb25ceaad69a89",
+}
+EXPECTED_ROUTES = {"billing": 2476, "technical": 2419, "general": 2546, "escalate": 2559}
+EXPECTED_ACTIONS = {"auto_respond": 4922, "route_specialist": 2519, "escalate_human": 2559}
+EXPECTED_ACTIONS_FIRST_2000 = {"auto_respond": 1017, "route_specialist": 487, "escalate_human": 496}
+ACTION_ORDER = ["auto_respond", "route_specialist", "escalate_human"]
+ROUTE_ORDER = ["billing", "technical", "general", "escalate"]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# The graph (WORKLOADS.md, W2 "Graph" and "Node rules")
+# ---------------------------------------------------------------------------
+
+BILLING_WORDS = {
+    "invoice", "refund", "charged", "payment", "billing", "receipt", "subscription",
+    "overcharge", "credit",
+}
+TECHNICAL_WORDS = {
+    "api", "timeout", "error", "crash", "crashes", "login", "webhook", "password", "sso",
+    "export", "limit",
+}
+URGENCY_NAMES = ["low", "medium", "high", "critical"]
+KB_STOP_WORDS = {
+    "have", "with", "this", "that", "what", "where", "would", "please", "after", "from", "your",
+    "need", "help", "problem", "question",
+}
+
+
+class TriageState(TypedDict, total=False):
+    # input
+    ticket_id: str
+    customer_id: str
+    subject: str
+    body: str
+    # translator
+    is_english: bool
+    language: str
+    english_body: str
+    # supervisor
+    customer: dict
+    ticket_type: str
+    urgency: str
+    route: str
+    # specialist / escalate
+    kb_results: list
+    triage_result: dict
+
+
+def build_graph(customers: dict, articles: list, tokens, checkpointer):
+    """Compiles the W2 graph; customers and articles are the in-memory fixtures."""
+
+    # Lower-cased once: kb_search only ever matches against this text.
+    searchable = [
+        (a["article_id"], a["title"], (a["title"] + " " + a["body"]).lower()) for a in articles
+    ]
+
+    def customer_lookup(customer_id: str) -> dict:
+        # A copy, so state never aliases the directory.
+        return dict(customers[customer_id])
+
+    def kb_search(text: str) -> list:
+        terms = []
+        for tok in tokens(text):
+            if len(tok) >= 4 and tok not in KB_STOP_WORDS and tok not in terms:
+                terms.append(tok)
+        scored = [
+            (sum(1 for term in terms if term in haystack), article_id, title)
+            for article_id, title, haystack in searchable
+        ]
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return [{"article_id": a, "title": t, "score": s} for s, a, t in scored[:3]]
+
+    def translator(state: TriageState) -> dict:
+        body = state["body"]
+        if body.startswith("[") and body[3:5] == "] ":
+            return {"is_english": False, "language": body[1:3], "english_body": body[5:]}
+        return {"is_english": True, "language": "en", "english_body": body}
+
+    def supervisor(state: TriageState) -> dict:
+        customer = customer_lookup(state["customer_id"])
+        text = (state["subject"] + " " + state["english_body"]).lower()
+        words = set(tokens(text))
+        b = len(words & BILLING_WORDS)
+        t = len(words & TECHNICAL_WORDS)
+        if b == 0 and t == 0:
+            ticket_type = "general"
+        elif b >= t:
+            ticket_type = "billing"
+        else:
+            ticket_type = "technical"
+        if "down" in words or "outage" in words or "data loss" in text:
+            level = 3
+        elif words & {"urgent", "asap", "blocked"}:
+            level = 2
+        elif "charged twice" in text:
+            level = 1
+        else:
+            level = 0
+        if customer["tier"] == "enterprise":
+            level = min(level + 1, 3)
+        urgency = URGENCY_NAMES[level]
+        if urgency == "critical" or customer["account_status"] == "suspended":
+            route = "escalate"
+        else:
+            route = ticket_type
+        return {"customer": customer, "ticket_type": ticket_type, "urgency": urgency, "route": route}
+
+    def make_specialist(category: str):
+        def specialist(state: TriageState) -> dict:
+            results = kb_search(state["subject"] + " " + state["english_body"])
+            top = results[0]
+            customer = state["customer"]
+            if (
+                top["score"] >= 2
+                and state["urgency"] in ("low", "medium")
+                and customer["account_status"] == "active"
+            ):
+                action = "auto_respond"
+                recommended = (
+                    f"Send KB article {top['article_id']} '{top['title']}' to {customer['name']}"
+                )
+            else:
+                action = "route_specialist"
+                recommended = (
+                    f"Assign to {category} specialist queue (urgency {state['urgency']}); "
+                    f"suggested reading {top['article_id']}"
+                )
+            return {
+                "kb_results": results,
+                "triage_result": {
+                    "action": action,
+                    "queue": category,
+                    "recommended_action": recommended,
+                    "kb_article": top["article_id"],
+                    "kb_score": top["score"],
+                },
+            }
+
+        return specialist
+
+    def escalate(state: TriageState) -> dict:
+        customer = state["customer"]
+        return {
+            "triage_result": {
+                "action": "escalate_human",
+                "queue": "escalations",
+                "recommended_action": (
+                    f"Page on-call {state['ticket_type']} lead: {state['urgency']} ticket from "
+                    f"{customer['tier']} customer {customer['name']}"
+                ),
+                "kb_article": None,
+                "kb_score": 0,
+            }
+        }
+
+    g = StateGraph(TriageState)
+    g.add_node("translator", translator)
+    g.add_node("supervisor", supervisor)
+    for category in ("billing", "technical", "general"):
+        g.add_node(f"{category}_specialist", make_specialist(category))
+    g.add_node("escalate", escalate)
+    g.add_edge(START, "translator")
+    g.add_edge("translator", "supervisor")
+    g.add_conditional_edges(
+        "supervisor",
+        lambda state: state["route"],
+        {
+            "billing": "billing_specialist",
+            "technical": "technical_specialist",
+            "general": "general_specialist",
+            "escalate": "escalate",
+        },
+    )
+    for node in ("billing_specialist", "technical_specialist", "general_specialist", "escalate"):
+        g.add_edge(node, END)
+    return g.compile(checkpointer=checkpointer)
+
+
+# ---------------------------------------------------------------------------
+# One ticket: invoke, then archive + delete_thread (WORKLOADS.md, "After the graph")
+# ---------------------------------------------------------------------------
+
+ARCHIVE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS completed_tickets (
+    ticket_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    customer_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    route TEXT NOT NULL,
+    urgency TEXT NOT NULL,
+    ticket_type TEXT NOT NULL,
+    recommended_action TEXT NOT NULL,
+    kb_article TEXT
+)
+"""
+ARCHIVE_INSERT = "INSERT INTO completed_tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+ARCHIVED_ACTIONS = ("auto_respond", "escalate_human")
+
+
+def graph_input(ticket: dict) -> dict:
+    return {k: ticket[k] for k in ("ticket_id", "customer_id", "subject", "body")}
+
+
+def graph_config(ticket: dict) -> dict:
+    return {"configurable": {"thread_id": f"{ticket['customer_id']}:{ticket['ticket_id']}"}}
+
+
+def archive_row(ticket: dict, thread_id: str, state: dict) -> tuple:
+    result = state["triage_result"]
+    return (
+        ticket["ticket_id"], thread_id, ticket["customer_id"], result["action"], state["route"],
+        state["urgency"], state["ticket_type"], result["recommended_action"], result["kb_article"],
+    )
+
+
+def open_archive(path: str) -> sqlite3.Connection:
+    # Autocommit: each INSERT is its own transaction, i.e. exactly one commit per ticket, even
+    # when (in the async phase) many tickets share the connection.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(ARCHIVE_SCHEMA)
+    return conn
+
+
+def run_ticket(graph, saver, archive: sqlite3.Connection, ticket: dict) -> tuple:
+    config = graph_config(ticket)
+    state = graph.invoke(graph_input(ticket), config)
+    action = state["triage_result"]["action"]
+    if action in ARCHIVED_ACTIONS:
+        thread_id = config["configurable"]["thread_id"]
+        archive.execute(ARCHIVE_INSERT, archive_row(ticket, thread_id, state))
+        if saver is not None:
+            saver.delete_thread(thread_id)
+    return state["route"], action
+
+
+async def arun_ticket(graph, saver, archive, ticket: dict) -> tuple:
+    config = graph_config(ticket)
+    state = await graph.ainvoke(graph_input(ticket), config)
+    action = state["triage_result"]["action"]
+    if action in ARCHIVED_ACTIONS:
+        thread_id = config["configurable"]["thread_id"]
+        await archive.execute(ARCHIVE_INSERT, archive_row(ticket, thread_id, state))
+        if saver is not None:
+            await saver.adelete_thread(thread_id)
+    return state["route"], action
+
+
+# ---------------------------------------------------------------------------
+# Savers: a fresh store per phase (own SQLite file, own PostgreSQL database)
+# ---------------------------------------------------------------------------
+
+
+class PhaseStores:
+    """Temp dir for the SQLite files of one phase, plus its own PostgreSQL database."""
+
+    def __init__(self, name: str, postgres_url: str | None, need_postgres: bool):
+        self.dir = tempfile.TemporaryDirectory(prefix=f"lg-w2-{name}-")
+        self.archive_path = os.path.join(self.dir.name, "archive.sqlite")
+        self.saver_path = os.path.join(self.dir.name, "checkpoints.sqlite")
+        self.admin_url = postgres_url
+        self.pg_db = None
+        self.pg_url = None
+        if need_postgres:
+            import psycopg
+            from psycopg.conninfo import make_conninfo
+
+            self.pg_db = f"lg_w2_{os.getpid()}_{name}"
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{self.pg_db}"')
+            self.pg_url = make_conninfo(postgres_url, dbname=self.pg_db)
+
+    def close(self):
+        if self.pg_db is not None:
+            import psycopg
+
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.pg_db}" WITH (FORCE)')
+        self.dir.cleanup()
+
+
+class SyncSaver:
+    """Opens the sync saver of one kind (latency phase, reference pass)."""
+
+    def __init__(self, kind: str, stores: PhaseStores):
+        self.kind, self.stores, self.closer = kind, stores, None
+
+    def __enter__(self):
+        if self.kind == "none":
+            return None
+        if self.kind == "memory":
+            return InMemorySaver()
+        if self.kind == "sqlite":
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            # Same connection settings as SqliteSaver.from_conn_string; setup() turns on WAL.
+            self.closer = sqlite3.connect(self.stores.saver_path, check_same_thread=False)
+            saver = SqliteSaver(self.closer)
+            saver.setup()
+            return saver
+        if self.kind == "postgres":
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            self.closer = PostgresSaver.from_conn_string(self.stores.pg_url)
+            saver = self.closer.__enter__()
+            saver.setup()
+            return saver
+        raise ValueError(self.kind)
+
+    def __exit__(self, *exc):
+        if self.kind == "sqlite":
+            self.closer.close()
+        elif self.kind == "postgres":
+            self.closer.__exit__(*exc)
+
+
+class AsyncSaver:
+    """Opens the async saver of one kind (throughput phase)."""
+
+    def __init__(self, kind: str, stores: PhaseStores):
+        self.kind, self.stores, self.closer = kind, stores, None
+
+    async def __aenter__(self):
+        if self.kind == "none":
+            return None
+        if self.kind == "memory":
+            return InMemorySaver()
+        if self.kind == "sqlite":
+            import aiosqlite
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            self.closer = await aiosqlite.connect(self.stores.saver_path)
+            saver = AsyncSqliteSaver(self.closer)
+            await saver.setup()
+            return saver
+        if self.kind == "postgres":
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from psycopg.rows import dict_row
+            from psycopg_pool import AsyncConnectionPool
+
+            # The connection settings AsyncPostgresSaver.from_conn_string uses, pooled.
+            self.closer = AsyncConnectionPool(
+                self.stores.pg_url,
+                min_size=PG_POOL_SIZE,
+                max_size=PG_POOL_SIZE,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+                open=False,
+            )
+            await self.closer.open(wait=True)
+            saver = AsyncPostgresSaver(self.closer)
+            await saver.setup()
+            return saver
+        raise ValueError(self.kind)
+
+    async def __aexit__(self, *exc):
+        if self.closer is not None:
+            await self.closer.close()
+
+
+# ---------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------
+
+
+def check_counts(what: str, got: Counter, expected: dict):
+    if dict(got) != expected:
+        raise CheckFailed(f"{what}: got {dict(got)}, expected {expected}")
+
+
+def check_phase(what, tickets, outcomes, expected, archived_ids, kept_threads):
+    """Every ticket has the reference outcome; archive and saver hold exactly what they should."""
+    for ticket, outcome in zip(tickets, outcomes):
+        # Warm-up tickets past --tickets have no reference outcome.
+        want = expected.get(ticket["ticket_id"])
+        if want is not None and outcome != want:
+            raise CheckFailed(f"{what}: {ticket['ticket_id']} gave {outcome}, reference {want}")
+    want_archived = {t["ticket_id"] for t, o in zip(tickets, outcomes) if o[1] in ARCHIVED_ACTIONS}
+    if archived_ids != want_archived:
+        raise CheckFailed(
+            f"{what}: archive holds {len(archived_ids)} tickets, expected {len(want_archived)}"
+        )
+    if kept_threads is not None:
+        want_kept = {
+            graph_config(t)["configurable"]["thread_id"]
+            for t, o in zip(tickets, outcomes)
+            if o[1] not in ARCHIVED_ACTIONS
+        }
+        if kept_threads != want_kept:
+            raise CheckFailed(
+                f"{what}: saver keeps {len(kept_threads)} threads, expected {len(want_kept)}"
+            )
+
+
+def archived_ticket_ids(path: str) -> set:
+    check_wal("archive", path)
+    with closing(sqlite3.connect(path)) as conn:
+        return {row[0] for row in conn.execute("SELECT ticket_id FROM completed_tickets")}
+
+
+def saver_threads(saver) -> set | None:
+    if saver is None:
+        return None
+    return {c.config["configurable"]["thread_id"] for c in saver.list(None)}
+
+
+async def asaver_threads(saver) -> set | None:
+    if saver is None:
+        return None
+    return {c.config["configurable"]["thread_id"] async for c in saver.alist(None)}
+
+
+def check_wal(what: str, path: str):
+    with closing(sqlite3.connect(path)) as conn:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if mode != "wal":
+        raise CheckFailed(f"{what} journal mode is {mode}, expected wal")
+
+
+# ---------------------------------------------------------------------------
+# Phases
+# ---------------------------------------------------------------------------
+
+
+class OtherLoad:
+    """CPU time the rest of the machine used while a phase ran (PostgreSQL's server included).
+
+    Another process running during a phase skews its figures; this says how much did.
+    """
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy.
+        busy = sum(fields[:8]) - fields[3] - fields[4]
+        own = os.times()
+        return time.monotonic(), busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+    def stop(self) -> float:
+        """Average number of CPUs the rest of the machine kept busy since the start."""
+        wall, busy, own = (b - a for a, b in zip(self.start, self._sample()))
+        self.text = f"rest of machine {busy - own:.1f} CPU-s in {wall:.1f} s"
+        # Clock-tick rounding can make an idle machine come out a hair below zero.
+        return max(0.0, (busy - own) / wall)
+
+
+def percentile(sorted_ms: list, p: float) -> float:
+    # Nearest rank, as the Rust bench (bench/src/stats.rs) computes it.
+    rank = max(1, math.ceil(p / 100 * len(sorted_ms)))
+    return sorted_ms[min(rank, len(sorted_ms)) - 1]
+
+
+def reference_pass(fx, tickets) -> tuple:
+    """Untimed: all tickets through InMemorySaver; the outcomes every timed replay must match."""
+    customers, articles, tokens = fx
+    stores = PhaseStores("reference", None, need_postgres=False)
+    try:
+        with SyncSaver("memory", stores) as saver:
+            graph = build_graph(customers, articles, tokens, saver)
+            archive = open_archive(stores.archive_path)
+            started = time.perf_counter()
+            outcomes = [run_ticket(graph, saver, archive, t) for t in tickets]
+            secs = time.perf_counter() - started
+            archive.close()
+            check_phase(
+                "reference pass", tickets, outcomes, {},
+                archived_ticket_ids(stores.archive_path), saver_threads(saver),
+            )
+    finally:
+        stores.close()
+    return outcomes, secs
+
+
+def latency_phase(kind, fx, timed, warmup, expected, postgres_url) -> dict:
+    customers, articles, tokens = fx
+    stores = PhaseStores(f"lat_{kind}", postgres_url, need_postgres=kind == "postgres")
+    try:
+        with SyncSaver(kind, stores) as saver:
+            graph = build_graph(customers, articles, tokens, saver)
+            archive = open_archive(stores.archive_path)
+            warm_outcomes = [run_ticket(graph, saver, archive, t) for t in warmup]
+            samples, outcomes = [], []
+            for t in timed:
+                started = time.perf_counter_ns()
+                outcomes.append(run_ticket(graph, saver, archive, t))
+                samples.append((time.perf_counter_ns() - started) / 1e6)
+            archive.close()
+            if kind == "sqlite":
+                check_wal("SQLite saver", stores.saver_path)
+            check_phase(
+                f"latency {kind}", list(warmup) + list(timed), warm_outcomes + outcomes,
+                expected, archived_ticket_ids(stores.archive_path), saver_threads(saver),
+            )
+    finally:
+        stores.close()
+    samples.sort()
+    return {
+        "p50": percentile(samples, 50),
+        "p99": percentile(samples, 99),
+        "mean": sum(samples) / len(samples),
+        "max": samples[-1],
+    }
+
+
+async def drive(graph, saver, archive, tickets, in_flight) -> list:
+    """in_flight worker tasks share one queue of tickets, so that many tickets are always open."""
+    outcomes = [None] * len(tickets)
+    todo = iter(enumerate(tickets))
+
+    async def worker():
+        for i, t in todo:
+            outcomes[i] = await arun_ticket(graph, saver, archive, t)
+
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return outcomes
+
+
+async def throughput_phase(kind, fx, timed, warmup, expected, postgres_url) -> dict:
+    import aiosqlite
+
+    customers, articles, tokens = fx
+    stores = PhaseStores(f"tput_{kind}", postgres_url, need_postgres=kind == "postgres")
+    try:
+        async with AsyncSaver(kind, stores) as saver:
+            graph = build_graph(customers, articles, tokens, saver)
+            archive = await aiosqlite.connect(stores.archive_path, isolation_level=None)
+            await archive.execute("PRAGMA journal_mode=WAL")
+            await archive.execute(ARCHIVE_SCHEMA)
+            warm_outcomes = await drive(graph, saver, archive, warmup, IN_FLIGHT)
+            started = time.perf_counter()
+            outcomes = await drive(graph, saver, archive, timed, IN_FLIGHT)
+            secs = time.perf_counter() - started
+            await archive.close()
+            if kind == "sqlite":
+                check_wal("SQLite saver", stores.saver_path)
+            check_phase(
+                f"throughput {kind}", list(warmup) + list(timed), warm_outcomes + outcomes,
+                expected, archived_ticket_ids(stores.archive_path), await asaver_threads(saver),
+            )
+    finally:
+        stores.close()
+    return {"tickets_per_s": len(timed) / secs, "secs": secs}
+
+
+# ---------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------
+
+
+def canonical_sha256(rows) -> str:
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(
+            (json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        )
+    return h.hexdigest()
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_line() -> str:
+    affinity = sorted(os.sched_getaffinity(0))
+    return (
+        f"nproc {os.cpu_count()}, CPU {cpu_model()}, process pinned to CPU(s) "
+        f"{','.join(map(str, affinity))}; load average {os.getloadavg()[0]:.2f} at start; "
+        f"Python {platform.python_version()}, langgraph {version('langgraph')}, "
+        f"langgraph-checkpoint {version('langgraph-checkpoint')}, "
+        f"langgraph-checkpoint-sqlite {version('langgraph-checkpoint-sqlite')}, "
+        f"langgraph-checkpoint-postgres {version('langgraph-checkpoint-postgres')}, "
+        f"psycopg {version('psycopg')}, SQLite {sqlite3.sqlite_version}"
+    )
+
+
+def fmt(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def print_report(machine, savers, latency, throughput, started):
+    print()
+    print("## W2 in LangGraph on this machine")
+    print()
+    print(f"- Machine: {machine}")
+    print(
+        "- Latency: one thread, sync `graph.invoke` + archive insert (own commit) + "
+        "`delete_thread`, first timed tickets after 50 warm-up tickets."
+    )
+    print(
+        f"- Throughput: asyncio, one event loop, {IN_FLIGHT} tasks each awaiting "
+        "`graph.ainvoke` + archive insert (aiosqlite) + `adelete_thread`; savers InMemorySaver, "
+        f"AsyncSqliteSaver (one aiosqlite connection), AsyncPostgresSaver over an "
+        f"AsyncConnectionPool of {PG_POOL_SIZE}."
+    )
+    print("- Durability: LangGraph's default (`async`); archive: SQLite file, WAL, one commit per ticket.")
+    print()
+    print(
+        "| W2 saver | p50 ms | p99 ms | mean ms | tickets/s (100 in flight) "
+        "| WORKLOADS.md p50 (p99) ms | WORKLOADS.md tickets/s | rest of machine, CPUs (lat / tput) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for kind in savers:
+        lat = latency.get(kind)
+        tput = throughput.get(kind)
+        ref_lat, ref_tput = REFERENCE[kind]
+        cells = [
+            SAVER_LABEL[kind],
+            fmt(lat["p50"]) if lat else "-",
+            fmt(lat["p99"]) if lat else "-",
+            fmt(lat["mean"]) if lat else "-",
+            f"{tput['tickets_per_s']:.0f}" if tput else "-",
+            ref_lat,
+            ref_tput,
+            " / ".join(f"{r['other_cpus']:.2f}" if r else "-" for r in (lat, tput)),
+        ]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print(
+        "The last column is the average number of CPUs that other processes (PostgreSQL's server"
+        " included) kept busy during each phase: well above the server's share means another"
+        " process disturbed that row."
+    )
+    print(f"Whole run: {time.perf_counter() - started:.0f} s.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--tickets", type=int, default=10000)
+    ap.add_argument("--timed", type=int, default=2000)
+    ap.add_argument("--postgres-url", default=None)
+    ap.add_argument("--savers", default="none,memory,sqlite,postgres")
+    ap.add_argument("--phases", default="latency,throughput")
+    ap.add_argument(
+        "--workload-dir", default=DEFAULT_WORKLOAD_DIR,
+        help="directory holding workload.py (default: shared/bench beside the repo)",
+    )
+    args = ap.parse_args()
+
+    savers = [s for s in args.savers.split(",") if s]
+    phases = [p for p in args.phases.split(",") if p]
+    for s in savers:
+        if s not in REFERENCE:
+            ap.error(f"unknown saver {s!r}")
+    for p in phases:
+        if p not in ("latency", "throughput"):
+            ap.error(f"unknown phase {p!r}")
+    if "postgres" in savers and not args.postgres_url:
+        print("note: no --postgres-url, skipping the PostgreSQL rows", file=sys.stderr)
+        savers.remove("postgres")
+    if not 0 < args.timed <= args.tickets:
+        ap.error("--timed must be between 1 and --tickets")
+
+    started = time.perf_counter()
+    # Taken before the run, so the load average is not our own.
+    machine = machine_line()
+    sys.path.insert(0, args.workload_dir)
+    import workload
+
+    # The warm-up tickets come after the timed ones, so generate past --tickets if need be.
+    n_gen = max(args.tickets, args.timed + WARMUP)
+    customers, articles, all_tickets = workload.w2_tickets(n_gen)
+    tickets = all_tickets[: args.tickets]
+    fx = (customers, articles, workload.tokens)
+    timed = all_tickets[: args.timed]
+    warmup = all_tickets[args.timed : args.timed + WARMUP]
+
+    try:
+        if args.tickets == 10000:
+            got = {
+                "customers": canonical_sha256(customers.values()),
+                "articles": canonical_sha256(articles),
+                "tickets": canonical_sha256(tickets),
+            }
+            if got != EXPECTED_SHA256:
+                raise CheckFailed(f"workload sha256 {got} != WORKLOADS.md {EXPECTED_SHA256}")
+            print("workload: sha256 of customers, articles and 10,000 tickets = WORKLOADS.md")
+
+        print(f"reference pass: {len(tickets)} tickets, InMemorySaver, untimed ...", flush=True)
+        outcomes, secs = reference_pass(fx, tickets)
+        routes = Counter(r for r, _ in outcomes)
+        actions = Counter(a for _, a in outcomes)
+        first = Counter(a for _, a in outcomes[:2000])
+        print(
+            f"  {secs:.1f} s; routes "
+            + " / ".join(f"{k} {routes[k]}" for k in ROUTE_ORDER)
+            + "; actions "
+            + " / ".join(f"{k} {actions[k]}" for k in ACTION_ORDER)
+            + "; first 2,000: "
+            + " / ".join(str(first[k]) for k in ACTION_ORDER)
+        )
+        if args.tickets == 10000:
+            check_counts("routes over 10,000 tickets", routes, EXPECTED_ROUTES)
+            check_counts("actions over 10,000 tickets", actions, EXPECTED_ACTIONS)
+            print("  counts over 10,000 tickets match WORKLOADS.md")
+        if args.tickets >= 2000:
+            check_counts("actions over the first 2,000 tickets", first, EXPECTED_ACTIONS_FIRST_2000)
+            print("  counts over the first 2,000 tickets match WORKLOADS.md")
+        expected = {t["ticket_id"]: o for t, o in zip(tickets, outcomes)}
+
+        latency, throughput = {}, {}
+        for kind in savers:
+            if "latency" in phases:
+                load = OtherLoad()
+                r = latency_phase(kind, fx, timed, warmup, expected, args.postgres_url)
+                r["other_cpus"] = load.stop()
+                latency[kind] = r
+                print(
+                    f"latency {kind}: {len(timed)} tickets, p50 {r['p50']:.3f} ms, "
+                    f"p99 {r['p99']:.3f} ms, mean {r['mean']:.3f} ms, max {r['max']:.3f} ms ({load.text})",
+                    flush=True,
+                )
+            if "throughput" in phases:
+                load = OtherLoad()
+                r = asyncio.run(
+                    throughput_phase(kind, fx, timed, warmup, expected, args.postgres_url)
+                )
+                r["other_cpus"] = load.stop()
+                throughput[kind] = r
+                print(
+                    f"throughput {kind}: {len(timed)} tickets in {r['secs']:.2f} s, "
+                    f"{r['tickets_per_s']:.0f} tickets/s ({load.text})",
+                    flush=True,
+                )
+        print("every timed replay reproduced the reference outcome of each ticket")
+    except CheckFailed as e:
+        print(f"CHECK FAILED: {e}", file=sys.stderr)
+        return 1
+
+    print_report(machine, savers, latency, throughput, started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
