@@ -9,15 +9,21 @@
 //! [`Reuse`], and the next lease takes it from there; a lease whose operation failed, or whose
 //! future was dropped half-way, hands its connection back to sqlx, whose ping sorts it out.
 //!
-//! Connections do not stay out of the pool for good: one that has been idle here for
-//! [`MAX_IDLE`] or out of the pool for [`MAX_OUT`] goes back, so the pool's idle timeout and
-//! maximum lifetime still apply. At most `max_connections - 1` are kept, so code that uses the
-//! pool directly (migrations, tests, benchmarks) can always get a connection; with a single
+//! A kept connection bypasses the pool's queue, so it is kept only while no lease is waiting
+//! in that queue; otherwise it goes back to the pool, which hands it to the first waiter (else
+//! the waiters would starve while the kept connections go round). Connections do not stay out
+//! of the pool for good either: one that has been idle here for [`MAX_IDLE`] or out of the pool
+//! for [`MAX_OUT`] goes back, so the pool's idle timeout and maximum lifetime still apply. At
+//! most `max_connections - 1` are out at once through here, so code that uses the pool directly
+//! (migrations, WAL checkpoints, tests, benchmarks) can always get a connection; with a single
 //! connection (`sqlite::memory:`) nothing is kept.
 
 use std::{
     ops::{Deref, DerefMut},
-    sync::Mutex,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -40,6 +46,10 @@ pub(crate) struct Reuse<DB: sqlx::Database> {
     pool: Pool<DB>,
     kept: Mutex<Vec<Kept<DB>>>,
     capacity: usize,
+    /// Connections taken from the pool through here and not given back (leased or kept).
+    out: AtomicUsize,
+    /// Leases waiting in the pool's queue.
+    waiting: AtomicUsize,
 }
 
 impl<DB: sqlx::Database> std::fmt::Debug for Reuse<DB> {
@@ -52,7 +62,13 @@ impl<DB: sqlx::Database> std::fmt::Debug for Reuse<DB> {
 impl<DB: sqlx::Database> Reuse<DB> {
     pub(crate) fn new(pool: Pool<DB>, max_connections: u32) -> Self {
         let capacity = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(0);
-        Self { pool, kept: Mutex::new(Vec::with_capacity(capacity)), capacity }
+        Self {
+            pool,
+            kept: Mutex::new(Vec::with_capacity(capacity)),
+            capacity,
+            out: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+        }
     }
 
     /// A connection for one operation: the most recently used kept one, else one from the pool.
@@ -63,28 +79,46 @@ impl<DB: sqlx::Database> Reuse<DB> {
             if now.duration_since(kept.idle_since) < MAX_IDLE {
                 return Ok(Lease { reuse: self, conn: Some(kept.conn), out_since: kept.out_since });
             }
-            // Dropped outside the lock: sqlx pings it on a task of its own and pools it.
-            drop(kept);
+            // Outside the lock: sqlx pings it on a task of its own and pools it.
+            self.give_back(kept.conn);
         }
-        let conn = self.pool.acquire().await?;
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let acquired = self.pool.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let conn = acquired?;
+        self.out.fetch_add(1, Ordering::AcqRel);
         Ok(Lease { reuse: self, conn: Some(conn), out_since: now })
     }
 
+    /// Keeps the connection of a lease that succeeded, or gives it back to the pool.
     fn keep(&self, conn: PoolConnection<DB>, out_since: Instant) {
         let now = Instant::now();
-        if self.pool.is_closed() || now.duration_since(out_since) >= MAX_OUT {
-            return;
+        let give_back = self.pool.is_closed()
+            || now.duration_since(out_since) >= MAX_OUT
+            || self.waiting.load(Ordering::Acquire) > 0
+            || self.out.load(Ordering::Acquire) > self.capacity;
+        if !give_back {
+            let mut kept = self.kept.lock().expect("kept connections poisoned");
+            if kept.len() < self.capacity {
+                kept.push(Kept { conn, out_since, idle_since: now });
+                return;
+            }
         }
-        let mut kept = self.kept.lock().expect("kept connections poisoned");
-        if kept.len() < self.capacity {
-            kept.push(Kept { conn, out_since, idle_since: now });
-        }
+        self.give_back(conn);
+    }
+
+    /// Returns a connection to the pool: sqlx pings it and queues it for the next waiter.
+    fn give_back(&self, conn: PoolConnection<DB>) {
+        self.out.fetch_sub(1, Ordering::AcqRel);
+        drop(conn);
     }
 
     /// Hands every kept connection back to the pool (before the pool is closed).
     pub(crate) fn release_all(&self) {
         let kept = std::mem::take(&mut *self.kept.lock().expect("kept connections poisoned"));
-        drop(kept);
+        for kept in kept {
+            self.give_back(kept.conn);
+        }
     }
 }
 
@@ -113,8 +147,22 @@ pub(crate) struct Lease<'a, DB: sqlx::Database> {
 impl<DB: sqlx::Database> Lease<'_, DB> {
     /// Ends the lease: a connection whose operation succeeded is kept for the next lease.
     pub(crate) fn settle(mut self, succeeded: bool) {
-        if let Some(conn) = self.conn.take().filter(|_| succeeded) {
-            self.reuse.keep(conn, self.out_since);
+        if let Some(conn) = self.conn.take() {
+            if succeeded {
+                self.reuse.keep(conn, self.out_since);
+            } else {
+                self.reuse.give_back(conn);
+            }
+        }
+    }
+}
+
+/// A lease dropped unsettled (its future was dropped half-way) gives its connection back to
+/// the pool, whose ping finds out what state it is in.
+impl<DB: sqlx::Database> Drop for Lease<'_, DB> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.reuse.give_back(conn);
         }
     }
 }
@@ -246,5 +294,38 @@ mod tests {
         drop(runtime);
         // sqlx would panic spawning its return-to-pool task here; the connection is closed instead.
         drop(reuse);
+    }
+    /// Leases waiting in the pool's queue get connections even while other leases keep
+    /// finishing: a kept connection would otherwise never reach the queue, and the waiters
+    /// would time out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_waiting_in_the_pool_are_not_starved() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("reuse.db").display());
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect(&url)
+            .await
+            .unwrap();
+        let reuse = std::sync::Arc::new(Reuse::new(pool.clone(), 8));
+        let tasks: Vec<_> = (0..100)
+            .map(|_| {
+                let reuse = reuse.clone();
+                tokio::spawn(async move {
+                    for _ in 0..50 {
+                        let mut lease = reuse.lease().await.expect("a connection within the acquire timeout");
+                        let one: i64 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *lease).await.unwrap();
+                        assert_eq!(one, 1);
+                        // An operation that waits, as a database round trip does.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        lease.settle(true);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
     }
 }
