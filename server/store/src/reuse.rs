@@ -82,9 +82,9 @@ impl<DB: sqlx::Database> Reuse<DB> {
             // Outside the lock: sqlx pings it on a task of its own and pools it.
             self.give_back(kept.conn);
         }
-        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let waiting = Waiting::count(&self.waiting);
         let acquired = self.pool.acquire().await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        drop(waiting);
         let conn = acquired?;
         self.out.fetch_add(1, Ordering::AcqRel);
         Ok(Lease { reuse: self, conn: Some(conn), out_since: now })
@@ -119,6 +119,23 @@ impl<DB: sqlx::Database> Reuse<DB> {
         for kept in kept {
             self.give_back(kept.conn);
         }
+    }
+}
+
+/// One lease in the pool's queue, counted until it leaves it, also when its future is dropped
+/// while it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(waiting: &'a AtomicUsize) -> Self {
+        waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -327,5 +344,19 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn a_lease_given_up_in_the_queue_is_no_longer_counted_as_waiting() {
+        let (pool, _dir) = file_pool(2).await;
+        let reuse = Reuse::new(pool, 2);
+        let a = reuse.lease().await.unwrap();
+        let b = reuse.lease().await.unwrap();
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), reuse.lease()).await;
+        assert!(gave_up.is_err(), "both connections are leased");
+        assert_eq!(reuse.waiting.load(Ordering::Acquire), 0);
+        a.settle(true);
+        b.settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 1, "kept again once nobody waits");
     }
 }
