@@ -237,8 +237,8 @@ impl Database {
             _ => return Err(StoreError::UnsupportedUrl { url: redact(url) }),
         };
         let reuse = Arc::new(match &pool {
-            DbPool::Sqlite(pool) => Reused::Sqlite(Reuse::new(pool.clone(), pool.options().get_max_connections())),
-            DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone(), pool.options().get_max_connections())),
+            DbPool::Sqlite(pool) => Reused::Sqlite(Reuse::new(pool.clone())),
+            DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone())),
         });
         let db = Database { pool, options, sqlite_writer, reuse };
         if let Err(e) = db.migrate().await {

@@ -60,7 +60,8 @@ impl<DB: sqlx::Database> std::fmt::Debug for Reuse<DB> {
 }
 
 impl<DB: sqlx::Database> Reuse<DB> {
-    pub(crate) fn new(pool: Pool<DB>, max_connections: u32) -> Self {
+    pub(crate) fn new(pool: Pool<DB>) -> Self {
+        let max_connections = pool.options().get_max_connections();
         let capacity = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(0);
         Self {
             pool,
@@ -228,7 +229,7 @@ mod tests {
     #[tokio::test]
     async fn a_settled_lease_keeps_its_connection_for_the_next() {
         let (pool, _dir) = file_pool(4).await;
-        let reuse = Reuse::new(pool.clone(), 4);
+        let reuse = Reuse::new(pool.clone());
         let mut lease = reuse.lease().await.unwrap();
         mark(&mut lease, "first").await;
         lease.settle(true);
@@ -242,7 +243,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_or_dropped_lease_goes_back_to_the_pool() {
         let (pool, _dir) = file_pool(4).await;
-        let reuse = Reuse::new(pool.clone(), 4);
+        let reuse = Reuse::new(pool.clone());
         let lease = reuse.lease().await.unwrap();
         lease.settle(false);
         assert_eq!(reuse.kept.lock().unwrap().len(), 0);
@@ -262,7 +263,7 @@ mod tests {
     #[tokio::test]
     async fn one_connection_always_stays_with_the_pool() {
         let (pool, _dir) = file_pool(2).await;
-        let reuse = Reuse::new(pool.clone(), 2);
+        let reuse = Reuse::new(pool.clone());
         let a = reuse.lease().await.unwrap();
         let b = reuse.lease().await.unwrap();
         a.settle(true);
@@ -273,7 +274,7 @@ mod tests {
         assert!(direct.expect("not starved").is_ok());
 
         let (single, _dir) = file_pool(1).await;
-        let reuse = Reuse::new(single.clone(), 1);
+        let reuse = Reuse::new(single.clone());
         reuse.lease().await.unwrap().settle(true);
         assert_eq!(reuse.kept.lock().unwrap().len(), 0, "a single-connection pool keeps nothing");
     }
@@ -281,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn release_all_and_a_closed_pool_keep_nothing() {
         let (pool, _dir) = file_pool(4).await;
-        let reuse = Reuse::new(pool.clone(), 4);
+        let reuse = Reuse::new(pool.clone());
         reuse.lease().await.unwrap().settle(true);
         reuse.release_all();
         assert_eq!(reuse.kept.lock().unwrap().len(), 0);
@@ -304,7 +305,7 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let (reuse, _dir) = runtime.block_on(async {
             let (pool, dir) = file_pool(4).await;
-            let reuse = Reuse::new(pool, 4);
+            let reuse = Reuse::new(pool);
             reuse.lease().await.unwrap().settle(true);
             (reuse, dir)
         });
@@ -325,7 +326,7 @@ mod tests {
             .connect(&url)
             .await
             .unwrap();
-        let reuse = std::sync::Arc::new(Reuse::new(pool.clone(), 8));
+        let reuse = std::sync::Arc::new(Reuse::new(pool.clone()));
         let tasks: Vec<_> = (0..100)
             .map(|_| {
                 let reuse = reuse.clone();
@@ -349,7 +350,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_given_up_in_the_queue_is_no_longer_counted_as_waiting() {
         let (pool, _dir) = file_pool(2).await;
-        let reuse = Reuse::new(pool, 2);
+        let reuse = Reuse::new(pool);
         let a = reuse.lease().await.unwrap();
         let b = reuse.lease().await.unwrap();
         let gave_up = tokio::time::timeout(Duration::from_millis(50), reuse.lease()).await;
