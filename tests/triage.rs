@@ -412,7 +412,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
         version: 1,
         state: serde_json::to_vec(&state).unwrap(),
         next: Some("translator".into()),
-        interrupt: None,
+        pending: Default::default(),
         run: RunMarker {
             run_id: "crashed".into(),
             idempotency_key: None,

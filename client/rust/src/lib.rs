@@ -612,7 +612,12 @@ const JSON_PREVIEW: usize = 160;
 pub fn describe_event(e: &v1::RunEvent) -> String {
     use v1::run_event::Kind;
     let id = e.event_id;
-    let node = if e.node.is_empty() { "run" } else { e.node.as_str() };
+    let node = match (e.node.is_empty(), e.task) {
+        (true, _) => "run".to_owned(),
+        (false, None) => e.node.clone(),
+        // Tasks of one fan-out node interleave; the index tells them apart.
+        (false, Some(task)) => format!("{}#{task}", e.node),
+    };
     let Some(kind) = &e.kind else {
         return format!("[{id}] {node} (unknown event)");
     };
@@ -659,17 +664,41 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
             let mark = if t.is_error { "✗" } else { "✓" };
             format!("[{id}] {node} tool {mark} {} → {}", t.name, truncate(&compact_json(&t.result_json), JSON_PREVIEW))
         }
-        Kind::RunInterrupted(i) => {
-            let mut out = format!("[{id}] run interrupted");
-            if !i.reason.is_empty() {
-                out.push_str(": ");
-                out.push_str(&i.reason);
+        Kind::NodeRetrying(r) => {
+            let mut out = format!("[{id}] {node} ↻ attempt {}/{} failed [{}]", r.attempt, r.max_attempts, r.reason);
+            if let Some(d) = proto_duration(r.delay.as_ref()) {
+                out.push_str(&format!(", retrying in {}", format_duration(d)));
             }
+            out
+        }
+        Kind::NodeFailed(f) => {
+            format!("[{id}] {node} ✗ failed [{}]: {} → failure route {}", f.reason, f.message, f.fallback_node)
+        }
+        Kind::TasksDispatched(d) => {
+            let mut out = format!("[{id}] {node} ⇉ {} tasks", d.tasks);
+            if d.already_done > 0 {
+                out.push_str(&format!(" ({} already done)", d.already_done));
+            }
+            out
+        }
+        Kind::TaskFinished(f) => {
+            let mut out = format!("[{id}] {node} ✓ task");
+            if let Some(d) = proto_duration(f.duration.as_ref()) {
+                out.push(' ');
+                out.push_str(&format_duration(d));
+            }
+            out
+        }
+        Kind::InterruptRaised(i) => {
+            let mut out = format!("[{id}] {node} ⏸ interrupt {}: {}", i.interrupt_id, i.reason);
             if !i.payload_json.is_empty() {
                 out.push(' ');
                 out.push_str(&truncate(&compact_json(&i.payload_json), JSON_PREVIEW));
             }
             out
+        }
+        Kind::RunInterrupted(i) => {
+            format!("[{id}] run paused, awaiting: {}", i.pending_interrupt_ids.join(", "))
         }
         Kind::RunFinished(f) => {
             let mut out = format!("[{id}] run finished: {} steps", f.steps);
@@ -701,7 +730,14 @@ mod tests {
     use v1::run_event::Kind;
 
     fn ev(id: u64, node: &str, kind: Kind) -> v1::RunEvent {
-        v1::RunEvent { run_id: "run-1".into(), event_id: id, time: None, node: node.into(), kind: Some(kind) }
+        v1::RunEvent {
+            run_id: "run-1".into(),
+            event_id: id,
+            time: None,
+            node: node.into(),
+            task: None,
+            kind: Some(kind),
+        }
     }
 
     fn ms(ms: i64) -> Option<prost_types::Duration> {

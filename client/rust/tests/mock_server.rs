@@ -45,7 +45,14 @@ fn assistant(text: &str) -> v1::Message {
 }
 
 fn event(id: u64, node: &str, kind: Kind) -> Result<v1::SendMessageResponse, Status> {
-    let e = v1::RunEvent { run_id: "run-1".into(), event_id: id, time: None, node: node.into(), kind: Some(kind) };
+    let e = v1::RunEvent {
+        run_id: "run-1".into(),
+        event_id: id,
+        time: None,
+        node: node.into(),
+        task: None,
+        kind: Some(kind),
+    };
     Ok(v1::SendMessageResponse { payload: Some(v1::send_message_response::Payload::Event(e)) })
 }
 
@@ -232,11 +239,12 @@ impl WorkflowService for Mock {
                 kind: v1::WorkflowKind::Conversational as i32,
             }),
             nodes: vec![
-                v1::GraphNode { name: "supervisor".into(), description: "Routes the turn".into() },
-                v1::GraphNode { name: "chat_agent".into(), description: "Small talk".into() },
+                v1::GraphNode { name: "supervisor".into(), description: "Routes the turn".into(), fan_out: false },
+                v1::GraphNode { name: "chat_agent".into(), description: "Small talk".into(), fan_out: false },
             ],
             edges: vec![edge("__start__", "supervisor", false), edge("supervisor", "chat_agent", true)],
             mermaid: "flowchart TD\n  supervisor --> chat_agent\n".into(),
+            failure_node: String::new(),
         }))
     }
 

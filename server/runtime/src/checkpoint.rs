@@ -60,10 +60,90 @@ pub struct RunMarker {
 /// A node paused awaiting input; persisted so any replica can resume it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingInterrupt {
+    /// Stable id, unique within the thread: a resume names the interrupt it answers.
+    pub id: String,
+    /// The node that raised it, and that a resume runs again.
     pub node: String,
     pub reason: String,
     /// JSON payload describing what the node waits for.
     pub payload: String,
+}
+
+/// The update of one finished task of a fan-out step, kept until every task of the step has
+/// finished, so a crash re-runs only the tasks that had not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskWrite {
+    /// The fan-out node the task belongs to.
+    pub node: String,
+    /// The task's index in the dispatch order.
+    pub task: u32,
+    /// The task's state update (JSON).
+    pub update: String,
+}
+
+/// How many answered interrupt ids a thread remembers, so that a late second answer is refused
+/// as already answered rather than as unknown. Older ids are forgotten (then unknown).
+pub const ANSWERED_KEPT: usize = 256;
+
+/// What a thread waits for or has half done: its pending interrupts, the ids of interrupts
+/// already answered, and the finished tasks of a fan-out step in progress. Stores keep it as
+/// one JSON value ([`Pending::encode`]); the newest checkpoint always carries all of it, so
+/// pruning older checkpoints never loses a pending interrupt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupts: Vec<PendingInterrupt>,
+    /// Oldest first, at most [`ANSWERED_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answered: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskWrite>,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.interrupts.is_empty() && self.answered.is_empty() && self.tasks.is_empty()
+    }
+
+    /// The JSON a store keeps; `None` when there is nothing pending (a NULL column).
+    pub fn encode(&self) -> Result<Option<String>, serde_json::Error> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        serde_json::to_string(self).map(Some)
+    }
+
+    /// Reads what [`Pending::encode`] wrote. Also reads the single interrupt object that stores
+    /// kept before interrupts had ids, giving it the id `"interrupt"`.
+    pub fn decode(json: &str) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Unaddressed {
+            node: String,
+            reason: String,
+            payload: String,
+        }
+        let value: serde_json::Value = serde_json::from_str(json)?;
+        if value.get("node").is_some() {
+            let Unaddressed { node, reason, payload } = serde_json::from_value(value)?;
+            let interrupt = PendingInterrupt { id: "interrupt".into(), node, reason, payload };
+            return Ok(Pending { interrupts: vec![interrupt], ..Default::default() });
+        }
+        serde_json::from_value(value)
+    }
+
+    pub fn interrupt(&self, id: &str) -> Option<&PendingInterrupt> {
+        self.interrupts.iter().find(|i| i.id == id)
+    }
+
+    /// Moves an interrupt from pending to answered.
+    pub(crate) fn answer(&mut self, id: &str) -> Option<PendingInterrupt> {
+        let index = self.interrupts.iter().position(|i| i.id == id)?;
+        let interrupt = self.interrupts.remove(index);
+        self.answered.push(interrupt.id.clone());
+        let excess = self.answered.len().saturating_sub(ANSWERED_KEPT);
+        self.answered.drain(..excess);
+        Some(interrupt)
+    }
 }
 
 /// One committed checkpoint of a thread.
@@ -77,7 +157,8 @@ pub struct Checkpoint {
     pub state: Vec<u8>,
     /// The node to run next; `None` when the thread rests at END.
     pub next: Option<String>,
-    pub interrupt: Option<PendingInterrupt>,
+    /// Pending interrupts, answered interrupt ids and finished fan-out tasks.
+    pub pending: Pending,
     pub run: RunMarker,
     pub created_at: SystemTime,
 }
@@ -316,5 +397,43 @@ impl Checkpointer for MemoryCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         let mut threads = self.threads.lock().expect("checkpointer mutex poisoned");
         Ok(threads.remove(thread_id).is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_reads_what_it_writes_and_the_unaddressed_form() {
+        assert_eq!(Pending::default().encode().unwrap(), None, "nothing pending is a NULL column");
+        let pending = crate::conformance::sample_pending();
+        let json = pending.encode().unwrap().unwrap();
+        assert_eq!(Pending::decode(&json).unwrap(), pending);
+        let old = r#"{"node":"ask","reason":"awaiting_user","payload":"{}"}"#;
+        let read = Pending::decode(old).unwrap();
+        assert_eq!(read.interrupts.len(), 1);
+        assert_eq!((read.interrupts[0].id.as_str(), read.interrupts[0].node.as_str()), ("interrupt", "ask"));
+    }
+
+    #[test]
+    fn answering_moves_an_interrupt_and_bounds_the_answered_ids() {
+        let mut pending = crate::conformance::sample_pending();
+        let answered = pending.answer("approve-1").expect("pending");
+        assert_eq!(answered.node, "manager_validation");
+        assert!(pending.interrupt("approve-1").is_none());
+        assert!(pending.answered.contains(&"approve-1".to_owned()));
+        assert!(pending.answer("approve-1").is_none(), "an interrupt is answered once");
+        for n in 0..ANSWERED_KEPT + 10 {
+            pending.interrupts.push(PendingInterrupt {
+                id: format!("i{n}"),
+                node: "n".into(),
+                reason: "r".into(),
+                payload: "{}".into(),
+            });
+            pending.answer(&format!("i{n}"));
+        }
+        assert_eq!(pending.answered.len(), ANSWERED_KEPT);
+        assert_eq!(pending.answered.last().map(String::as_str), Some(format!("i{}", ANSWERED_KEPT + 9).as_str()));
     }
 }

@@ -11,7 +11,7 @@ use std::{
 };
 
 use crate::checkpoint::{
-    Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus, ThreadQuery,
+    Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite, ThreadQuery,
 };
 
 /// Runs every check against `store`.
@@ -25,7 +25,30 @@ pub async fn run_all(store: Arc<dyn Checkpointer>) {
     listing_and_paging(&*store, &ns).await;
     unfinished_runs(&*store, &ns).await;
     retention_keeps_newest(&*store, &ns).await;
+    pending_work_round_trips(&*store, &ns).await;
     delete_erases(&*store, &ns).await;
+}
+
+/// Two open interrupts (a user's and a manager's), answered ids and a finished fan-out task.
+pub fn sample_pending() -> Pending {
+    Pending {
+        interrupts: vec![
+            PendingInterrupt {
+                id: "clarify-1".into(),
+                node: "request_information".into(),
+                reason: "awaiting_user".into(),
+                payload: r#"{"question":"why?","to":"changer"}"#.into(),
+            },
+            PendingInterrupt {
+                id: "approve-1".into(),
+                node: "manager_validation".into(),
+                reason: "awaiting_manager".into(),
+                payload: r#"{"to":"manager"}"#.into(),
+            },
+        ],
+        answered: vec!["clarify-0".into()],
+        tasks: vec![TaskWrite { node: "research".into(), task: 2, update: r#"{"notes":["ß"]}"#.into() }],
+    }
 }
 
 /// Millisecond precision: what every store is required to keep.
@@ -42,7 +65,7 @@ pub fn sample(thread_id: &str, version: u64, status: RunStatus) -> Checkpoint {
         version,
         state: format!(r#"{{"v":{version},"text":"héllo"}}"#).into_bytes(),
         next: (status == RunStatus::Running).then(|| "node_b".to_owned()),
-        interrupt: None,
+        pending: Pending::default(),
         run: RunMarker {
             run_id: format!("run-{version}"),
             idempotency_key: None,
@@ -66,11 +89,12 @@ async fn empty_thread(store: &dyn Checkpointer, ns: &str) {
 async fn round_trip(store: &dyn Checkpointer, ns: &str) {
     let id = format!("{ns}:round-trip");
     let mut cp = sample(&id, 1, RunStatus::Interrupted);
-    cp.interrupt = Some(PendingInterrupt {
+    cp.pending.interrupts = vec![PendingInterrupt {
+        id: "ask-1".into(),
         node: "ask".into(),
         reason: "awaiting_user".into(),
         payload: r#"{"question":"why?"}"#.into(),
-    });
+    }];
     cp.next = Some("ask".into());
     cp.run.idempotency_key = Some("key-1".into());
     cp.run.output = Some(r#"{"asked":true}"#.into());
@@ -207,16 +231,41 @@ async fn retention_keeps_newest(store: &dyn Checkpointer, ns: &str) {
     for v in 1..=6 {
         let mut cp = sample(&id, v, if v == 6 { RunStatus::Interrupted } else { RunStatus::Running });
         if v == 6 {
-            cp.interrupt =
-                Some(PendingInterrupt { node: "wait".into(), reason: "awaiting_manager".into(), payload: "{}".into() });
+            cp.pending = sample_pending();
         }
         store.put(&cp).await.unwrap();
     }
     let history = store.history(&id, 100).await.unwrap();
     assert!(!history.is_empty());
     assert_eq!(history[0].version, 6, "history is newest first and keeps the newest");
-    assert!(history[0].interrupt.is_some(), "pruning never drops a pending interrupt");
+    assert_eq!(history[0].pending, sample_pending(), "pruning never drops pending interrupts");
     assert!(history.windows(2).all(|w| w[0].version > w[1].version), "history is ordered newest first");
+}
+
+/// Several pending interrupts, answered ids and fan-out task writes read back exactly, per
+/// version; a fan-out step in progress (running, with task writes) is an unfinished run.
+async fn pending_work_round_trips(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:pending");
+    let mut first = sample(&id, 1, RunStatus::Running);
+    first.pending.tasks = vec![TaskWrite { node: "research".into(), task: 0, update: "{}".into() }];
+    store.put(&first).await.unwrap();
+    assert!(store.unfinished_threads().await.unwrap().contains(&id), "a fan-out step in progress is an unfinished run");
+    let mut second = sample(&id, 2, RunStatus::Interrupted);
+    second.pending = sample_pending();
+    store.put(&second).await.unwrap();
+    let got = store.latest(&id).await.unwrap().expect("checkpoint just written");
+    assert_eq!(got.pending, sample_pending(), "pending work must read back exactly as written");
+    let history = store.history(&id, 10).await.unwrap();
+    assert_eq!(history[0].pending, sample_pending());
+    if let Some(older) = history.get(1) {
+        assert_eq!(older.pending, first.pending, "each retained checkpoint keeps its own pending work");
+    }
+    let mut third = sample(&id, 3, RunStatus::Completed);
+    third.pending.answered = vec!["clarify-0".into(), "clarify-1".into(), "approve-1".into()];
+    store.put(&third).await.unwrap();
+    let got = store.latest(&id).await.unwrap().unwrap();
+    assert!(got.pending.interrupts.is_empty(), "answered interrupts are no longer pending");
+    assert_eq!(got.pending.answered.len(), 3, "answered ids are kept");
 }
 
 async fn delete_erases(store: &dyn Checkpointer, ns: &str) {

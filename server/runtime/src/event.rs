@@ -36,6 +36,9 @@ pub struct LlmCallInfo {
 pub enum FailureKind {
     InvalidInput,
     NotFound,
+    /// The request does not fit the thread's state (an interrupt already answered, a thread
+    /// paused at interrupts given new input).
+    FailedPrecondition,
     ModelUnavailable,
     ModelOutputInvalid,
     DependencyFailed,
@@ -49,16 +52,85 @@ pub enum FailureKind {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
-    RunStarted { thread_id: String, workflow: String, resumed: bool },
-    NodeStarted { step: u32 },
-    NodeFinished { step: u32, update_json: String, duration: Duration, next: Option<String> },
-    TokenDelta { text: String },
+    /// `resumed` is true when the run answers an interrupt or continues a run a crash stopped.
+    RunStarted {
+        thread_id: String,
+        workflow: String,
+        resumed: bool,
+    },
+    NodeStarted {
+        step: u32,
+    },
+    NodeFinished {
+        step: u32,
+        update_json: String,
+        duration: Duration,
+        next: Option<String>,
+    },
+    /// A node attempt failed and its retry policy runs it again after `delay`.
+    NodeRetrying {
+        step: u32,
+        attempt: u32,
+        max_attempts: u32,
+        kind: FailureKind,
+        message: String,
+        delay: Duration,
+    },
+    /// A node failed for good (its retries exhausted, or the run hit its step limit) and the
+    /// graph's failure route takes over at `fallback` instead of failing the run.
+    NodeFailed {
+        step: u32,
+        kind: FailureKind,
+        message: String,
+        fallback: String,
+    },
+    /// A fan-out node dispatched `tasks` tasks (events of each carry its index).
+    TasksDispatched {
+        step: u32,
+        tasks: u32,
+        already_done: u32,
+    },
+    /// One task of a fan-out node finished; its update is durable as a pending write.
+    TaskFinished {
+        step: u32,
+        update_json: String,
+        duration: Duration,
+    },
+    TokenDelta {
+        text: String,
+    },
     LlmCall(LlmCallInfo),
-    ToolCalled { call_id: String, name: String, arguments_json: String },
-    ToolReturned { call_id: String, name: String, result_json: String, is_error: bool },
-    Interrupted { reason: String, payload_json: String },
-    RunFinished { steps: u32, duration: Duration, usage: Usage, output_json: String },
-    RunFailed { kind: FailureKind, message: String },
+    ToolCalled {
+        call_id: String,
+        name: String,
+        arguments_json: String,
+    },
+    ToolReturned {
+        call_id: String,
+        name: String,
+        result_json: String,
+        is_error: bool,
+    },
+    /// A node raised an interrupt; the run pauses when the node has finished.
+    InterruptRaised {
+        interrupt_id: String,
+        reason: String,
+        payload_json: String,
+    },
+    /// The run paused; `pending` lists every interrupt the thread now waits on.
+    Interrupted {
+        pending: Vec<String>,
+    },
+    RunFinished {
+        steps: u32,
+        duration: Duration,
+        usage: Usage,
+        output_json: String,
+    },
+    RunFailed {
+        kind: FailureKind,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +141,8 @@ pub struct Event {
     pub time: SystemTime,
     /// The node that produced the event; `None` for run-level events.
     pub node: Option<Arc<str>>,
+    /// The fan-out task that produced the event, by dispatch index.
+    pub task: Option<u32>,
     pub kind: EventKind,
 }
 

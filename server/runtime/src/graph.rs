@@ -1,5 +1,6 @@
 //! Graph definition: named nodes, static and conditional edges, validated when built.
 
+use serde::Deserialize as _;
 use std::{
     collections::{BTreeMap, BTreeSet, VecDeque},
     fmt::Write as _,
@@ -7,7 +8,11 @@ use std::{
     time::Duration,
 };
 
-use crate::{node::Node, State};
+use crate::{
+    event::FailureKind,
+    node::{Node, NodeContext, NodeError, NodeErrorKind, TaskNode},
+    State,
+};
 
 pub const START: &str = "__start__";
 pub const END: &str = "__end__";
@@ -40,9 +45,161 @@ pub(crate) enum Edge<S> {
     Conditional { router: Router<S>, targets: Vec<Target> },
 }
 
+/// What a graph node runs: one node, or the tasks of a fan-out.
+pub(crate) enum NodeKind<S: State> {
+    Single(Arc<dyn Node<S>>),
+    FanOut(Arc<dyn FanOut<S>>),
+}
+
 pub(crate) struct NodeEntry<S: State> {
-    pub(crate) node: Arc<dyn Node<S>>,
+    pub(crate) kind: NodeKind<S>,
     pub(crate) timeout: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
+}
+
+impl<S: State> NodeEntry<S> {
+    fn description(&self) -> &str {
+        match &self.kind {
+            NodeKind::Single(node) => node.description(),
+            NodeKind::FanOut(fan_out) => fan_out.description(),
+        }
+    }
+}
+
+/// A fan-out node with its task type erased: task inputs travel as JSON, which is also how a
+/// finished task's update is kept until its step completes.
+#[async_trait::async_trait]
+pub(crate) trait FanOut<S: State>: Send + Sync + 'static {
+    fn dispatch(&self, state: &S) -> Result<Vec<serde_json::Value>, serde_json::Error>;
+    async fn run_task(&self, state: &S, input: &serde_json::Value, ctx: &NodeContext) -> Result<S::Update, NodeError>;
+    fn description(&self) -> &str;
+}
+
+struct TypedFanOut<T, D> {
+    task: T,
+    dispatch: D,
+}
+
+#[async_trait::async_trait]
+impl<S, T, D> FanOut<S> for TypedFanOut<T, D>
+where
+    S: State,
+    T: TaskNode<S>,
+    D: Fn(&S) -> Vec<T::Input> + Send + Sync + 'static,
+{
+    fn dispatch(&self, state: &S) -> Result<Vec<serde_json::Value>, serde_json::Error> {
+        (self.dispatch)(state).iter().map(serde_json::to_value).collect()
+    }
+
+    async fn run_task(&self, state: &S, input: &serde_json::Value, ctx: &NodeContext) -> Result<S::Update, NodeError> {
+        let input = T::Input::deserialize(input)
+            .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "fan-out task input does not decode", e))?;
+        self.task.run(state, input, ctx).await
+    }
+
+    fn description(&self) -> &str {
+        self.task.description()
+    }
+}
+
+/// How a node is run again after a failed attempt. Attempts count the first one; the delay
+/// before attempt `n + 1` is drawn uniformly from zero to `initial_backoff * 2^(n - 1)`, capped
+/// at `max_backoff` ("full jitter"), and no attempt starts that the run's deadline would cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Node error kinds that are retried. Validation failures (`InvalidInput`,
+    /// `ModelOutputInvalid`, which the model client has already repaired once) are not by
+    /// default: the same input fails the same way.
+    pub retry_on: Vec<NodeErrorKind>,
+    /// Whether a node timeout is retried (a run deadline never is).
+    pub retry_timeouts: bool,
+}
+
+impl Default for RetryPolicy {
+    /// Three attempts on transient failures: model transport errors, outside systems, timeouts.
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(10),
+            retry_on: vec![NodeErrorKind::ModelUnavailable, NodeErrorKind::DependencyFailed],
+            retry_timeouts: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A policy of `max_attempts` attempts on the default transient failures.
+    pub fn attempts(max_attempts: u32) -> Self {
+        Self { max_attempts, ..Self::default() }
+    }
+
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = max;
+        self
+    }
+
+    pub fn retrying(mut self, kinds: impl IntoIterator<Item = NodeErrorKind>) -> Self {
+        self.retry_on = kinds.into_iter().collect();
+        self
+    }
+
+    /// Whether a failed attempt is retried: a node error of a listed kind, or a node timeout.
+    pub(crate) fn retries(&self, node_kind: Option<NodeErrorKind>, node_timeout: bool) -> bool {
+        match node_kind {
+            Some(kind) => self.retry_on.contains(&kind),
+            None => node_timeout && self.retry_timeouts,
+        }
+    }
+
+    /// The delay before attempt `attempt + 1`.
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(20);
+        let ceiling = self.initial_backoff.saturating_mul(1 << exponent).min(self.max_backoff);
+        ceiling.mul_f64(rand::random::<f64>())
+    }
+}
+
+/// Per-node settings.
+#[derive(Debug, Clone, Default)]
+pub struct NodeOptions {
+    /// Overrides the runner's default node timeout (per attempt).
+    pub timeout: Option<Duration>,
+    /// Overrides the graph's default retry policy.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl NodeOptions {
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+}
+
+/// Why a node failed for good, as the graph's failure route sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFailure {
+    pub node: String,
+    pub kind: FailureKind,
+    pub message: String,
+    /// Attempts made, counting the first.
+    pub attempts: u32,
+}
+
+type FailureUpdate<S> = Arc<dyn Fn(&NodeFailure) -> <S as State>::Update + Send + Sync>;
+
+pub(crate) struct FailureRoute<S: State> {
+    pub(crate) node: String,
+    pub(crate) update: FailureUpdate<S>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -65,6 +222,8 @@ pub enum GraphError {
     Unreachable(String),
     #[error("conditional edge from {0:?} declares no targets")]
     EmptyTargets(String),
+    #[error("the failure route leads to unknown node {0:?}")]
+    UnknownFailureNode(String),
 }
 
 /// Builds a [`Graph`]. Every node needs exactly one outgoing edge (static or conditional);
@@ -78,6 +237,8 @@ pub struct GraphBuilder<S: State> {
     max_steps: u32,
     output: Option<OutputFn<S>>,
     durability: Durability,
+    default_retry: Option<RetryPolicy>,
+    failure_route: Option<FailureRoute<S>>,
 }
 
 /// When a run writes checkpoints besides the accepting commit (which always makes the input
@@ -107,6 +268,8 @@ impl<S: State> GraphBuilder<S> {
             max_steps: 25,
             output: None,
             durability: Durability::EveryNode,
+            default_retry: None,
+            failure_route: None,
         }
     }
 
@@ -116,14 +279,63 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
-    pub fn node(mut self, name: impl Into<String>, node: impl Node<S>) -> Self {
-        self.nodes.push((name.into(), NodeEntry { node: Arc::new(node), timeout: None }));
-        self
+    pub fn node(self, name: impl Into<String>, node: impl Node<S>) -> Self {
+        self.node_with(name, node, NodeOptions::default())
     }
 
     /// A node with its own timeout, overriding the runner's default.
-    pub fn node_with_timeout(mut self, name: impl Into<String>, node: impl Node<S>, timeout: Duration) -> Self {
-        self.nodes.push((name.into(), NodeEntry { node: Arc::new(node), timeout: Some(timeout) }));
+    pub fn node_with_timeout(self, name: impl Into<String>, node: impl Node<S>, timeout: Duration) -> Self {
+        self.node_with(name, node, NodeOptions::default().timeout(timeout))
+    }
+
+    /// A node with its own timeout and retry policy.
+    pub fn node_with(mut self, name: impl Into<String>, node: impl Node<S>, options: NodeOptions) -> Self {
+        let NodeOptions { timeout, retry } = options;
+        self.nodes.push((name.into(), NodeEntry { kind: NodeKind::Single(Arc::new(node)), timeout, retry }));
+        self
+    }
+
+    /// A fan-out node: when the run reaches it, `dispatch` gives one input per task, the tasks
+    /// run concurrently under the run's deadline and cancellation (each with the node's timeout
+    /// and retry policy), and their updates are applied in dispatch order once all have
+    /// finished. Each finished task's update is committed as a pending write, so a crash
+    /// re-runs only the tasks that had not finished. No tasks is a step that changes nothing.
+    pub fn fan_out<T, D>(self, name: impl Into<String>, task: T, dispatch: D) -> Self
+    where
+        T: TaskNode<S>,
+        D: Fn(&S) -> Vec<T::Input> + Send + Sync + 'static,
+    {
+        self.fan_out_with(name, task, dispatch, NodeOptions::default())
+    }
+
+    /// [`GraphBuilder::fan_out`] with per-task timeout and retry policy.
+    pub fn fan_out_with<T, D>(mut self, name: impl Into<String>, task: T, dispatch: D, options: NodeOptions) -> Self
+    where
+        T: TaskNode<S>,
+        D: Fn(&S) -> Vec<T::Input> + Send + Sync + 'static,
+    {
+        let NodeOptions { timeout, retry } = options;
+        let kind = NodeKind::FanOut(Arc::new(TypedFanOut { task, dispatch }));
+        self.nodes.push((name.into(), NodeEntry { kind, timeout, retry }));
+        self
+    }
+
+    /// The retry policy of nodes without one of their own (none unless set).
+    pub fn default_retry(mut self, policy: RetryPolicy) -> Self {
+        self.default_retry = Some(policy);
+        self
+    }
+
+    /// Where a run goes when a node fails for good (its retries exhausted, or a failure that is
+    /// not retried) or the run hits its step limit, instead of failing: `update` records the
+    /// failure in the state, and the run continues at `node` with a fresh step budget. A second
+    /// failure after that, cancellation, deadlines and store failures still fail the run.
+    pub fn on_failure(
+        mut self,
+        node: impl Into<String>,
+        update: impl Fn(&NodeFailure) -> S::Update + Send + Sync + 'static,
+    ) -> Self {
+        self.failure_route = Some(FailureRoute { node: node.into(), update: Arc::new(update) });
         self
     }
 
@@ -212,8 +424,19 @@ impl<S: State> GraphBuilder<S> {
                 return Err(GraphError::NoOutgoingEdge(name.clone()));
             }
         }
+        if let Some(route) = &self.failure_route {
+            if !nodes.contains_key(&route.node) {
+                return Err(GraphError::UnknownFailureNode(route.node.clone()));
+            }
+        }
+        // Any node may fail, so the failure route's node counts as reachable from the entry.
         let mut reached = BTreeSet::from([entry.clone()]);
         let mut queue = VecDeque::from([entry.clone()]);
+        if let Some(route) = &self.failure_route {
+            if reached.insert(route.node.clone()) {
+                queue.push_back(route.node.clone());
+            }
+        }
         while let Some(name) = queue.pop_front() {
             let targets: Vec<&Target> = match &self.edges[&name] {
                 Edge::Static(t) => vec![t],
@@ -239,6 +462,8 @@ impl<S: State> GraphBuilder<S> {
             max_steps: self.max_steps,
             output: self.output.unwrap_or_else(|| Arc::new(|_| serde_json::Value::Null)),
             durability: self.durability,
+            default_retry: self.default_retry,
+            failure_route: self.failure_route,
         })
     }
 }
@@ -253,6 +478,8 @@ pub struct Graph<S: State> {
     pub(crate) max_steps: u32,
     output: OutputFn<S>,
     durability: Durability,
+    pub(crate) default_retry: Option<RetryPolicy>,
+    pub(crate) failure_route: Option<FailureRoute<S>>,
 }
 
 /// Why a router's choice could not be followed.
@@ -300,7 +527,14 @@ impl<S: State> Graph<S> {
         let nodes: Vec<NodeInfo> = self
             .order
             .iter()
-            .map(|name| NodeInfo { name: name.clone(), description: self.nodes[name].node.description().to_owned() })
+            .map(|name| {
+                let entry = &self.nodes[name];
+                NodeInfo {
+                    name: name.clone(),
+                    description: entry.description().to_owned(),
+                    fan_out: matches!(entry.kind, NodeKind::FanOut(_)),
+                }
+            })
             .collect();
         let mut edges = vec![EdgeInfo { source: START.into(), target: self.entry.clone(), conditional: false }];
         for name in &self.order {
@@ -315,8 +549,9 @@ impl<S: State> Graph<S> {
                 })),
             }
         }
-        let mermaid = mermaid(&nodes, &edges);
-        GraphDescription { name: self.name.clone(), nodes, edges, mermaid }
+        let failure_node = self.failure_route.as_ref().map(|route| route.node.clone());
+        let mermaid = mermaid(&nodes, &edges, failure_node.as_deref());
+        GraphDescription { name: self.name.clone(), nodes, edges, mermaid, failure_node }
     }
 }
 
@@ -324,6 +559,8 @@ impl<S: State> Graph<S> {
 pub struct NodeInfo {
     pub name: String,
     pub description: String,
+    /// True for a fan-out node (its tasks run concurrently).
+    pub fan_out: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -339,14 +576,24 @@ pub struct GraphDescription {
     pub nodes: Vec<NodeInfo>,
     pub edges: Vec<EdgeInfo>,
     pub mermaid: String,
+    /// Where a node that fails for good, or a run at its step limit, continues.
+    pub failure_node: Option<String>,
 }
 
-fn mermaid(nodes: &[NodeInfo], edges: &[EdgeInfo]) -> String {
+fn mermaid(nodes: &[NodeInfo], edges: &[EdgeInfo], failure_node: Option<&str>) -> String {
     let mut out = String::from("flowchart TD\n");
     let _ = writeln!(out, "    {START}([start])");
     let _ = writeln!(out, "    {END}([end])");
     for node in nodes {
-        let _ = writeln!(out, "    {}[{}]", node.name, node.name);
+        if node.fan_out {
+            // A stacked shape: several tasks of the node run at once.
+            let _ = writeln!(out, "    {}[[{}]]", node.name, node.name);
+        } else {
+            let _ = writeln!(out, "    {}[{}]", node.name, node.name);
+        }
+    }
+    if let Some(node) = failure_node {
+        let _ = writeln!(out, "    __failure__{{{{on failure}}}} -.-> {node}");
     }
     for edge in edges {
         let arrow = if edge.conditional { "-.->" } else { "-->" };

@@ -21,15 +21,16 @@ pub mod runner;
 pub mod state;
 
 pub use checkpoint::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, PendingInterrupt, RunMarker,
-    RunStatus, ThreadPage, ThreadQuery, ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, Pending, PendingInterrupt, RunMarker,
+    RunStatus, TaskWrite, ThreadPage, ThreadQuery, ThreadSummary,
 };
 pub use event::{Event, EventKind, FailureKind, LlmCallInfo, Usage};
 pub use graph::{
-    Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeInfo, Target, END, START,
+    Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeFailure, NodeInfo, NodeOptions,
+    RetryPolicy, Target, END, START,
 };
 pub use handoff::{Completion, Handoff, HandoffError};
-pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
+pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, Resume, TaskNode};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
     RunnerConfig, ThreadMode,

@@ -29,32 +29,67 @@ pub trait Node<S: State>: Send + Sync + 'static {
     }
 }
 
-/// What a node returns: its update, and optionally a request to pause the run.
+/// What a node returns: its update, and optionally interrupts that pause the run.
 #[derive(Debug, Default)]
 pub struct NodeOutput<U> {
     pub update: U,
-    pub interrupt: Option<InterruptRequest>,
+    pub interrupts: Vec<InterruptRequest>,
 }
 
+/// A request to pause the run until outside input answers it. Several may be pending on a
+/// thread at once (a user's clarification and a manager's approval); each is answered by its
+/// own resume, named by `id`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterruptRequest {
+    /// Stable and unique within the thread (ids of answered interrupts cannot be reused).
+    pub id: String,
+    /// What kind of input is awaited, for callers that dispatch on it (`"awaiting_user"`).
     pub reason: String,
     pub payload: serde_json::Value,
 }
 
-impl<U> NodeOutput<U> {
-    pub fn update(update: U) -> Self {
-        Self { update, interrupt: None }
-    }
-
-    /// Applies `update`, persists the run as paused at this node and ends the run. Resuming runs
-    /// this node again with [`NodeContext::resume_value`] set.
-    pub fn interrupt(update: U, reason: impl Into<String>, payload: serde_json::Value) -> Self {
-        Self { update, interrupt: Some(InterruptRequest { reason: reason.into(), payload }) }
+impl InterruptRequest {
+    /// An interrupt with a typed payload.
+    pub fn new(id: impl Into<String>, reason: impl Into<String>, payload: &impl serde::Serialize) -> Self {
+        let payload = serde_json::to_value(payload).unwrap_or(serde_json::Value::Null);
+        Self { id: id.into(), reason: reason.into(), payload }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl<U> NodeOutput<U> {
+    pub fn update(update: U) -> Self {
+        Self { update, interrupts: Vec::new() }
+    }
+
+    /// Applies `update`, persists the run as paused at this node with one more pending
+    /// interrupt, and ends the run. Resuming that interrupt runs this node again with
+    /// [`NodeContext::resume`] set.
+    pub fn interrupt(update: U, interrupt: InterruptRequest) -> Self {
+        Self { update, interrupts: vec![interrupt] }
+    }
+
+    /// Like [`NodeOutput::interrupt`] with several interrupts, each resumed on its own.
+    pub fn interrupts(update: U, interrupts: Vec<InterruptRequest>) -> Self {
+        Self { update, interrupts }
+    }
+}
+
+/// One task of a fan-out node (as LangGraph's `Send`): the node's dispatch function gives each
+/// task its own input; the tasks run concurrently and their updates are applied in dispatch
+/// order once all have finished. A task cannot interrupt the run.
+#[async_trait]
+pub trait TaskNode<S: State>: Send + Sync + 'static {
+    type Input: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static;
+
+    async fn run(&self, state: &S, input: Self::Input, ctx: &NodeContext) -> Result<S::Update, NodeError>;
+
+    /// One line for graph descriptions.
+    fn description(&self) -> &str {
+        ""
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NodeErrorKind {
     /// The model endpoint could not be reached or kept failing.
     ModelUnavailable,
@@ -107,6 +142,10 @@ impl EventSink {
     }
 
     pub(crate) async fn emit(&self, node: Option<Arc<str>>, kind: EventKind) {
+        self.emit_task(node, None, kind).await;
+    }
+
+    pub(crate) async fn emit_task(&self, node: Option<Arc<str>>, task: Option<u32>, kind: EventKind) {
         if let EventKind::LlmCall(info) = &kind {
             *self.usage.lock().expect("usage mutex poisoned") += info.usage;
         }
@@ -118,6 +157,7 @@ impl EventSink {
                 event_id: self.next_id.fetch_add(1, Ordering::Relaxed),
                 time: SystemTime::now(),
                 node,
+                task,
                 kind,
             });
         }
@@ -131,16 +171,30 @@ impl EventSink {
 /// What a node may use from its run: identity, cancellation, deadline, resume value, events.
 pub struct NodeContext {
     pub(crate) node: Arc<str>,
+    pub(crate) task: Option<u32>,
     pub(crate) thread_id: Arc<str>,
     pub(crate) sink: Arc<EventSink>,
     pub(crate) cancel: CancellationToken,
     pub(crate) deadline: Option<tokio::time::Instant>,
-    pub(crate) resume: Option<serde_json::Value>,
+    pub(crate) resume: Option<Resume>,
+    pub(crate) attempt: u32,
+}
+
+/// The answer to an interrupt, given to the node that raised it when the run resumes there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    pub interrupt_id: String,
+    pub value: serde_json::Value,
 }
 
 impl NodeContext {
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The task's index when this is a task of a fan-out node.
+    pub fn task(&self) -> Option<u32> {
+        self.task
     }
 
     pub fn thread_id(&self) -> &str {
@@ -149,6 +203,11 @@ impl NodeContext {
 
     pub fn run_id(&self) -> &str {
         &self.sink.run_id
+    }
+
+    /// 1 on the first attempt; higher when the node's retry policy runs it again.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// Cancelled when the run is cancelled or times out; long calls should select on it.
@@ -161,14 +220,19 @@ impl NodeContext {
         self.deadline
     }
 
-    /// The value the run was resumed with, when this node is re-run after an interrupt.
-    pub fn resume_value(&self) -> Option<&serde_json::Value> {
+    /// The answered interrupt, when this node is re-run because one of its interrupts was resumed.
+    pub fn resume(&self) -> Option<&Resume> {
         self.resume.as_ref()
+    }
+
+    /// The value of [`NodeContext::resume`].
+    pub fn resume_value(&self) -> Option<&serde_json::Value> {
+        self.resume.as_ref().map(|r| &r.value)
     }
 
     /// Streams an event attributed to this node (token deltas, model and tool calls).
     pub async fn emit(&self, kind: EventKind) {
-        self.sink.emit(Some(self.node.clone()), kind).await;
+        self.sink.emit_task(Some(self.node.clone()), self.task, kind).await;
     }
 
     /// Sends without waiting, for synchronous callbacks such as token streaming. If the
@@ -182,6 +246,7 @@ impl NodeContext {
                 event_id: self.sink.next_id.fetch_add(1, Ordering::Relaxed),
                 time: SystemTime::now(),
                 node: Some(self.node.clone()),
+                task: self.task,
                 kind,
             });
         }

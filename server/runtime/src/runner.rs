@@ -3,24 +3,27 @@
 //! [`Durability`]) and streaming events.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
     time::{Duration, Instant as StdInstant, SystemTime},
 };
 
 use tokio::{
     sync::{mpsc, oneshot, Notify, OwnedMutexGuard},
+    task::JoinSet,
     time::Instant,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::{
-    checkpoint::{Checkpoint, CheckpointError, Checkpointer, PendingInterrupt, RunMarker, RunStatus},
+    checkpoint::{
+        Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite,
+    },
     event::{EventKind, FailureKind},
-    graph::{Durability, Graph, NodeEntry, Target},
+    graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
     handoff::{Completion, Handoff},
-    node::{EventSink, NodeContext, NodeError, NodeErrorKind},
+    node::{EventSink, InterruptRequest, NodeContext, NodeError, NodeErrorKind, Resume},
     State,
 };
 
@@ -56,8 +59,9 @@ impl Default for RunnerConfig {
 pub enum RunInput<U> {
     /// Applied to the state before the entry node runs (a user turn, a ticket).
     Update(U),
-    /// Resumes the pending interrupt with this value.
-    Resume(serde_json::Value),
+    /// Answers the pending interrupt `interrupt_id` with `value`: the node that raised it runs
+    /// again with [`NodeContext::resume`] set. Other pending interrupts stay pending.
+    Resume { interrupt_id: String, value: serde_json::Value },
 }
 
 /// Whether a run's thread must already exist.
@@ -117,8 +121,14 @@ pub enum RunError {
     ThreadBusy { thread_id: String },
     #[error("thread {thread_id} has no pending interrupt to resume")]
     NothingToResume { thread_id: String },
+    #[error("thread {thread_id} has no pending interrupt {interrupt_id:?}")]
+    UnknownInterrupt { thread_id: String, interrupt_id: String },
+    #[error("interrupt {interrupt_id:?} of thread {thread_id} was already answered")]
+    InterruptAnswered { thread_id: String, interrupt_id: String },
     #[error("thread {thread_id} is paused at an interrupt; resume it instead")]
     Interrupted { thread_id: String },
+    #[error("node {node} raised interrupt {interrupt_id:?}, whose id the thread has already used")]
+    DuplicateInterrupt { node: String, interrupt_id: String },
     #[error("node {node} failed")]
     Node {
         node: String,
@@ -150,9 +160,11 @@ pub enum RunError {
 impl RunError {
     pub fn failure_kind(&self) -> FailureKind {
         match self {
-            RunError::NotFound { .. } => FailureKind::NotFound,
+            RunError::NotFound { .. } | RunError::UnknownInterrupt { .. } => FailureKind::NotFound,
             RunError::AlreadyExists { .. } | RunError::ThreadBusy { .. } => FailureKind::Conflict,
-            RunError::NothingToResume { .. } | RunError::Interrupted { .. } => FailureKind::InvalidInput,
+            RunError::NothingToResume { .. } | RunError::InterruptAnswered { .. } | RunError::Interrupted { .. } => {
+                FailureKind::FailedPrecondition
+            }
             RunError::Node { source, .. } => match source.kind {
                 NodeErrorKind::ModelUnavailable => FailureKind::ModelUnavailable,
                 NodeErrorKind::ModelOutputInvalid => FailureKind::ModelOutputInvalid,
@@ -166,7 +178,10 @@ impl RunError {
             RunError::StepLimit { .. } => FailureKind::StepLimit,
             RunError::Checkpoint(CheckpointError::Conflict { .. }) => FailureKind::Conflict,
             RunError::Checkpoint(_) => FailureKind::StoreUnavailable,
-            RunError::UndeclaredTarget { .. } | RunError::StateCodec { .. } | RunError::Lost => FailureKind::Internal,
+            RunError::UndeclaredTarget { .. }
+            | RunError::DuplicateInterrupt { .. }
+            | RunError::StateCodec { .. }
+            | RunError::Lost => FailureKind::Internal,
         }
     }
 }
@@ -182,7 +197,8 @@ pub struct RunOutcome<S> {
     pub output: serde_json::Value,
     /// The state after the run; `None` for a replay, which only has the recorded output.
     pub state: Option<S>,
-    pub interrupt: Option<PendingInterrupt>,
+    /// Every interrupt the thread waits on after the run (empty for a replay).
+    pub interrupts: Vec<PendingInterrupt>,
     /// True when an earlier run with the same idempotency key is being reported.
     pub replayed: bool,
     pub steps: u32,
@@ -347,8 +363,15 @@ struct Execution<S: State> {
     state: S,
     version: u64,
     next: Option<String>,
-    resume: Option<serde_json::Value>,
+    /// Interrupts, answered ids and finished fan-out tasks, as the next checkpoint records them.
+    pending: Pending,
+    /// The answer the first node runs with, when the run resumes an interrupt.
+    resume: Option<Resume>,
     step: u32,
+    /// A run may execute nodes while `step` is below this; the failure route raises it once.
+    step_limit: u32,
+    /// Set once the run has taken the graph's failure route: a second failure fails the run.
+    failed_over: bool,
     /// What a failed run restores.
     rollback: Rollback<S>,
     /// When this run last wrote a checkpoint (the heartbeat of [`Durability::Exit`]).
@@ -363,7 +386,127 @@ struct Execution<S: State> {
 struct Rollback<S> {
     state: S,
     next: Option<String>,
-    interrupt: Option<PendingInterrupt>,
+    pending: Pending,
+}
+
+/// What one node step produced: its updates (one per fan-out task, in dispatch order) and the
+/// interrupts it raised.
+struct StepOutput<U> {
+    updates: Vec<U>,
+    update_json: String,
+    interrupts: Vec<InterruptRequest>,
+}
+
+/// What one attempt runs.
+enum Work<'a, S: State> {
+    Node(&'a dyn crate::node::Node<S>),
+    Task(&'a dyn FanOut<S>, &'a serde_json::Value),
+}
+
+enum WorkOutput<U> {
+    Node(crate::node::NodeOutput<U>),
+    Task(U),
+}
+
+/// Everything an attempt needs, owned, so fan-out tasks can run on their own tasks.
+#[derive(Clone)]
+struct Attempts {
+    node: Arc<str>,
+    task: Option<u32>,
+    step: u32,
+    thread_id: Arc<str>,
+    sink: Arc<EventSink>,
+    cancel: CancellationToken,
+    deadline: Instant,
+    timeout: Duration,
+    retry: Option<RetryPolicy>,
+}
+
+/// A node's final error with the attempts it took.
+struct Failed {
+    error: RunError,
+    attempts: u32,
+}
+
+impl Attempts {
+    /// Runs `work` until it succeeds, fails in a way its retry policy does not retry, or runs out
+    /// of attempts; every retry is streamed as `NodeRetrying`.
+    async fn run<S: State>(
+        &self,
+        state: &S,
+        work: Work<'_, S>,
+        resume: Option<Resume>,
+    ) -> Result<WorkOutput<S::Update>, Failed> {
+        let max_attempts = self.retry.as_ref().map_or(1, |p| p.max_attempts.max(1));
+        let mut attempt = 1;
+        loop {
+            let node_deadline = (Instant::now() + self.timeout).min(self.deadline);
+            let ctx = NodeContext {
+                node: self.node.clone(),
+                task: self.task,
+                thread_id: self.thread_id.clone(),
+                sink: self.sink.clone(),
+                cancel: self.cancel.child_token(),
+                deadline: Some(node_deadline),
+                resume: resume.clone(),
+                attempt,
+            };
+            let call = async {
+                match &work {
+                    Work::Node(node) => node.run(state, &ctx).await.map(WorkOutput::Node),
+                    Work::Task(fan_out, input) => fan_out.run_task(state, input, &ctx).await.map(WorkOutput::Task),
+                }
+            };
+            let result = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => Err((RunError::Cancelled, None, false)),
+                result = tokio::time::timeout_at(node_deadline, call) => match result {
+                    Ok(Ok(output)) => Ok(output),
+                    Ok(Err(source)) if source.kind == NodeErrorKind::Cancelled => Err((RunError::Cancelled, None, false)),
+                    Ok(Err(source)) => {
+                        let kind = source.kind;
+                        Err((RunError::Node { node: self.node.to_string(), source }, Some(kind), false))
+                    }
+                    Err(_) if node_deadline == self.deadline => Err((RunError::DeadlineExceeded, None, false)),
+                    Err(_) => Err((RunError::NodeTimeout { node: self.node.to_string(), timeout: self.timeout }, None, true)),
+                },
+            };
+            ctx.cancel.cancel();
+            let (error, node_kind, timed_out) = match result {
+                Ok(output) => return Ok(output),
+                Err(failure) => failure,
+            };
+            let policy = match &self.retry {
+                Some(policy) if attempt < max_attempts && policy.retries(node_kind, timed_out) => policy,
+                _ => return Err(Failed { error, attempts: attempt }),
+            };
+            let delay = policy.delay(attempt);
+            if Instant::now() + delay >= self.deadline {
+                return Err(Failed { error, attempts: attempt });
+            }
+            debug!(node = %self.node, attempt, ?delay, %error, "node attempt failed; retrying");
+            self.sink
+                .emit_task(
+                    Some(self.node.clone()),
+                    self.task,
+                    EventKind::NodeRetrying {
+                        step: self.step,
+                        attempt,
+                        max_attempts,
+                        kind: error.failure_kind(),
+                        message: error.to_string(),
+                        delay,
+                    },
+                )
+                .await;
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Err(Failed { error: RunError::Cancelled, attempts: attempt }),
+                _ = tokio::time::sleep(delay) => {}
+            }
+            attempt += 1;
+        }
+    }
 }
 
 /// Milliseconds: what every durable store keeps, so a checkpoint reads back as written.
@@ -463,7 +606,7 @@ impl<S: State> Runner<S> {
             version,
             state: bytes,
             next: None,
-            interrupt: None,
+            pending: Pending::default(),
             run: RunMarker {
                 run_id: format!("{why}-{}", uuid::Uuid::now_v7().simple()),
                 idempotency_key: None,
@@ -496,7 +639,7 @@ impl<S: State> Runner<S> {
                     status: found.status,
                     output,
                     state: None,
-                    interrupt: None,
+                    interrupts: Vec::new(),
                     replayed: true,
                     steps: 0,
                     erased: false,
@@ -528,6 +671,16 @@ impl<S: State> Runner<S> {
             let same_run = request.idempotency_key.is_some() && cp.run.idempotency_key == request.idempotency_key;
             if same_run {
                 let exec = self.resume_execution(cp.clone(), tx)?;
+                exec.sink
+                    .emit(
+                        None,
+                        EventKind::RunStarted {
+                            thread_id: request.thread_id.clone(),
+                            workflow: self.graph.name().to_owned(),
+                            resumed: true,
+                        },
+                    )
+                    .await;
                 let run_id = exec.run_id.to_string();
                 let cancel = exec.cancel.clone();
                 self.spawn(exec, guard, outcome_tx);
@@ -541,35 +694,44 @@ impl<S: State> Runner<S> {
             }
         }
 
-        let (state, version, next, resume, rollback) = match (latest, request.input) {
+        let resumed = matches!(request.input, RunInput::Resume { .. });
+        let (state, version, next, pending, resume, rollback) = match (latest, request.input) {
             (None, _) if request.mode == ThreadMode::Existing => {
                 return Err(RunError::NotFound { thread_id: request.thread_id })
             }
-            (None, RunInput::Resume(_)) => return Err(RunError::NothingToResume { thread_id: request.thread_id }),
+            (None, RunInput::Resume { .. }) => return Err(RunError::NothingToResume { thread_id: request.thread_id }),
             (None, RunInput::Update(update)) => {
                 let mut state = S::default();
                 state.apply(update);
-                let rollback = Rollback { state: S::default(), next: None, interrupt: None };
-                (state, 0, Some(self.graph.entry.clone()), None, rollback)
+                let rollback = Rollback { state: S::default(), next: None, pending: Pending::default() };
+                (state, 0, Some(self.graph.entry.clone()), Pending::default(), None, rollback)
             }
             (Some(cp), RunInput::Update(update)) => {
-                if cp.interrupt.is_some() {
+                if !cp.pending.interrupts.is_empty() {
                     return Err(RunError::Interrupted { thread_id: request.thread_id });
                 }
                 let before: S = decode(&cp)?;
                 let mut state = before.clone();
                 state.apply(update);
-                let rollback = Rollback { state: before, next: cp.next.clone(), interrupt: None };
-                (state, cp.version, Some(self.graph.entry.clone()), None, rollback)
+                // Finished tasks belong to the step they were written at, which this run leaves.
+                let pending = Pending { tasks: Vec::new(), ..cp.pending.clone() };
+                let rollback = Rollback { state: before, next: cp.next.clone(), pending: cp.pending };
+                (state, cp.version, Some(self.graph.entry.clone()), pending, None, rollback)
             }
-            (Some(cp), RunInput::Resume(value)) => {
-                let Some(interrupt) = cp.interrupt.clone() else {
-                    return Err(RunError::NothingToResume { thread_id: request.thread_id });
+            (Some(cp), RunInput::Resume { interrupt_id, value }) => {
+                let mut pending = cp.pending.clone();
+                let Some(interrupt) = pending.answer(&interrupt_id) else {
+                    let thread_id = request.thread_id;
+                    return Err(if cp.pending.answered.contains(&interrupt_id) {
+                        RunError::InterruptAnswered { thread_id, interrupt_id }
+                    } else {
+                        RunError::UnknownInterrupt { thread_id, interrupt_id }
+                    });
                 };
                 let state: S = decode(&cp)?;
-                let rollback =
-                    Rollback { state: state.clone(), next: cp.next.clone(), interrupt: Some(interrupt.clone()) };
-                (state, cp.version, Some(interrupt.node), Some(value), rollback)
+                let rollback = Rollback { state: state.clone(), next: cp.next.clone(), pending: cp.pending };
+                let resume = Resume { interrupt_id, value };
+                (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
             }
         };
 
@@ -591,15 +753,18 @@ impl<S: State> Runner<S> {
             state,
             version,
             next,
+            pending,
             resume,
             step: 0,
+            step_limit: self.graph.max_steps,
+            failed_over: false,
             rollback,
             last_commit: StdInstant::now(),
             output: None,
             erased: false,
         };
         // The accepting commit: from here on the input is durable and the run will complete.
-        match exec.commit(RunStatus::Running, None).await {
+        match exec.commit(RunStatus::Running).await {
             Ok(()) => {}
             Err(RunError::Checkpoint(CheckpointError::Conflict { .. })) if request.mode == ThreadMode::New => {
                 return Err(RunError::AlreadyExists { thread_id: request.thread_id });
@@ -612,7 +777,7 @@ impl<S: State> Runner<S> {
                 EventKind::RunStarted {
                     thread_id: request.thread_id.clone(),
                     workflow: self.graph.name().to_owned(),
-                    resumed: false,
+                    resumed,
                 },
             )
             .await;
@@ -670,12 +835,20 @@ impl<S: State> Runner<S> {
             cancel: CancellationToken::new(),
             deadline: Instant::now() + self.config.run_timeout,
             started: StdInstant::now(),
-            rollback: Rollback { state: state.clone(), next: None, interrupt: None },
+            // A failed recovered run keeps what the thread waited on before it.
+            rollback: Rollback {
+                state: state.clone(),
+                next: None,
+                pending: Pending { tasks: Vec::new(), ..cp.pending.clone() },
+            },
             state,
             version: cp.version,
             next: cp.next.clone(),
+            pending: cp.pending.clone(),
             resume: None,
             step: cp.run.step,
+            step_limit: self.graph.max_steps.max(cp.run.step.saturating_add(1)),
+            failed_over: false,
             last_commit: StdInstant::now(),
             output: None,
             erased: false,
@@ -710,9 +883,12 @@ impl<S: State> Execution<S> {
         self.next.as_deref().map(Arc::from)
     }
 
-    async fn commit(&mut self, status: RunStatus, interrupt: Option<PendingInterrupt>) -> Result<(), RunError> {
-        let state = serde_json::to_vec(&self.state)
-            .map_err(|source| RunError::StateCodec { thread_id: self.thread_id.to_string(), source })?;
+    fn codec_error(&self, source: serde_json::Error) -> RunError {
+        RunError::StateCodec { thread_id: self.thread_id.to_string(), source }
+    }
+
+    async fn commit(&mut self, status: RunStatus) -> Result<(), RunError> {
+        let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;
         let output = match status {
             RunStatus::Completed | RunStatus::Interrupted => Some(self.output().1.clone()),
             RunStatus::Running | RunStatus::Failed => None,
@@ -723,7 +899,7 @@ impl<S: State> Execution<S> {
             version: self.version + 1,
             state,
             next: self.next.clone(),
-            interrupt,
+            pending: self.pending.clone(),
             run: RunMarker {
                 run_id: self.run_id.to_string(),
                 idempotency_key: self.idempotency_key.clone(),
@@ -754,7 +930,7 @@ impl<S: State> Execution<S> {
         }
     }
 
-    /// How long one node may run: its own timeout, else the runner's default.
+    /// How long one node attempt may run: its own timeout, else the runner's default.
     fn node_timeout(&self, entry: &NodeEntry<S>) -> Duration {
         entry.timeout.unwrap_or(self.config.node_timeout)
     }
@@ -769,50 +945,182 @@ impl<S: State> Execution<S> {
         }
     }
 
+    fn attempts(&self, node: &Arc<str>, entry: &NodeEntry<S>) -> Attempts {
+        Attempts {
+            node: node.clone(),
+            task: None,
+            step: self.step,
+            thread_id: self.thread_id.clone(),
+            sink: self.sink.clone(),
+            cancel: self.cancel.clone(),
+            deadline: self.deadline,
+            timeout: self.node_timeout(entry),
+            retry: entry.retry.clone().or_else(|| self.graph.default_retry.clone()),
+        }
+    }
+
+    /// Runs one node step: a node (with its retries) or every task of a fan-out node.
+    async fn run_node(&mut self, node: &Arc<str>) -> Result<StepOutput<S::Update>, Failed> {
+        let graph = self.graph.clone();
+        let entry = &graph.nodes[&**node];
+        let attempts = self.attempts(node, entry);
+        match &entry.kind {
+            NodeKind::Single(single) => {
+                let resume = self.resume.take();
+                let output = match attempts.run(&self.state, Work::Node(&**single), resume).await? {
+                    WorkOutput::Node(output) => output,
+                    WorkOutput::Task(_) => unreachable!("a node attempt returns a node output"),
+                };
+                let update_json = serde_json::to_string(&output.update)
+                    .map_err(|source| Failed { error: self.codec_error(source), attempts: 1 })?;
+                Ok(StepOutput { updates: vec![output.update], update_json, interrupts: output.interrupts })
+            }
+            NodeKind::FanOut(fan_out) => self.run_fan_out(node, fan_out.clone(), attempts).await,
+        }
+    }
+
+    /// Runs a fan-out step's tasks concurrently. A task finished before a crash (its update in
+    /// `pending.tasks`) is not run again; every task that finishes now is committed as a pending
+    /// write before the next one is awaited. The updates are applied in dispatch order.
+    async fn run_fan_out(
+        &mut self,
+        node: &Arc<str>,
+        fan_out: Arc<dyn FanOut<S>>,
+        attempts: Attempts,
+    ) -> Result<StepOutput<S::Update>, Failed> {
+        let fail = |error| Failed { error, attempts: 1 };
+        let inputs = fan_out.dispatch(&self.state).map_err(|source| fail(self.codec_error(source)))?;
+        let count = u32::try_from(inputs.len()).unwrap_or(u32::MAX);
+        let mut done: BTreeMap<u32, String> = self
+            .pending
+            .tasks
+            .iter()
+            .filter(|write| *write.node == **node && write.task < count)
+            .map(|write| (write.task, write.update.clone()))
+            .collect();
+        self.sink
+            .emit(
+                Some(node.clone()),
+                EventKind::TasksDispatched { step: self.step, tasks: count, already_done: done.len() as u32 },
+            )
+            .await;
+        let state = Arc::new(self.state.clone());
+        let mut running = JoinSet::new();
+        for (index, input) in (0..count).zip(inputs) {
+            if done.contains_key(&index) {
+                continue;
+            }
+            let attempts = Attempts { task: Some(index), ..attempts.clone() };
+            let (state, fan_out) = (state.clone(), fan_out.clone());
+            running.spawn(async move {
+                let started = StdInstant::now();
+                let result = attempts.run(&*state, Work::Task(&*fan_out, &input), None).await;
+                (index, result, started.elapsed())
+            });
+        }
+        while !running.is_empty() {
+            let joined = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Err(fail(RunError::Cancelled)),
+                joined = running.join_next() => joined,
+            };
+            let Some(joined) = joined else { break };
+            let (index, result, duration) = joined.map_err(|join_error| {
+                let source = NodeError::with_source(NodeErrorKind::Internal, "fan-out task panicked", join_error);
+                fail(RunError::Node { node: node.to_string(), source })
+            })?;
+            // Dropping `running` on an error aborts the tasks still in flight.
+            let update = match result? {
+                WorkOutput::Task(update) => update,
+                WorkOutput::Node(_) => unreachable!("a task attempt returns an update"),
+            };
+            let update_json = serde_json::to_string(&update).map_err(|source| fail(self.codec_error(source)))?;
+            self.pending.tasks.push(TaskWrite { node: node.to_string(), task: index, update: update_json.clone() });
+            self.commit(RunStatus::Running).await.map_err(fail)?;
+            self.sink
+                .emit_task(
+                    Some(node.clone()),
+                    Some(index),
+                    EventKind::TaskFinished { step: self.step, update_json: update_json.clone(), duration },
+                )
+                .await;
+            done.insert(index, update_json);
+        }
+        self.pending.tasks.retain(|write| *write.node != **node);
+        let mut updates = Vec::with_capacity(done.len());
+        for json in done.values() {
+            updates.push(serde_json::from_str(json).map_err(|source| fail(self.codec_error(source)))?);
+        }
+        let update_json = format!("[{}]", done.into_values().collect::<Vec<_>>().join(","));
+        Ok(StepOutput { updates, update_json, interrupts: Vec::new() })
+    }
+
+    /// Takes the graph's failure route after `node` failed for good, if the graph has one and
+    /// the failure is one it covers. Returns whether the run goes on.
+    async fn fail_over(&mut self, node: &Arc<str>, failed: &Failed) -> bool {
+        let Some(route) = &self.graph.failure_route else { return false };
+        let covered =
+            matches!(failed.error, RunError::Node { .. } | RunError::NodeTimeout { .. } | RunError::StepLimit { .. });
+        if !covered || self.failed_over || **node == *route.node {
+            return false;
+        }
+        let failure = NodeFailure {
+            node: node.to_string(),
+            kind: failed.error.failure_kind(),
+            message: failed.error.to_string(),
+            attempts: failed.attempts,
+        };
+        warn!(thread_id = %self.thread_id, node = %node, fallback = %route.node, error = %failed.error, "node failed; taking the failure route");
+        let update = (route.update)(&failure);
+        self.state.apply(update);
+        self.pending.tasks.clear();
+        self.failed_over = true;
+        self.step_limit = self.step.saturating_add(self.graph.max_steps);
+        self.next = Some(route.node.clone());
+        let event = EventKind::NodeFailed {
+            step: self.step,
+            kind: failure.kind,
+            message: failure.message,
+            fallback: route.node.clone(),
+        };
+        self.sink.emit(Some(node.clone()), event).await;
+        true
+    }
+
     async fn steps(&mut self) -> Result<RunOutcome<S>, RunError> {
         while let Some(node) = self.node_name() {
-            if self.step >= self.graph.max_steps {
-                return Err(RunError::StepLimit { limit: self.graph.max_steps });
+            if self.step >= self.step_limit {
+                let failed = Failed { error: RunError::StepLimit { limit: self.graph.max_steps }, attempts: 1 };
+                if self.fail_over(&node, &failed).await {
+                    continue;
+                }
+                return Err(failed.error);
             }
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
-            let entry = &self.graph.nodes[&*node];
-            let timeout = self.node_timeout(entry);
-            let node_deadline = (Instant::now() + timeout).min(self.deadline);
-            let ctx = NodeContext {
-                node: node.clone(),
-                thread_id: self.thread_id.clone(),
-                sink: self.sink.clone(),
-                cancel: self.cancel.child_token(),
-                deadline: Some(node_deadline),
-                resume: self.resume.take(),
-            };
             self.sink.emit(Some(node.clone()), EventKind::NodeStarted { step: self.step }).await;
             let started = StdInstant::now();
-            let result = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => Err(RunError::Cancelled),
-                result = tokio::time::timeout_at(node_deadline, entry.node.run(&self.state, &ctx)) => match result {
-                    Ok(Ok(output)) => Ok(output),
-                    Ok(Err(source)) if source.kind == NodeErrorKind::Cancelled => Err(RunError::Cancelled),
-                    Ok(Err(source)) => Err(RunError::Node { node: node.to_string(), source }),
-                    Err(_) if node_deadline == self.deadline => Err(RunError::DeadlineExceeded),
-                    Err(_) => Err(RunError::NodeTimeout { node: node.to_string(), timeout }),
-                },
+            let output = match self.run_node(&node).await {
+                Ok(output) => output,
+                Err(failed) => {
+                    if self.fail_over(&node, &failed).await {
+                        self.step += 1;
+                        if self.heartbeat_due() {
+                            self.commit(RunStatus::Running).await?;
+                        }
+                        continue;
+                    }
+                    return Err(failed.error);
+                }
             };
-            ctx.cancel.cancel();
-            let output = result?;
-            let update_json = serde_json::to_string(&output.update)
-                .map_err(|source| RunError::StateCodec { thread_id: self.thread_id.to_string(), source })?;
-            self.state.apply(output.update);
+            let StepOutput { updates, update_json, interrupts } = output;
+            for update in updates {
+                self.state.apply(update);
+            }
             self.step += 1;
-            let interrupt = output.interrupt.map(|request| PendingInterrupt {
-                node: node.to_string(),
-                reason: request.reason,
-                payload: request.payload.to_string(),
-            });
-            if interrupt.is_none() {
+            let raised = self.raise(&node, interrupts)?;
+            if raised.is_empty() {
                 self.next = match self.graph.next(&node, &self.state) {
                     Ok(Target::Node(next)) => Some(next),
                     Ok(Target::End) => None,
@@ -821,36 +1129,37 @@ impl<S: State> Execution<S> {
                     }
                 };
             }
-            let status = match (&interrupt, &self.next) {
-                (Some(_), _) => RunStatus::Interrupted,
-                (None, None) => RunStatus::Completed,
-                (None, Some(_)) => RunStatus::Running,
+            let status = match (raised.is_empty(), &self.next) {
+                (false, _) => RunStatus::Interrupted,
+                (true, None) if self.pending.interrupts.is_empty() => RunStatus::Completed,
+                // The run is done, but the thread still waits on interrupts raised earlier.
+                (true, None) => RunStatus::Interrupted,
+                (true, Some(_)) => RunStatus::Running,
             };
             let erased = status == RunStatus::Completed && self.hand_off().await;
             if !erased && (status != RunStatus::Running || self.heartbeat_due()) {
-                self.commit(status, interrupt.clone()).await?;
+                self.commit(status).await?;
             }
-            let next = if interrupt.is_some() { None } else { self.next.clone() };
+            let next = if raised.is_empty() { self.next.clone() } else { None };
             self.sink
                 .emit(
                     Some(node.clone()),
                     EventKind::NodeFinished { step: self.step - 1, update_json, duration: started.elapsed(), next },
                 )
                 .await;
-            if let Some(interrupt) = interrupt {
-                self.sink
-                    .emit(
-                        Some(node.clone()),
-                        EventKind::Interrupted {
-                            reason: interrupt.reason.clone(),
-                            payload_json: interrupt.payload.clone(),
-                        },
-                    )
-                    .await;
-                return Ok(self.outcome(RunStatus::Interrupted, Some(interrupt)));
+            for interrupt in &raised {
+                let event = EventKind::InterruptRaised {
+                    interrupt_id: interrupt.id.clone(),
+                    reason: interrupt.reason.clone(),
+                    payload_json: interrupt.payload.clone(),
+                };
+                self.sink.emit(Some(node.clone()), event).await;
+            }
+            if status == RunStatus::Interrupted {
+                return Ok(self.pause().await);
             }
         }
-        let outcome = self.outcome(RunStatus::Completed, None);
+        let outcome = self.outcome(RunStatus::Completed);
         let output_json = self.output().1.clone();
         self.sink
             .emit(
@@ -866,6 +1175,30 @@ impl<S: State> Execution<S> {
         Ok(outcome)
     }
 
+    /// Adds the interrupts a node raised to the thread's pending set; returns them.
+    fn raise(&mut self, node: &str, requests: Vec<InterruptRequest>) -> Result<Vec<PendingInterrupt>, RunError> {
+        let mut raised = Vec::with_capacity(requests.len());
+        for InterruptRequest { id, reason, payload } in requests {
+            let taken = id.is_empty()
+                || self.pending.interrupt(&id).is_some()
+                || self.pending.answered.contains(&id)
+                || raised.iter().any(|r: &PendingInterrupt| r.id == id);
+            if taken {
+                return Err(RunError::DuplicateInterrupt { node: node.to_owned(), interrupt_id: id });
+            }
+            raised.push(PendingInterrupt { id, node: node.to_owned(), reason, payload: payload.to_string() });
+        }
+        self.pending.interrupts.extend(raised.iter().cloned());
+        Ok(raised)
+    }
+
+    /// Ends a run that paused: the thread now waits on its pending interrupts.
+    async fn pause(&mut self) -> RunOutcome<S> {
+        let pending = self.pending.interrupts.iter().map(|i| i.id.clone()).collect();
+        self.sink.emit(None, EventKind::Interrupted { pending }).await;
+        self.outcome(RunStatus::Interrupted)
+    }
+
     /// The graph's output for the final state, computed once.
     fn output(&mut self) -> &mut (serde_json::Value, String) {
         let (graph, state) = (&self.graph, &self.state);
@@ -879,7 +1212,7 @@ impl<S: State> Execution<S> {
     /// What the run returns as it ends. Called once, last: it takes the final state and the
     /// output value rather than copying them (only the output's JSON text, for the run's last
     /// event, stays behind).
-    fn outcome(&mut self, status: RunStatus, interrupt: Option<PendingInterrupt>) -> RunOutcome<S> {
+    fn outcome(&mut self, status: RunStatus) -> RunOutcome<S> {
         let output = std::mem::take(&mut self.output().0);
         RunOutcome {
             run_id: self.run_id.to_string(),
@@ -887,7 +1220,7 @@ impl<S: State> Execution<S> {
             status,
             output,
             state: Some(std::mem::take(&mut self.state)),
-            interrupt,
+            interrupts: self.pending.interrupts.clone(),
             replayed: false,
             steps: self.step,
             erased: self.erased,
@@ -918,7 +1251,8 @@ impl<S: State> Execution<S> {
     }
 
     /// Rolls the thread back to the state from before the run, as a new checkpoint, so the
-    /// caller can retry cleanly and the failed run is never resumed by recovery.
+    /// caller can retry cleanly and the failed run is never resumed by recovery. An interrupt
+    /// the run answered is pending again.
     async fn fail(&mut self, error: &RunError) {
         warn!(thread_id = %self.thread_id, run_id = %self.run_id, %error, "run failed");
         let lost_race = matches!(error, RunError::Checkpoint(CheckpointError::Conflict { .. }));
@@ -926,8 +1260,9 @@ impl<S: State> Execution<S> {
         if !lost_race {
             self.state = self.rollback.state.clone();
             self.next = self.rollback.next.clone();
-            let interrupt = self.rollback.interrupt.clone();
-            if let Err(rollback_error) = self.commit(RunStatus::Failed, interrupt).await {
+            self.pending = self.rollback.pending.clone();
+            self.pending.tasks.clear();
+            if let Err(rollback_error) = self.commit(RunStatus::Failed).await {
                 warn!(thread_id = %self.thread_id, error = %rollback_error, "could not record failed run");
             }
         }

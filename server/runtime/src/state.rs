@@ -6,7 +6,7 @@ use serde::{de::DeserializeOwned, Serialize};
 /// [`State::apply`] merges field by field, each field with its own [`Reducer`].
 pub trait State: Default + Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// A partial write: every field optional, `None` meaning "not written".
-    type Update: Default + Serialize + Send + Sync + 'static;
+    type Update: Default + Serialize + DeserializeOwned + Send + Sync + 'static;
 
     /// Merges an update. Must be deterministic: the same updates in the same order always give
     /// the same state, which is what makes replay and checkpoints trustworthy.

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
     BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
-    HandoffError, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, RunError, RunInput,
-    RunRequest, Runner, RunnerConfig, Target, ThreadMode,
+    HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput,
+    RunError, RunInput, RunRequest, Runner, RunnerConfig, Target, ThreadMode,
 };
 
 frontdesk_runtime::state! {
@@ -69,8 +69,7 @@ impl Node<Doc> for Ask {
             })),
             None => Ok(NodeOutput::interrupt(
                 DocUpdate { log: Some(vec!["asked".into()]), ..Default::default() },
-                "awaiting_user",
-                serde_json::json!({"question": "why?"}),
+                InterruptRequest::new("why", "awaiting_user", &serde_json::json!({"question": "why?"})),
             )),
         }
     }
@@ -330,7 +329,8 @@ async fn interrupt_persists_and_resume_continues_at_the_node() {
     request.mode = ThreadMode::CreateIfMissing;
     let outcome = runner.start(request).await.unwrap().wait().await.unwrap();
     assert_eq!(outcome.status, RunStatus::Interrupted);
-    assert_eq!(outcome.interrupt.as_ref().unwrap().reason, "awaiting_user");
+    assert_eq!(outcome.interrupts.len(), 1);
+    assert_eq!((outcome.interrupts[0].id.as_str(), outcome.interrupts[0].reason.as_str()), ("why", "awaiting_user"));
 
     // A new turn cannot bypass a pending interrupt.
     let error = runner.start(RunRequest::new("t", RunInput::Update(DocUpdate::default()))).await.err().unwrap();
@@ -339,7 +339,10 @@ async fn interrupt_persists_and_resume_continues_at_the_node() {
     // Another replica (a fresh runner on the same store) resumes exactly there.
     let replica = Runner::new(build(), store.clone(), RunnerConfig::default());
     let outcome = replica
-        .start(RunRequest::new("t", RunInput::Resume(serde_json::json!("because"))))
+        .start(RunRequest::new(
+            "t",
+            RunInput::Resume { interrupt_id: "why".into(), value: serde_json::json!("because") },
+        ))
         .await
         .unwrap()
         .wait()
@@ -349,8 +352,9 @@ async fn interrupt_persists_and_resume_continues_at_the_node() {
     let state = outcome.state.unwrap();
     assert_eq!(state.answer, "because");
     assert_eq!(state.log, vec!["asked", "answered", "after"]);
-    let error = replica.start(RunRequest::new("t", RunInput::Resume(serde_json::json!("again")))).await.err().unwrap();
-    assert!(matches!(error, RunError::NothingToResume { .. }));
+    let again = RunInput::Resume { interrupt_id: "why".into(), value: serde_json::json!("again") };
+    let error = replica.start(RunRequest::new("t", again)).await.err().unwrap();
+    assert!(matches!(error, RunError::InterruptAnswered { .. }), "{error:?}");
 }
 
 #[tokio::test]
@@ -400,7 +404,7 @@ async fn crashed_thread(store: &MemoryCheckpointer, key: Option<&str>) {
             version: 1,
             state: serde_json::to_vec(&state).unwrap(),
             next: Some("billing".into()),
-            interrupt: None,
+            pending: Default::default(),
             run: RunMarker {
                 run_id: "crashed-run".into(),
                 idempotency_key: key.map(str::to_owned),

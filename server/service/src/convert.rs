@@ -25,9 +25,15 @@ fn usage(u: Usage) -> pb::Usage {
     pb::Usage { prompt_tokens, completion_tokens, cost_usd }
 }
 
+/// An ErrorReason value name as events carry it (without the ERROR_REASON_ prefix).
+fn reason_name(kind: frontdesk_runtime::FailureKind) -> String {
+    let (_, reason, _) = classify(kind);
+    reason.as_str_name().trim_start_matches("ERROR_REASON_").to_owned()
+}
+
 pub fn event(e: Event) -> pb::RunEvent {
     use pb::run_event::Kind;
-    let Event { run_id, event_id, time, node, kind } = e;
+    let Event { run_id, event_id, time, node, task, kind } = e;
     let kind = match kind {
         EventKind::RunStarted { thread_id, workflow, resumed } => {
             Kind::RunStarted(pb::RunStarted { thread_id, workflow, resumed })
@@ -55,8 +61,36 @@ pub fn event(e: Event) -> pb::RunEvent {
         EventKind::ToolReturned { call_id, name, result_json, is_error } => {
             Kind::ToolReturned(pb::ToolReturned { call_id, name, result_json, is_error })
         }
-        EventKind::Interrupted { reason, payload_json } => {
-            Kind::RunInterrupted(pb::RunInterrupted { reason, payload_json })
+        EventKind::NodeRetrying { step, attempt, max_attempts, kind, message, delay } => {
+            Kind::NodeRetrying(pb::NodeRetrying {
+                step,
+                attempt,
+                max_attempts,
+                reason: reason_name(kind),
+                message,
+                delay: Some(duration(delay)),
+            })
+        }
+        EventKind::NodeFailed { step, kind, message, fallback } => {
+            Kind::NodeFailed(pb::NodeFailed { step, reason: reason_name(kind), message, fallback_node: fallback })
+        }
+        EventKind::TasksDispatched { step, tasks, already_done } => {
+            Kind::TasksDispatched(pb::TasksDispatched { step, tasks, already_done })
+        }
+        EventKind::TaskFinished { step, update_json, duration: d } => {
+            Kind::TaskFinished(pb::TaskFinished { step, update_json, duration: Some(duration(d)) })
+        }
+        EventKind::InterruptRaised { interrupt_id, reason, payload_json } => {
+            Kind::InterruptRaised(pb::InterruptRaised { interrupt_id, reason, payload_json })
+        }
+        EventKind::Interrupted { pending } => {
+            #[allow(deprecated)]
+            let interrupted = pb::RunInterrupted {
+                reason: String::new(),
+                payload_json: String::new(),
+                pending_interrupt_ids: pending,
+            };
+            Kind::RunInterrupted(interrupted)
         }
         EventKind::RunFinished { steps, duration: d, usage: u, output_json } => Kind::RunFinished(pb::RunFinished {
             steps,
@@ -65,12 +99,8 @@ pub fn event(e: Event) -> pb::RunEvent {
             output_json,
         }),
         EventKind::RunFailed { kind, message } => {
-            let (code, reason, _) = classify(kind);
-            Kind::RunFailed(pb::RunFailed {
-                code: code as i32,
-                message,
-                reason: reason.as_str_name().trim_start_matches("ERROR_REASON_").to_owned(),
-            })
+            let (code, _, _) = classify(kind);
+            Kind::RunFailed(pb::RunFailed { code: code as i32, message, reason: reason_name(kind) })
         }
     };
     pb::RunEvent {
@@ -78,6 +108,7 @@ pub fn event(e: Event) -> pb::RunEvent {
         event_id,
         time: Some(timestamp(time)),
         node: node.map(|n| n.to_string()).unwrap_or_default(),
+        task,
         kind: Some(kind),
     }
 }
@@ -152,15 +183,19 @@ pub fn turn_result(outcome: TurnOutcome) -> pb::TurnResult {
 }
 
 pub fn graph(description: GraphDescription, workflow: pb::Workflow) -> pb::DescribeWorkflowResponse {
-    let GraphDescription { name: _, nodes, edges, mermaid } = description;
+    let GraphDescription { name: _, nodes, edges, mermaid, failure_node } = description;
     pb::DescribeWorkflowResponse {
         workflow: Some(workflow),
-        nodes: nodes.into_iter().map(|NodeInfo { name, description }| pb::GraphNode { name, description }).collect(),
+        nodes: nodes
+            .into_iter()
+            .map(|NodeInfo { name, description, fan_out }| pb::GraphNode { name, description, fan_out })
+            .collect(),
         edges: edges
             .into_iter()
             .map(|EdgeInfo { source, target, conditional }| pb::GraphEdge { source, target, conditional })
             .collect(),
         mermaid,
+        failure_node: failure_node.unwrap_or_default(),
     }
 }
 

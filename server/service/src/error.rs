@@ -18,6 +18,7 @@ pub fn classify(kind: FailureKind) -> (Code, ErrorReason, Option<Duration>) {
     match kind {
         FailureKind::InvalidInput => (Code::InvalidArgument, ErrorReason::InvalidArgument, None),
         FailureKind::NotFound => (Code::NotFound, ErrorReason::NotFound, None),
+        FailureKind::FailedPrecondition => (Code::FailedPrecondition, ErrorReason::InvalidArgument, None),
         FailureKind::ModelUnavailable => {
             (Code::Unavailable, ErrorReason::ModelUnavailable, Some(Duration::from_secs(5)))
         }
@@ -69,6 +70,14 @@ fn run_error_status(error: &RunError) -> Status {
         RunError::NothingToResume { .. } | RunError::Interrupted { .. } => {
             (Code::FailedPrecondition, ErrorReason::InvalidArgument, None)
         }
+        RunError::UnknownInterrupt { interrupt_id, .. } => {
+            metadata.insert("interrupt_id".into(), interrupt_id.clone());
+            (Code::NotFound, ErrorReason::NotFound, None)
+        }
+        RunError::InterruptAnswered { interrupt_id, .. } => {
+            metadata.insert("interrupt_id".into(), interrupt_id.clone());
+            (Code::FailedPrecondition, ErrorReason::InvalidArgument, None)
+        }
         RunError::Node { node, .. } | RunError::NodeTimeout { node, .. } => {
             metadata.insert("node".into(), node.clone());
             classify(error.failure_kind())
@@ -78,6 +87,7 @@ fn run_error_status(error: &RunError) -> Status {
         | RunError::Cancelled
         | RunError::StepLimit { .. }
         | RunError::UndeclaredTarget { .. }
+        | RunError::DuplicateInterrupt { .. }
         | RunError::Checkpoint(_)
         | RunError::StateCodec { .. }
         | RunError::Lost => classify(error.failure_kind()),

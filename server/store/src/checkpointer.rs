@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, PendingInterrupt, RunMarker, RunStatus, ThreadPage,
-    ThreadQuery, ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
+    ThreadSummary,
 };
 use sqlx::PgConnection;
 
@@ -33,7 +33,7 @@ impl SqlCheckpointer {
 
 macro_rules! checkpoint_columns {
     () => {
-        "workflow, version, state, next_node, interrupt, run_id, idempotency_key, run_status, step, output, created_at_ms"
+        "workflow, version, state, next_node, pending, run_id, idempotency_key, run_status, step, output, created_at_ms"
     };
 }
 
@@ -59,7 +59,7 @@ const PG_DELETE_UNSYNCED: &str =
 
 // The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
 // $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
-// $8 interrupt, $9 run_id, $10 idempotency_key, $11 step, $12 output, $13 whether to record
+// $8 pending, $9 run_id, $10 idempotency_key, $11 step, $12 output, $13 whether to record
 // the key, $14 prune checkpoints up to this version.
 //
 // The compare-and-set on the thread row: insert-if-absent for version 1, else a conditional
@@ -85,7 +85,7 @@ macro_rules! update_thread {
 // exactly what the winner already deleted, i.e. nothing).
 macro_rules! sqlite_put_tail {
     () => {
-        "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, interrupt, run_id, \
+        "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
              idempotency_key, run_status, step, output, created_at_ms) \
            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 WHERE changes() = 1; \
          INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output) \
@@ -111,7 +111,7 @@ const SQLITE_DELETE: &str = "BEGIN IMMEDIATE; DELETE FROM checkpoints WHERE thre
 macro_rules! pg_put_tail {
     () => {
         "), cp AS ( \
-            INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, interrupt, run_id, \
+            INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
                 idempotency_key, run_status, step, output, created_at_ms) \
             SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 FROM cas \
          ), idem AS ( \
@@ -139,7 +139,7 @@ macro_rules! bind_write {
             .bind($w.status)
             .bind($w.state)
             .bind($w.next)
-            .bind($w.interrupt.as_deref())
+            .bind($w.pending.as_deref())
             .bind($w.run_id)
             .bind($w.key)
             .bind($w.step)
@@ -155,7 +155,7 @@ struct CheckpointRow {
     version: i64,
     state: Vec<u8>,
     next_node: Option<String>,
-    interrupt: Option<String>,
+    pending: Option<String>,
     run_id: String,
     idempotency_key: Option<String>,
     run_status: String,
@@ -211,9 +211,9 @@ fn status_from(thread_id: &str, column: &'static str, s: &str) -> Result<RunStat
 
 impl CheckpointRow {
     fn into_checkpoint(self, thread_id: &str) -> Result<Checkpoint, CheckpointError> {
-        let interrupt = match self.interrupt {
-            Some(json) => Some(serde_json::from_str::<PendingInterrupt>(&json).map_err(|e| corrupt(thread_id, e))?),
-            None => None,
+        let pending = match self.pending {
+            Some(json) => Pending::decode(&json).map_err(|e| corrupt(thread_id, e))?,
+            None => Pending::default(),
         };
         let step = u32::try_from(self.step).map_err(|_| {
             corrupt(thread_id, InvalidColumn { column: "checkpoints.step", value: self.step.to_string() })
@@ -224,7 +224,7 @@ impl CheckpointRow {
             version: version_from(thread_id, "checkpoints.version", self.version)?,
             state: self.state,
             next: self.next_node,
-            interrupt,
+            pending,
             run: RunMarker {
                 run_id: self.run_id,
                 idempotency_key: self.idempotency_key,
@@ -259,7 +259,7 @@ struct Write<'a> {
     status: &'static str,
     state: &'a [u8],
     next: Option<&'a str>,
-    interrupt: Option<String>,
+    pending: Option<String>,
     run_id: &'a str,
     key: Option<&'a str>,
     step: i64,
@@ -275,10 +275,7 @@ impl<'a> Write<'a> {
         let version = i64::try_from(cp.version).map_err(|_| {
             corrupt(&cp.thread_id, InvalidColumn { column: "checkpoints.version", value: cp.version.to_string() })
         })?;
-        let interrupt = match &cp.interrupt {
-            Some(i) => Some(serde_json::to_string(i).map_err(|e| corrupt(&cp.thread_id, e))?),
-            None => None,
-        };
+        let pending = cp.pending.encode().map_err(|e| corrupt(&cp.thread_id, e))?;
         Ok(Write {
             thread_id: &cp.thread_id,
             workflow: &cp.workflow,
@@ -287,7 +284,7 @@ impl<'a> Write<'a> {
             status: cp.run.status.as_str(),
             state: &cp.state,
             next: cp.next.as_deref(),
-            interrupt,
+            pending,
             run_id: &cp.run.run_id,
             key: cp.run.idempotency_key.as_deref(),
             step: i64::from(cp.run.step),

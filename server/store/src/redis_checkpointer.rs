@@ -15,8 +15,8 @@
 //!
 //! So `SCAN MATCH p:checkpoint:C001:*` finds exactly the checkpoints of customer `C001`'s
 //! tickets. A checkpoint hash has the fields `version`, `workflow`, `state` (the state bytes
-//! as they are, JSON), `run_id`, `status`, `step` and `created_at`, plus `next`, `interrupt`
-//! (JSON), `key` and `output` when set. Times are milliseconds since the Unix epoch.
+//! as they are, JSON), `run_id`, `status`, `step` and `created_at`, plus `next`, `pending`
+//! (JSON: interrupts, answered ids, fan-out task writes), `key` and `output` when set. Times are milliseconds since the Unix epoch.
 //!
 //! # Atomicity
 //!
@@ -32,8 +32,8 @@ use std::{fmt, sync::LazyLock, time::Duration};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, PendingInterrupt, RunMarker, RunStatus, ThreadPage,
-    ThreadQuery, ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
+    ThreadSummary,
 };
 use redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -284,8 +284,8 @@ fn encode(cp: &Checkpoint) -> Result<Vec<(&'static str, Vec<u8>)>, CheckpointErr
     if let Some(next) = &cp.next {
         fields.push(("next", next.as_bytes().to_vec()));
     }
-    if let Some(interrupt) = &cp.interrupt {
-        fields.push(("interrupt", serde_json::to_vec(interrupt).map_err(|e| corrupt(&cp.thread_id, e))?));
+    if let Some(pending) = cp.pending.encode().map_err(|e| corrupt(&cp.thread_id, e))? {
+        fields.push(("pending", pending.into_bytes()));
     }
     if let Some(key) = &cp.run.idempotency_key {
         fields.push(("key", key.as_bytes().to_vec()));
@@ -303,7 +303,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
     }
     let (mut version, mut workflow, mut state, mut run_id, mut status, mut step, mut created_at) =
         (None, None, None, None, None, None, None);
-    let (mut next, mut interrupt, mut key, mut output) = (None, None, None, None);
+    let (mut next, mut pending, mut key, mut output) = (None, Pending::default(), None, None);
     let mut items = flat.into_iter();
     while let (Some(field), Some(value)) = (items.next(), items.next()) {
         match field.as_slice() {
@@ -318,8 +318,10 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
             b"step" => step = Some(parse_num::<u32>(thread_id, "checkpoint.step", &value)?),
             b"created_at" => created_at = Some(parse_num::<i64>(thread_id, "checkpoint.created_at", &value)?),
             b"next" => next = Some(utf8(thread_id, "checkpoint.next", value)?),
-            b"interrupt" => {
-                interrupt = Some(serde_json::from_slice::<PendingInterrupt>(&value).map_err(|e| corrupt(thread_id, e))?)
+            // `interrupt` is the field's name before interrupts had ids; `Pending::decode` reads both.
+            b"pending" | b"interrupt" => {
+                let json = utf8(thread_id, "checkpoint.pending", value)?;
+                pending = Pending::decode(&json).map_err(|e| corrupt(thread_id, e))?;
             }
             b"key" => key = Some(utf8(thread_id, "checkpoint.key", value)?),
             b"output" => output = Some(utf8(thread_id, "checkpoint.output", value)?),
@@ -333,7 +335,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
         version: version.ok_or_else(|| missing("checkpoint.version"))?,
         state: state.ok_or_else(|| missing("checkpoint.state"))?,
         next,
-        interrupt,
+        pending,
         run: RunMarker {
             run_id: run_id.ok_or_else(|| missing("checkpoint.run_id"))?,
             idempotency_key: key,
@@ -637,7 +639,7 @@ mod tests {
     #[test]
     fn checkpoints_encode_and_decode() {
         let mut cp = frontdesk_runtime::conformance::sample("C001:TKT-1", 7, RunStatus::Interrupted);
-        cp.interrupt = Some(PendingInterrupt { node: "ask".into(), reason: "r".into(), payload: "{}".into() });
+        cp.pending = frontdesk_runtime::conformance::sample_pending();
         cp.run.idempotency_key = Some("k".into());
         cp.run.output = Some("{}".into());
         cp.state = vec![0, 159, 146, 150]; // not UTF-8: stored as it is

@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use frontdesk_runtime::{conformance, conformance::sample, Checkpointer, PendingInterrupt, RunStatus};
+use frontdesk_runtime::{conformance, conformance::sample, Checkpointer, RunStatus};
 use frontdesk_store::{Database, DbKind, StoreError, StoreOptions};
 
 fn options(retention: usize) -> StoreOptions {
@@ -124,8 +124,7 @@ async fn data_survives_reconnect() {
         store.put(&sample(id, 2, RunStatus::Running)).await.unwrap();
         last.run.idempotency_key = Some("turn-7".into());
         last.run.output = Some(r#"{"asked":true}"#.into());
-        last.interrupt =
-            Some(PendingInterrupt { node: "ask".into(), reason: "awaiting_user".into(), payload: "{}".into() });
+        last.pending = conformance::sample_pending();
         store.put(&last).await.unwrap();
         store.put(&sample("C001:other", 1, RunStatus::Running)).await.unwrap();
         db.close().await;

@@ -1,0 +1,567 @@
+//! Addressed interrupts, per-node retry policies, the failure route and fan-out, over the
+//! in-memory checkpointer.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use frontdesk_runtime::{
+    Checkpointer, Event, EventKind, FailureKind, GraphBuilder, InterruptRequest, MemoryCheckpointer, Node, NodeContext,
+    NodeError, NodeErrorKind, NodeOptions, NodeOutput, RetryPolicy, RunError, RunInput, RunRequest, RunStatus, Runner,
+    RunnerConfig, Target, TaskNode, ThreadMode,
+};
+use serde::{Deserialize, Serialize};
+
+frontdesk_runtime::state! {
+    pub struct Case / CaseUpdate {
+        log: Vec<String> => Append,
+        answers: Vec<String> => Append,
+        error: String => Replace,
+        findings: Vec<String> => Append,
+        loops: u32 => Replace,
+    }
+}
+
+fn log(entry: impl Into<String>) -> CaseUpdate {
+    CaseUpdate { log: Some(vec![entry.into()]), ..Default::default() }
+}
+
+fn create(thread: &str) -> RunRequest<CaseUpdate> {
+    let mut request = RunRequest::new(thread, RunInput::Update(CaseUpdate::default()));
+    request.mode = ThreadMode::CreateIfMissing;
+    request
+}
+
+fn resume(thread: &str, id: &str, value: &str) -> RunRequest<CaseUpdate> {
+    RunRequest::new(thread, RunInput::Resume { interrupt_id: id.into(), value: serde_json::json!(value) })
+}
+
+/// Runs to the end, collecting every event.
+async fn run(
+    runner: &Runner<Case>,
+    request: RunRequest<CaseUpdate>,
+) -> (Result<frontdesk_runtime::RunOutcome<Case>, RunError>, Vec<Event>) {
+    let mut handle = match runner.start(request).await {
+        Ok(handle) => handle,
+        Err(error) => return (Err(error), Vec::new()),
+    };
+    let mut events = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        events.push(event);
+    }
+    (handle.wait().await, events)
+}
+
+fn fast_retry(attempts: u32) -> RetryPolicy {
+    RetryPolicy::attempts(attempts).with_backoff(Duration::from_millis(1), Duration::from_millis(5))
+}
+
+// ---------------------------------------------------------------------------------------------
+// addressed interrupts
+
+/// Asks the changer and the manager at once; each answer re-runs it with that answer only.
+struct Gather;
+
+#[async_trait]
+impl Node<Case> for Gather {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        match ctx.resume() {
+            Some(answer) => Ok(NodeOutput::update(CaseUpdate {
+                answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
+                ..Default::default()
+            })),
+            None => Ok(NodeOutput::interrupts(
+                log("asked"),
+                vec![
+                    InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"})),
+                    InterruptRequest::new("approve-1", "awaiting_manager", &serde_json::json!({"to": "manager"})),
+                ],
+            )),
+        }
+    }
+}
+
+struct Step(&'static str);
+
+#[async_trait]
+impl Node<Case> for Step {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        Ok(NodeOutput::update(log(self.0)))
+    }
+}
+
+fn gather_graph() -> frontdesk_runtime::Graph<Case> {
+    GraphBuilder::new("gather")
+        .node("gather", Gather)
+        .node("decide", Step("decide"))
+        .entry("gather")
+        .edge("gather", Target::node("decide"))
+        .edge("decide", Target::End)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_thread_holds_several_interrupts_and_each_resume_answers_exactly_one() {
+    // Retention 1: only the newest checkpoint survives, and it must carry every open interrupt.
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new(1));
+    let runner = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    let (outcome, events) = run(&runner, create("inv")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.status, RunStatus::Interrupted);
+    let ids: Vec<&str> = outcome.interrupts.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, ["clarify-1", "approve-1"]);
+    let raised: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::InterruptRaised { interrupt_id, .. } => Some(interrupt_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(raised, ["clarify-1", "approve-1"], "each interrupt is streamed");
+    assert!(
+        matches!(&events.last().unwrap().kind, EventKind::Interrupted { pending } if pending.len() == 2),
+        "the run ends paused on both: {:?}",
+        events.last()
+    );
+    assert!(matches!(&events[0].kind, EventKind::RunStarted { resumed: false, .. }));
+
+    // Another replica answers the manager first; the changer's question stays open.
+    let replica = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    let (outcome, events) = run(&replica, resume("inv", "approve-1", "approved")).await;
+    let outcome = outcome.unwrap();
+    assert!(matches!(&events[0].kind, EventKind::RunStarted { resumed: true, .. }), "a resume says so");
+    assert_eq!(outcome.status, RunStatus::Interrupted, "the thread still waits on the changer");
+    assert_eq!(outcome.interrupts.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["clarify-1"]);
+    assert_eq!(outcome.state.unwrap().answers, ["approve-1=approved"]);
+
+    let version = store.latest("inv").await.unwrap().unwrap().version;
+    let error = replica.start(resume("inv", "approve-1", "again")).await.err().unwrap();
+    assert!(matches!(error, RunError::InterruptAnswered { ref interrupt_id, .. } if interrupt_id == "approve-1"));
+    assert_eq!(error.failure_kind(), FailureKind::FailedPrecondition);
+    let error = replica.start(resume("inv", "nope", "x")).await.err().unwrap();
+    assert!(matches!(error, RunError::UnknownInterrupt { .. }), "{error:?}");
+    assert_eq!(error.failure_kind(), FailureKind::NotFound);
+    assert_eq!(store.latest("inv").await.unwrap().unwrap().version, version, "a refused resume runs nothing");
+
+    // After a restart (a third runner), the changer answers and the case completes.
+    let restarted = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    let (outcome, _) = run(&restarted, resume("inv", "clarify-1", "sick leave")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(outcome.interrupts.is_empty());
+    let state = outcome.state.unwrap();
+    assert_eq!(state.answers, ["approve-1=approved", "clarify-1=sick leave"]);
+    assert_eq!(state.log, ["asked", "decide", "decide"]);
+}
+
+#[tokio::test]
+async fn a_resume_with_its_idempotency_key_is_replayed_not_run_twice() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let runner = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    run(&runner, create("inv")).await.0.unwrap();
+    let mut first = resume("inv", "approve-1", "approved");
+    first.idempotency_key = Some("reply-7".into());
+    let outcome = run(&runner, first).await.0.unwrap();
+    let mut retry = resume("inv", "approve-1", "approved");
+    retry.idempotency_key = Some("reply-7".into());
+    let replay = run(&runner, retry).await.0.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.run_id, outcome.run_id);
+}
+
+/// Fails when resumed, to show that a failed resume leaves the interrupt pending.
+struct FailOnResume;
+
+#[async_trait]
+impl Node<Case> for FailOnResume {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        match ctx.resume() {
+            Some(_) => Err(NodeError::new(NodeErrorKind::InvalidInput, "the answer does not parse")),
+            None => Ok(NodeOutput::interrupt(log("asked"), InterruptRequest::new("q", "awaiting_user", &()))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_failed_resume_leaves_the_interrupt_pending() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let graph =
+        GraphBuilder::new("ask").node("ask", FailOnResume).entry("ask").edge("ask", Target::End).build().unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    run(&runner, create("t")).await.0.unwrap();
+    let error = run(&runner, resume("t", "q", "garbled")).await.0.err().unwrap();
+    assert!(matches!(error, RunError::Node { .. }));
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(latest.run.status, RunStatus::Failed);
+    assert!(latest.pending.interrupt("q").is_some(), "the interrupt can be answered again");
+    assert!(latest.pending.answered.is_empty());
+}
+
+struct RaiseTwice;
+
+#[async_trait]
+impl Node<Case> for RaiseTwice {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        let ask = || InterruptRequest::new("same", "awaiting_user", &());
+        Ok(NodeOutput::interrupts(CaseUpdate::default(), vec![ask(), ask()]))
+    }
+}
+
+#[tokio::test]
+async fn an_interrupt_id_is_used_once_per_thread() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let graph = GraphBuilder::new("dup").node("ask", RaiseTwice).entry("ask").edge("ask", Target::End).build().unwrap();
+    let runner = Runner::new(graph, store, RunnerConfig::default());
+    let error = run(&runner, create("t")).await.0.err().unwrap();
+    assert!(matches!(error, RunError::DuplicateInterrupt { .. }), "{error:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// retries and the failure route
+
+/// Fails with `kind` until its `fail_first` attempts are used up.
+struct Flaky {
+    kind: NodeErrorKind,
+    fail_first: u32,
+    calls: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Node<Case> for Flaky {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_eq!(ctx.attempt(), call, "the context counts attempts");
+        if call <= self.fail_first {
+            return Err(NodeError::new(self.kind, format!("attempt {call} failed")));
+        }
+        Ok(NodeOutput::update(log(format!("ok after {call}"))))
+    }
+}
+
+fn flaky_graph(
+    kind: NodeErrorKind,
+    fail_first: u32,
+    policy: RetryPolicy,
+    route: bool,
+) -> (Runner<Case>, Arc<AtomicU32>) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut builder = GraphBuilder::new("flaky")
+        .node_with("call", Flaky { kind, fail_first, calls: calls.clone() }, NodeOptions::default().retry(policy))
+        .node("finalize", Step("finalize"))
+        .entry("call")
+        .edge("call", Target::node("finalize"))
+        .edge("finalize", Target::End);
+    if route {
+        builder = builder.on_failure("finalize", |failure| CaseUpdate {
+            error: Some(format!("{} {:?} after {}", failure.node, failure.kind, failure.attempts)),
+            ..Default::default()
+        });
+    }
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    (Runner::new(builder.build().unwrap(), store, RunnerConfig::default()), calls)
+}
+
+#[tokio::test]
+async fn a_transient_failure_is_retried_and_each_attempt_streamed() {
+    let (runner, calls) = flaky_graph(NodeErrorKind::ModelUnavailable, 2, fast_retry(3), false);
+    let (outcome, events) = run(&runner, create("t")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(outcome.state.unwrap().log, ["ok after 3", "finalize"]);
+    let retries: Vec<(u32, u32, FailureKind)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::NodeRetrying { attempt, max_attempts, kind, .. } => Some((*attempt, *max_attempts, *kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries, [(1, 3, FailureKind::ModelUnavailable), (2, 3, FailureKind::ModelUnavailable)]);
+}
+
+#[tokio::test]
+async fn validation_errors_are_never_retried_by_default() {
+    let (runner, calls) = flaky_graph(NodeErrorKind::ModelOutputInvalid, 1, fast_retry(3), false);
+    let (outcome, events) = run(&runner, create("t")).await;
+    assert!(matches!(outcome, Err(RunError::Node { .. })));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(!events.iter().any(|e| matches!(e.kind, EventKind::NodeRetrying { .. })));
+}
+
+#[tokio::test]
+async fn exhausted_retries_take_the_failure_route_instead_of_failing_the_run() {
+    let (runner, calls) = flaky_graph(NodeErrorKind::ModelUnavailable, u32::MAX, fast_retry(3), true);
+    let (outcome, events) = run(&runner, create("t")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let state = outcome.state.unwrap();
+    assert_eq!(state.error, "call ModelUnavailable after 3");
+    assert_eq!(state.log, ["finalize"]);
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::NodeFailed { fallback, .. } if fallback == "finalize")));
+}
+
+#[tokio::test]
+async fn a_node_timeout_is_retried() {
+    struct SlowOnce(AtomicU32);
+    #[async_trait]
+    impl Node<Case> for SlowOnce {
+        async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok(NodeOutput::update(log("fast")))
+        }
+    }
+    let options = NodeOptions::default().timeout(Duration::from_millis(50)).retry(fast_retry(2));
+    let graph = GraphBuilder::new("slow")
+        .node_with("slow", SlowOnce(AtomicU32::new(0)), options)
+        .entry("slow")
+        .edge("slow", Target::End)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let outcome = run(&runner, create("t")).await.0.unwrap();
+    assert_eq!(outcome.state.unwrap().log, ["fast"]);
+}
+
+struct Loop;
+
+#[async_trait]
+impl Node<Case> for Loop {
+    async fn run(&self, state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        Ok(NodeOutput::update(CaseUpdate { loops: Some(state.loops + 1), ..Default::default() }))
+    }
+}
+
+#[tokio::test]
+async fn the_step_limit_takes_the_failure_route() {
+    let graph = GraphBuilder::new("loop")
+        .node("spin", Loop)
+        .node("finalize", Step("finalize"))
+        .entry("spin")
+        .conditional_edge("spin", [Target::node("spin"), Target::node("finalize")], |_| Target::node("spin"))
+        .edge("finalize", Target::End)
+        .max_steps(4)
+        .on_failure("finalize", |failure| CaseUpdate {
+            error: Some(format!("{:?}", failure.kind)),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let outcome = run(&runner, create("t")).await.0.unwrap();
+    let state = outcome.state.unwrap();
+    assert_eq!((state.loops, state.error.as_str()), (4, "StepLimit"));
+    assert_eq!(state.log, ["finalize"]);
+}
+
+#[tokio::test]
+async fn a_failure_on_the_failure_route_fails_the_run() {
+    let (first, second) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let failing = |calls: &Arc<AtomicU32>| Flaky {
+        kind: NodeErrorKind::InvalidInput,
+        fail_first: u32::MAX,
+        calls: calls.clone(),
+    };
+    let graph = GraphBuilder::new("double")
+        .node("call", failing(&first))
+        .node("finalize", failing(&second))
+        .entry("call")
+        .edge("call", Target::node("finalize"))
+        .edge("finalize", Target::End)
+        .on_failure("finalize", |_| CaseUpdate::default())
+        .build()
+        .unwrap();
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let error = run(&runner, create("t")).await.0.err().unwrap();
+    assert!(matches!(error, RunError::Node { ref node, .. } if node == "finalize"), "{error:?}");
+    assert_eq!((first.load(Ordering::SeqCst), second.load(Ordering::SeqCst)), (1, 1), "each node ran once");
+    assert_eq!(store.latest("t").await.unwrap().unwrap().run.status, RunStatus::Failed);
+}
+
+#[test]
+fn the_failure_route_must_name_a_node() {
+    let error = GraphBuilder::<Case>::new("bad")
+        .node("a", Step("a"))
+        .entry("a")
+        .edge("a", Target::End)
+        .on_failure("missing", |_| CaseUpdate::default())
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(error, frontdesk_runtime::GraphError::UnknownFailureNode("missing".into()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// fan-out
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Topic {
+    name: String,
+}
+
+/// Researches one topic. Every task first waits at a barrier of all three, which only opens
+/// when the three run at the same time; `hold` makes a task's first call never return, as a
+/// task in flight when the process dies.
+struct Research {
+    calls: Arc<Mutex<HashMap<String, u32>>>,
+    barrier: Option<Arc<tokio::sync::Barrier>>,
+    hold_first_call: Vec<&'static str>,
+    fail: Option<&'static str>,
+}
+
+#[async_trait]
+impl TaskNode<Case> for Research {
+    type Input = Topic;
+
+    async fn run(&self, _state: &Case, input: Topic, ctx: &NodeContext) -> Result<CaseUpdate, NodeError> {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            let count = calls.entry(input.name.clone()).or_default();
+            *count += 1;
+            *count
+        };
+        if let Some(barrier) = &self.barrier {
+            barrier.wait().await;
+        }
+        if self.fail == Some(input.name.as_str()) {
+            return Err(NodeError::new(NodeErrorKind::DependencyFailed, "corpus unavailable"));
+        }
+        if call == 1 && self.hold_first_call.contains(&input.name.as_str()) {
+            std::future::pending::<()>().await;
+        }
+        // Later topics finish first, so dispatch order is not finish order.
+        let delay = match input.name.as_str() {
+            "a" => 30,
+            "b" => 15,
+            _ => 0,
+        };
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let task = ctx.task().expect("a task knows its index");
+        Ok(CaseUpdate { findings: Some(vec![format!("{}#{task}", input.name)]), ..Default::default() })
+    }
+}
+
+fn research_graph(research: Research, topics: &'static [&'static str]) -> frontdesk_runtime::Graph<Case> {
+    GraphBuilder::new("research")
+        .node("plan", Step("plan"))
+        .fan_out_with(
+            "research",
+            research,
+            move |_: &Case| topics.iter().map(|t| Topic { name: (*t).to_owned() }).collect(),
+            NodeOptions::default().retry(fast_retry(1)),
+        )
+        .node("summarize", Step("summarize"))
+        .entry("plan")
+        .edge("plan", Target::node("research"))
+        .edge("research", Target::node("summarize"))
+        .edge("summarize", Target::End)
+        .on_failure("summarize", |failure| CaseUpdate { error: Some(failure.message.clone()), ..Default::default() })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn fan_out_runs_tasks_concurrently_and_applies_updates_in_dispatch_order() {
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    let research = Research {
+        calls: calls.clone(),
+        barrier: Some(Arc::new(tokio::sync::Barrier::new(3))),
+        hold_first_call: Vec::new(),
+        fail: None,
+    };
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new(100));
+    let runner = Runner::new(research_graph(research, &["a", "b", "c"]), store.clone(), RunnerConfig::default());
+    let (outcome, events) = run(&runner, create("q")).await;
+    let outcome = outcome.unwrap();
+    let state = outcome.state.unwrap();
+    assert_eq!(state.findings, ["a#0", "b#1", "c#2"], "updates land in dispatch order");
+    assert_eq!(state.log, ["plan", "summarize"]);
+    let finished: Vec<Option<u32>> =
+        events.iter().filter(|e| matches!(e.kind, EventKind::TaskFinished { .. })).map(|e| e.task).collect();
+    assert_eq!(finished, [Some(2), Some(1), Some(0)], "task events stream as tasks finish");
+    assert!(events.iter().any(|e| matches!(e.kind, EventKind::TasksDispatched { tasks: 3, already_done: 0, .. })));
+    // Every finished task was a checkpoint of its own before the step completed.
+    let history = store.history("q", 100).await.unwrap();
+    let task_writes: Vec<usize> = history.iter().rev().map(|cp| cp.pending.tasks.len()).collect();
+    assert!(task_writes.windows(3).any(|w| w == [1, 2, 3]), "pending writes per checkpoint: {task_writes:?}");
+    assert!(history[0].pending.tasks.is_empty(), "a finished step leaves no pending writes");
+}
+
+#[tokio::test]
+async fn recovery_after_a_crash_re_runs_only_the_unfinished_tasks() {
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let make = || Research { calls: calls.clone(), barrier: None, hold_first_call: vec!["b", "c"], fail: None };
+    let crashed = Runner::new(research_graph(make(), &["a", "b", "c"]), store.clone(), RunnerConfig::default());
+    // The first process: task a finishes and is committed; b and c are in flight when it "dies"
+    // (their first calls never return, and nothing of that process runs again).
+    let handle = crashed.start(create("q")).await.unwrap();
+    let (_events, _outcome, _cancel) = handle.into_parts();
+    let mut waited = 0;
+    loop {
+        let latest = store.latest("q").await.unwrap().unwrap();
+        if latest.pending.tasks.len() == 1 {
+            assert_eq!(latest.run.status, RunStatus::Running);
+            assert_eq!(latest.pending.tasks[0].task, 0);
+            break;
+        }
+        waited += 1;
+        assert!(waited < 500, "task a's pending write was never committed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The restarted process (its own runner and thread locks) recovers the run.
+    let restarted = Runner::new(research_graph(make(), &["a", "b", "c"]), store.clone(), RunnerConfig::default());
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    let counts = calls.lock().unwrap().clone();
+    assert_eq!(counts["a"], 1, "the committed task is not run again");
+    assert_eq!((counts["b"], counts["c"]), (2, 2), "the unfinished tasks are run again");
+    let (state, cp) = restarted.state("q").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert_eq!(state.findings, ["a#0", "b#1", "c#2"]);
+    assert!(cp.pending.tasks.is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_task_fails_its_step_and_takes_the_failure_route() {
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    let research = Research { calls: calls.clone(), barrier: None, hold_first_call: vec!["a"], fail: Some("b") };
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let runner = Runner::new(research_graph(research, &["a", "b", "c"]), store.clone(), RunnerConfig::default());
+    let outcome = run(&runner, create("q")).await.0.unwrap();
+    let state = outcome.state.unwrap();
+    assert!(state.findings.is_empty(), "no task's update is applied when the step fails");
+    assert!(state.error.contains("research failed"), "{}", state.error);
+    assert_eq!(state.log, ["plan", "summarize"]);
+    assert!(store.latest("q").await.unwrap().unwrap().pending.tasks.is_empty());
+}
+
+#[tokio::test]
+async fn a_fan_out_with_no_tasks_is_a_step_that_changes_nothing() {
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    let research = Research { calls: calls.clone(), barrier: None, hold_first_call: Vec::new(), fail: None };
+    let runner =
+        Runner::new(research_graph(research, &[]), Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let outcome = run(&runner, create("q")).await.0.unwrap();
+    let state = outcome.state.unwrap();
+    assert!(state.findings.is_empty());
+    assert_eq!(state.log, ["plan", "summarize"]);
+    assert!(calls.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_fan_out_node_is_described_as_such() {
+    let research = Research { calls: Default::default(), barrier: None, hold_first_call: Vec::new(), fail: None };
+    let description = research_graph(research, &["a"]).describe();
+    assert!(description.nodes.iter().any(|n| n.name == "research" && n.fan_out));
+    assert_eq!(description.failure_node.as_deref(), Some("summarize"));
+    assert!(description.mermaid.contains("research[[research]]"), "{}", description.mermaid);
+}
