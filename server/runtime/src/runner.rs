@@ -158,6 +158,15 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// What went wrong, including a node error's own message (which `Display` leaves to the
+    /// error's source).
+    pub fn detail(&self) -> String {
+        match self {
+            RunError::Node { node, source } => format!("node {node} failed: {}", source.message),
+            other => other.to_string(),
+        }
+    }
+
     pub fn failure_kind(&self) -> FailureKind {
         match self {
             RunError::NotFound { .. } | RunError::UnknownInterrupt { .. } => FailureKind::NotFound,
@@ -494,7 +503,7 @@ impl Attempts {
                         attempt,
                         max_attempts,
                         kind: error.failure_kind(),
-                        message: error.to_string(),
+                        message: error.detail(),
                         delay,
                     },
                 )
@@ -1067,7 +1076,7 @@ impl<S: State> Execution<S> {
         let failure = NodeFailure {
             node: node.to_string(),
             kind: failed.error.failure_kind(),
-            message: failed.error.to_string(),
+            message: failed.error.detail(),
             attempts: failed.attempts,
         };
         warn!(thread_id = %self.thread_id, node = %node, fallback = %route.node, error = %failed.error, "node failed; taking the failure route");
