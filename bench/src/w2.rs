@@ -633,6 +633,7 @@ fn markdown(args: &Args, r: &Results) -> String {
         match args.durability {
             Durability::Exit => "exit, the triage workflow's default (per ticket: the accepting checkpoint; then a resolved or escalated ticket is archived by the run's handoff and its thread erased, a route_specialist ticket gets its final checkpoint)",
             Durability::EveryNode => "every-node (per ticket: the accepting checkpoint and one per node, as LangGraph's measured configuration writes)",
+            Durability::Ephemeral => "ephemeral (nothing written; not a configuration the triage workflow accepts)",
         }
     );
     let _ = writeln!(

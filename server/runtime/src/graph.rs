@@ -255,6 +255,12 @@ pub enum Durability {
     /// graphs whose nodes have no effect outside the state, where that costs model calls only.
     /// Node events still stream as each node finishes.
     Exit,
+    /// Nothing is written: the run lives in memory only and a crash forgets it. For graphs whose
+    /// result only the caller uses before it commits to anything (triage's ticket matching picks
+    /// the ticket a message joins; the message is accepted by the ticket's own run). Every run
+    /// starts a new thread; idempotency keys, resumes and interrupts are refused
+    /// ([`crate::RunError::Ephemeral`]).
+    Ephemeral,
 }
 
 impl<S: State> GraphBuilder<S> {

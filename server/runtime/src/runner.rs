@@ -129,6 +129,8 @@ pub enum RunError {
     Interrupted { thread_id: String },
     #[error("node {node} raised interrupt {interrupt_id:?}, whose id the thread has already used")]
     DuplicateInterrupt { node: String, interrupt_id: String },
+    #[error("a run of an ephemeral graph cannot {what}")]
+    Ephemeral { what: &'static str },
     #[error("node {node} failed")]
     Node {
         node: String,
@@ -189,6 +191,7 @@ impl RunError {
             RunError::Checkpoint(_) => FailureKind::StoreUnavailable,
             RunError::UndeclaredTarget { .. }
             | RunError::DuplicateInterrupt { .. }
+            | RunError::Ephemeral { .. }
             | RunError::StateCodec { .. }
             | RunError::Lost => FailureKind::Internal,
         }
@@ -629,7 +632,16 @@ impl<S: State> Runner<S> {
 
     /// Starts a run. Returns once the run's input is committed (or a replay is found); the run
     /// then proceeds on its own task and completes even if the handle is dropped.
-    pub async fn start(&self, request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+    pub async fn start(&self, mut request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+        if self.graph.durability() == Durability::Ephemeral {
+            if request.idempotency_key.is_some() {
+                return Err(RunError::Ephemeral { what: "take an idempotency key (nothing is recorded)" });
+            }
+            if matches!(request.input, RunInput::Resume { .. }) {
+                return Err(RunError::Ephemeral { what: "resume (nothing is paused)" });
+            }
+            request.mode = ThreadMode::New;
+        }
         let guard = self.registry.lock_thread(&request.thread_id, request.busy).await?;
         let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
         let (outcome_tx, outcome_rx) = oneshot::channel();
@@ -897,6 +909,10 @@ impl<S: State> Execution<S> {
     }
 
     async fn commit(&mut self, status: RunStatus) -> Result<(), RunError> {
+        if self.graph.durability() == Durability::Ephemeral {
+            self.version += 1;
+            return Ok(());
+        }
         let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;
         let output = match status {
             RunStatus::Completed | RunStatus::Interrupted => Some(self.output().1.clone()),
@@ -931,6 +947,7 @@ impl<S: State> Execution<S> {
     fn heartbeat_due(&self) -> bool {
         match self.graph.durability() {
             Durability::EveryNode => true,
+            Durability::Ephemeral => false,
             Durability::Exit => {
                 let next = self.next.as_deref().and_then(|n| self.graph.nodes.get(n));
                 let timeout = next.map_or(self.config.node_timeout, |entry| self.node_timeout(entry));
@@ -1186,6 +1203,9 @@ impl<S: State> Execution<S> {
 
     /// Adds the interrupts a node raised to the thread's pending set; returns them.
     fn raise(&mut self, node: &str, requests: Vec<InterruptRequest>) -> Result<Vec<PendingInterrupt>, RunError> {
+        if !requests.is_empty() && self.graph.durability() == Durability::Ephemeral {
+            return Err(RunError::Ephemeral { what: "pause at an interrupt (nothing would keep it)" });
+        }
         let mut raised = Vec::with_capacity(requests.len());
         for InterruptRequest { id, reason, payload } in requests {
             let taken = id.is_empty()
@@ -1239,6 +1259,9 @@ impl<S: State> Execution<S> {
     /// Offers the completed state to the handoff; true when it took the state and the thread
     /// is erased. Any failure leaves the run to write its final checkpoint, so nothing is lost.
     async fn hand_off(&mut self) -> bool {
+        if self.graph.durability() == Durability::Ephemeral {
+            return false;
+        }
         let Some(handoff) = self.handoff.clone() else { return false };
         match handoff.complete(&self.thread_id, &self.state).await {
             Ok(Completion::Keep) => false,

@@ -565,3 +565,46 @@ fn a_fan_out_node_is_described_as_such() {
     assert_eq!(description.failure_node.as_deref(), Some("summarize"));
     assert!(description.mermaid.contains("research[[research]]"), "{}", description.mermaid);
 }
+
+// ---------------------------------------------------------------------------------------------
+// ephemeral graphs
+
+#[tokio::test]
+async fn an_ephemeral_run_streams_and_completes_but_writes_nothing() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let graph = GraphBuilder::new("match")
+        .node("a", Step("a"))
+        .node("b", Step("b"))
+        .entry("a")
+        .edge("a", Target::node("b"))
+        .edge("b", Target::End)
+        .durability(frontdesk_runtime::Durability::Ephemeral)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let (outcome, events) = run(&runner, RunRequest::new("m-1", RunInput::Update(CaseUpdate::default()))).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.state.unwrap().log, ["a", "b"]);
+    assert!(matches!(events.last().unwrap().kind, EventKind::RunFinished { steps: 2, .. }));
+    assert!(store.latest("m-1").await.unwrap().is_none(), "an ephemeral run writes no checkpoint");
+
+    let mut keyed = RunRequest::new("m-2", RunInput::Update(CaseUpdate::default()));
+    keyed.idempotency_key = Some("k".into());
+    assert!(matches!(runner.start(keyed).await.err().unwrap(), RunError::Ephemeral { .. }));
+    let resumed = runner.start(resume("m-1", "x", "y")).await.err().unwrap();
+    assert!(matches!(resumed, RunError::Ephemeral { .. }));
+}
+
+#[tokio::test]
+async fn an_ephemeral_run_cannot_pause() {
+    let graph = GraphBuilder::new("match")
+        .node("ask", Gather)
+        .entry("ask")
+        .edge("ask", Target::End)
+        .durability(frontdesk_runtime::Durability::Ephemeral)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let error = run(&runner, RunRequest::new("m", RunInput::Update(CaseUpdate::default()))).await.0.err().unwrap();
+    assert!(matches!(error, RunError::Ephemeral { .. }), "{error:?}");
+}

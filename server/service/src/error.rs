@@ -88,6 +88,7 @@ fn run_error_status(error: &RunError) -> Status {
         | RunError::StepLimit { .. }
         | RunError::UndeclaredTarget { .. }
         | RunError::DuplicateInterrupt { .. }
+        | RunError::Ephemeral { .. }
         | RunError::Checkpoint(_)
         | RunError::StateCodec { .. }
         | RunError::Lost => classify(error.failure_kind()),
