@@ -34,7 +34,7 @@ const (
 	ErrorReason_ERROR_REASON_THREAD_BUSY ErrorReason = 1
 	// A concurrent writer committed first; retry the call (ABORTED).
 	ErrorReason_ERROR_REASON_CHECKPOINT_CONFLICT ErrorReason = 2
-	// The conversation, workflow or run does not exist (NOT_FOUND).
+	// The conversation, ticket, customer or workflow does not exist (NOT_FOUND).
 	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 3
 	// A request field failed validation (INVALID_ARGUMENT).
 	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 4
@@ -59,6 +59,20 @@ const (
 	ErrorReason_ERROR_REASON_DEPENDENCY_FAILED ErrorReason = 13
 	// Anything else (INTERNAL).
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 14
+	// A conversation or ticket with the requested id already exists (ALREADY_EXISTS).
+	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 15
+	// A resume was sent to a thread that is not paused at an interrupt (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NOTHING_TO_RESUME ErrorReason = 16
+	// The thread is paused at an interrupt: resume it rather than send new input
+	// (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_INTERRUPT_PENDING ErrorReason = 17
+	// The workflow is a task workflow, driven through its own service rather than
+	// ConversationService (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NOT_CONVERSATIONAL ErrorReason = 18
+	// The interrupt a resume addresses is not pending on the thread (NOT_FOUND).
+	ErrorReason_ERROR_REASON_INTERRUPT_NOT_FOUND ErrorReason = 19
+	// The interrupt a resume addresses was already answered (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_INTERRUPT_ANSWERED ErrorReason = 20
 )
 
 // Enum value maps for ErrorReason.
@@ -79,6 +93,12 @@ var (
 		12: "ERROR_REASON_IDEMPOTENCY_MISMATCH",
 		13: "ERROR_REASON_DEPENDENCY_FAILED",
 		14: "ERROR_REASON_INTERNAL",
+		15: "ERROR_REASON_ALREADY_EXISTS",
+		16: "ERROR_REASON_NOTHING_TO_RESUME",
+		17: "ERROR_REASON_INTERRUPT_PENDING",
+		18: "ERROR_REASON_NOT_CONVERSATIONAL",
+		19: "ERROR_REASON_INTERRUPT_NOT_FOUND",
+		20: "ERROR_REASON_INTERRUPT_ANSWERED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -96,6 +116,12 @@ var (
 		"ERROR_REASON_IDEMPOTENCY_MISMATCH": 12,
 		"ERROR_REASON_DEPENDENCY_FAILED":    13,
 		"ERROR_REASON_INTERNAL":             14,
+		"ERROR_REASON_ALREADY_EXISTS":       15,
+		"ERROR_REASON_NOTHING_TO_RESUME":    16,
+		"ERROR_REASON_INTERRUPT_PENDING":    17,
+		"ERROR_REASON_NOT_CONVERSATIONAL":   18,
+		"ERROR_REASON_INTERRUPT_NOT_FOUND":  19,
+		"ERROR_REASON_INTERRUPT_ANSWERED":   20,
 	}
 )
 
@@ -1127,7 +1153,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\x81\x04\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\xda\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1144,7 +1170,13 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\v\x12%\n" +
 	"!ERROR_REASON_IDEMPOTENCY_MISMATCH\x10\f\x12\"\n" +
 	"\x1eERROR_REASON_DEPENDENCY_FAILED\x10\r\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x0eBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\x0e\x12\x1f\n" +
+	"\x1bERROR_REASON_ALREADY_EXISTS\x10\x0f\x12\"\n" +
+	"\x1eERROR_REASON_NOTHING_TO_RESUME\x10\x10\x12\"\n" +
+	"\x1eERROR_REASON_INTERRUPT_PENDING\x10\x11\x12#\n" +
+	"\x1fERROR_REASON_NOT_CONVERSATIONAL\x10\x12\x12$\n" +
+	" ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n" +
+	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once

@@ -27,6 +27,12 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_IDEMPOTENCY_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_DEPENDENCY_FAILED: _ClassVar[ErrorReason]
     ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
+    ERROR_REASON_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    ERROR_REASON_NOTHING_TO_RESUME: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERRUPT_PENDING: _ClassVar[ErrorReason]
+    ERROR_REASON_NOT_CONVERSATIONAL: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERRUPT_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERRUPT_ANSWERED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_THREAD_BUSY: ErrorReason
 ERROR_REASON_CHECKPOINT_CONFLICT: ErrorReason
@@ -42,6 +48,12 @@ ERROR_REASON_STORE_UNAVAILABLE: ErrorReason
 ERROR_REASON_IDEMPOTENCY_MISMATCH: ErrorReason
 ERROR_REASON_DEPENDENCY_FAILED: ErrorReason
 ERROR_REASON_INTERNAL: ErrorReason
+ERROR_REASON_ALREADY_EXISTS: ErrorReason
+ERROR_REASON_NOTHING_TO_RESUME: ErrorReason
+ERROR_REASON_INTERRUPT_PENDING: ErrorReason
+ERROR_REASON_NOT_CONVERSATIONAL: ErrorReason
+ERROR_REASON_INTERRUPT_NOT_FOUND: ErrorReason
+ERROR_REASON_INTERRUPT_ANSWERED: ErrorReason
 
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "event_id", "time", "node", "run_started", "node_started", "node_finished", "token_delta", "llm_call_finished", "tool_called", "tool_returned", "run_interrupted", "run_finished", "run_failed")
