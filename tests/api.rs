@@ -139,6 +139,8 @@ async fn a_second_turn_while_one_runs_is_aborted_or_queued() {
     assert_eq!(error.code(), Some(Code::Aborted));
     assert!(error.api().unwrap().is_reason(ErrorReason::ThreadBusy));
     assert!(error.api().unwrap().retry_after.is_some());
+    assert_eq!(error.api().unwrap().metadata.get("kind").map(String::as_str), Some("conversation"));
+    assert_eq!(error.api().unwrap().metadata.get("id"), Some(&id));
 
     s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("second"))]);
     let queued = SendOptions { queue_if_busy: true, ..SendOptions::default() };
@@ -182,6 +184,10 @@ async fn start_with_an_idempotency_key_returns_the_same_conversation() {
     s.client.start_conversation("intake", named.clone()).await.unwrap();
     let error = s.client.start_conversation("intake", named).await.err().unwrap();
     assert_eq!(error.code(), Some(Code::AlreadyExists));
+    let api = error.api().unwrap();
+    assert!(api.is_reason(ErrorReason::AlreadyExists));
+    assert_eq!(api.metadata.get("kind").map(String::as_str), Some("conversation"));
+    assert_eq!(api.metadata.get("id").map(String::as_str), Some("support-42"));
 }
 
 #[tokio::test]

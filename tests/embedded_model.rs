@@ -52,7 +52,7 @@ async fn start() -> Option<EmbeddedServer> {
     config.database.url = format!("sqlite://{}", dir.path().join("frontdesk.db").display());
     config.model.provider = ModelProvider::Local;
     config.model.local_path = Some(path);
-    let app = App::build(config, Overrides { model: None, submitter: None }).await.expect("server builds");
+    let app = App::build(config, Overrides::default()).await.expect("server builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = app.serve_on(listener).await.expect("server starts");
     let client = Client::connect(format!("http://{}", server.addr)).await.expect("client connects");

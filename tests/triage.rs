@@ -9,6 +9,7 @@ use frontdesk_api::v1::{
     self, run_event::Kind, triage_service_client::TriageServiceClient, triage_ticket_response::Payload,
     RecommendedAction, TicketStatus, TicketType, Urgency,
 };
+use frontdesk_server::workflows::triage::HostedTriage;
 use futures::StreamExt;
 use serde_json::json;
 use tonic::{transport::Channel, Code};
@@ -366,7 +367,15 @@ async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     db.save_completed_ticket(&record, &[]).await.unwrap();
     assert!(t.active("CUST-001").await.is_empty(), "never both archived and active");
     let thread =
-        t.s.server().registry().triage().unwrap().runner().state(&format!("CUST-001:{ticket_id}")).await.unwrap();
+        t.s.server()
+            .registry()
+            .find::<HostedTriage>()
+            .unwrap()
+            .desk()
+            .runner()
+            .state(&format!("CUST-001:{ticket_id}"))
+            .await
+            .unwrap();
     assert!(thread.is_none(), "the repair deleted the leftover checkpoint");
     assert_eq!(t.get("CUST-001", &ticket_id).await.unwrap().ticket.unwrap().status(), TicketStatus::Resolved);
 }
@@ -388,7 +397,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
     let out = t.triage("CUST-001", "refund my invoice", "").await.unwrap();
     let ticket_id = out.result.ticket_id.clone();
     let thread = format!("CUST-001:{ticket_id}");
-    let runner = t.s.server().registry().triage().unwrap().runner().clone();
+    let runner = t.s.server().registry().find::<HostedTriage>().unwrap().desk().runner().clone();
     assert!(runner.state(&thread).await.unwrap().is_none(), "archived, so erased");
 
     let mut state = TriageState::default();
@@ -439,7 +448,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
 async fn an_imported_ticket_id_that_exists_is_refused_before_any_model_call() {
     use frontdesk_workflows::{triage::TriageRequest, WorkflowError};
     let t = Triage::start().await;
-    let desk = t.s.server().registry().triage().unwrap().clone();
+    let desk = t.s.server().registry().find::<HostedTriage>().unwrap().desk().clone();
     let request = |message: &str| TriageRequest {
         customer_id: "CUST-001".into(),
         message: message.into(),
@@ -488,6 +497,10 @@ async fn triage_is_listed_and_described() {
     let workflows = t.s.client.list_workflows().await.unwrap();
     let triage = workflows.iter().find(|w| w.name == "triage").unwrap();
     assert_eq!(triage.kind(), v1::WorkflowKind::Task);
+    // A task workflow has no conversations: addressing it as one is a failed precondition.
+    let error = t.s.client.start_conversation("triage", Default::default()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::FailedPrecondition));
+    assert!(error.api().unwrap().is_reason(v1::ErrorReason::NotConversational));
     let graph = t.s.client.describe_workflow("triage").await.unwrap();
     let nodes: Vec<_> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(

@@ -21,8 +21,8 @@ use frontdesk_runtime::{
 };
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
-    intake::{self, prompts::mode_name, IntakeDeps, Submitter},
-    ConversationWorkflow, StateView, TurnOptions,
+    intake::{self, prompts::mode_name, IntakeDeps, IntakeView, Submitter},
+    ConversationWorkflow, TurnOptions,
 };
 use tonic::transport::Channel;
 
@@ -38,7 +38,7 @@ pub fn build_host(
     model: Arc<dyn ChatModel>,
     checkpointer: Arc<dyn Checkpointer>,
     submitter: Arc<dyn Submitter>,
-) -> Arc<dyn ConversationWorkflow> {
+) -> Arc<dyn ConversationWorkflow<View = IntakeView>> {
     let deps = IntakeDeps {
         llm: LlmClient::new(model),
         config: Arc::new(bench_intake_config()),
@@ -65,7 +65,7 @@ pub struct Observation {
 /// Replays one conversation in process; per-turn latencies (ns) go to `latencies` if given.
 /// A turn's time is `host.send` plus draining its events plus awaiting its outcome.
 pub async fn run_in_process(
-    host: &dyn ConversationWorkflow,
+    host: &dyn ConversationWorkflow<View = IntakeView>,
     id: &str,
     conv: &Conversation,
     mut latencies: Option<&mut Vec<u64>>,
@@ -85,7 +85,7 @@ pub async fn run_in_process(
         if let Some(l) = latencies.as_deref_mut() {
             l.push(started.elapsed().as_nanos() as u64);
         }
-        let StateView::Intake(view) = &outcome.conversation.state;
+        let view = &outcome.conversation.state;
         obs.modes.push(mode_name(view.mode).to_owned());
         obs.replies += usize::from(outcome.reply.is_some());
         match turn {

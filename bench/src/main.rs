@@ -43,9 +43,13 @@ use frontdesk_runtime::{Checkpointer, MemoryCheckpointer};
 use frontdesk_server::{
     app::{App, Overrides},
     config::Config,
+    workflows::{
+        intake::{self, UseSubmitter},
+        Parts,
+    },
 };
 use frontdesk_store::{sqlx, Database, StoreOptions};
-use frontdesk_workflows::ConversationWorkflow;
+use frontdesk_workflows::{intake::IntakeView, ConversationWorkflow};
 use tonic::transport::Channel;
 
 use crate::{
@@ -517,12 +521,17 @@ fn grpc_throughput(
         std::fs::write(&intake_path, BENCH_INTAKE_TOML).map_err(err)?;
         let mut config = Config::default();
         config.database.url = fresh.url.clone().ok_or("gRPC phase needs a SQL store")?;
-        config.workflows.intake.config = Some(intake_path);
+        let mut intake = config.workflows.settings::<intake::Workflow>().map_err(err)?;
+        intake.config = Some(intake_path);
+        config.workflows.set::<intake::Workflow>(&intake).map_err(err)?;
         config.shutdown_grace_secs = 5;
         let model: Arc<dyn ChatModel> = scripted_w1_model();
         let app = App::build(
             config,
-            Overrides { model: Some(model), submitter: Some(Arc::new(CountingSubmitter::default())) },
+            Overrides {
+                model: Some(model),
+                parts: Parts::default().with(UseSubmitter(Arc::new(CountingSubmitter::default()))),
+            },
         )
         .await
         .map_err(|e| format!("App::build: {e:?}"))?;
@@ -608,7 +617,7 @@ fn rss_probe(args: &Args) -> Result<(), String> {
     };
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "rss", None).await?;
-        let host: Arc<dyn ConversationWorkflow> =
+        let host: Arc<dyn ConversationWorkflow<View = IntakeView>> =
             build_host(model, fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
         let warm: Arc<Vec<Conversation>> = Arc::new(
             convs

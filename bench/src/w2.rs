@@ -26,7 +26,7 @@ use std::{
 
 use frontdesk_llm::{ChatModel, LlmClient};
 use frontdesk_runtime::{Checkpointer, Durability, Runner, RunnerConfig};
-use frontdesk_server::archive::SqlTicketArchive;
+use frontdesk_server::workflows::triage::archive::SqlTicketArchive;
 use frontdesk_store::{sqlx, Database, RedisCheckpointer, RedisOptions, StoreOptions};
 use frontdesk_workflows::triage::{
     self,

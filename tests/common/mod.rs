@@ -16,6 +16,11 @@ use frontdesk_llm::{ScriptedModel, ScriptedReply};
 use frontdesk_server::{
     app::{App, Overrides, RunningServer},
     config::Config,
+    workflows::{
+        intake::{self, UseSubmitter},
+        triage::{self, ActiveStore},
+        Parts,
+    },
 };
 use frontdesk_workflows::intake::{Receipt, Submission, SubmitError, Submitter};
 use serde_json::json;
@@ -72,7 +77,9 @@ impl TestServer {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.database.url = database_url(dir.path()).await;
-        config.workflows.intake.debug_commands = options.debug_commands;
+        let mut intake = config.workflows.settings::<intake::Workflow>().unwrap();
+        intake.debug_commands = options.debug_commands;
+        config.workflows.set::<intake::Workflow>(&intake).unwrap();
         config.limits.max_text_chars = options.max_text_chars;
         config.limits.max_turns = options.max_turns;
         config.shutdown_grace_secs = 5;
@@ -80,16 +87,17 @@ impl TestServer {
         if std::env::var("FRONTDESK_E2E_TRIAGE_STORE").as_deref() == Ok("redis") {
             let url = std::env::var("FRONTDESK_TEST_REDIS_URL")
                 .expect("FRONTDESK_E2E_TRIAGE_STORE=redis needs FRONTDESK_TEST_REDIS_URL");
-            config.workflows.triage.active_store = frontdesk_server::config::ActiveStore::Redis;
-            config.workflows.triage.redis_url = Some(url);
-            config.workflows.triage.redis_key_prefix = Some(format!("fde2e-{}", uuid::Uuid::new_v4().simple()));
+            let mut triage = config.workflows.settings::<triage::Workflow>().unwrap();
+            triage.active_store = ActiveStore::Redis;
+            triage.redis_url = Some(url);
+            triage.redis_key_prefix = Some(format!("fde2e-{}", uuid::Uuid::new_v4().simple()));
+            config.workflows.set::<triage::Workflow>(&triage).unwrap();
         }
         let model = Arc::new(ScriptedModel::new("scripted-test"));
         let submitter = Arc::new(RecordingSubmitter::default());
-        let overrides = Overrides {
-            model: Some(model.clone()),
-            submitter: if options.outbox { None } else { Some(submitter.clone()) },
-        };
+        let parts =
+            if options.outbox { Parts::default() } else { Parts::default().with(UseSubmitter(submitter.clone())) };
+        let overrides = Overrides { model: Some(model.clone()), parts };
         let app = App::build(config, overrides).await.expect("server builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = app.serve_on(listener).await.expect("server starts");

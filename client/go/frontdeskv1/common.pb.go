@@ -34,7 +34,7 @@ const (
 	ErrorReason_ERROR_REASON_THREAD_BUSY ErrorReason = 1
 	// A concurrent writer committed first; retry the call (ABORTED).
 	ErrorReason_ERROR_REASON_CHECKPOINT_CONFLICT ErrorReason = 2
-	// The conversation, workflow or run does not exist (NOT_FOUND).
+	// The conversation, ticket, customer or workflow does not exist (NOT_FOUND).
 	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 3
 	// A request field failed validation (INVALID_ARGUMENT).
 	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 4
@@ -59,6 +59,20 @@ const (
 	ErrorReason_ERROR_REASON_DEPENDENCY_FAILED ErrorReason = 13
 	// Anything else (INTERNAL).
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 14
+	// A conversation or ticket with the requested id already exists (ALREADY_EXISTS).
+	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 15
+	// A resume was sent to a thread that is not paused at an interrupt (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NOTHING_TO_RESUME ErrorReason = 16
+	// The thread is paused at an interrupt: resume it rather than send new input
+	// (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_INTERRUPT_PENDING ErrorReason = 17
+	// The workflow is a task workflow, driven through its own service rather than
+	// ConversationService (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NOT_CONVERSATIONAL ErrorReason = 18
+	// The interrupt a resume addresses is not pending on the thread (NOT_FOUND).
+	ErrorReason_ERROR_REASON_INTERRUPT_NOT_FOUND ErrorReason = 19
+	// The interrupt a resume addresses was already answered (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_INTERRUPT_ANSWERED ErrorReason = 20
 )
 
 // Enum value maps for ErrorReason.
@@ -79,6 +93,12 @@ var (
 		12: "ERROR_REASON_IDEMPOTENCY_MISMATCH",
 		13: "ERROR_REASON_DEPENDENCY_FAILED",
 		14: "ERROR_REASON_INTERNAL",
+		15: "ERROR_REASON_ALREADY_EXISTS",
+		16: "ERROR_REASON_NOTHING_TO_RESUME",
+		17: "ERROR_REASON_INTERRUPT_PENDING",
+		18: "ERROR_REASON_NOT_CONVERSATIONAL",
+		19: "ERROR_REASON_INTERRUPT_NOT_FOUND",
+		20: "ERROR_REASON_INTERRUPT_ANSWERED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -96,6 +116,12 @@ var (
 		"ERROR_REASON_IDEMPOTENCY_MISMATCH": 12,
 		"ERROR_REASON_DEPENDENCY_FAILED":    13,
 		"ERROR_REASON_INTERNAL":             14,
+		"ERROR_REASON_ALREADY_EXISTS":       15,
+		"ERROR_REASON_NOTHING_TO_RESUME":    16,
+		"ERROR_REASON_INTERRUPT_PENDING":    17,
+		"ERROR_REASON_NOT_CONVERSATIONAL":   18,
+		"ERROR_REASON_INTERRUPT_NOT_FOUND":  19,
+		"ERROR_REASON_INTERRUPT_ANSWERED":   20,
 	}
 )
 
@@ -138,6 +164,9 @@ type RunEvent struct {
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
 	// The graph node that produced the event; empty for run-level events.
 	Node string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	// The task of a fan-out node that produced the event (its index in dispatch order); unset
+	// for events that belong to no task.
+	Task *uint32 `protobuf:"varint,5,opt,name=task,proto3,oneof" json:"task,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*RunEvent_RunStarted
@@ -150,6 +179,11 @@ type RunEvent struct {
 	//	*RunEvent_RunInterrupted
 	//	*RunEvent_RunFinished
 	//	*RunEvent_RunFailed
+	//	*RunEvent_NodeRetrying
+	//	*RunEvent_NodeFailed
+	//	*RunEvent_TasksDispatched
+	//	*RunEvent_TaskFinished
+	//	*RunEvent_InterruptRaised
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -211,6 +245,13 @@ func (x *RunEvent) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *RunEvent) GetTask() uint32 {
+	if x != nil && x.Task != nil {
+		return *x.Task
+	}
+	return 0
 }
 
 func (x *RunEvent) GetKind() isRunEvent_Kind {
@@ -310,6 +351,51 @@ func (x *RunEvent) GetRunFailed() *RunFailed {
 	return nil
 }
 
+func (x *RunEvent) GetNodeRetrying() *NodeRetrying {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_NodeRetrying); ok {
+			return x.NodeRetrying
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetNodeFailed() *NodeFailed {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_NodeFailed); ok {
+			return x.NodeFailed
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetTasksDispatched() *TasksDispatched {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_TasksDispatched); ok {
+			return x.TasksDispatched
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetTaskFinished() *TaskFinished {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_TaskFinished); ok {
+			return x.TaskFinished
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetInterruptRaised() *InterruptRaised {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_InterruptRaised); ok {
+			return x.InterruptRaised
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -354,6 +440,26 @@ type RunEvent_RunFailed struct {
 	RunFailed *RunFailed `protobuf:"bytes,19,opt,name=run_failed,json=runFailed,proto3,oneof"`
 }
 
+type RunEvent_NodeRetrying struct {
+	NodeRetrying *NodeRetrying `protobuf:"bytes,20,opt,name=node_retrying,json=nodeRetrying,proto3,oneof"`
+}
+
+type RunEvent_NodeFailed struct {
+	NodeFailed *NodeFailed `protobuf:"bytes,21,opt,name=node_failed,json=nodeFailed,proto3,oneof"`
+}
+
+type RunEvent_TasksDispatched struct {
+	TasksDispatched *TasksDispatched `protobuf:"bytes,22,opt,name=tasks_dispatched,json=tasksDispatched,proto3,oneof"`
+}
+
+type RunEvent_TaskFinished struct {
+	TaskFinished *TaskFinished `protobuf:"bytes,23,opt,name=task_finished,json=taskFinished,proto3,oneof"`
+}
+
+type RunEvent_InterruptRaised struct {
+	InterruptRaised *InterruptRaised `protobuf:"bytes,24,opt,name=interrupt_raised,json=interruptRaised,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_NodeStarted) isRunEvent_Kind() {}
@@ -373,6 +479,16 @@ func (*RunEvent_RunInterrupted) isRunEvent_Kind() {}
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
 
 func (*RunEvent_RunFailed) isRunEvent_Kind() {}
+
+func (*RunEvent_NodeRetrying) isRunEvent_Kind() {}
+
+func (*RunEvent_NodeFailed) isRunEvent_Kind() {}
+
+func (*RunEvent_TasksDispatched) isRunEvent_Kind() {}
+
+func (*RunEvent_TaskFinished) isRunEvent_Kind() {}
+
+func (*RunEvent_InterruptRaised) isRunEvent_Kind() {}
 
 // The run was accepted and its input committed; it will finish even if the caller goes away.
 type RunStarted struct {
@@ -865,18 +981,373 @@ func (x *ToolReturned) GetIsError() bool {
 	return false
 }
 
-// The run paused awaiting outside input; a later call resumes it exactly there.
-type RunInterrupted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
-	PayloadJson   string                 `protobuf:"bytes,2,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+// A node attempt failed and the node's retry policy runs it again after `delay`.
+type NodeRetrying struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Step  uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	// The attempt that failed, counting from 1.
+	Attempt     uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	MaxAttempts uint32 `protobuf:"varint,3,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Why it failed: an ErrorReason value name without its ERROR_REASON_ prefix.
+	Reason        string               `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string               `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Delay         *durationpb.Duration `protobuf:"bytes,6,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *NodeRetrying) Reset() {
+	*x = NodeRetrying{}
+	mi := &file_frontdesk_v1_common_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRetrying) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRetrying) ProtoMessage() {}
+
+func (x *NodeRetrying) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_common_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRetrying.ProtoReflect.Descriptor instead.
+func (*NodeRetrying) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NodeRetrying) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *NodeRetrying) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *NodeRetrying) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *NodeRetrying) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeRetrying) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NodeRetrying) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+// A node failed for good (its retries exhausted, or the run hit its step limit) and the
+// workflow's failure route continues the run at `fallback_node` instead of failing it.
+type NodeFailed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Step  uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	// An ErrorReason value name without its ERROR_REASON_ prefix.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	FallbackNode  string `protobuf:"bytes,4,opt,name=fallback_node,json=fallbackNode,proto3" json:"fallback_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFailed) Reset() {
+	*x = NodeFailed{}
+	mi := &file_frontdesk_v1_common_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFailed) ProtoMessage() {}
+
+func (x *NodeFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_common_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFailed.ProtoReflect.Descriptor instead.
+func (*NodeFailed) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *NodeFailed) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *NodeFailed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeFailed) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NodeFailed) GetFallbackNode() string {
+	if x != nil {
+		return x.FallbackNode
+	}
+	return ""
+}
+
+// A fan-out node dispatched its tasks; they run concurrently and their events carry
+// RunEvent.task.
+type TasksDispatched struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Step  uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Tasks uint32                 `protobuf:"varint,2,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	// Tasks already finished before a crash, which are not run again.
+	AlreadyDone   uint32 `protobuf:"varint,3,opt,name=already_done,json=alreadyDone,proto3" json:"already_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TasksDispatched) Reset() {
+	*x = TasksDispatched{}
+	mi := &file_frontdesk_v1_common_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TasksDispatched) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TasksDispatched) ProtoMessage() {}
+
+func (x *TasksDispatched) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_common_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TasksDispatched.ProtoReflect.Descriptor instead.
+func (*TasksDispatched) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TasksDispatched) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *TasksDispatched) GetTasks() uint32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *TasksDispatched) GetAlreadyDone() uint32 {
+	if x != nil {
+		return x.AlreadyDone
+	}
+	return 0
+}
+
+// One task of a fan-out node finished; its update is durable and applied, in dispatch order,
+// when every task of the step has finished.
+type TaskFinished struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	UpdateJson    string                 `protobuf:"bytes,2,opt,name=update_json,json=updateJson,proto3" json:"update_json,omitempty"`
+	Duration      *durationpb.Duration   `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskFinished) Reset() {
+	*x = TaskFinished{}
+	mi := &file_frontdesk_v1_common_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskFinished) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskFinished) ProtoMessage() {}
+
+func (x *TaskFinished) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_common_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
+func (*TaskFinished) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TaskFinished) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *TaskFinished) GetUpdateJson() string {
+	if x != nil {
+		return x.UpdateJson
+	}
+	return ""
+}
+
+func (x *TaskFinished) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// A node raised an interrupt: the run pauses when the node finishes, and the interrupt is
+// answered by a resume naming `interrupt_id` (each workflow's service says which RPC).
+type InterruptRaised struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	InterruptId string                 `protobuf:"bytes,1,opt,name=interrupt_id,json=interruptId,proto3" json:"interrupt_id,omitempty"`
+	// What kind of input is awaited, such as "awaiting_user".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	PayloadJson   string `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptRaised) Reset() {
+	*x = InterruptRaised{}
+	mi := &file_frontdesk_v1_common_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptRaised) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptRaised) ProtoMessage() {}
+
+func (x *InterruptRaised) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_common_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptRaised.ProtoReflect.Descriptor instead.
+func (*InterruptRaised) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InterruptRaised) GetInterruptId() string {
+	if x != nil {
+		return x.InterruptId
+	}
+	return ""
+}
+
+func (x *InterruptRaised) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InterruptRaised) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+// The run paused awaiting outside input (see the InterruptRaised events before it); a later
+// call answering one of the pending interrupts resumes the thread exactly there.
+type RunInterrupted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Superseded by InterruptRaised; always empty.
+	//
+	// Deprecated: Marked as deprecated in frontdesk/v1/common.proto.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Superseded by InterruptRaised; always empty.
+	//
+	// Deprecated: Marked as deprecated in frontdesk/v1/common.proto.
+	PayloadJson string `protobuf:"bytes,2,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// Every interrupt the thread now waits on, oldest first.
+	PendingInterruptIds []string `protobuf:"bytes,3,rep,name=pending_interrupt_ids,json=pendingInterruptIds,proto3" json:"pending_interrupt_ids,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
 func (x *RunInterrupted) Reset() {
 	*x = RunInterrupted{}
-	mi := &file_frontdesk_v1_common_proto_msgTypes[9]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1359,7 @@ func (x *RunInterrupted) String() string {
 func (*RunInterrupted) ProtoMessage() {}
 
 func (x *RunInterrupted) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_common_proto_msgTypes[9]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,9 +1372,10 @@ func (x *RunInterrupted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInterrupted.ProtoReflect.Descriptor instead.
 func (*RunInterrupted) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
+// Deprecated: Marked as deprecated in frontdesk/v1/common.proto.
 func (x *RunInterrupted) GetReason() string {
 	if x != nil {
 		return x.Reason
@@ -911,11 +1383,19 @@ func (x *RunInterrupted) GetReason() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in frontdesk/v1/common.proto.
 func (x *RunInterrupted) GetPayloadJson() string {
 	if x != nil {
 		return x.PayloadJson
 	}
 	return ""
+}
+
+func (x *RunInterrupted) GetPendingInterruptIds() []string {
+	if x != nil {
+		return x.PendingInterruptIds
+	}
+	return nil
 }
 
 // The run reached END and its final checkpoint is committed.
@@ -932,7 +1412,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_frontdesk_v1_common_proto_msgTypes[10]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1424,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_common_proto_msgTypes[10]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1437,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunFinished) GetSteps() uint32 {
@@ -1003,7 +1483,7 @@ type RunFailed struct {
 
 func (x *RunFailed) Reset() {
 	*x = RunFailed{}
-	mi := &file_frontdesk_v1_common_proto_msgTypes[11]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1495,7 @@ func (x *RunFailed) String() string {
 func (*RunFailed) ProtoMessage() {}
 
 func (x *RunFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_common_proto_msgTypes[11]
+	mi := &file_frontdesk_v1_common_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1508,7 @@ func (x *RunFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFailed.ProtoReflect.Descriptor instead.
 func (*RunFailed) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_frontdesk_v1_common_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunFailed) GetCode() int32 {
@@ -1056,12 +1536,13 @@ var File_frontdesk_v1_common_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x19frontdesk/v1/common.proto\x12\ffrontdesk.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x06\n" +
+	"\x19frontdesk/v1/common.proto\x12\ffrontdesk.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\t\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
-	"\x04node\x18\x04 \x01(\tR\x04node\x12;\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x17\n" +
+	"\x04task\x18\x05 \x01(\rH\x01R\x04task\x88\x01\x01\x12;\n" +
 	"\vrun_started\x18\n" +
 	" \x01(\v2\x18.frontdesk.v1.RunStartedH\x00R\n" +
 	"runStarted\x12>\n" +
@@ -1076,8 +1557,15 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x0frun_interrupted\x18\x11 \x01(\v2\x1c.frontdesk.v1.RunInterruptedH\x00R\x0erunInterrupted\x12>\n" +
 	"\frun_finished\x18\x12 \x01(\v2\x19.frontdesk.v1.RunFinishedH\x00R\vrunFinished\x128\n" +
 	"\n" +
-	"run_failed\x18\x13 \x01(\v2\x17.frontdesk.v1.RunFailedH\x00R\trunFailedB\x06\n" +
-	"\x04kind\"_\n" +
+	"run_failed\x18\x13 \x01(\v2\x17.frontdesk.v1.RunFailedH\x00R\trunFailed\x12A\n" +
+	"\rnode_retrying\x18\x14 \x01(\v2\x1a.frontdesk.v1.NodeRetryingH\x00R\fnodeRetrying\x12;\n" +
+	"\vnode_failed\x18\x15 \x01(\v2\x18.frontdesk.v1.NodeFailedH\x00R\n" +
+	"nodeFailed\x12J\n" +
+	"\x10tasks_dispatched\x18\x16 \x01(\v2\x1d.frontdesk.v1.TasksDispatchedH\x00R\x0ftasksDispatched\x12A\n" +
+	"\rtask_finished\x18\x17 \x01(\v2\x1a.frontdesk.v1.TaskFinishedH\x00R\ftaskFinished\x12J\n" +
+	"\x10interrupt_raised\x18\x18 \x01(\v2\x1d.frontdesk.v1.InterruptRaisedH\x00R\x0finterruptRaisedB\x06\n" +
+	"\x04kindB\a\n" +
+	"\x05_task\"_\n" +
 	"\n" +
 	"RunStarted\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1a\n" +
@@ -1114,10 +1602,37 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError\"K\n" +
-	"\x0eRunInterrupted\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\x12!\n" +
-	"\fpayload_json\x18\x02 \x01(\tR\vpayloadJson\"\xa6\x01\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\"\xc2\x01\n" +
+	"\fNodeRetrying\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\rR\x04step\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12!\n" +
+	"\fmax_attempts\x18\x03 \x01(\rR\vmaxAttempts\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12/\n" +
+	"\x05delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05delay\"w\n" +
+	"\n" +
+	"NodeFailed\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\rR\x04step\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
+	"\rfallback_node\x18\x04 \x01(\tR\ffallbackNode\"^\n" +
+	"\x0fTasksDispatched\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\rR\x04step\x12\x14\n" +
+	"\x05tasks\x18\x02 \x01(\rR\x05tasks\x12!\n" +
+	"\falready_done\x18\x03 \x01(\rR\valreadyDone\"z\n" +
+	"\fTaskFinished\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\rR\x04step\x12\x1f\n" +
+	"\vupdate_json\x18\x02 \x01(\tR\n" +
+	"updateJson\x125\n" +
+	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\"o\n" +
+	"\x0fInterruptRaised\x12!\n" +
+	"\finterrupt_id\x18\x01 \x01(\tR\vinterruptId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
+	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\"\x87\x01\n" +
+	"\x0eRunInterrupted\x12\x1a\n" +
+	"\x06reason\x18\x01 \x01(\tB\x02\x18\x01R\x06reason\x12%\n" +
+	"\fpayload_json\x18\x02 \x01(\tB\x02\x18\x01R\vpayloadJson\x122\n" +
+	"\x15pending_interrupt_ids\x18\x03 \x03(\tR\x13pendingInterruptIds\"\xa6\x01\n" +
 	"\vRunFinished\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12)\n" +
@@ -1127,7 +1642,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\x81\x04\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\xda\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1144,7 +1659,13 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\v\x12%\n" +
 	"!ERROR_REASON_IDEMPOTENCY_MISMATCH\x10\f\x12\"\n" +
 	"\x1eERROR_REASON_DEPENDENCY_FAILED\x10\r\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x0eBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\x0e\x12\x1f\n" +
+	"\x1bERROR_REASON_ALREADY_EXISTS\x10\x0f\x12\"\n" +
+	"\x1eERROR_REASON_NOTHING_TO_RESUME\x10\x10\x12\"\n" +
+	"\x1eERROR_REASON_INTERRUPT_PENDING\x10\x11\x12#\n" +
+	"\x1fERROR_REASON_NOT_CONVERSATIONAL\x10\x12\x12$\n" +
+	" ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n" +
+	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once
@@ -1159,7 +1680,7 @@ func file_frontdesk_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_frontdesk_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_frontdesk_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_frontdesk_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_frontdesk_v1_common_proto_goTypes = []any{
 	(ErrorReason)(0),              // 0: frontdesk.v1.ErrorReason
 	(*RunEvent)(nil),              // 1: frontdesk.v1.RunEvent
@@ -1171,14 +1692,19 @@ var file_frontdesk_v1_common_proto_goTypes = []any{
 	(*Usage)(nil),                 // 7: frontdesk.v1.Usage
 	(*ToolCalled)(nil),            // 8: frontdesk.v1.ToolCalled
 	(*ToolReturned)(nil),          // 9: frontdesk.v1.ToolReturned
-	(*RunInterrupted)(nil),        // 10: frontdesk.v1.RunInterrupted
-	(*RunFinished)(nil),           // 11: frontdesk.v1.RunFinished
-	(*RunFailed)(nil),             // 12: frontdesk.v1.RunFailed
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*NodeRetrying)(nil),          // 10: frontdesk.v1.NodeRetrying
+	(*NodeFailed)(nil),            // 11: frontdesk.v1.NodeFailed
+	(*TasksDispatched)(nil),       // 12: frontdesk.v1.TasksDispatched
+	(*TaskFinished)(nil),          // 13: frontdesk.v1.TaskFinished
+	(*InterruptRaised)(nil),       // 14: frontdesk.v1.InterruptRaised
+	(*RunInterrupted)(nil),        // 15: frontdesk.v1.RunInterrupted
+	(*RunFinished)(nil),           // 16: frontdesk.v1.RunFinished
+	(*RunFailed)(nil),             // 17: frontdesk.v1.RunFailed
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
 }
 var file_frontdesk_v1_common_proto_depIdxs = []int32{
-	13, // 0: frontdesk.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	18, // 0: frontdesk.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	2,  // 1: frontdesk.v1.RunEvent.run_started:type_name -> frontdesk.v1.RunStarted
 	3,  // 2: frontdesk.v1.RunEvent.node_started:type_name -> frontdesk.v1.NodeStarted
 	4,  // 3: frontdesk.v1.RunEvent.node_finished:type_name -> frontdesk.v1.NodeFinished
@@ -1186,19 +1712,26 @@ var file_frontdesk_v1_common_proto_depIdxs = []int32{
 	6,  // 5: frontdesk.v1.RunEvent.llm_call_finished:type_name -> frontdesk.v1.LlmCallFinished
 	8,  // 6: frontdesk.v1.RunEvent.tool_called:type_name -> frontdesk.v1.ToolCalled
 	9,  // 7: frontdesk.v1.RunEvent.tool_returned:type_name -> frontdesk.v1.ToolReturned
-	10, // 8: frontdesk.v1.RunEvent.run_interrupted:type_name -> frontdesk.v1.RunInterrupted
-	11, // 9: frontdesk.v1.RunEvent.run_finished:type_name -> frontdesk.v1.RunFinished
-	12, // 10: frontdesk.v1.RunEvent.run_failed:type_name -> frontdesk.v1.RunFailed
-	14, // 11: frontdesk.v1.NodeFinished.duration:type_name -> google.protobuf.Duration
-	7,  // 12: frontdesk.v1.LlmCallFinished.usage:type_name -> frontdesk.v1.Usage
-	14, // 13: frontdesk.v1.LlmCallFinished.latency:type_name -> google.protobuf.Duration
-	14, // 14: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
-	7,  // 15: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	15, // 8: frontdesk.v1.RunEvent.run_interrupted:type_name -> frontdesk.v1.RunInterrupted
+	16, // 9: frontdesk.v1.RunEvent.run_finished:type_name -> frontdesk.v1.RunFinished
+	17, // 10: frontdesk.v1.RunEvent.run_failed:type_name -> frontdesk.v1.RunFailed
+	10, // 11: frontdesk.v1.RunEvent.node_retrying:type_name -> frontdesk.v1.NodeRetrying
+	11, // 12: frontdesk.v1.RunEvent.node_failed:type_name -> frontdesk.v1.NodeFailed
+	12, // 13: frontdesk.v1.RunEvent.tasks_dispatched:type_name -> frontdesk.v1.TasksDispatched
+	13, // 14: frontdesk.v1.RunEvent.task_finished:type_name -> frontdesk.v1.TaskFinished
+	14, // 15: frontdesk.v1.RunEvent.interrupt_raised:type_name -> frontdesk.v1.InterruptRaised
+	19, // 16: frontdesk.v1.NodeFinished.duration:type_name -> google.protobuf.Duration
+	7,  // 17: frontdesk.v1.LlmCallFinished.usage:type_name -> frontdesk.v1.Usage
+	19, // 18: frontdesk.v1.LlmCallFinished.latency:type_name -> google.protobuf.Duration
+	19, // 19: frontdesk.v1.NodeRetrying.delay:type_name -> google.protobuf.Duration
+	19, // 20: frontdesk.v1.TaskFinished.duration:type_name -> google.protobuf.Duration
+	19, // 21: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
+	7,  // 22: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_common_proto_init() }
@@ -1217,6 +1750,11 @@ func file_frontdesk_v1_common_proto_init() {
 		(*RunEvent_RunInterrupted)(nil),
 		(*RunEvent_RunFinished)(nil),
 		(*RunEvent_RunFailed)(nil),
+		(*RunEvent_NodeRetrying)(nil),
+		(*RunEvent_NodeFailed)(nil),
+		(*RunEvent_TasksDispatched)(nil),
+		(*RunEvent_TaskFinished)(nil),
+		(*RunEvent_InterruptRaised)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1224,7 +1762,7 @@ func file_frontdesk_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frontdesk_v1_common_proto_rawDesc), len(file_frontdesk_v1_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

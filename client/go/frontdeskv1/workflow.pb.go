@@ -257,9 +257,11 @@ func (x *DescribeWorkflowRequest) GetName() string {
 }
 
 type GraphNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// True for a fan-out node, whose tasks run concurrently.
+	FanOut        bool `protobuf:"varint,3,opt,name=fan_out,json=fanOut,proto3" json:"fan_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +308,13 @@ func (x *GraphNode) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *GraphNode) GetFanOut() bool {
+	if x != nil {
+		return x.FanOut
+	}
+	return false
 }
 
 type GraphEdge struct {
@@ -377,7 +386,10 @@ type DescribeWorkflowResponse struct {
 	Nodes    []*GraphNode           `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Edges    []*GraphEdge           `protobuf:"bytes,3,rep,name=edges,proto3" json:"edges,omitempty"`
 	// The graph as a mermaid flowchart.
-	Mermaid       string `protobuf:"bytes,4,opt,name=mermaid,proto3" json:"mermaid,omitempty"`
+	Mermaid string `protobuf:"bytes,4,opt,name=mermaid,proto3" json:"mermaid,omitempty"`
+	// Where a node that fails for good, or a run at its step limit, continues; empty when such
+	// a failure fails the run.
+	FailureNode   string `protobuf:"bytes,5,opt,name=failure_node,json=failureNode,proto3" json:"failure_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,6 +448,13 @@ func (x *DescribeWorkflowResponse) GetEdges() []*GraphEdge {
 func (x *DescribeWorkflowResponse) GetMermaid() string {
 	if x != nil {
 		return x.Mermaid
+	}
+	return ""
+}
+
+func (x *DescribeWorkflowResponse) GetFailureNode() string {
+	if x != nil {
+		return x.FailureNode
 	}
 	return ""
 }
@@ -542,19 +561,21 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\x15ListWorkflowsResponse\x124\n" +
 	"\tworkflows\x18\x01 \x03(\v2\x16.frontdesk.v1.WorkflowR\tworkflows\"-\n" +
 	"\x17DescribeWorkflowRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
 	"\tGraphNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"]\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x17\n" +
+	"\afan_out\x18\x03 \x01(\bR\x06fanOut\"]\n" +
 	"\tGraphEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12 \n" +
-	"\vconditional\x18\x03 \x01(\bR\vconditional\"\xc6\x01\n" +
+	"\vconditional\x18\x03 \x01(\bR\vconditional\"\xe9\x01\n" +
 	"\x18DescribeWorkflowResponse\x122\n" +
 	"\bworkflow\x18\x01 \x01(\v2\x16.frontdesk.v1.WorkflowR\bworkflow\x12-\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x17.frontdesk.v1.GraphNodeR\x05nodes\x12-\n" +
 	"\x05edges\x18\x03 \x03(\v2\x17.frontdesk.v1.GraphEdgeR\x05edges\x12\x18\n" +
-	"\amermaid\x18\x04 \x01(\tR\amermaid\")\n" +
+	"\amermaid\x18\x04 \x01(\tR\amermaid\x12!\n" +
+	"\ffailure_node\x18\x05 \x01(\tR\vfailureNode\")\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n" +
 	"\x11CancelRunResponse\x12\x1c\n" +

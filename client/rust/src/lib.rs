@@ -36,6 +36,7 @@
 //! # }
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
 use std::time::Duration;
@@ -207,6 +208,9 @@ pub struct ApiError {
     pub message: String,
     /// `google.rpc.ErrorInfo.reason`: one of the `ErrorReason` names, such as `THREAD_BUSY`.
     pub reason: Option<String>,
+    /// `google.rpc.ErrorInfo.metadata`: what the error is about, such as `kind` and `id` of a
+    /// missing or busy conversation or ticket, or the `field` of an invalid argument.
+    pub metadata: BTreeMap<String, String>,
     /// `google.rpc.BadRequest` field violations, as `(field, description)`.
     pub field_violations: Vec<(String, String)>,
     /// `google.rpc.RetryInfo.retry_delay`.
@@ -218,12 +222,20 @@ impl ApiError {
     pub fn from_status(status: &tonic::Status) -> Self {
         let details = status.get_error_details();
         let reason = details.error_info().map(|i| i.reason.clone()).filter(|r| !r.is_empty());
+        let metadata = details.error_info().map(|i| i.metadata.clone().into_iter().collect()).unwrap_or_default();
         let field_violations = details
             .bad_request()
             .map(|b| b.field_violations.iter().map(|v| (v.field.clone(), v.description.clone())).collect())
             .unwrap_or_default();
         let retry_after = details.retry_info().and_then(|r| r.retry_delay);
-        ApiError { code: status.code(), message: status.message().to_string(), reason, field_violations, retry_after }
+        ApiError {
+            code: status.code(),
+            message: status.message().to_string(),
+            reason,
+            metadata,
+            field_violations,
+            retry_after,
+        }
     }
 
     /// True when the `ErrorInfo` reason is `reason` (for example `v1::ErrorReason::ThreadBusy`).

@@ -18,7 +18,7 @@ async fn server(dir: &std::path::Path) -> RunningServer {
     config.database.url = format!("sqlite://{}/cli.db", dir.display());
     let script = include_str!("../../../tests/fixtures/demo-script.json");
     let model = Arc::new(ScriptedModel::from_json_str(script).unwrap());
-    let app = App::build(config, Overrides { model: Some(model), submitter: None }).await.unwrap();
+    let app = App::build(config, Overrides { model: Some(model), ..Overrides::default() }).await.unwrap();
     app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap()
 }
 

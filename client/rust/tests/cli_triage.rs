@@ -25,7 +25,7 @@ impl Server {
         let mut config = Config::default();
         config.database.url = format!("sqlite://{}/triage.db", dir.path().display());
         let model = Arc::new(ScriptedModel::new("scripted-test"));
-        let app = App::build(config, Overrides { model: Some(model.clone()), submitter: None }).await.unwrap();
+        let app = App::build(config, Overrides { model: Some(model.clone()), ..Overrides::default() }).await.unwrap();
         let server = app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap();
         Server { server, model, _dir: dir }
     }

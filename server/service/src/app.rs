@@ -3,29 +3,25 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use frontdesk_api::v1::{
-    conversation_service_server::ConversationServiceServer, triage_service_server::TriageServiceServer,
-    workflow_service_server::WorkflowServiceServer,
+    conversation_service_server::ConversationServiceServer, workflow_service_server::WorkflowServiceServer,
 };
 use frontdesk_llm::{
     ChatModel, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel, TracingCallLog,
 };
-use frontdesk_runtime::{Checkpointer, RunRegistry, Runner, RunnerConfig};
-use frontdesk_store::{Database, RedisCheckpointer, RedisOptions, StoreOptions};
-use frontdesk_workflows::{
-    conversation::{ConversationHost, ConversationLimits},
-    intake::{self, sharepoint::SharePointSubmitter, IntakeConfig, IntakeDeps, Submitter},
-    triage::{self, customers::CustomerDirectory, kb::KnowledgeBase, TriageDeps, TriageDesk},
-};
+use frontdesk_runtime::{Checkpointer, RunRegistry, RunnerConfig};
+use frontdesk_store::{Database, StoreOptions};
+use frontdesk_workflows::conversation::ConversationLimits;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
+use tonic_health::ServingStatus;
 use tracing::{error, info, warn};
 
 use crate::{
-    archive::SqlTicketArchive,
-    config::{ActiveStore, CallLogMode, Config, ModelProvider, SubmitterConfig},
-    grpc::{conversation::ConversationApi, triage::TriageApi, workflow::WorkflowApi},
-    outbox::OutboxSubmitter,
+    config::{CallLogMode, Config, ModelProvider},
+    grpc::{conversation::ConversationApi, workflow::WorkflowApi},
     registry::Registry,
+    workflows::{BuildError, Parts, Wiring, WORKFLOWS},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -48,22 +44,14 @@ pub enum StartError {
     NoLocalModel { path: String },
     #[error("this frontdesk-server was built without the `local` feature (the embedded model): configure a model endpoint with --model")]
     LocalNotBuilt,
-    #[error("invalid workflow configuration")]
-    Workflow(#[source] frontdesk_workflows::WorkflowError),
-    #[error("invalid workflow graph")]
-    Graph(#[source] frontdesk_runtime::GraphError),
-    #[error("cannot set up the submitter")]
-    Submitter(#[source] intake::SubmitError),
+    #[error(transparent)]
+    Workflow(#[from] BuildError),
     #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("triage.active_store is redis but triage.redis_url is not set")]
-    NoRedisUrl,
-    #[error("cannot connect to the triage active-ticket store")]
-    ActiveStore(#[source] frontdesk_store::StoreError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
 }
@@ -80,7 +68,8 @@ pub enum ServeError {
 #[derive(Default)]
 pub struct Overrides {
     pub model: Option<Arc<dyn ChatModel>>,
-    pub submitter: Option<Arc<dyn Submitter>>,
+    /// Parts of individual workflows, such as `workflows::intake::UseSubmitter`.
+    pub parts: Parts,
 }
 
 /// Everything a running server needs, built and validated.
@@ -116,22 +105,6 @@ impl App {
             llm = llm.with_call_log(Arc::new(TracingCallLog::new(config.model.call_log == CallLogMode::Full)));
         }
 
-        let intake_config = match &config.workflows.intake.config {
-            Some(path) => IntakeConfig::load(path).map_err(StartError::Workflow)?,
-            None => IntakeConfig::shipped(),
-        };
-        let submitter: Arc<dyn Submitter> = match overrides.submitter {
-            Some(submitter) => submitter,
-            None => match &config.workflows.intake.submitter {
-                SubmitterConfig::Outbox { base_url } => {
-                    Arc::new(OutboxSubmitter::new(database.clone(), base_url.clone()))
-                }
-                SubmitterConfig::Sharepoint(sharepoint) => {
-                    Arc::new(SharePointSubmitter::new(sharepoint.clone()).map_err(StartError::Submitter)?)
-                }
-            },
-        };
-
         let runs = Arc::new(RunRegistry::default());
         let limits = &config.limits;
         let runner_config = RunnerConfig {
@@ -142,51 +115,21 @@ impl App {
         };
         let conversation_limits =
             ConversationLimits { max_text_chars: limits.max_text_chars, max_turns: limits.max_turns };
-
-        let mut registry = Registry::new(checkpointer.clone(), runs.clone());
-        let (spec, graph) = intake::build(IntakeDeps {
-            llm: llm.clone(),
-            config: Arc::new(intake_config),
-            submitter,
-            debug_commands: config.workflows.intake.debug_commands,
-        })
-        .map_err(StartError::Graph)?;
-        let runner = Runner::new(graph, checkpointer.clone(), runner_config.clone()).with_registry(runs.clone());
-        registry.add_conversational(Arc::new(ConversationHost::new(spec, runner, conversation_limits.clone())));
-
-        let triage_settings = &config.workflows.triage;
-        let customers = match &triage_settings.customers {
-            Some(path) => CustomerDirectory::load(path).map_err(StartError::Workflow)?,
-            None => CustomerDirectory::shipped(),
+        let wiring = Wiring {
+            database: &database,
+            checkpointer: &checkpointer,
+            llm: &llm,
+            runs: &runs,
+            runner_config: &runner_config,
+            conversation_limits: &conversation_limits,
+            checkpoint_retention: config.database.checkpoint_retention,
+            parts: &overrides.parts,
         };
-        let kb = match &triage_settings.articles {
-            Some(path) => KnowledgeBase::load(path).map_err(StartError::Workflow)?,
-            None => KnowledgeBase::shipped(),
-        };
-        let active_store: Arc<dyn Checkpointer> = match triage_settings.active_store {
-            ActiveStore::Sql => checkpointer.clone(),
-            ActiveStore::Redis => {
-                let url = triage_settings.redis_url.as_deref().ok_or(StartError::NoRedisUrl)?;
-                let mut options =
-                    RedisOptions { retention: config.database.checkpoint_retention, ..RedisOptions::default() };
-                if let Some(prefix) = &triage_settings.redis_key_prefix {
-                    options.key_prefix = prefix.clone();
-                }
-                Arc::new(RedisCheckpointer::connect(url, options).await.map_err(StartError::ActiveStore)?)
-            }
-        };
-        let customers = Arc::new(customers);
-        let graph = triage::build(TriageDeps { llm: llm.clone(), customers: customers.clone(), kb: Arc::new(kb) })
-            .map_err(StartError::Graph)?
-            .with_durability(triage_settings.durability.into());
-        let runner = Runner::new(graph, active_store, runner_config.clone()).with_registry(runs.clone());
-        registry.set_triage(Arc::new(TriageDesk::new(
-            runner,
-            llm.clone(),
-            customers,
-            Arc::new(SqlTicketArchive::new(database.clone())),
-            conversation_limits.max_text_chars,
-        )));
+        let mut workflows = Vec::with_capacity(WORKFLOWS.len());
+        for workflow in WORKFLOWS {
+            workflows.push(workflow.build(config.workflows.section(workflow.name()), &wiring).await?);
+        }
+        let registry = Registry::new(workflows, checkpointer, runs);
 
         Ok(App { config, registry: Arc::new(registry), database, model_name })
     }
@@ -221,7 +164,6 @@ impl App {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
         health.set_serving::<WorkflowServiceServer<WorkflowApi>>().await;
-        health.set_serving::<TriageServiceServer<TriageApi>>().await;
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -233,14 +175,24 @@ impl App {
             .build_v1alpha()
             .map_err(StartError::Reflection)?;
 
-        let conversations = ConversationServiceServer::new(ConversationApi::new(self.registry.clone()))
-            .max_decoding_message_size(max_bytes);
-        let workflows =
-            WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone())).max_decoding_message_size(max_bytes);
-        let triage = self
-            .registry
-            .triage()
-            .map(|desk| TriageServiceServer::new(TriageApi::new(desk.clone())).max_decoding_message_size(max_bytes));
+        let mut routes = Routes::builder();
+        routes
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(
+                ConversationServiceServer::new(ConversationApi::new(self.registry.clone()))
+                    .max_decoding_message_size(max_bytes),
+            )
+            .add_service(
+                WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone()))
+                    .max_decoding_message_size(max_bytes),
+            );
+        for workflow in self.registry.workflows() {
+            if let Some(service) = workflow.add_service(&mut routes, max_bytes) {
+                health.set_service_status(service, ServingStatus::Serving).await;
+            }
+        }
 
         let registry = self.registry.clone();
         tokio::spawn(async move {
@@ -258,16 +210,12 @@ impl App {
             "frontdesk-server listening"
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(conversations)
-            .add_service(workflows)
-            .add_optional_service(triage)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+        let server = tonic::transport::Server::builder().add_routes(routes.routes()).serve_with_incoming_shutdown(
+            TcpListenerStream::new(listener),
+            async {
                 let _ = stop_rx.await;
-            });
+            },
+        );
         let task = tokio::spawn(server);
         Ok(RunningServer {
             addr,

@@ -1,14 +1,17 @@
 //! Layered configuration: compiled defaults, then a TOML file, then `FRONTDESK__...`
 //! environment variables (`__` separates sections), then command-line flags.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
+use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf};
 
 use figment::{
     providers::{Env, Format, Serialized, Toml},
+    value::Value,
     Figment,
 };
 use frontdesk_llm::ModelPrice;
 use serde::{Deserialize, Serialize};
+
+use crate::workflows::{registration, SettingsError, WorkflowModule, WORKFLOWS};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -207,85 +210,62 @@ impl Default for LimitsConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorkflowsConfig {
-    pub intake: IntakeSettings,
-    pub triage: TriageSettings,
-}
+/// One section per hosted workflow, `workflows.<name>`, kept here as configuration values and
+/// read by the workflow's own settings type (`WorkflowModule::Settings`), so this file never
+/// lists workflows. The defaults hold every workflow's default settings, so that a file or a
+/// variable setting one key (`FRONTDESK__WORKFLOWS__TRIAGE__ACTIVE_STORE=redis`) keeps the rest.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkflowsConfig(BTreeMap<String, Value>);
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TriageSettings {
-    /// Customer directory (JSON Lines); the shipped config/triage/customers.jsonl when unset.
-    pub customers: Option<PathBuf>,
-    /// Knowledge-base articles (JSON Lines); the shipped config/triage/articles.jsonl when unset.
-    pub articles: Option<PathBuf>,
-    /// Where active tickets' checkpoints live: the SQL database (default) or Redis, as the
-    /// triage design has it.
-    pub active_store: ActiveStore,
-    /// Redis URL for `active_store = "redis"`, e.g. redis://127.0.0.1:6379.
-    pub redis_url: Option<String>,
-    /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`.
-    pub redis_key_prefix: Option<String>,
-    /// When a triage run writes checkpoints: `exit` (default) writes the accepted ticket and the
-    /// final state, and a crash re-runs the ticket's model calls; `every_node` also writes one
-    /// after each node, so a crash re-runs only the node in flight.
-    pub durability: DurabilitySetting,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DurabilitySetting {
-    #[default]
-    Exit,
-    EveryNode,
-}
-
-impl From<DurabilitySetting> for frontdesk_runtime::Durability {
-    fn from(setting: DurabilitySetting) -> Self {
-        match setting {
-            DurabilitySetting::Exit => Self::Exit,
-            DurabilitySetting::EveryNode => Self::EveryNode,
-        }
+impl Default for WorkflowsConfig {
+    fn default() -> Self {
+        // Default settings always serialize (`workflows` tests it); one that did not would
+        // only lose its defaults as a layer, and is then read as its `Default`.
+        Self(WORKFLOWS.iter().filter_map(|w| Some((w.name().to_owned(), w.default_section().ok()?))).collect())
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActiveStore {
-    #[default]
-    Sql,
-    Redis,
+impl WorkflowsConfig {
+    /// The typed settings of workflow `M`.
+    pub fn settings<M: WorkflowModule>(&self) -> Result<M::Settings, SettingsError> {
+        match self.0.get(M::NAME) {
+            Some(section) => Ok(section.deserialize()?),
+            None => Ok(M::Settings::default()),
+        }
+    }
+
+    /// Replaces the settings of workflow `M` (tests, embedding).
+    pub fn set<M: WorkflowModule>(&mut self, settings: &M::Settings) -> Result<(), SettingsError> {
+        self.0.insert(M::NAME.to_owned(), Value::serialize(settings)?);
+        Ok(())
+    }
+
+    pub(crate) fn section(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+
+    /// Every section names a hosted workflow and reads as its settings.
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (name, section) in &self.0 {
+            let workflow = registration(name).ok_or_else(|| ConfigError::UnknownWorkflow(name.clone()))?;
+            workflow.read_section(section).map_err(|source| ConfigError::Workflow { name: workflow.name(), source })?;
+        }
+        Ok(())
+    }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct IntakeSettings {
-    /// Fields and teams file; the shipped `config/intake.toml` when unset.
-    pub config: Option<PathBuf>,
-    /// Enables the "clear context" debug command.
-    pub debug_commands: bool,
-    pub submitter: SubmitterConfig,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SubmitterConfig {
-    /// Confirmed requests go to the local `intake_submissions` table.
-    Outbox {
-        /// Item URLs are `{base_url}/{team_id}/{submission_id}`.
-        base_url: String,
-    },
-    /// Confirmed requests become SharePoint list items (Microsoft Graph). Never serialized
-    /// back out, so its client secret cannot leak through a config dump.
-    #[serde(skip_serializing)]
-    Sharepoint(frontdesk_workflows::intake::sharepoint::SharePointConfig),
-}
-
-impl Default for SubmitterConfig {
-    fn default() -> Self {
-        SubmitterConfig::Outbox { base_url: "frontdesk-outbox://intake".into() }
+/// The typed settings, so secrets are as redacted as their types make them.
+impl fmt::Debug for WorkflowsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        for (name, section) in &self.0 {
+            match registration(name).map(|w| w.read_section(section)) {
+                Some(Ok(settings)) => map.entry(name, &settings),
+                _ => map.entry(name, &format_args!("<invalid>")),
+            };
+        }
+        map.finish()
     }
 }
 
@@ -329,6 +309,14 @@ pub enum ConfigError {
     Invalid(#[source] Box<figment::Error>),
     #[error("config file {0} does not exist")]
     MissingFile(PathBuf),
+    #[error("workflows.{0}: no such workflow")]
+    UnknownWorkflow(String),
+    #[error("invalid settings of workflow {name} (workflows.{name})")]
+    Workflow {
+        name: &'static str,
+        #[source]
+        source: SettingsError,
+    },
 }
 
 impl Config {
@@ -343,6 +331,74 @@ impl Config {
             figment = figment.merge(Toml::file(file));
         }
         figment = figment.merge(Env::prefixed("FRONTDESK__").split("__")).merge(Serialized::defaults(overrides));
-        figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))
+        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        config.workflows.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use figment::Jail;
+
+    use super::*;
+    use crate::workflows::{
+        intake::{self, SubmitterConfig},
+        triage::{self, ActiveStore, DurabilitySetting},
+    };
+
+    // Jail's closure returns figment's own (large) error type.
+    #[allow(clippy::result_large_err)]
+    fn jailed(test: impl FnOnce(&mut Jail) -> Result<(), ConfigError>) {
+        Jail::expect_with(|jail| test(jail).map_err(|e| format!("{e:?}").into()));
+    }
+
+    #[test]
+    fn workflow_keys_and_variables_reach_their_workflows_settings() {
+        jailed(|jail| {
+            jail.create_file(
+                "frontdesk.toml",
+                r#"
+                [workflows.intake]
+                debug_commands = true
+                [workflows.intake.submitter]
+                base_url = "https://lists.example.test"
+                [workflows.triage]
+                durability = "every_node"
+                "#,
+            )
+            .unwrap();
+            jail.set_env("FRONTDESK__WORKFLOWS__TRIAGE__ACTIVE_STORE", "redis");
+            jail.set_env("FRONTDESK__WORKFLOWS__TRIAGE__REDIS_URL", "redis://127.0.0.1:6379");
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            let intake = config.workflows.settings::<intake::Workflow>().unwrap();
+            assert!(intake.debug_commands);
+            // One key of the submitter set: the rest (its kind) comes from the defaults layer.
+            assert!(
+                matches!(intake.submitter, SubmitterConfig::Outbox { ref base_url } if base_url == "https://lists.example.test")
+            );
+            let triage = config.workflows.settings::<triage::Workflow>().unwrap();
+            assert_eq!(triage.active_store, ActiveStore::Redis);
+            assert_eq!(triage.redis_url.as_deref(), Some("redis://127.0.0.1:6379"));
+            assert_eq!(triage.durability, DurabilitySetting::EveryNode);
+            assert!(format!("{config:?}").contains("TriageSettings"), "--print-config shows typed settings");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_workflows_and_keys_are_errors() {
+        jailed(|jail| {
+            jail.set_env("FRONTDESK__WORKFLOWS__NOPE__X", "1");
+            let error = Config::load(None, &Overrides::default()).unwrap_err();
+            assert!(matches!(error, ConfigError::UnknownWorkflow(ref name) if name == "nope"), "{error:?}");
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.set_env("FRONTDESK__WORKFLOWS__TRIAGE__ACTIVE_STOR", "redis");
+            let error = Config::load(None, &Overrides::default()).unwrap_err();
+            assert!(matches!(error, ConfigError::Workflow { name: "triage", .. }), "{error:?}");
+            Ok(())
+        });
     }
 }

@@ -1,6 +1,9 @@
 //! The one mapping from domain errors to `tonic::Status`, with `google.rpc` details:
 //! `ErrorInfo` (domain `frontdesk.dev`, a stable reason) always, `BadRequest` field violations
 //! for invalid arguments, `RetryInfo` where retrying helps.
+//!
+//! Every error picks its [`ErrorReason`]; its status code and retry advice come from the reason
+//! alone ([`code_of`]), so two errors with one reason can never disagree on the code.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -12,78 +15,136 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 pub const ERROR_DOMAIN: &str = "frontdesk.dev";
 
-/// Status code, reason and retry advice for a failure kind. Shared by statuses and by
-/// `RunFailed` events, so a stream's error event and its closing status always agree.
-pub fn classify(kind: FailureKind) -> (Code, ErrorReason, Option<Duration>) {
-    match kind {
-        FailureKind::InvalidInput => (Code::InvalidArgument, ErrorReason::InvalidArgument, None),
-        FailureKind::NotFound => (Code::NotFound, ErrorReason::NotFound, None),
-        FailureKind::FailedPrecondition => (Code::FailedPrecondition, ErrorReason::InvalidArgument, None),
-        FailureKind::ModelUnavailable => {
-            (Code::Unavailable, ErrorReason::ModelUnavailable, Some(Duration::from_secs(5)))
-        }
+/// The table: each reason's status code and retry advice. A match rather than a map so that a
+/// reason added to the proto does not compile until it has its row here.
+pub fn code_of(reason: ErrorReason) -> (Code, Option<Duration>) {
+    match reason {
+        ErrorReason::ThreadBusy => (Code::Aborted, Some(Duration::from_millis(500))),
+        ErrorReason::CheckpointConflict => (Code::Aborted, Some(Duration::from_millis(200))),
+        ErrorReason::NotFound => (Code::NotFound, None),
+        ErrorReason::InvalidArgument => (Code::InvalidArgument, None),
+        ErrorReason::LimitExceeded => (Code::ResourceExhausted, None),
+        ErrorReason::ModelUnavailable => (Code::Unavailable, Some(Duration::from_secs(5))),
         // A fresh attempt may well produce valid output.
-        FailureKind::ModelOutputInvalid => {
-            (Code::Unavailable, ErrorReason::ModelOutputInvalid, Some(Duration::from_secs(1)))
-        }
-        FailureKind::DependencyFailed => {
-            (Code::Unavailable, ErrorReason::DependencyFailed, Some(Duration::from_secs(5)))
-        }
-        FailureKind::DeadlineExceeded => (Code::DeadlineExceeded, ErrorReason::DeadlineExceeded, None),
-        FailureKind::Cancelled => (Code::Cancelled, ErrorReason::Cancelled, None),
-        FailureKind::StepLimit => (Code::Internal, ErrorReason::StepLimit, None),
-        FailureKind::Conflict => (Code::Aborted, ErrorReason::CheckpointConflict, Some(Duration::from_millis(200))),
-        FailureKind::StoreUnavailable => {
-            (Code::Unavailable, ErrorReason::StoreUnavailable, Some(Duration::from_secs(1)))
-        }
-        FailureKind::Internal => (Code::Internal, ErrorReason::Internal, None),
+        ErrorReason::ModelOutputInvalid => (Code::Unavailable, Some(Duration::from_secs(1))),
+        ErrorReason::DeadlineExceeded => (Code::DeadlineExceeded, None),
+        ErrorReason::Cancelled => (Code::Cancelled, None),
+        ErrorReason::StepLimit => (Code::Internal, None),
+        ErrorReason::StoreUnavailable => (Code::Unavailable, Some(Duration::from_secs(1))),
+        ErrorReason::IdempotencyMismatch => (Code::FailedPrecondition, None),
+        ErrorReason::DependencyFailed => (Code::Unavailable, Some(Duration::from_secs(5))),
+        ErrorReason::Internal => (Code::Internal, None),
+        ErrorReason::AlreadyExists => (Code::AlreadyExists, None),
+        ErrorReason::NothingToResume => (Code::FailedPrecondition, None),
+        ErrorReason::InterruptPending => (Code::FailedPrecondition, None),
+        ErrorReason::NotConversational => (Code::FailedPrecondition, None),
+        ErrorReason::InterruptNotFound => (Code::NotFound, None),
+        ErrorReason::InterruptAnswered => (Code::FailedPrecondition, None),
+        // Never sent: every error picks a real reason.
+        ErrorReason::Unspecified => (Code::Unknown, None),
     }
 }
 
-fn status(
-    code: Code,
+/// The reason as `ErrorInfo.reason` and `RunFailed.reason` carry it: the value name without
+/// its prefix.
+pub fn reason_name(reason: ErrorReason) -> &'static str {
+    let name = reason.as_str_name();
+    name.strip_prefix("ERROR_REASON_").unwrap_or(name)
+}
+
+/// The reason of a run failure known only by its kind (a `RunFailed` event).
+fn reason_of(kind: FailureKind) -> ErrorReason {
+    match kind {
+        FailureKind::InvalidInput => ErrorReason::InvalidArgument,
+        FailureKind::NotFound => ErrorReason::NotFound,
+        // Only errors refused before a run starts have this kind, and `run_failure` gives each
+        // its own reason; a run never fails with it.
+        FailureKind::FailedPrecondition => ErrorReason::InterruptPending,
+        FailureKind::ModelUnavailable => ErrorReason::ModelUnavailable,
+        FailureKind::ModelOutputInvalid => ErrorReason::ModelOutputInvalid,
+        FailureKind::DependencyFailed => ErrorReason::DependencyFailed,
+        FailureKind::DeadlineExceeded => ErrorReason::DeadlineExceeded,
+        FailureKind::Cancelled => ErrorReason::Cancelled,
+        FailureKind::StepLimit => ErrorReason::StepLimit,
+        FailureKind::Conflict => ErrorReason::CheckpointConflict,
+        FailureKind::StoreUnavailable => ErrorReason::StoreUnavailable,
+        FailureKind::Internal => ErrorReason::Internal,
+    }
+}
+
+/// Status code, reason and retry advice for a failure kind. `RunFailed` events use it, and the
+/// stream's closing status maps the same run error through [`reason_of`] and [`code_of`] too,
+/// so the two always agree.
+pub fn classify(kind: FailureKind) -> (Code, ErrorReason, Option<Duration>) {
+    let reason = reason_of(kind);
+    let (code, retry) = code_of(reason);
+    (code, reason, retry)
+}
+
+/// One error, ready to become a status.
+struct Failure {
     reason: ErrorReason,
     message: String,
-    retry: Option<Duration>,
-    metadata: HashMap<String, String>,
-) -> Status {
-    let mut details = ErrorDetails::new();
-    details.set_error_info(reason.as_str_name().trim_start_matches("ERROR_REASON_"), ERROR_DOMAIN, metadata);
-    if retry.is_some() {
-        details.set_retry_info(retry);
-    }
-    Status::with_error_details(code, message, details)
+    metadata: Vec<(&'static str, String)>,
+    /// The offending request field and why, for `BadRequest`.
+    violation: Option<(&'static str, String)>,
 }
 
-fn run_error_status(error: &RunError) -> Status {
-    let message = error.to_string();
-    let mut metadata = HashMap::new();
-    let (code, reason, retry) = match error {
-        RunError::ThreadBusy { thread_id } => {
-            metadata.insert("conversation_id".into(), thread_id.clone());
-            (Code::Aborted, ErrorReason::ThreadBusy, Some(Duration::from_millis(500)))
+impl Failure {
+    fn new(reason: ErrorReason, message: String) -> Self {
+        Failure { reason, message, metadata: Vec::new(), violation: None }
+    }
+
+    fn with(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metadata.push((key, value.into()));
+        self
+    }
+
+    /// The entity an error is about: its kind (conversation, ticket, customer, workflow) and id.
+    fn about(self, what: &str, id: &str) -> Self {
+        self.with("kind", what).with("id", id)
+    }
+
+    fn into_status(self) -> Status {
+        let Failure { reason, message, metadata, violation } = self;
+        let (code, retry) = code_of(reason);
+        let mut details = ErrorDetails::new();
+        if let Some((field, why)) = violation {
+            details.add_bad_request_violation(field, why);
         }
-        RunError::AlreadyExists { thread_id } => {
-            metadata.insert("conversation_id".into(), thread_id.clone());
-            (Code::AlreadyExists, ErrorReason::InvalidArgument, None)
+        let metadata: HashMap<String, String> = metadata.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        details.set_error_info(reason_name(reason), ERROR_DOMAIN, metadata);
+        if retry.is_some() {
+            details.set_retry_info(retry);
         }
-        RunError::NothingToResume { .. } | RunError::Interrupted { .. } => {
-            (Code::FailedPrecondition, ErrorReason::InvalidArgument, None)
+        Status::with_error_details(code, message, details)
+    }
+}
+
+/// A runner error. `subject` is the entity whose thread it concerns, as the workflow named it;
+/// without one the thread id itself is reported, as kind `thread`.
+fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String) -> Failure {
+    let about = |reason, thread_id: &str| {
+        let (what, id) = subject.unwrap_or(("thread", thread_id));
+        Failure::new(reason, message.clone()).about(what, id)
+    };
+    match error {
+        RunError::NotFound { thread_id } => about(ErrorReason::NotFound, thread_id),
+        RunError::AlreadyExists { thread_id } => about(ErrorReason::AlreadyExists, thread_id),
+        RunError::ThreadBusy { thread_id } => about(ErrorReason::ThreadBusy, thread_id),
+        RunError::NothingToResume { thread_id } => about(ErrorReason::NothingToResume, thread_id),
+        RunError::Interrupted { thread_id } => about(ErrorReason::InterruptPending, thread_id),
+        RunError::UnknownInterrupt { thread_id, interrupt_id } => {
+            about(ErrorReason::InterruptNotFound, thread_id).with("interrupt_id", interrupt_id.clone())
         }
-        RunError::UnknownInterrupt { interrupt_id, .. } => {
-            metadata.insert("interrupt_id".into(), interrupt_id.clone());
-            (Code::NotFound, ErrorReason::NotFound, None)
+        RunError::InterruptAnswered { thread_id, interrupt_id } => {
+            about(ErrorReason::InterruptAnswered, thread_id).with("interrupt_id", interrupt_id.clone())
         }
-        RunError::InterruptAnswered { interrupt_id, .. } => {
-            metadata.insert("interrupt_id".into(), interrupt_id.clone());
-            (Code::FailedPrecondition, ErrorReason::InvalidArgument, None)
-        }
+        // Failures during a run: the reason of its `RunFailed` event.
         RunError::Node { node, .. } | RunError::NodeTimeout { node, .. } => {
-            metadata.insert("node".into(), node.clone());
-            classify(error.failure_kind())
+            Failure::new(reason_of(error.failure_kind()), message).with("node", node.clone())
         }
-        RunError::NotFound { .. }
-        | RunError::DeadlineExceeded
+        RunError::DeadlineExceeded
         | RunError::Cancelled
         | RunError::StepLimit { .. }
         | RunError::UndeclaredTarget { .. }
@@ -91,60 +152,44 @@ fn run_error_status(error: &RunError) -> Status {
         | RunError::Ephemeral { .. }
         | RunError::Checkpoint(_)
         | RunError::StateCodec { .. }
-        | RunError::Lost => classify(error.failure_kind()),
-    };
-    status(code, reason, message, retry, metadata)
+        | RunError::Lost => Failure::new(reason_of(error.failure_kind()), message),
+    }
+}
+
+fn failure(error: &WorkflowError) -> Failure {
+    let message = error.to_string();
+    match error {
+        WorkflowError::InvalidArgument { field, reason } => Failure {
+            violation: Some((field, reason.clone())),
+            ..Failure::new(ErrorReason::InvalidArgument, message).with("field", *field)
+        },
+        WorkflowError::NotFound { what, id } => Failure::new(ErrorReason::NotFound, message).about(what, id),
+        WorkflowError::AlreadyExists { what, id } => Failure::new(ErrorReason::AlreadyExists, message).about(what, id),
+        WorkflowError::NotConversational { workflow } => {
+            Failure::new(ErrorReason::NotConversational, message).with("workflow", workflow.clone())
+        }
+        WorkflowError::LimitExceeded { limit, max } => {
+            Failure::new(ErrorReason::LimitExceeded, message).with("limit", *limit).with("max", max.to_string())
+        }
+        WorkflowError::Thread { what, id, source } => run_failure(source, Some((what, id)), message),
+        WorkflowError::Run(run) => run_failure(run, None, message),
+        WorkflowError::Store(CheckpointError::Conflict { .. }) => {
+            Failure::new(ErrorReason::CheckpointConflict, message)
+        }
+        WorkflowError::Store(CheckpointError::Unavailable(_) | CheckpointError::Corrupt { .. }) => {
+            tracing::error!(error = %error, source = ?std::error::Error::source(error), "store failure");
+            Failure::new(ErrorReason::StoreUnavailable, message)
+        }
+        WorkflowError::Corrupt { .. } | WorkflowError::Config { .. } => {
+            tracing::error!(error = %error, "internal failure");
+            Failure::new(ErrorReason::Internal, message)
+        }
+    }
 }
 
 /// The one `WorkflowError` → `Status` mapping.
 pub fn to_status(error: WorkflowError) -> Status {
-    match &error {
-        WorkflowError::InvalidArgument { field, reason } => {
-            let mut details = ErrorDetails::new();
-            details.add_bad_request_violation(*field, reason.clone());
-            details.set_error_info(
-                "INVALID_ARGUMENT",
-                ERROR_DOMAIN,
-                HashMap::from([("field".into(), field.to_string())]),
-            );
-            Status::with_error_details(Code::InvalidArgument, error.to_string(), details)
-        }
-        WorkflowError::NotFound { what, id } => status(
-            Code::NotFound,
-            ErrorReason::NotFound,
-            error.to_string(),
-            None,
-            HashMap::from([("kind".into(), what.to_string()), ("id".into(), id.clone())]),
-        ),
-        WorkflowError::AlreadyExists { what, id } => status(
-            Code::AlreadyExists,
-            ErrorReason::InvalidArgument,
-            error.to_string(),
-            None,
-            HashMap::from([("kind".into(), what.to_string()), ("id".into(), id.clone())]),
-        ),
-        WorkflowError::LimitExceeded { limit, max } => status(
-            Code::ResourceExhausted,
-            ErrorReason::LimitExceeded,
-            error.to_string(),
-            None,
-            HashMap::from([("limit".into(), limit.to_string()), ("max".into(), max.to_string())]),
-        ),
-        WorkflowError::Run(run) => run_error_status(run),
-        WorkflowError::Store(CheckpointError::Conflict { .. }) => {
-            let (code, reason, retry) = classify(FailureKind::Conflict);
-            status(code, reason, error.to_string(), retry, HashMap::new())
-        }
-        WorkflowError::Store(CheckpointError::Unavailable(_) | CheckpointError::Corrupt { .. }) => {
-            tracing::error!(error = %error, source = ?std::error::Error::source(&error), "store failure");
-            let (code, reason, retry) = classify(FailureKind::StoreUnavailable);
-            status(code, reason, error.to_string(), retry, HashMap::new())
-        }
-        WorkflowError::Corrupt { .. } | WorkflowError::Config { .. } => {
-            tracing::error!(error = %error, "internal failure");
-            status(Code::Internal, ErrorReason::Internal, error.to_string(), None, HashMap::new())
-        }
-    }
+    failure(&error).into_status()
 }
 
 /// An invalid request field found by a handler before it reaches a workflow.
@@ -154,25 +199,237 @@ pub fn invalid_argument(field: &'static str, reason: impl Into<String>) -> Statu
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use frontdesk_runtime::{NodeError, NodeErrorKind, Target};
+
     use super::*;
 
-    #[test]
-    fn invalid_argument_carries_a_field_violation_and_reason() {
-        let status = invalid_argument("text", "must not be empty");
-        assert_eq!(status.code(), Code::InvalidArgument);
+    /// Asserts the status's code, its reason, that code and reason agree with the table, and
+    /// exactly which metadata keys it carries.
+    fn check(status: &Status, code: Code, reason: ErrorReason, keys: &[&str]) {
+        assert_eq!(status.code(), code, "{status:?}");
+        assert_eq!(code_of(reason).0, code, "the table gives {reason:?} another code");
         let details = status.get_error_details();
-        let violations = details.bad_request().unwrap().field_violations.clone();
-        assert_eq!(violations[0].field, "text");
-        assert_eq!(details.error_info().unwrap().reason, "INVALID_ARGUMENT");
-        assert_eq!(details.error_info().unwrap().domain, ERROR_DOMAIN);
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, reason_name(reason));
+        assert_eq!(info.domain, ERROR_DOMAIN);
+        let got: BTreeSet<&str> = info.metadata.keys().map(String::as_str).collect();
+        assert_eq!(got, keys.iter().copied().collect(), "metadata of {reason:?}");
+        assert_eq!(details.retry_info().is_some(), code_of(reason).1.is_some(), "RetryInfo of {reason:?}");
+    }
+
+    fn node_failure(kind: NodeErrorKind) -> WorkflowError {
+        WorkflowError::Run(RunError::Node { node: "supervisor".into(), source: NodeError::new(kind, "boom") })
+    }
+
+    fn every_reason() -> Vec<ErrorReason> {
+        (0..).map_while(|n| ErrorReason::try_from(n).ok()).collect()
     }
 
     #[test]
-    fn busy_thread_is_aborted_with_retry_info() {
+    fn every_reason_has_its_own_row_and_the_proto_comment_names_its_code() {
+        let proto = include_str!("../../../proto/frontdesk/v1/common.proto");
+        let reasons = every_reason();
+        assert!(reasons.len() > 20, "{reasons:?}");
+        for reason in reasons.into_iter().filter(|r| *r != ErrorReason::Unspecified) {
+            let (code, _) = code_of(reason);
+            assert!(!matches!(code, Code::Ok | Code::Unknown), "{reason:?} is unmapped");
+            // The comment block just above the value says the code, as "(ABORTED)" or "(UNAVAILABLE: ...".
+            let line = proto.lines().position(|l| l.trim_start().starts_with(reason.as_str_name())).unwrap();
+            let comment: String = proto
+                .lines()
+                .take(line)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let name = format!("{code:?}");
+            let screaming = name.chars().fold(String::new(), |mut out, c| {
+                if c.is_uppercase() && !out.is_empty() {
+                    out.push('_');
+                }
+                out.push(c.to_ascii_uppercase());
+                out
+            });
+            assert!(
+                comment.contains(&format!("({screaming}")),
+                "{reason:?}: comment {comment:?} does not say {screaming}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_failed_event_and_the_closing_status_agree() {
+        let in_run = [
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::ModelUnavailable, "x") },
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::ModelOutputInvalid, "x") },
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::DependencyFailed, "x") },
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::InvalidInput, "x") },
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::Cancelled, "x") },
+            RunError::Node { node: "n".into(), source: NodeError::new(NodeErrorKind::Internal, "x") },
+            RunError::NodeTimeout { node: "n".into(), timeout: Duration::from_secs(1) },
+            RunError::DeadlineExceeded,
+            RunError::Cancelled,
+            RunError::StepLimit { limit: 3 },
+            RunError::UndeclaredTarget { node: "n".into(), target: Target::End },
+            RunError::Checkpoint(CheckpointError::Conflict { thread_id: "t".into(), expected: 1, actual: 2 }),
+            RunError::Checkpoint(CheckpointError::Unavailable("down".into())),
+            RunError::Lost,
+        ];
+        for error in in_run {
+            let (code, reason, _) = classify(error.failure_kind());
+            let status = to_status(WorkflowError::Thread { what: "conversation", id: "c1".into(), source: error });
+            assert_eq!(status.code(), code, "{status:?}");
+            assert_eq!(status.get_error_details().error_info().unwrap().reason, reason_name(reason));
+        }
+    }
+
+    #[test]
+    fn thread_busy() {
         let status = to_status(WorkflowError::Run(RunError::ThreadBusy { thread_id: "c1".into() }));
-        assert_eq!(status.code(), Code::Aborted);
-        let details = status.get_error_details();
-        assert_eq!(details.error_info().unwrap().reason, "THREAD_BUSY");
-        assert!(details.retry_info().is_some());
+        check(&status, Code::Aborted, ErrorReason::ThreadBusy, &["kind", "id"]);
+        let info = status.get_error_details().error_info().unwrap().clone();
+        assert_eq!((info.metadata["kind"].as_str(), info.metadata["id"].as_str()), ("thread", "c1"));
+    }
+
+    #[test]
+    fn thread_busy_names_the_workflows_entity_not_the_thread() {
+        let busy = RunError::ThreadBusy { thread_id: "CUST-1:TKT-1".into() };
+        let status = to_status(WorkflowError::run_on("ticket", "TKT-1", busy));
+        check(&status, Code::Aborted, ErrorReason::ThreadBusy, &["kind", "id"]);
+        let info = status.get_error_details().error_info().unwrap().clone();
+        assert_eq!((info.metadata["kind"].as_str(), info.metadata["id"].as_str()), ("ticket", "TKT-1"));
+    }
+
+    #[test]
+    fn checkpoint_conflict() {
+        let conflict = CheckpointError::Conflict { thread_id: "c1".into(), expected: 2, actual: 3 };
+        check(&to_status(WorkflowError::Store(conflict)), Code::Aborted, ErrorReason::CheckpointConflict, &[]);
+    }
+
+    #[test]
+    fn not_found() {
+        let status = to_status(WorkflowError::NotFound { what: "conversation", id: "c1".into() });
+        check(&status, Code::NotFound, ErrorReason::NotFound, &["kind", "id"]);
+        let missing = WorkflowError::run_on("conversation", "c1", RunError::NotFound { thread_id: "c1".into() });
+        check(&to_status(missing), Code::NotFound, ErrorReason::NotFound, &["kind", "id"]);
+    }
+
+    #[test]
+    fn invalid_argument_carries_a_field_violation() {
+        let status = invalid_argument("text", "must not be empty");
+        check(&status, Code::InvalidArgument, ErrorReason::InvalidArgument, &["field"]);
+        let violations = status.get_error_details().bad_request().unwrap().field_violations.clone();
+        assert_eq!(violations[0].field, "text");
+    }
+
+    #[test]
+    fn limit_exceeded() {
+        let status = to_status(WorkflowError::LimitExceeded { limit: "turns per conversation", max: 5 });
+        check(&status, Code::ResourceExhausted, ErrorReason::LimitExceeded, &["limit", "max"]);
+    }
+
+    #[test]
+    fn model_unavailable() {
+        let status = to_status(node_failure(NodeErrorKind::ModelUnavailable));
+        check(&status, Code::Unavailable, ErrorReason::ModelUnavailable, &["node"]);
+    }
+
+    #[test]
+    fn model_output_invalid() {
+        let status = to_status(node_failure(NodeErrorKind::ModelOutputInvalid));
+        check(&status, Code::Unavailable, ErrorReason::ModelOutputInvalid, &["node"]);
+    }
+
+    #[test]
+    fn deadline_exceeded() {
+        check(
+            &to_status(RunError::DeadlineExceeded.into()),
+            Code::DeadlineExceeded,
+            ErrorReason::DeadlineExceeded,
+            &[],
+        );
+        let timeout = RunError::NodeTimeout { node: "supervisor".into(), timeout: Duration::from_secs(1) };
+        check(&to_status(timeout.into()), Code::DeadlineExceeded, ErrorReason::DeadlineExceeded, &["node"]);
+    }
+
+    #[test]
+    fn cancelled() {
+        check(&to_status(RunError::Cancelled.into()), Code::Cancelled, ErrorReason::Cancelled, &[]);
+    }
+
+    #[test]
+    fn step_limit() {
+        check(&to_status(RunError::StepLimit { limit: 8 }.into()), Code::Internal, ErrorReason::StepLimit, &[]);
+    }
+
+    #[test]
+    fn store_unavailable() {
+        let down = WorkflowError::Store(CheckpointError::Unavailable("connection refused".into()));
+        check(&to_status(down), Code::Unavailable, ErrorReason::StoreUnavailable, &[]);
+    }
+
+    #[test]
+    fn idempotency_mismatch() {
+        // No error picks it yet; the table still gives it its code.
+        assert_eq!(code_of(ErrorReason::IdempotencyMismatch), (Code::FailedPrecondition, None));
+    }
+
+    #[test]
+    fn dependency_failed() {
+        let status = to_status(node_failure(NodeErrorKind::DependencyFailed));
+        check(&status, Code::Unavailable, ErrorReason::DependencyFailed, &["node"]);
+    }
+
+    #[test]
+    fn internal() {
+        let source = serde_json::from_str::<u32>("x").unwrap_err();
+        let status = to_status(WorkflowError::Corrupt { id: "c1".into(), source });
+        check(&status, Code::Internal, ErrorReason::Internal, &[]);
+        check(&to_status(RunError::Lost.into()), Code::Internal, ErrorReason::Internal, &[]);
+    }
+
+    #[test]
+    fn already_exists() {
+        let status = to_status(WorkflowError::AlreadyExists { what: "ticket", id: "TKT-1".into() });
+        check(&status, Code::AlreadyExists, ErrorReason::AlreadyExists, &["kind", "id"]);
+        let clash = RunError::AlreadyExists { thread_id: "CUST-1:TKT-1".into() };
+        let status = to_status(WorkflowError::run_on("ticket", "TKT-1", clash));
+        check(&status, Code::AlreadyExists, ErrorReason::AlreadyExists, &["kind", "id"]);
+    }
+
+    #[test]
+    fn nothing_to_resume() {
+        let error = WorkflowError::run_on("conversation", "c1", RunError::NothingToResume { thread_id: "c1".into() });
+        check(&to_status(error), Code::FailedPrecondition, ErrorReason::NothingToResume, &["kind", "id"]);
+    }
+
+    #[test]
+    fn interrupt_pending() {
+        let error = WorkflowError::run_on("conversation", "c1", RunError::Interrupted { thread_id: "c1".into() });
+        check(&to_status(error), Code::FailedPrecondition, ErrorReason::InterruptPending, &["kind", "id"]);
+    }
+
+    #[test]
+    fn not_conversational() {
+        let status = to_status(WorkflowError::NotConversational { workflow: "triage".into() });
+        check(&status, Code::FailedPrecondition, ErrorReason::NotConversational, &["workflow"]);
+    }
+
+    #[test]
+    fn interrupt_not_found() {
+        let error = RunError::UnknownInterrupt { thread_id: "inv-1".into(), interrupt_id: "approve-9".into() };
+        let status = to_status(WorkflowError::run_on("investigation", "inv-1", error));
+        check(&status, Code::NotFound, ErrorReason::InterruptNotFound, &["kind", "id", "interrupt_id"]);
+    }
+
+    #[test]
+    fn interrupt_answered() {
+        let error = RunError::InterruptAnswered { thread_id: "inv-1".into(), interrupt_id: "approve-1".into() };
+        let status = to_status(WorkflowError::run_on("investigation", "inv-1", error));
+        check(&status, Code::FailedPrecondition, ErrorReason::InterruptAnswered, &["kind", "id", "interrupt_id"]);
     }
 }

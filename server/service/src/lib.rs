@@ -3,11 +3,10 @@
 //! in-process on `127.0.0.1:0`.
 
 pub mod app;
-pub mod archive;
 pub mod config;
 pub mod convert;
 pub mod error;
 pub mod grpc;
-pub mod outbox;
 pub mod registry;
 pub mod telemetry;
+pub mod workflows;

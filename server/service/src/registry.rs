@@ -1,101 +1,71 @@
 //! The workflows this process hosts, looked up by name or by the conversation they own.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::sync::Arc;
 
-use frontdesk_runtime::{Checkpointer, GraphDescription, RunRegistry, ThreadQuery};
-use frontdesk_workflows::{
-    conversation::validate_id, triage::TriageDesk, ConversationView, ConversationWorkflow, WorkflowError,
-};
+use frontdesk_api::v1 as pb;
+use frontdesk_runtime::{Checkpointer, RunRegistry, ThreadQuery};
+use frontdesk_workflows::{conversation::validate_id, ConversationView, WorkflowError};
+
+use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
 
 pub struct Registry {
-    conversational: BTreeMap<String, Arc<dyn ConversationWorkflow>>,
-    triage: Option<Arc<TriageDesk>>,
+    /// In `WORKFLOWS` order.
+    workflows: Vec<Arc<dyn HostedWorkflow>>,
     checkpointer: Arc<dyn Checkpointer>,
     runs: Arc<RunRegistry>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkflowKind {
-    Conversational,
-    Task,
-}
-
-/// A hosted workflow, as `WorkflowService` shows it.
-pub struct WorkflowInfo {
-    pub name: String,
-    pub description: String,
-    pub kind: WorkflowKind,
-    pub graph: GraphDescription,
-}
-
-const TRIAGE_DESCRIPTION: &str = "Support-ticket triage: ticket matching, translation, classification with customer \
-lookup, billing / technical / general specialists with a knowledge base or escalation, persistence";
-
 impl Registry {
-    pub fn new(checkpointer: Arc<dyn Checkpointer>, runs: Arc<RunRegistry>) -> Self {
-        Self { conversational: BTreeMap::new(), triage: None, checkpointer, runs }
+    pub fn new(
+        workflows: Vec<Arc<dyn HostedWorkflow>>,
+        checkpointer: Arc<dyn Checkpointer>,
+        runs: Arc<RunRegistry>,
+    ) -> Self {
+        Self { workflows, checkpointer, runs }
     }
 
-    pub fn set_triage(&mut self, desk: Arc<TriageDesk>) {
-        self.triage = Some(desk);
+    /// Every hosted workflow.
+    pub fn workflows(&self) -> impl Iterator<Item = &Arc<dyn HostedWorkflow>> {
+        self.workflows.iter()
     }
 
-    pub fn triage(&self) -> Option<&Arc<TriageDesk>> {
-        self.triage.as_ref()
-    }
-
-    /// Every hosted workflow, conversational first.
-    pub fn workflows(&self) -> Vec<WorkflowInfo> {
-        let mut all: Vec<WorkflowInfo> = self
-            .conversational
-            .values()
-            .map(|w| WorkflowInfo {
-                name: w.name().to_owned(),
-                description: w.description().to_owned(),
-                kind: WorkflowKind::Conversational,
-                graph: w.graph(),
-            })
-            .collect();
-        if let Some(desk) = &self.triage {
-            all.push(WorkflowInfo {
-                name: frontdesk_workflows::triage::NAME.to_owned(),
-                description: TRIAGE_DESCRIPTION.to_owned(),
-                kind: WorkflowKind::Task,
-                graph: desk.runner().graph().describe(),
-            });
-        }
-        all
-    }
-
-    pub fn workflow(&self, name: &str) -> Result<WorkflowInfo, WorkflowError> {
-        self.workflows()
-            .into_iter()
-            .find(|w| w.name == name)
+    pub fn workflow(&self, name: &str) -> Result<&Arc<dyn HostedWorkflow>, WorkflowError> {
+        self.workflows
+            .iter()
+            .find(|w| w.name() == name)
             .ok_or_else(|| WorkflowError::NotFound { what: "workflow", id: name.to_owned() })
     }
 
-    pub fn add_conversational(&mut self, workflow: Arc<dyn ConversationWorkflow>) {
-        self.conversational.insert(workflow.name().to_owned(), workflow);
+    /// The hosted workflow of type `T` (such as `workflows::triage::HostedTriage`).
+    pub fn find<T: HostedWorkflow>(&self) -> Option<&T> {
+        self.workflows.iter().find_map(|w| w.as_any().downcast_ref::<T>())
     }
 
     pub fn runs(&self) -> &Arc<RunRegistry> {
         &self.runs
     }
 
-    pub fn conversational(&self) -> impl Iterator<Item = &Arc<dyn ConversationWorkflow>> {
-        self.conversational.values()
+    fn conversational(&self) -> impl Iterator<Item = &Conversations> {
+        self.workflows.iter().filter_map(|w| match w.kind() {
+            WorkflowKind::Conversational(conversations) => Some(conversations),
+            WorkflowKind::Task => None,
+        })
     }
 
-    pub fn conversation_workflow(&self, name: &str) -> Result<&Arc<dyn ConversationWorkflow>, WorkflowError> {
-        self.conversational.get(name).ok_or_else(|| WorkflowError::NotFound { what: "workflow", id: name.to_owned() })
+    /// A conversational workflow by name; a task workflow is `NotConversational`.
+    pub fn conversation_workflow(&self, name: &str) -> Result<&Conversations, WorkflowError> {
+        match self.workflow(name)?.kind() {
+            WorkflowKind::Conversational(conversations) => Ok(conversations),
+            WorkflowKind::Task => Err(WorkflowError::NotConversational { workflow: name.to_owned() }),
+        }
     }
 
     /// The workflow that owns a conversation.
-    pub async fn owner_of(&self, conversation_id: &str) -> Result<&Arc<dyn ConversationWorkflow>, WorkflowError> {
+    pub async fn owner_of(&self, conversation_id: &str) -> Result<&Conversations, WorkflowError> {
         validate_id(conversation_id)?;
         let not_found = || WorkflowError::NotFound { what: "conversation", id: conversation_id.to_owned() };
         let thread = self.checkpointer.thread(conversation_id).await?.ok_or_else(not_found)?;
-        self.conversational.get(&thread.workflow).ok_or_else(not_found)
+        self.conversational().find(|c| c.name() == thread.workflow).ok_or_else(not_found)
     }
 
     /// Conversations of every conversational workflow (or one), ordered by id.
@@ -104,7 +74,7 @@ impl Registry {
         workflow: Option<&str>,
         after: Option<String>,
         limit: usize,
-    ) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError> {
+    ) -> Result<(Vec<ConversationView<pb::conversation::State>>, Option<String>), WorkflowError> {
         if let Some(name) = workflow {
             return self.conversation_workflow(name)?.list(after, limit).await;
         }
@@ -117,7 +87,7 @@ impl Registry {
                 .await?;
             for thread in &page.threads {
                 after = Some(thread.thread_id.clone());
-                let Some(owner) = self.conversational.get(&thread.workflow) else { continue };
+                let Some(owner) = self.conversational().find(|c| c.name() == thread.workflow) else { continue };
                 match owner.summarize(thread).await {
                     Ok(view) => views.push(view),
                     Err(WorkflowError::NotFound { .. }) => continue,
@@ -135,18 +105,12 @@ impl Registry {
         }
     }
 
-    /// Finishes the runs a crash interrupted, for every workflow.
+    /// Finishes the runs a crash interrupted, for every workflow (each in its own way: see
+    /// `HostedWorkflow::recover`).
     pub async fn recover(&self) -> Result<usize, WorkflowError> {
         let mut total = 0;
-        for workflow in self.conversational.values() {
+        for workflow in &self.workflows {
             total += workflow.recover().await?;
-        }
-        if let Some(desk) = &self.triage {
-            // Sweep first: a crash can bring back the accepting checkpoint of a run whose ticket
-            // is already archived (its erase was not yet durable), and resuming that run would
-            // triage the ticket again. Recovered runs archive their tickets themselves.
-            desk.sweep().await?;
-            total += desk.runner().recover().await?;
         }
         Ok(total)
     }

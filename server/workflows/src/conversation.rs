@@ -1,5 +1,9 @@
 //! Conversational workflows (intake now, service_call later) behind one object-safe trait, and
 //! the generic host that implements it for any [`ConversationSpec`] on the runtime.
+//!
+//! Each workflow shows its state as its own typed view (`ConversationSpec::View`, such as
+//! `IntakeView`); nothing here lists the workflows. The service layer turns a view into its
+//! wire form beside the workflow's adapter.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 
@@ -8,45 +12,64 @@ use frontdesk_runtime::{
     BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, State,
     ThreadQuery, ThreadSummary,
 };
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::{intake::IntakeView, Message, WorkflowError};
+use crate::{Message, WorkflowError};
 
-/// The workflow-specific part of a conversation's state, as callers see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "workflow", rename_all = "snake_case")]
-pub enum StateView {
-    Intake(IntakeView),
-}
-
+/// A conversation as callers see it; `V` is the workflow's view of its own state.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConversationView {
+pub struct ConversationView<V> {
     pub id: String,
     pub workflow: String,
     pub created_at: SystemTime,
     pub updated_at: SystemTime,
     pub version: u64,
     pub turn_count: u32,
-    pub state: StateView,
+    pub state: V,
     /// The message history; empty where only the summary was asked for.
     pub messages: Vec<Message>,
 }
 
+impl<V> ConversationView<V> {
+    /// The same conversation with its state shown another way (the service's wire form).
+    pub fn map<W>(self, show: impl FnOnce(V) -> W) -> ConversationView<W> {
+        let ConversationView { id, workflow, created_at, updated_at, version, turn_count, state, messages } = self;
+        ConversationView { id, workflow, created_at, updated_at, version, turn_count, state: show(state), messages }
+    }
+}
+
 /// What a finished turn reports, and what the checkpoint store keeps for idempotent replays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnOutput {
+pub struct TurnOutput<V> {
     pub reply: Option<Message>,
     pub turn_count: u32,
-    pub state: StateView,
+    pub state: StoredView<V>,
+}
+
+/// A view as a turn's recorded output holds it: `{"workflow": NAME, ...view}`. Recorded outputs
+/// outlive releases (an idempotent retry replays one), so this shape stays as it was when the
+/// views were variants of one enum tagged by workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredView<V> {
+    pub workflow: String,
+    #[serde(flatten)]
+    pub view: V,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
+pub struct TurnOutcome<V> {
     pub run_id: String,
     pub reply: Option<Message>,
-    pub conversation: ConversationView,
+    pub conversation: ConversationView<V>,
     pub replayed: bool,
+}
+
+impl<V> TurnOutcome<V> {
+    pub fn map<W>(self, show: impl FnOnce(V) -> W) -> TurnOutcome<W> {
+        let TurnOutcome { run_id, reply, conversation, replayed } = self;
+        TurnOutcome { run_id, reply, conversation: conversation.map(show), replayed }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,13 +78,20 @@ pub struct TurnOptions {
     pub busy: BusyPolicy,
 }
 
-type OutcomeFuture = Pin<Box<dyn Future<Output = Result<TurnOutcome, WorkflowError>> + Send>>;
+type OutcomeFuture<V> = Pin<Box<dyn Future<Output = Result<TurnOutcome<V>, WorkflowError>> + Send>>;
 
 /// A running turn: its events as they happen, then its outcome.
-pub struct TurnHandle {
+pub struct TurnHandle<V> {
     pub run_id: String,
     pub events: mpsc::Receiver<Event>,
-    pub outcome: OutcomeFuture,
+    pub outcome: OutcomeFuture<V>,
+}
+
+impl<V: 'static> TurnHandle<V> {
+    pub fn map<W: 'static>(self, show: impl FnOnce(V) -> W + Send + 'static) -> TurnHandle<W> {
+        let TurnHandle { run_id, events, outcome } = self;
+        TurnHandle { run_id, events, outcome: Box::pin(async move { outcome.await.map(|o| o.map(show)) }) }
+    }
 }
 
 /// Limits every conversation enforces.
@@ -81,6 +111,8 @@ impl Default for ConversationLimits {
 
 #[async_trait]
 pub trait ConversationWorkflow: Send + Sync + 'static {
+    /// How a conversation's state is shown.
+    type View: Send + 'static;
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     fn graph(&self) -> GraphDescription;
@@ -91,12 +123,12 @@ pub trait ConversationWorkflow: Send + Sync + 'static {
         &self,
         id: Option<String>,
         idempotency_key: Option<String>,
-    ) -> Result<(ConversationView, Message), WorkflowError>;
-    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle, WorkflowError>;
-    async fn get(&self, id: &str) -> Result<ConversationView, WorkflowError>;
+    ) -> Result<(ConversationView<Self::View>, Message), WorkflowError>;
+    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<Self::View>, WorkflowError>;
+    async fn get(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
     /// Summary (no messages) of a stored thread of this workflow.
-    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView, WorkflowError>;
-    async fn reset(&self, id: &str) -> Result<ConversationView, WorkflowError>;
+    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView<Self::View>, WorkflowError>;
+    async fn reset(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
     async fn delete(&self, id: &str) -> Result<(), WorkflowError>;
     /// Finishes runs a crash interrupted (start-up).
     async fn recover(&self) -> Result<usize, WorkflowError>;
@@ -105,12 +137,14 @@ pub trait ConversationWorkflow: Send + Sync + 'static {
         &self,
         after: Option<String>,
         limit: usize,
-    ) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError>;
+    ) -> Result<(Vec<ConversationView<Self::View>>, Option<String>), WorkflowError>;
 }
 
 /// What a conversational workflow defines; [`ConversationHost`] does the rest.
 pub trait ConversationSpec: Send + Sync + 'static {
     type State: State;
+    /// The state as callers see it. Serialized into each turn's recorded output.
+    type View: Clone + std::fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     /// The state of a new conversation, holding the welcome message.
@@ -118,7 +152,7 @@ pub trait ConversationSpec: Send + Sync + 'static {
     fn user_turn(&self, message: Message) -> <Self::State as State>::Update;
     fn messages<'s>(&self, state: &'s Self::State) -> &'s [Message];
     fn turn_count(&self, state: &Self::State) -> u32;
-    fn view(&self, state: &Self::State) -> StateView;
+    fn view(&self, state: &Self::State) -> Self::View;
     /// The state after a reset (clear everything, messages included).
     fn reset(&self, state: &Self::State) -> Self::State;
 }
@@ -126,7 +160,8 @@ pub trait ConversationSpec: Send + Sync + 'static {
 /// The graph output of every conversational workflow: the turn's reply and the new state view.
 pub fn turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> serde_json::Value {
     let reply = spec.messages(state).last().filter(|m| m.role == crate::Role::Assistant).cloned();
-    let output = TurnOutput { reply, turn_count: spec.turn_count(state), state: spec.view(state) };
+    let view = StoredView { workflow: spec.name().to_owned(), view: spec.view(state) };
+    let output = TurnOutput { reply, turn_count: spec.turn_count(state), state: view };
     serde_json::to_value(output).unwrap_or(serde_json::Value::Null)
 }
 
@@ -156,11 +191,9 @@ fn not_found(id: &str) -> WorkflowError {
     WorkflowError::NotFound { what: "conversation", id: id.to_owned() }
 }
 
-fn map_run_error(error: RunError) -> WorkflowError {
-    match error {
-        RunError::NotFound { thread_id } => not_found(&thread_id),
-        other => WorkflowError::Run(other),
-    }
+/// A conversation's thread id is its conversation id.
+fn map_run_error(id: &str, error: RunError) -> WorkflowError {
+    WorkflowError::run_on("conversation", id, error)
 }
 
 impl<C: ConversationSpec> ConversationHost<C> {
@@ -179,7 +212,7 @@ impl<C: ConversationSpec> ConversationHost<C> {
         cp: &Checkpoint,
         created_at: SystemTime,
         messages: bool,
-    ) -> ConversationView {
+    ) -> ConversationView<C::View> {
         ConversationView {
             id: id.to_owned(),
             workflow: self.spec.name().to_owned(),
@@ -194,7 +227,8 @@ impl<C: ConversationSpec> ConversationHost<C> {
 
     async fn load(&self, id: &str) -> Result<(C::State, Checkpoint, SystemTime), WorkflowError> {
         validate_id(id)?;
-        let (state, cp) = self.runner.state(id).await.map_err(map_run_error)?.ok_or_else(|| not_found(id))?;
+        let (state, cp) =
+            self.runner.state(id).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
         if cp.workflow != self.spec.name() {
             return Err(not_found(id));
         }
@@ -210,14 +244,14 @@ struct Finished {
     replayed: bool,
 }
 
-async fn finish_turn(
+async fn finish_turn<V: DeserializeOwned>(
     finished: Result<Finished, RunError>,
     id: String,
     workflow: String,
     checkpointer: Arc<dyn frontdesk_runtime::Checkpointer>,
-) -> Result<TurnOutcome, WorkflowError> {
-    let finished = finished.map_err(map_run_error)?;
-    let output: TurnOutput =
+) -> Result<TurnOutcome<V>, WorkflowError> {
+    let finished = finished.map_err(|e| map_run_error(&id, e))?;
+    let output: TurnOutput<V> =
         serde_json::from_value(finished.output).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
     let thread = checkpointer.thread(&id).await?;
     let now = SystemTime::now();
@@ -232,7 +266,7 @@ async fn finish_turn(
             workflow,
             version: finished.version,
             turn_count: output.turn_count,
-            state: output.state,
+            state: output.state.view,
             messages: Vec::new(),
         },
     })
@@ -240,6 +274,8 @@ async fn finish_turn(
 
 #[async_trait]
 impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
+    type View = C::View;
+
     fn name(&self) -> &str {
         self.spec.name()
     }
@@ -260,7 +296,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         &self,
         id: Option<String>,
         idempotency_key: Option<String>,
-    ) -> Result<(ConversationView, Message), WorkflowError> {
+    ) -> Result<(ConversationView<C::View>, Message), WorkflowError> {
         let id = match (id, &idempotency_key) {
             (Some(id), _) => id,
             (None, Some(key)) => {
@@ -285,11 +321,11 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 Ok((self.view(&id, &state, &cp, created_at, false), welcome))
             }
             Err(RunError::AlreadyExists { .. }) => Err(WorkflowError::AlreadyExists { what: "conversation", id }),
-            Err(other) => Err(map_run_error(other)),
+            Err(other) => Err(map_run_error(&id, other)),
         }
     }
 
-    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle, WorkflowError> {
+    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<C::View>, WorkflowError> {
         validate_id(id)?;
         let text = text.trim();
         if text.is_empty() {
@@ -312,7 +348,8 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         }
         // One read answers both "does it exist" and "is it at its turn limit"; the runner reads
         // the newest checkpoint again under the thread lock, which is the read that counts.
-        let (state, cp) = self.runner.state(id).await.map_err(map_run_error)?.ok_or_else(|| not_found(id))?;
+        let (state, cp) =
+            self.runner.state(id).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
         if cp.workflow != self.spec.name() {
             return Err(not_found(id));
         }
@@ -333,7 +370,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         let mut request = RunRequest::new(id, RunInput::Update(self.spec.user_turn(Message::user(text))));
         request.idempotency_key = options.idempotency_key;
         request.busy = options.busy;
-        let handle = self.runner.start(request).await.map_err(map_run_error)?;
+        let handle = self.runner.start(request).await.map_err(|e| map_run_error(id, e))?;
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
         let checkpointer = self.runner.checkpointer().clone();
@@ -353,31 +390,31 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         Ok(TurnHandle { run_id, events, outcome })
     }
 
-    async fn get(&self, id: &str) -> Result<ConversationView, WorkflowError> {
+    async fn get(&self, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
         let (state, cp, created_at) = self.load(id).await?;
         Ok(self.view(id, &state, &cp, created_at, true))
     }
 
-    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView, WorkflowError> {
+    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView<C::View>, WorkflowError> {
         let (state, cp) = self
             .runner
             .state(&thread.thread_id)
             .await
-            .map_err(map_run_error)?
+            .map_err(|e| map_run_error(&thread.thread_id, e))?
             .ok_or_else(|| not_found(&thread.thread_id))?;
         Ok(self.view(&thread.thread_id, &state, &cp, thread.created_at, false))
     }
 
-    async fn reset(&self, id: &str) -> Result<ConversationView, WorkflowError> {
+    async fn reset(&self, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
         let (state, _, created_at) = self.load(id).await?;
         let reset = self.spec.reset(&state);
-        let cp = self.runner.overwrite_state(id, &reset).await.map_err(map_run_error)?;
+        let cp = self.runner.overwrite_state(id, &reset).await.map_err(|e| map_run_error(id, e))?;
         Ok(self.view(id, &reset, &cp, created_at, false))
     }
 
     async fn delete(&self, id: &str) -> Result<(), WorkflowError> {
         self.load(id).await?;
-        if self.runner.delete_thread(id).await.map_err(map_run_error)? {
+        if self.runner.delete_thread(id).await.map_err(|e| map_run_error(id, e))? {
             Ok(())
         } else {
             Err(not_found(id))
@@ -392,7 +429,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         &self,
         after: Option<String>,
         limit: usize,
-    ) -> Result<(Vec<ConversationView>, Option<String>), WorkflowError> {
+    ) -> Result<(Vec<ConversationView<C::View>>, Option<String>), WorkflowError> {
         let page = self
             .runner
             .checkpointer()

@@ -11,9 +11,23 @@ pub enum WorkflowError {
     NotFound { what: &'static str, id: String },
     #[error("{what} {id} already exists")]
     AlreadyExists { what: &'static str, id: String },
+    /// A task workflow (driven through its own service) was addressed as a conversation.
+    #[error("workflow {workflow} is not conversational; use its own service")]
+    NotConversational { workflow: String },
     /// A configured limit was reached.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded { limit: &'static str, max: u64 },
+    /// A runner error on the thread of one of the workflow's entities. The runtime only knows
+    /// thread ids, which are the workflow's business (a triage thread is `customer:ticket`), so
+    /// the workflow names the entity as its callers know it (see [`WorkflowError::run_on`]).
+    #[error("{what} {id}: {source}")]
+    Thread {
+        what: &'static str,
+        id: String,
+        #[source]
+        source: RunError,
+    },
+    /// A runner error whose thread the workflow did not name.
     #[error(transparent)]
     Run(#[from] RunError),
     #[error(transparent)]
@@ -32,4 +46,18 @@ pub enum WorkflowError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl WorkflowError {
+    /// `error`, from a run on the thread of `what` `id` (a conversation, a ticket): a missing or
+    /// clashing thread becomes that entity's `NotFound` / `AlreadyExists`, anything else keeps
+    /// the runner's error with the entity named beside it.
+    pub fn run_on(what: &'static str, id: impl Into<String>, error: RunError) -> Self {
+        let id = id.into();
+        match error {
+            RunError::NotFound { .. } => WorkflowError::NotFound { what, id },
+            RunError::AlreadyExists { .. } => WorkflowError::AlreadyExists { what, id },
+            source => WorkflowError::Thread { what, id, source },
+        }
+    }
 }

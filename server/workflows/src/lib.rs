@@ -12,6 +12,6 @@ pub mod llm_node;
 pub mod message;
 pub mod triage;
 
-pub use conversation::{ConversationView, ConversationWorkflow, StateView, TurnHandle, TurnOptions, TurnOutcome};
+pub use conversation::{ConversationView, ConversationWorkflow, TurnHandle, TurnOptions, TurnOutcome};
 pub use error::WorkflowError;
 pub use message::{Message, Role};

@@ -1,4 +1,6 @@
-//! gRPC adapters: validate, convert proto to domain, call, convert back. No logic lives here.
+//! The shared gRPC adapters (`ConversationService`, `WorkflowService`) and what every adapter
+//! uses: validate, convert proto to domain, call, convert back. No logic lives here. A task
+//! workflow's own service lives beside its adapter (`workflows/<name>/`).
 
 use std::future::Future;
 
@@ -12,7 +14,6 @@ use tracing::debug;
 use crate::{convert, error::to_status};
 
 pub mod conversation;
-pub mod triage;
 pub mod workflow;
 
 /// Page sizes: 0 means the default, anything above the maximum is clamped.

@@ -8,17 +8,15 @@ use tonic::{Request, Response, Status};
 use crate::{
     convert,
     error::{invalid_argument, to_status},
-    registry::{Registry, WorkflowInfo, WorkflowKind},
+    registry::Registry,
+    workflows::HostedWorkflow,
 };
 
-fn workflow(info: &WorkflowInfo) -> pb::Workflow {
+fn workflow(hosted: &dyn HostedWorkflow) -> pb::Workflow {
     pb::Workflow {
-        name: info.name.clone(),
-        description: info.description.clone(),
-        kind: match info.kind {
-            WorkflowKind::Conversational => pb::WorkflowKind::Conversational,
-            WorkflowKind::Task => pb::WorkflowKind::Task,
-        } as i32,
+        name: hosted.name().to_owned(),
+        description: hosted.description().to_owned(),
+        kind: hosted.kind().to_proto() as i32,
     }
 }
 
@@ -39,7 +37,7 @@ impl WorkflowService for WorkflowApi {
         request: Request<pb::ListWorkflowsRequest>,
     ) -> Result<Response<pb::ListWorkflowsResponse>, Status> {
         let pb::ListWorkflowsRequest {} = request.into_inner();
-        let workflows = self.registry.workflows().into_iter().map(|w| workflow(&w)).collect();
+        let workflows = self.registry.workflows().map(|w| workflow(&**w)).collect();
         Ok(Response::new(pb::ListWorkflowsResponse { workflows }))
     }
 
@@ -51,9 +49,8 @@ impl WorkflowService for WorkflowApi {
         if name.is_empty() {
             return Err(invalid_argument("name", "must name a workflow"));
         }
-        let info = self.registry.workflow(&name).map_err(to_status)?;
-        let summary = workflow(&info);
-        Ok(Response::new(convert::graph(info.graph, summary)))
+        let hosted = self.registry.workflow(&name).map_err(to_status)?;
+        Ok(Response::new(convert::graph(hosted.graph(), workflow(&**hosted))))
     }
 
     async fn cancel_run(

@@ -26,7 +26,7 @@ pub use config::{FieldConfig, IntakeConfig, TeamConfig};
 pub use submit::{Receipt, Submission, SubmitError, Submitter};
 
 use crate::{
-    conversation::{turn_output, ConversationSpec, StateView},
+    conversation::{turn_output, ConversationSpec},
     Message,
 };
 
@@ -138,6 +138,7 @@ pub struct IntakeSpec {
 
 impl ConversationSpec for IntakeSpec {
     type State = IntakeState;
+    type View = IntakeView;
 
     fn name(&self) -> &str {
         NAME
@@ -166,8 +167,8 @@ impl ConversationSpec for IntakeSpec {
         state.turns
     }
 
-    fn view(&self, state: &IntakeState) -> StateView {
-        StateView::Intake(IntakeView {
+    fn view(&self, state: &IntakeState) -> IntakeView {
+        IntakeView {
             mode: state.mode,
             collected_fields: state.collected_fields.clone(),
             fields_marked_unknown: state.fields_marked_unknown.clone(),
@@ -176,7 +177,7 @@ impl ConversationSpec for IntakeSpec {
             identified_team_name: state.identified_team_name.clone(),
             submission_url: state.submission_url.clone(),
             submission_error: state.submission_error.clone(),
-        })
+        }
     }
 
     fn reset(&self, state: &IntakeState) -> IntakeState {
@@ -221,4 +222,34 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
         .output(move |s: &IntakeState| turn_output(&*output_spec, s))
         .build()?;
     Ok((spec, graph))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::TurnOutput;
+
+    /// Recorded outputs are replayed by idempotent retries, across releases.
+    #[test]
+    fn a_turn_output_recorded_when_views_were_an_enum_still_decodes() {
+        let recorded = serde_json::json!({
+            "reply": null,
+            "turn_count": 2,
+            "state": {
+                "workflow": "intake",
+                "mode": "REVIEW",
+                "collected_fields": {"title": "New laptop"},
+                "fields_marked_unknown": [],
+                "missing_fields": [],
+                "identified_team_id": "it",
+                "identified_team_name": null,
+                "submission_url": null,
+                "submission_error": null
+            }
+        });
+        let output: TurnOutput<IntakeView> = serde_json::from_value(recorded.clone()).unwrap();
+        assert_eq!(output.state.view.mode, Mode::Review);
+        assert_eq!(output.state.view.identified_team_id.as_deref(), Some("it"));
+        assert_eq!(serde_json::to_value(&output).unwrap(), recorded);
+    }
 }

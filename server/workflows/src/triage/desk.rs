@@ -334,19 +334,20 @@ impl TriageDesk {
         run.idempotency_key = request.idempotency_key.clone();
         // A new ticket's thread must not exist: a clashing id is refused, never merged.
         run.mode = if resolution.matched_existing { ThreadMode::Existing } else { ThreadMode::New };
-        let handle = self.runner.start(run).await.map_err(|error| match error {
-            RunError::AlreadyExists { .. } => {
-                WorkflowError::AlreadyExists { what: "ticket", id: resolution.ticket_id.clone() }
-            }
-            other => WorkflowError::Run(other),
-        })?;
+        // Errors name the ticket, not the thread: its id is what the caller holds.
+        let ticket_id = resolution.ticket_id.clone();
+        let handle =
+            self.runner.start(run).await.map_err(|error| WorkflowError::run_on("ticket", ticket_id.clone(), error))?;
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
 
         let finisher = self.finisher();
         let key = request.idempotency_key;
         let outcome = Box::pin(async move {
-            let outcome = outcome.await.unwrap_or(Err(RunError::Lost)).map_err(WorkflowError::Run)?;
+            let outcome = outcome
+                .await
+                .unwrap_or(Err(RunError::Lost))
+                .map_err(|error| WorkflowError::run_on("ticket", ticket_id, error))?;
             // The typed state when the run has it; the JSON output only for a replayed run.
             let output = match &outcome.state {
                 Some(state) => TriageOutput::of(state),

@@ -36,6 +36,9 @@ use self::{customers::CustomerDirectory, kb::KnowledgeBase};
 
 pub const NAME: &str = "triage";
 
+pub const DESCRIPTION: &str = "Support-ticket triage: ticket matching, translation, classification with customer \
+lookup, billing / technical / general specialists with a knowledge base or escalation, persistence";
+
 frontdesk_runtime::state! {
     /// The triage thread's state (the seed's AgentState).
     pub struct TriageState / TriageUpdate {

@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66rontdesk/v1/common.proto\x12\x0c\x66rontdesk.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x06\n\x08RunEvent\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n\x08\x65vent_id\x18\x02 \x01(\x04R\x07\x65ventId\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x12\n\x04node\x18\x04 \x01(\tR\x04node\x12;\n\x0brun_started\x18\n \x01(\x0b\x32\x18.frontdesk.v1.RunStartedH\x00R\nrunStarted\x12>\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x19.frontdesk.v1.NodeStartedH\x00R\x0bnodeStarted\x12\x41\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1a.frontdesk.v1.NodeFinishedH\x00R\x0cnodeFinished\x12;\n\x0btoken_delta\x18\r \x01(\x0b\x32\x18.frontdesk.v1.TokenDeltaH\x00R\ntokenDelta\x12K\n\x11llm_call_finished\x18\x0e \x01(\x0b\x32\x1d.frontdesk.v1.LlmCallFinishedH\x00R\x0fllmCallFinished\x12;\n\x0btool_called\x18\x0f \x01(\x0b\x32\x18.frontdesk.v1.ToolCalledH\x00R\ntoolCalled\x12\x41\n\rtool_returned\x18\x10 \x01(\x0b\x32\x1a.frontdesk.v1.ToolReturnedH\x00R\x0ctoolReturned\x12G\n\x0frun_interrupted\x18\x11 \x01(\x0b\x32\x1c.frontdesk.v1.RunInterruptedH\x00R\x0erunInterrupted\x12>\n\x0crun_finished\x18\x12 \x01(\x0b\x32\x19.frontdesk.v1.RunFinishedH\x00R\x0brunFinished\x12\x38\n\nrun_failed\x18\x13 \x01(\x0b\x32\x17.frontdesk.v1.RunFailedH\x00R\trunFailedB\x06\n\x04kind\"_\n\nRunStarted\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08workflow\x18\x02 \x01(\tR\x08workflow\x12\x18\n\x07resumed\x18\x03 \x01(\x08R\x07resumed\"!\n\x0bNodeStarted\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\"\x97\x01\n\x0cNodeFinished\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x1f\n\x0bupdate_json\x18\x02 \x01(\tR\nupdateJson\x12\x35\n\x08\x64uration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x1b\n\tnext_node\x18\x04 \x01(\tR\x08nextNode\" \n\nTokenDelta\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\"\xbd\x01\n\x0fLlmCallFinished\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\x05usage\x12\x33\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x18\n\x07purpose\x18\x04 \x01(\tR\x07purpose\x12\x1a\n\x08\x61ttempts\x18\x05 \x01(\rR\x08\x61ttempts\"t\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11\x63ompletion_tokens\x18\x02 \x01(\x04R\x10\x63ompletionTokens\x12\x19\n\x08\x63ost_usd\x18\x03 \x01(\x01R\x07\x63ostUsd\"`\n\nToolCalled\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12%\n\x0e\x61rguments_json\x18\x03 \x01(\tR\rargumentsJson\"w\n\x0cToolReturned\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n\x0bresult_json\x18\x03 \x01(\tR\nresultJson\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\"K\n\x0eRunInterrupted\x12\x16\n\x06reason\x18\x01 \x01(\tR\x06reason\x12!\n\x0cpayload_json\x18\x02 \x01(\tR\x0bpayloadJson\"\xa6\x01\n\x0bRunFinished\x12\x14\n\x05steps\x18\x01 \x01(\rR\x05steps\x12\x35\n\x08\x64uration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12)\n\x05usage\x18\x03 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\x05usage\x12\x1f\n\x0boutput_json\x18\x04 \x01(\tR\noutputJson\"Q\n\tRunFailed\x12\x12\n\x04\x63ode\x18\x01 \x01(\x05R\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason*\x81\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45RROR_REASON_THREAD_BUSY\x10\x01\x12$\n ERROR_REASON_CHECKPOINT_CONFLICT\x10\x02\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x03\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x04\x12\x1f\n\x1b\x45RROR_REASON_LIMIT_EXCEEDED\x10\x05\x12\"\n\x1e\x45RROR_REASON_MODEL_UNAVAILABLE\x10\x06\x12%\n!ERROR_REASON_MODEL_OUTPUT_INVALID\x10\x07\x12\"\n\x1e\x45RROR_REASON_DEADLINE_EXCEEDED\x10\x08\x12\x1a\n\x16\x45RROR_REASON_CANCELLED\x10\t\x12\x1b\n\x17\x45RROR_REASON_STEP_LIMIT\x10\n\x12\"\n\x1e\x45RROR_REASON_STORE_UNAVAILABLE\x10\x0b\x12%\n!ERROR_REASON_IDEMPOTENCY_MISMATCH\x10\x0c\x12\"\n\x1e\x45RROR_REASON_DEPENDENCY_FAILED\x10\r\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\x0e\x42\x42Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66rontdesk/v1/common.proto\x12\x0c\x66rontdesk.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\t\n\x08RunEvent\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n\x08\x65vent_id\x18\x02 \x01(\x04R\x07\x65ventId\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x12\n\x04node\x18\x04 \x01(\tR\x04node\x12\x17\n\x04task\x18\x05 \x01(\rH\x01R\x04task\x88\x01\x01\x12;\n\x0brun_started\x18\n \x01(\x0b\x32\x18.frontdesk.v1.RunStartedH\x00R\nrunStarted\x12>\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x19.frontdesk.v1.NodeStartedH\x00R\x0bnodeStarted\x12\x41\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1a.frontdesk.v1.NodeFinishedH\x00R\x0cnodeFinished\x12;\n\x0btoken_delta\x18\r \x01(\x0b\x32\x18.frontdesk.v1.TokenDeltaH\x00R\ntokenDelta\x12K\n\x11llm_call_finished\x18\x0e \x01(\x0b\x32\x1d.frontdesk.v1.LlmCallFinishedH\x00R\x0fllmCallFinished\x12;\n\x0btool_called\x18\x0f \x01(\x0b\x32\x18.frontdesk.v1.ToolCalledH\x00R\ntoolCalled\x12\x41\n\rtool_returned\x18\x10 \x01(\x0b\x32\x1a.frontdesk.v1.ToolReturnedH\x00R\x0ctoolReturned\x12G\n\x0frun_interrupted\x18\x11 \x01(\x0b\x32\x1c.frontdesk.v1.RunInterruptedH\x00R\x0erunInterrupted\x12>\n\x0crun_finished\x18\x12 \x01(\x0b\x32\x19.frontdesk.v1.RunFinishedH\x00R\x0brunFinished\x12\x38\n\nrun_failed\x18\x13 \x01(\x0b\x32\x17.frontdesk.v1.RunFailedH\x00R\trunFailed\x12\x41\n\rnode_retrying\x18\x14 \x01(\x0b\x32\x1a.frontdesk.v1.NodeRetryingH\x00R\x0cnodeRetrying\x12;\n\x0bnode_failed\x18\x15 \x01(\x0b\x32\x18.frontdesk.v1.NodeFailedH\x00R\nnodeFailed\x12J\n\x10tasks_dispatched\x18\x16 \x01(\x0b\x32\x1d.frontdesk.v1.TasksDispatchedH\x00R\x0ftasksDispatched\x12\x41\n\rtask_finished\x18\x17 \x01(\x0b\x32\x1a.frontdesk.v1.TaskFinishedH\x00R\x0ctaskFinished\x12J\n\x10interrupt_raised\x18\x18 \x01(\x0b\x32\x1d.frontdesk.v1.InterruptRaisedH\x00R\x0finterruptRaisedB\x06\n\x04kindB\x07\n\x05_task\"_\n\nRunStarted\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1a\n\x08workflow\x18\x02 \x01(\tR\x08workflow\x12\x18\n\x07resumed\x18\x03 \x01(\x08R\x07resumed\"!\n\x0bNodeStarted\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\"\x97\x01\n\x0cNodeFinished\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x1f\n\x0bupdate_json\x18\x02 \x01(\tR\nupdateJson\x12\x35\n\x08\x64uration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x1b\n\tnext_node\x18\x04 \x01(\tR\x08nextNode\" \n\nTokenDelta\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\"\xbd\x01\n\x0fLlmCallFinished\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12)\n\x05usage\x18\x02 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\x05usage\x12\x33\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x18\n\x07purpose\x18\x04 \x01(\tR\x07purpose\x12\x1a\n\x08\x61ttempts\x18\x05 \x01(\rR\x08\x61ttempts\"t\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x04R\x0cpromptTokens\x12+\n\x11\x63ompletion_tokens\x18\x02 \x01(\x04R\x10\x63ompletionTokens\x12\x19\n\x08\x63ost_usd\x18\x03 \x01(\x01R\x07\x63ostUsd\"`\n\nToolCalled\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12%\n\x0e\x61rguments_json\x18\x03 \x01(\tR\rargumentsJson\"w\n\x0cToolReturned\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n\x0bresult_json\x18\x03 \x01(\tR\nresultJson\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\"\xc2\x01\n\x0cNodeRetrying\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x18\n\x07\x61ttempt\x18\x02 \x01(\rR\x07\x61ttempt\x12!\n\x0cmax_attempts\x18\x03 \x01(\rR\x0bmaxAttempts\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n\x07message\x18\x05 \x01(\tR\x07message\x12/\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05\x64\x65lay\"w\n\nNodeFailed\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\x12#\n\rfallback_node\x18\x04 \x01(\tR\x0c\x66\x61llbackNode\"^\n\x0fTasksDispatched\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x14\n\x05tasks\x18\x02 \x01(\rR\x05tasks\x12!\n\x0c\x61lready_done\x18\x03 \x01(\rR\x0b\x61lreadyDone\"z\n\x0cTaskFinished\x12\x12\n\x04step\x18\x01 \x01(\rR\x04step\x12\x1f\n\x0bupdate_json\x18\x02 \x01(\tR\nupdateJson\x12\x35\n\x08\x64uration\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\"o\n\x0fInterruptRaised\x12!\n\x0cinterrupt_id\x18\x01 \x01(\tR\x0binterruptId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n\x0cpayload_json\x18\x03 \x01(\tR\x0bpayloadJson\"\x87\x01\n\x0eRunInterrupted\x12\x1a\n\x06reason\x18\x01 \x01(\tB\x02\x18\x01R\x06reason\x12%\n\x0cpayload_json\x18\x02 \x01(\tB\x02\x18\x01R\x0bpayloadJson\x12\x32\n\x15pending_interrupt_ids\x18\x03 \x03(\tR\x13pendingInterruptIds\"\xa6\x01\n\x0bRunFinished\x12\x14\n\x05steps\x18\x01 \x01(\rR\x05steps\x12\x35\n\x08\x64uration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12)\n\x05usage\x18\x03 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\x05usage\x12\x1f\n\x0boutput_json\x18\x04 \x01(\tR\noutputJson\"Q\n\tRunFailed\x12\x12\n\x04\x63ode\x18\x01 \x01(\x05R\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason*\xda\x05\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45RROR_REASON_THREAD_BUSY\x10\x01\x12$\n ERROR_REASON_CHECKPOINT_CONFLICT\x10\x02\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x03\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x04\x12\x1f\n\x1b\x45RROR_REASON_LIMIT_EXCEEDED\x10\x05\x12\"\n\x1e\x45RROR_REASON_MODEL_UNAVAILABLE\x10\x06\x12%\n!ERROR_REASON_MODEL_OUTPUT_INVALID\x10\x07\x12\"\n\x1e\x45RROR_REASON_DEADLINE_EXCEEDED\x10\x08\x12\x1a\n\x16\x45RROR_REASON_CANCELLED\x10\t\x12\x1b\n\x17\x45RROR_REASON_STEP_LIMIT\x10\n\x12\"\n\x1e\x45RROR_REASON_STORE_UNAVAILABLE\x10\x0b\x12%\n!ERROR_REASON_IDEMPOTENCY_MISMATCH\x10\x0c\x12\"\n\x1e\x45RROR_REASON_DEPENDENCY_FAILED\x10\r\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\x0e\x12\x1f\n\x1b\x45RROR_REASON_ALREADY_EXISTS\x10\x0f\x12\"\n\x1e\x45RROR_REASON_NOTHING_TO_RESUME\x10\x10\x12\"\n\x1e\x45RROR_REASON_INTERRUPT_PENDING\x10\x11\x12#\n\x1f\x45RROR_REASON_NOT_CONVERSATIONAL\x10\x12\x12$\n ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n\x1f\x45RROR_REASON_INTERRUPT_ANSWERED\x10\x14\x42\x42Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,30 +34,44 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'frontdesk.v1.common_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1'
-  _globals['_ERRORREASON']._serialized_start=2079
-  _globals['_ERRORREASON']._serialized_end=2592
+  _globals['_RUNINTERRUPTED'].fields_by_name['reason']._loaded_options = None
+  _globals['_RUNINTERRUPTED'].fields_by_name['reason']._serialized_options = b'\030\001'
+  _globals['_RUNINTERRUPTED'].fields_by_name['payload_json']._loaded_options = None
+  _globals['_RUNINTERRUPTED'].fields_by_name['payload_json']._serialized_options = b'\030\001'
+  _globals['_ERRORREASON']._serialized_start=3172
+  _globals['_ERRORREASON']._serialized_end=3902
   _globals['_RUNEVENT']._serialized_start=109
-  _globals['_RUNEVENT']._serialized_end=898
-  _globals['_RUNSTARTED']._serialized_start=900
-  _globals['_RUNSTARTED']._serialized_end=995
-  _globals['_NODESTARTED']._serialized_start=997
-  _globals['_NODESTARTED']._serialized_end=1030
-  _globals['_NODEFINISHED']._serialized_start=1033
-  _globals['_NODEFINISHED']._serialized_end=1184
-  _globals['_TOKENDELTA']._serialized_start=1186
-  _globals['_TOKENDELTA']._serialized_end=1218
-  _globals['_LLMCALLFINISHED']._serialized_start=1221
-  _globals['_LLMCALLFINISHED']._serialized_end=1410
-  _globals['_USAGE']._serialized_start=1412
-  _globals['_USAGE']._serialized_end=1528
-  _globals['_TOOLCALLED']._serialized_start=1530
-  _globals['_TOOLCALLED']._serialized_end=1626
-  _globals['_TOOLRETURNED']._serialized_start=1628
-  _globals['_TOOLRETURNED']._serialized_end=1747
-  _globals['_RUNINTERRUPTED']._serialized_start=1749
-  _globals['_RUNINTERRUPTED']._serialized_end=1824
-  _globals['_RUNFINISHED']._serialized_start=1827
-  _globals['_RUNFINISHED']._serialized_end=1993
-  _globals['_RUNFAILED']._serialized_start=1995
-  _globals['_RUNFAILED']._serialized_end=2076
+  _globals['_RUNEVENT']._serialized_end=1279
+  _globals['_RUNSTARTED']._serialized_start=1281
+  _globals['_RUNSTARTED']._serialized_end=1376
+  _globals['_NODESTARTED']._serialized_start=1378
+  _globals['_NODESTARTED']._serialized_end=1411
+  _globals['_NODEFINISHED']._serialized_start=1414
+  _globals['_NODEFINISHED']._serialized_end=1565
+  _globals['_TOKENDELTA']._serialized_start=1567
+  _globals['_TOKENDELTA']._serialized_end=1599
+  _globals['_LLMCALLFINISHED']._serialized_start=1602
+  _globals['_LLMCALLFINISHED']._serialized_end=1791
+  _globals['_USAGE']._serialized_start=1793
+  _globals['_USAGE']._serialized_end=1909
+  _globals['_TOOLCALLED']._serialized_start=1911
+  _globals['_TOOLCALLED']._serialized_end=2007
+  _globals['_TOOLRETURNED']._serialized_start=2009
+  _globals['_TOOLRETURNED']._serialized_end=2128
+  _globals['_NODERETRYING']._serialized_start=2131
+  _globals['_NODERETRYING']._serialized_end=2325
+  _globals['_NODEFAILED']._serialized_start=2327
+  _globals['_NODEFAILED']._serialized_end=2446
+  _globals['_TASKSDISPATCHED']._serialized_start=2448
+  _globals['_TASKSDISPATCHED']._serialized_end=2542
+  _globals['_TASKFINISHED']._serialized_start=2544
+  _globals['_TASKFINISHED']._serialized_end=2666
+  _globals['_INTERRUPTRAISED']._serialized_start=2668
+  _globals['_INTERRUPTRAISED']._serialized_end=2779
+  _globals['_RUNINTERRUPTED']._serialized_start=2782
+  _globals['_RUNINTERRUPTED']._serialized_end=2917
+  _globals['_RUNFINISHED']._serialized_start=2920
+  _globals['_RUNFINISHED']._serialized_end=3086
+  _globals['_RUNFAILED']._serialized_start=3088
+  _globals['_RUNFAILED']._serialized_end=3169
 # @@protoc_insertion_point(module_scope)

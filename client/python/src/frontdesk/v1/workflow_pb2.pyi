@@ -43,12 +43,14 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class GraphNode(_message.Message):
-    __slots__ = ("name", "description")
+    __slots__ = ("name", "description", "fan_out")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    FAN_OUT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    fan_out: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., fan_out: _Optional[bool] = ...) -> None: ...
 
 class GraphEdge(_message.Message):
     __slots__ = ("source", "target", "conditional")
@@ -61,16 +63,18 @@ class GraphEdge(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., conditional: _Optional[bool] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "nodes", "edges", "mermaid")
+    __slots__ = ("workflow", "nodes", "edges", "mermaid", "failure_node")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
     MERMAID_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_NODE_FIELD_NUMBER: _ClassVar[int]
     workflow: Workflow
     nodes: _containers.RepeatedCompositeFieldContainer[GraphNode]
     edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
     mermaid: str
-    def __init__(self, workflow: _Optional[_Union[Workflow, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., mermaid: _Optional[str] = ...) -> None: ...
+    failure_node: str
+    def __init__(self, workflow: _Optional[_Union[Workflow, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., mermaid: _Optional[str] = ..., failure_node: _Optional[str] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("run_id",)

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file frontdesk/v1/common.proto.
  */
 export const file_frontdesk_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Chlmcm9udGRlc2svdjEvY29tbW9uLnByb3RvEgxmcm9udGRlc2sudjEi8wQKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoBBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRub2RlGAQgASgJEi8KC3J1bl9zdGFydGVkGAogASgLMhguZnJvbnRkZXNrLnYxLlJ1blN0YXJ0ZWRIABIxCgxub2RlX3N0YXJ0ZWQYCyABKAsyGS5mcm9udGRlc2sudjEuTm9kZVN0YXJ0ZWRIABIzCg1ub2RlX2ZpbmlzaGVkGAwgASgLMhouZnJvbnRkZXNrLnYxLk5vZGVGaW5pc2hlZEgAEi8KC3Rva2VuX2RlbHRhGA0gASgLMhguZnJvbnRkZXNrLnYxLlRva2VuRGVsdGFIABI6ChFsbG1fY2FsbF9maW5pc2hlZBgOIAEoCzIdLmZyb250ZGVzay52MS5MbG1DYWxsRmluaXNoZWRIABIvCgt0b29sX2NhbGxlZBgPIAEoCzIYLmZyb250ZGVzay52MS5Ub29sQ2FsbGVkSAASMwoNdG9vbF9yZXR1cm5lZBgQIAEoCzIaLmZyb250ZGVzay52MS5Ub29sUmV0dXJuZWRIABI3Cg9ydW5faW50ZXJydXB0ZWQYESABKAsyHC5mcm9udGRlc2sudjEuUnVuSW50ZXJydXB0ZWRIABIxCgxydW5fZmluaXNoZWQYEiABKAsyGS5mcm9udGRlc2sudjEuUnVuRmluaXNoZWRIABItCgpydW5fZmFpbGVkGBMgASgLMhcuZnJvbnRkZXNrLnYxLlJ1bkZhaWxlZEgAQgYKBGtpbmQiQgoKUnVuU3RhcnRlZBIRCgl0aHJlYWRfaWQYASABKAkSEAoId29ya2Zsb3cYAiABKAkSDwoHcmVzdW1lZBgDIAEoCCIbCgtOb2RlU3RhcnRlZBIMCgRzdGVwGAEgASgNInEKDE5vZGVGaW5pc2hlZBIMCgRzdGVwGAEgASgNEhMKC3VwZGF0ZV9qc29uGAIgASgJEisKCGR1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW5leHRfbm9kZRgEIAEoCSIaCgpUb2tlbkRlbHRhEgwKBHRleHQYASABKAkikwEKD0xsbUNhbGxGaW5pc2hlZBINCgVtb2RlbBgBIAEoCRIiCgV1c2FnZRgCIAEoCzITLmZyb250ZGVzay52MS5Vc2FnZRIqCgdsYXRlbmN5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB3B1cnBvc2UYBCABKAkSEAoIYXR0ZW1wdHMYBSABKA0iSwoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoBBIQCghjb3N0X3VzZBgDIAEoASJDCgpUb29sQ2FsbGVkEg8KB2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIWCg5hcmd1bWVudHNfanNvbhgDIAEoCSJUCgxUb29sUmV0dXJuZWQSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3Jlc3VsdF9qc29uGAMgASgJEhAKCGlzX2Vycm9yGAQgASgIIjYKDlJ1bkludGVycnVwdGVkEg4KBnJlYXNvbhgBIAEoCRIUCgxwYXlsb2FkX2pzb24YAiABKAkiggEKC1J1bkZpbmlzaGVkEg0KBXN0ZXBzGAEgASgNEisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiIKBXVzYWdlGAMgASgLMhMuZnJvbnRkZXNrLnYxLlVzYWdlEhMKC291dHB1dF9qc29uGAQgASgJIjoKCVJ1bkZhaWxlZBIMCgRjb2RlGAEgASgFEg8KB21lc3NhZ2UYAiABKAkSDgoGcmVhc29uGAMgASgJKoEECgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhFUlJPUl9SRUFTT05fVEhSRUFEX0JVU1kQARIkCiBFUlJPUl9SRUFTT05fQ0hFQ0tQT0lOVF9DT05GTElDVBACEhoKFkVSUk9SX1JFQVNPTl9OT1RfRk9VTkQQAxIhCh1FUlJPUl9SRUFTT05fSU5WQUxJRF9BUkdVTUVOVBAEEh8KG0VSUk9SX1JFQVNPTl9MSU1JVF9FWENFRURFRBAFEiIKHkVSUk9SX1JFQVNPTl9NT0RFTF9VTkFWQUlMQUJMRRAGEiUKIUVSUk9SX1JFQVNPTl9NT0RFTF9PVVRQVVRfSU5WQUxJRBAHEiIKHkVSUk9SX1JFQVNPTl9ERUFETElORV9FWENFRURFRBAIEhoKFkVSUk9SX1JFQVNPTl9DQU5DRUxMRUQQCRIbChdFUlJPUl9SRUFTT05fU1RFUF9MSU1JVBAKEiIKHkVSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRALEiUKIUVSUk9SX1JFQVNPTl9JREVNUE9URU5DWV9NSVNNQVRDSBAMEiIKHkVSUk9SX1JFQVNPTl9ERVBFTkRFTkNZX0ZBSUxFRBANEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBAOQkJaQGdpdGh1Yi5jb20vZnJvbnRkZXNrL2Zyb250ZGVzay9jbGllbnQvZ28vZnJvbnRkZXNrdjE7ZnJvbnRkZXNrdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chlmcm9udGRlc2svdjEvY29tbW9uLnByb3RvEgxmcm9udGRlc2sudjEioAcKCFJ1bkV2ZW50Eg4KBnJ1bl9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoBBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRub2RlGAQgASgJEhEKBHRhc2sYBSABKA1IAYgBARIvCgtydW5fc3RhcnRlZBgKIAEoCzIYLmZyb250ZGVzay52MS5SdW5TdGFydGVkSAASMQoMbm9kZV9zdGFydGVkGAsgASgLMhkuZnJvbnRkZXNrLnYxLk5vZGVTdGFydGVkSAASMwoNbm9kZV9maW5pc2hlZBgMIAEoCzIaLmZyb250ZGVzay52MS5Ob2RlRmluaXNoZWRIABIvCgt0b2tlbl9kZWx0YRgNIAEoCzIYLmZyb250ZGVzay52MS5Ub2tlbkRlbHRhSAASOgoRbGxtX2NhbGxfZmluaXNoZWQYDiABKAsyHS5mcm9udGRlc2sudjEuTGxtQ2FsbEZpbmlzaGVkSAASLwoLdG9vbF9jYWxsZWQYDyABKAsyGC5mcm9udGRlc2sudjEuVG9vbENhbGxlZEgAEjMKDXRvb2xfcmV0dXJuZWQYECABKAsyGi5mcm9udGRlc2sudjEuVG9vbFJldHVybmVkSAASNwoPcnVuX2ludGVycnVwdGVkGBEgASgLMhwuZnJvbnRkZXNrLnYxLlJ1bkludGVycnVwdGVkSAASMQoMcnVuX2ZpbmlzaGVkGBIgASgLMhkuZnJvbnRkZXNrLnYxLlJ1bkZpbmlzaGVkSAASLQoKcnVuX2ZhaWxlZBgTIAEoCzIXLmZyb250ZGVzay52MS5SdW5GYWlsZWRIABIzCg1ub2RlX3JldHJ5aW5nGBQgASgLMhouZnJvbnRkZXNrLnYxLk5vZGVSZXRyeWluZ0gAEi8KC25vZGVfZmFpbGVkGBUgASgLMhguZnJvbnRkZXNrLnYxLk5vZGVGYWlsZWRIABI5ChB0YXNrc19kaXNwYXRjaGVkGBYgASgLMh0uZnJvbnRkZXNrLnYxLlRhc2tzRGlzcGF0Y2hlZEgAEjMKDXRhc2tfZmluaXNoZWQYFyABKAsyGi5mcm9udGRlc2sudjEuVGFza0ZpbmlzaGVkSAASOQoQaW50ZXJydXB0X3JhaXNlZBgYIAEoCzIdLmZyb250ZGVzay52MS5JbnRlcnJ1cHRSYWlzZWRIAEIGCgRraW5kQgcKBV90YXNrIkIKClJ1blN0YXJ0ZWQSEQoJdGhyZWFkX2lkGAEgASgJEhAKCHdvcmtmbG93GAIgASgJEg8KB3Jlc3VtZWQYAyABKAgiGwoLTm9kZVN0YXJ0ZWQSDAoEc3RlcBgBIAEoDSJxCgxOb2RlRmluaXNoZWQSDAoEc3RlcBgBIAEoDRITCgt1cGRhdGVfanNvbhgCIAEoCRIrCghkdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgluZXh0X25vZGUYBCABKAkiGgoKVG9rZW5EZWx0YRIMCgR0ZXh0GAEgASgJIpMBCg9MbG1DYWxsRmluaXNoZWQSDQoFbW9kZWwYASABKAkSIgoFdXNhZ2UYAiABKAsyEy5mcm9udGRlc2sudjEuVXNhZ2USKgoHbGF0ZW5jeRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdwdXJwb3NlGAQgASgJEhAKCGF0dGVtcHRzGAUgASgNIksKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKAQSGQoRY29tcGxldGlvbl90b2tlbnMYAiABKAQSEAoIY29zdF91c2QYAyABKAEiQwoKVG9vbENhbGxlZBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiVAoMVG9vbFJldHVybmVkEg8KB2NhbGxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtyZXN1bHRfanNvbhgDIAEoCRIQCghpc19lcnJvchgEIAEoCCKOAQoMTm9kZVJldHJ5aW5nEgwKBHN0ZXAYASABKA0SDwoHYXR0ZW1wdBgCIAEoDRIUCgxtYXhfYXR0ZW1wdHMYAyABKA0SDgoGcmVhc29uGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSKAoFZGVsYXkYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iUgoKTm9kZUZhaWxlZBIMCgRzdGVwGAEgASgNEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEhUKDWZhbGxiYWNrX25vZGUYBCABKAkiRAoPVGFza3NEaXNwYXRjaGVkEgwKBHN0ZXAYASABKA0SDQoFdGFza3MYAiABKA0SFAoMYWxyZWFkeV9kb25lGAMgASgNIl4KDFRhc2tGaW5pc2hlZBIMCgRzdGVwGAEgASgNEhMKC3VwZGF0ZV9qc29uGAIgASgJEisKCGR1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIk0KD0ludGVycnVwdFJhaXNlZBIUCgxpbnRlcnJ1cHRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJEhQKDHBheWxvYWRfanNvbhgDIAEoCSJdCg5SdW5JbnRlcnJ1cHRlZBISCgZyZWFzb24YASABKAlCAhgBEhgKDHBheWxvYWRfanNvbhgCIAEoCUICGAESHQoVcGVuZGluZ19pbnRlcnJ1cHRfaWRzGAMgAygJIoIBCgtSdW5GaW5pc2hlZBINCgVzdGVwcxgBIAEoDRIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIiCgV1c2FnZRgDIAEoCzITLmZyb250ZGVzay52MS5Vc2FnZRITCgtvdXRwdXRfanNvbhgEIAEoCSI6CglSdW5GYWlsZWQSDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEg4KBnJlYXNvbhgDIAEoCSraBQoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASHAoYRVJST1JfUkVBU09OX1RIUkVBRF9CVVNZEAESJAogRVJST1JfUkVBU09OX0NIRUNLUE9JTlRfQ09ORkxJQ1QQAhIaChZFUlJPUl9SRUFTT05fTk9UX0ZPVU5EEAMSIQodRVJST1JfUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQBBIfChtFUlJPUl9SRUFTT05fTElNSVRfRVhDRUVERUQQBRIiCh5FUlJPUl9SRUFTT05fTU9ERUxfVU5BVkFJTEFCTEUQBhIlCiFFUlJPUl9SRUFTT05fTU9ERUxfT1VUUFVUX0lOVkFMSUQQBxIiCh5FUlJPUl9SRUFTT05fREVBRExJTkVfRVhDRUVERUQQCBIaChZFUlJPUl9SRUFTT05fQ0FOQ0VMTEVEEAkSGwoXRVJST1JfUkVBU09OX1NURVBfTElNSVQQChIiCh5FUlJPUl9SRUFTT05fU1RPUkVfVU5BVkFJTEFCTEUQCxIlCiFFUlJPUl9SRUFTT05fSURFTVBPVEVOQ1lfTUlTTUFUQ0gQDBIiCh5FUlJPUl9SRUFTT05fREVQRU5ERU5DWV9GQUlMRUQQDRIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQDhIfChtFUlJPUl9SRUFTT05fQUxSRUFEWV9FWElTVFMQDxIiCh5FUlJPUl9SRUFTT05fTk9USElOR19UT19SRVNVTUUQEBIiCh5FUlJPUl9SRUFTT05fSU5URVJSVVBUX1BFTkRJTkcQERIjCh9FUlJPUl9SRUFTT05fTk9UX0NPTlZFUlNBVElPTkFMEBISJAogRVJST1JfUkVBU09OX0lOVEVSUlVQVF9OT1RfRk9VTkQQExIjCh9FUlJPUl9SRUFTT05fSU5URVJSVVBUX0FOU1dFUkVEEBRCQlpAZ2l0aHViLmNvbS9mcm9udGRlc2svZnJvbnRkZXNrL2NsaWVudC9nby9mcm9udGRlc2t2MTtmcm9udGRlc2t2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * One progress event of a workflow run. Every streaming RPC delivers these in order:
@@ -48,6 +48,14 @@ export type RunEvent = Message<"frontdesk.v1.RunEvent"> & {
    * @generated from field: string node = 4;
    */
   node: string;
+
+  /**
+   * The task of a fan-out node that produced the event (its index in dispatch order); unset
+   * for events that belong to no task.
+   *
+   * @generated from field: optional uint32 task = 5;
+   */
+  task?: number | undefined;
 
   /**
    * @generated from oneof frontdesk.v1.RunEvent.kind
@@ -112,6 +120,36 @@ export type RunEvent = Message<"frontdesk.v1.RunEvent"> & {
      */
     value: RunFailed;
     case: "runFailed";
+  } | {
+    /**
+     * @generated from field: frontdesk.v1.NodeRetrying node_retrying = 20;
+     */
+    value: NodeRetrying;
+    case: "nodeRetrying";
+  } | {
+    /**
+     * @generated from field: frontdesk.v1.NodeFailed node_failed = 21;
+     */
+    value: NodeFailed;
+    case: "nodeFailed";
+  } | {
+    /**
+     * @generated from field: frontdesk.v1.TasksDispatched tasks_dispatched = 22;
+     */
+    value: TasksDispatched;
+    case: "tasksDispatched";
+  } | {
+    /**
+     * @generated from field: frontdesk.v1.TaskFinished task_finished = 23;
+     */
+    value: TaskFinished;
+    case: "taskFinished";
+  } | {
+    /**
+     * @generated from field: frontdesk.v1.InterruptRaised interrupt_raised = 24;
+     */
+    value: InterruptRaised;
+    case: "interruptRaised";
   } | { case: undefined; value?: undefined };
 };
 
@@ -361,20 +399,213 @@ export const ToolReturnedSchema: GenMessage<ToolReturned> = /*@__PURE__*/
   messageDesc(file_frontdesk_v1_common, 8);
 
 /**
- * The run paused awaiting outside input; a later call resumes it exactly there.
+ * A node attempt failed and the node's retry policy runs it again after `delay`.
+ *
+ * @generated from message frontdesk.v1.NodeRetrying
+ */
+export type NodeRetrying = Message<"frontdesk.v1.NodeRetrying"> & {
+  /**
+   * @generated from field: uint32 step = 1;
+   */
+  step: number;
+
+  /**
+   * The attempt that failed, counting from 1.
+   *
+   * @generated from field: uint32 attempt = 2;
+   */
+  attempt: number;
+
+  /**
+   * @generated from field: uint32 max_attempts = 3;
+   */
+  maxAttempts: number;
+
+  /**
+   * Why it failed: an ErrorReason value name without its ERROR_REASON_ prefix.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string message = 5;
+   */
+  message: string;
+
+  /**
+   * @generated from field: google.protobuf.Duration delay = 6;
+   */
+  delay?: Duration | undefined;
+};
+
+/**
+ * Describes the message frontdesk.v1.NodeRetrying.
+ * Use `create(NodeRetryingSchema)` to create a new message.
+ */
+export const NodeRetryingSchema: GenMessage<NodeRetrying> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_common, 9);
+
+/**
+ * A node failed for good (its retries exhausted, or the run hit its step limit) and the
+ * workflow's failure route continues the run at `fallback_node` instead of failing it.
+ *
+ * @generated from message frontdesk.v1.NodeFailed
+ */
+export type NodeFailed = Message<"frontdesk.v1.NodeFailed"> & {
+  /**
+   * @generated from field: uint32 step = 1;
+   */
+  step: number;
+
+  /**
+   * An ErrorReason value name without its ERROR_REASON_ prefix.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * @generated from field: string fallback_node = 4;
+   */
+  fallbackNode: string;
+};
+
+/**
+ * Describes the message frontdesk.v1.NodeFailed.
+ * Use `create(NodeFailedSchema)` to create a new message.
+ */
+export const NodeFailedSchema: GenMessage<NodeFailed> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_common, 10);
+
+/**
+ * A fan-out node dispatched its tasks; they run concurrently and their events carry
+ * RunEvent.task.
+ *
+ * @generated from message frontdesk.v1.TasksDispatched
+ */
+export type TasksDispatched = Message<"frontdesk.v1.TasksDispatched"> & {
+  /**
+   * @generated from field: uint32 step = 1;
+   */
+  step: number;
+
+  /**
+   * @generated from field: uint32 tasks = 2;
+   */
+  tasks: number;
+
+  /**
+   * Tasks already finished before a crash, which are not run again.
+   *
+   * @generated from field: uint32 already_done = 3;
+   */
+  alreadyDone: number;
+};
+
+/**
+ * Describes the message frontdesk.v1.TasksDispatched.
+ * Use `create(TasksDispatchedSchema)` to create a new message.
+ */
+export const TasksDispatchedSchema: GenMessage<TasksDispatched> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_common, 11);
+
+/**
+ * One task of a fan-out node finished; its update is durable and applied, in dispatch order,
+ * when every task of the step has finished.
+ *
+ * @generated from message frontdesk.v1.TaskFinished
+ */
+export type TaskFinished = Message<"frontdesk.v1.TaskFinished"> & {
+  /**
+   * @generated from field: uint32 step = 1;
+   */
+  step: number;
+
+  /**
+   * @generated from field: string update_json = 2;
+   */
+  updateJson: string;
+
+  /**
+   * @generated from field: google.protobuf.Duration duration = 3;
+   */
+  duration?: Duration | undefined;
+};
+
+/**
+ * Describes the message frontdesk.v1.TaskFinished.
+ * Use `create(TaskFinishedSchema)` to create a new message.
+ */
+export const TaskFinishedSchema: GenMessage<TaskFinished> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_common, 12);
+
+/**
+ * A node raised an interrupt: the run pauses when the node finishes, and the interrupt is
+ * answered by a resume naming `interrupt_id` (each workflow's service says which RPC).
+ *
+ * @generated from message frontdesk.v1.InterruptRaised
+ */
+export type InterruptRaised = Message<"frontdesk.v1.InterruptRaised"> & {
+  /**
+   * @generated from field: string interrupt_id = 1;
+   */
+  interruptId: string;
+
+  /**
+   * What kind of input is awaited, such as "awaiting_user".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string payload_json = 3;
+   */
+  payloadJson: string;
+};
+
+/**
+ * Describes the message frontdesk.v1.InterruptRaised.
+ * Use `create(InterruptRaisedSchema)` to create a new message.
+ */
+export const InterruptRaisedSchema: GenMessage<InterruptRaised> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_common, 13);
+
+/**
+ * The run paused awaiting outside input (see the InterruptRaised events before it); a later
+ * call answering one of the pending interrupts resumes the thread exactly there.
  *
  * @generated from message frontdesk.v1.RunInterrupted
  */
 export type RunInterrupted = Message<"frontdesk.v1.RunInterrupted"> & {
   /**
-   * @generated from field: string reason = 1;
+   * Superseded by InterruptRaised; always empty.
+   *
+   * @generated from field: string reason = 1 [deprecated = true];
+   * @deprecated
    */
   reason: string;
 
   /**
-   * @generated from field: string payload_json = 2;
+   * Superseded by InterruptRaised; always empty.
+   *
+   * @generated from field: string payload_json = 2 [deprecated = true];
+   * @deprecated
    */
   payloadJson: string;
+
+  /**
+   * Every interrupt the thread now waits on, oldest first.
+   *
+   * @generated from field: repeated string pending_interrupt_ids = 3;
+   */
+  pendingInterruptIds: string[];
 };
 
 /**
@@ -382,7 +613,7 @@ export type RunInterrupted = Message<"frontdesk.v1.RunInterrupted"> & {
  * Use `create(RunInterruptedSchema)` to create a new message.
  */
 export const RunInterruptedSchema: GenMessage<RunInterrupted> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_common, 9);
+  messageDesc(file_frontdesk_v1_common, 14);
 
 /**
  * The run reached END and its final checkpoint is committed.
@@ -418,7 +649,7 @@ export type RunFinished = Message<"frontdesk.v1.RunFinished"> & {
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export const RunFinishedSchema: GenMessage<RunFinished> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_common, 10);
+  messageDesc(file_frontdesk_v1_common, 15);
 
 /**
  * The run stopped with an error. State is left at the last committed checkpoint.
@@ -452,7 +683,7 @@ export type RunFailed = Message<"frontdesk.v1.RunFailed"> & {
  * Use `create(RunFailedSchema)` to create a new message.
  */
 export const RunFailedSchema: GenMessage<RunFailed> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_common, 11);
+  messageDesc(file_frontdesk_v1_common, 16);
 
 /**
  * Stable reasons carried in google.rpc.ErrorInfo details (domain "frontdesk.dev") and in
@@ -482,7 +713,7 @@ export enum ErrorReason {
   CHECKPOINT_CONFLICT = 2,
 
   /**
-   * The conversation, workflow or run does not exist (NOT_FOUND).
+   * The conversation, ticket, customer or workflow does not exist (NOT_FOUND).
    *
    * @generated from enum value: ERROR_REASON_NOT_FOUND = 3;
    */
@@ -565,6 +796,50 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_INTERNAL = 14;
    */
   INTERNAL = 14,
+
+  /**
+   * A conversation or ticket with the requested id already exists (ALREADY_EXISTS).
+   *
+   * @generated from enum value: ERROR_REASON_ALREADY_EXISTS = 15;
+   */
+  ALREADY_EXISTS = 15,
+
+  /**
+   * A resume was sent to a thread that is not paused at an interrupt (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_NOTHING_TO_RESUME = 16;
+   */
+  NOTHING_TO_RESUME = 16,
+
+  /**
+   * The thread is paused at an interrupt: resume it rather than send new input
+   * (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_INTERRUPT_PENDING = 17;
+   */
+  INTERRUPT_PENDING = 17,
+
+  /**
+   * The workflow is a task workflow, driven through its own service rather than
+   * ConversationService (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_NOT_CONVERSATIONAL = 18;
+   */
+  NOT_CONVERSATIONAL = 18,
+
+  /**
+   * The interrupt a resume addresses is not pending on the thread (NOT_FOUND).
+   *
+   * @generated from enum value: ERROR_REASON_INTERRUPT_NOT_FOUND = 19;
+   */
+  INTERRUPT_NOT_FOUND = 19,
+
+  /**
+   * The interrupt a resume addresses was already answered (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_INTERRUPT_ANSWERED = 20;
+   */
+  INTERRUPT_ANSWERED = 20,
 }
 
 /**

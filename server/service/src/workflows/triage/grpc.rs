@@ -1,4 +1,4 @@
-//! `frontdesk.v1.TriageService`.
+//! `frontdesk.v1.TriageService`: validate, convert, call the triage desk, convert back.
 
 use std::{pin::Pin, sync::Arc};
 
@@ -7,10 +7,10 @@ use frontdesk_workflows::triage::{ArchivedStatus, TriageDesk, TriageRequest};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
-use super::{optional, page_size, stream_run};
+use super::convert;
 use crate::{
-    convert,
     error::{invalid_argument, to_status},
+    grpc::{optional, page_size, stream_run},
 };
 
 pub struct TriageApi {
