@@ -218,6 +218,16 @@ func EventKind(ev *v1.RunEvent) string {
 		return "tool_called"
 	case *v1.RunEvent_ToolReturned:
 		return "tool_returned"
+	case *v1.RunEvent_NodeRetrying:
+		return "node_retrying"
+	case *v1.RunEvent_NodeFailed:
+		return "node_failed"
+	case *v1.RunEvent_TasksDispatched:
+		return "tasks_dispatched"
+	case *v1.RunEvent_TaskFinished:
+		return "task_finished"
+	case *v1.RunEvent_InterruptRaised:
+		return "interrupt_raised"
 	case *v1.RunEvent_RunInterrupted:
 		return "run_interrupted"
 	case *v1.RunEvent_RunFinished:
