@@ -21,7 +21,10 @@ struct Triage {
 
 struct Outcome {
     resolution: v1::TicketResolution,
+    /// Events of the ticket's run (after the resolution).
     events: Vec<v1::RunEvent>,
+    /// Events of the matching run (before the resolution); empty when nothing was matched.
+    matching: Vec<v1::RunEvent>,
     result: v1::TriageResult,
 }
 
@@ -41,15 +44,16 @@ impl Triage {
             idempotency_key: key.into(),
         };
         let mut stream = self.client.clone().triage_ticket(request).await?.into_inner();
-        let (mut resolution, mut events, mut result) = (None, Vec::new(), None);
+        let (mut resolution, mut events, mut matching, mut result) = (None, Vec::new(), Vec::new(), None);
         while let Some(item) = stream.next().await {
             match item?.payload.unwrap() {
                 Payload::Resolution(r) => resolution = Some(r),
+                Payload::Event(e) if resolution.is_none() => matching.push(e),
                 Payload::Event(e) => events.push(e),
                 Payload::Result(r) => result = Some(r),
             }
         }
-        Ok(Outcome { resolution: resolution.unwrap(), events, result: result.expect("a result") })
+        Ok(Outcome { resolution: resolution.unwrap(), events, matching, result: result.expect("a result") })
     }
 
     async fn active(&self, customer: &str) -> Vec<v1::Ticket> {
@@ -163,6 +167,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
     let out = t.triage("CUST-003", first, "").await.unwrap();
     assert_eq!(out.result.status(), TicketStatus::Active);
     assert_eq!(nodes(&out.events), ["translator", "supervisor", "technical_specialist"]);
+    assert!(out.matching.is_empty(), "nothing to match without active tickets: no matching run");
     let ticket_id = out.result.ticket_id.clone();
     let active = t.active("CUST-003").await;
     assert_eq!(active.iter().map(|t| t.ticket_id.as_str()).collect::<Vec<_>>(), [ticket_id.as_str()]);
@@ -180,6 +185,17 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
     let out = t.triage("CUST-003", follow_up, "").await.unwrap();
     assert!(out.resolution.matched_existing);
     assert_eq!(out.resolution.confidence(), v1::MatchConfidence::High);
+    // Matching is a run of its own graph, streamed before the resolution like any other run.
+    assert_eq!(nodes(&out.matching), ["ticket_matcher"]);
+    let matcher_call = out.matching.iter().find_map(|e| match &e.kind {
+        Some(Kind::LlmCallFinished(call)) => Some(call.clone()),
+        _ => None,
+    });
+    assert_eq!(matcher_call.expect("the matcher's model call is streamed").purpose, "ticket_matcher.match");
+    assert!(matches!(out.matching.last().unwrap().kind, Some(Kind::RunFinished(_))));
+    assert_ne!(out.matching[0].run_id, out.events[0].run_id, "matching and the ticket are two runs");
+    assert!(out.resolution.usage.is_some(), "the matching run's usage is reported with the resolution");
+    assert_eq!(nodes(&out.events), ["translator", "supervisor", "technical_specialist"]);
     assert_eq!(out.resolution.candidate_ticket_ids, std::slice::from_ref(&ticket_id));
     assert_eq!(out.result.ticket_id, ticket_id, "the follow-up continues the same ticket");
     assert_eq!(out.result.status(), TicketStatus::Resolved);
@@ -213,6 +229,44 @@ async fn a_low_confidence_match_opens_a_new_ticket() {
     assert_ne!(second.result.ticket_id, first.result.ticket_id);
     assert_eq!(nodes(&second.events), ["translator", "supervisor", "general_specialist"]);
     assert_eq!(t.active("CUST-003").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_matcher_that_fails_ends_the_stream_with_its_run_failed_event_and_no_ticket() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "Looking into it.", &[])),
+    ]);
+    t.triage("CUST-003", "login error", "").await.unwrap();
+    // Twice invalid: the reply and its repair attempt.
+    t.s.script(&[("ticket_matcher.match", json!({"nonsense": 1})), ("ticket_matcher.match", json!({"nonsense": 2}))]);
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-003".into(),
+        message: "any news?".into(),
+        subject: String::new(),
+        language: String::new(),
+        idempotency_key: String::new(),
+    };
+    let mut stream = t.client.clone().triage_ticket(request).await.unwrap().into_inner();
+    let (mut items, mut status) = (Vec::new(), None);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(item) => items.push(item.payload.unwrap()),
+            Err(error) => status = Some(error),
+        }
+    }
+    let status = status.expect("the stream ends with an error status");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(!items.iter().any(|p| matches!(p, Payload::Resolution(_))), "no ticket was resolved");
+    let failed = items.iter().find_map(|p| match p {
+        Payload::Event(v1::RunEvent { kind: Some(Kind::RunFailed(failed)), node, .. }) => Some((failed, node)),
+        _ => None,
+    });
+    let (failed, _) = failed.expect("the matching run's RunFailed event is streamed");
+    assert_eq!(failed.reason, "MODEL_OUTPUT_INVALID");
+    assert_eq!(t.active("CUST-003").await.len(), 1, "the message joined no ticket");
 }
 
 #[tokio::test]
@@ -460,7 +514,7 @@ async fn an_imported_ticket_id_that_exists_is_refused_before_any_model_call() {
         let (desk, request) = (desk.clone(), request(message));
         async move {
             let mut handle = desk.triage_as_new_ticket(request, id).await?;
-            while handle.events.recv().await.is_some() {}
+            while handle.progress.next().await.is_some() {}
             handle.outcome.await
         }
     };

@@ -274,7 +274,7 @@ fn build_desk(fx: &Fixtures, model: Arc<dyn ChatModel>, stores: &Stores) -> Resu
     let graph = triage::build(deps).map_err(err)?.with_durability(fx.durability);
     let runner = Runner::new(graph, stores.checkpointer.clone(), RunnerConfig::default());
     let archive = Arc::new(SqlTicketArchive::new(stores.archive_db.clone()));
-    Ok(TriageDesk::new(runner, llm, fx.customers.clone(), archive, 20_000))
+    TriageDesk::new(runner, llm, fx.customers.clone(), archive, 20_000).map_err(err)
 }
 
 fn model(fx: &Fixtures) -> Arc<dyn ChatModel> {
@@ -296,7 +296,7 @@ async fn run_ticket(desk: &TriageDesk, t: &W2Ticket) -> Result<Outcome, String> 
     };
     let mut handle =
         desk.triage_as_new_ticket(request, &t.ticket_id).await.map_err(|e| format!("{}: {e}", t.ticket_id))?;
-    while handle.events.recv().await.is_some() {}
+    while handle.progress.next().await.is_some() {}
     let outcome = handle.outcome.await.map_err(|e| format!("{}: {e}", t.ticket_id))?;
     let result = outcome.output.result.ok_or_else(|| format!("{}: no triage result", t.ticket_id))?;
     // The route is the supervisor's decision: escalate, or the ticket type.

@@ -453,12 +453,13 @@ type isTriageTicketResponse_Payload interface {
 }
 
 type TriageTicketResponse_Resolution struct {
-	// First: which ticket the message belongs to.
+	// Which ticket the message belongs to: first, or right after the matching run's events.
 	Resolution *TicketResolution `protobuf:"bytes,1,opt,name=resolution,proto3,oneof"`
 }
 
 type TriageTicketResponse_Event struct {
-	// Then the run's progress events.
+	// Progress events: of the ticket-matching run (before the resolution, with their own
+	// run_id), then of the ticket's run.
 	Event *RunEvent `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
 }
 

@@ -35,8 +35,9 @@ const (
 // direct escalation). Resolved and escalated tickets are archived; tickets routed to a
 // specialist stay active for follow-up messages.
 type TriageServiceClient interface {
-	// Triages one customer message: streams the ticket resolution, the run's events, and ends
-	// with the typed result.
+	// Triages one customer message: streams the ticket-matching run's events (only when the
+	// customer has active tickets to match against), the ticket resolution, the ticket run's
+	// events, and ends with the typed result.
 	TriageTicket(ctx context.Context, in *TriageTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TriageTicketResponse], error)
 	// Returns one of the customer's tickets, active or archived, with its messages.
 	GetTicket(ctx context.Context, in *GetTicketRequest, opts ...grpc.CallOption) (*GetTicketResponse, error)
@@ -113,8 +114,9 @@ func (c *triageServiceClient) ListActiveTickets(ctx context.Context, in *ListAct
 // direct escalation). Resolved and escalated tickets are archived; tickets routed to a
 // specialist stay active for follow-up messages.
 type TriageServiceServer interface {
-	// Triages one customer message: streams the ticket resolution, the run's events, and ends
-	// with the typed result.
+	// Triages one customer message: streams the ticket-matching run's events (only when the
+	// customer has active tickets to match against), the ticket resolution, the ticket run's
+	// events, and ends with the typed result.
 	TriageTicket(*TriageTicketRequest, grpc.ServerStreamingServer[TriageTicketResponse]) error
 	// Returns one of the customer's tickets, active or archived, with its messages.
 	GetTicket(context.Context, *GetTicketRequest) (*GetTicketResponse, error)

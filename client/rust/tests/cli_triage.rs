@@ -183,7 +183,11 @@ async fn a_follow_up_continues_an_active_ticket() {
     ]);
     let (ok, out, err) = s.cli(&["triage", "--customer", "CUST-003", follow_up]).await;
     assert!(ok, "{err}\n{out}");
-    assert!(out.starts_with(&format!("ticket: {id} (continues existing, confidence high)\n")), "{out}");
+    // The matching run streams first, then the resolution, then the ticket's run.
+    let matching = out.find("run started: workflow triage_match").expect("the matching run is shown");
+    let resolved = out.find(&format!("\nticket: {id} (continues existing, confidence high)\n")).expect("resolution");
+    let ticket_run = out.find("run started: workflow triage thread").expect("the ticket's run is shown");
+    assert!(matching < resolved && resolved < ticket_run, "{out}");
     assert!(out.contains("matcher: same export timeout"), "{out}");
     assert!(out.contains("status:   resolved"), "{out}");
 

@@ -558,6 +558,10 @@ impl<S: State> Runner<S> {
         &self.checkpointer
     }
 
+    pub fn config(&self) -> &RunnerConfig {
+        &self.config
+    }
+
     pub fn registry(&self) -> &Arc<RunRegistry> {
         &self.registry
     }

@@ -26,7 +26,7 @@ use frontdesk_workflows::{
     },
     triage::{
         self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveError, ArchivedStatus, ArchivedTicket,
-        TicketArchive, TriageDeps, TriageDesk, TriageRequest,
+        TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
     },
     Message,
 };
@@ -275,7 +275,8 @@ async fn run_triage(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
     let deps = TriageDeps { llm: llm.clone(), customers: customers.clone(), kb: Arc::new(KnowledgeBase::shipped()) };
     let graph = triage::build(deps).expect("triage graph");
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
-    let desk = TriageDesk::new(runner, llm, customers, Arc::new(MemoryArchive::default()), 8_000);
+    let desk = TriageDesk::new(runner, llm, customers, Arc::new(MemoryArchive::default()), 8_000)
+        .expect("the triage graphs are valid");
     for case in read_cases::<TriageCase>(&root.join("config/eval/triage.jsonl"), filter) {
         let started = Instant::now();
         let request = TriageRequest {
@@ -287,7 +288,8 @@ async fn run_triage(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
         };
         let mut handle = desk.triage(request).await.expect("triage starts");
         let mut decision = Value::Null;
-        while let Some(event) = handle.events.recv().await {
+        while let Some(progress) = handle.progress.next().await {
+            let TriageProgress::Event(event) = progress else { continue };
             if let (EventKind::NodeFinished { update_json, .. }, Some("supervisor")) =
                 (&event.kind, event.node.as_deref())
             {

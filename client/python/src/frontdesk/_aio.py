@@ -71,7 +71,8 @@ class AsyncTurnStream(AsyncIterator[c.StreamItem]):
 
 
 class AsyncTriageStream(AsyncIterator[c.TriageItem]):
-    """One TriageTicket call: ``async for`` yields the TicketResolution, each RunEvent as it
+    """One TriageTicket call: ``async for`` yields the matching run's events (when the customer
+    has active tickets), the TicketResolution, each RunEvent of the ticket's run as it
     arrives, then the TriageResult. ``await result()`` drains the rest; ``resolution`` is the
     TicketResolution once it has arrived (None before); ``cancel()`` stops the call.
     Errors raise FrontdeskError."""

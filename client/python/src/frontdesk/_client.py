@@ -69,8 +69,9 @@ class TurnStream(Iterator[c.StreamItem]):
 
 
 class TriageStream(Iterator[c.TriageItem]):
-    """One TriageTicket call: iterate it for the TicketResolution (first), each RunEvent as it
-    arrives, then the TriageResult.
+    """One TriageTicket call: iterate it for the matching run's events (when the customer has
+    active tickets), the TicketResolution, each RunEvent of the ticket's run as it arrives, then
+    the TriageResult.
 
     ``result()`` drains what is left and returns the TriageResult; ``resolution`` is the
     TicketResolution once it has arrived (None before); ``events`` the events seen so far;

@@ -10,7 +10,7 @@ use frontdesk_workflows::TurnOptions;
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
-use super::{optional, page_size, stream_run};
+use super::{optional, page_size, run_events, stream_run};
 use crate::{
     convert,
     error::{invalid_argument, to_status},
@@ -64,8 +64,7 @@ impl ConversationService for ConversationApi {
         let options = TurnOptions { idempotency_key: optional(idempotency_key), busy };
         let turn = host.send(&conversation_id, &text, options).await.map_err(to_status)?;
         let stream = stream_run(
-            Vec::new(),
-            turn.events,
+            run_events(turn.events),
             |event| pb::SendMessageResponse { payload: Some(Payload::Event(event)) },
             turn.outcome,
             |outcome| pb::SendMessageResponse { payload: Some(Payload::Result(convert::turn_result(outcome))) },

@@ -6,6 +6,7 @@ use std::future::Future;
 
 use frontdesk_runtime::Event;
 use frontdesk_workflows::WorkflowError;
+use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
@@ -35,28 +36,26 @@ pub(crate) fn optional(s: String) -> Option<String> {
     }
 }
 
-/// Streams a run to its caller: the `first` items, every run event as it happens, then the
-/// outcome (or the error status that ends the stream). A caller that goes away only stops the
-/// forwarding: the run itself goes on and commits.
-pub(crate) fn stream_run<T, O>(
-    first: Vec<T>,
-    mut events: mpsc::Receiver<Event>,
-    wrap_event: fn(frontdesk_api::v1::RunEvent) -> T,
+/// Streams a run to its caller: every progress item as it happens (run events, and whatever a
+/// workflow streams beside them), then the outcome (or the error status that ends the stream). A
+/// caller that goes away only stops the forwarding: the run itself goes on and commits.
+pub(crate) fn stream_run<P, T, O>(
+    progress: impl Stream<Item = P> + Send + 'static,
+    wrap_progress: fn(P) -> T,
     outcome: impl Future<Output = Result<O, WorkflowError>> + Send + 'static,
     wrap_outcome: fn(O) -> T,
 ) -> ReceiverStream<Result<T, Status>>
 where
+    P: Send + 'static,
     T: Send + 'static,
     O: Send + 'static,
 {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         let mut caller_gone = false;
-        for item in first {
-            caller_gone |= tx.send(Ok(item)).await.is_err();
-        }
-        while let Some(event) = events.recv().await {
-            if !caller_gone && tx.send(Ok(wrap_event(convert::event(event)))).await.is_err() {
+        let mut progress = std::pin::pin!(progress);
+        while let Some(item) = progress.next().await {
+            if !caller_gone && tx.send(Ok(wrap_progress(item))).await.is_err() {
                 debug!("caller went away during the run");
                 caller_gone = true;
             }
@@ -67,4 +66,9 @@ where
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// A run's own events, converted, as a stream's progress.
+pub(crate) fn run_events(events: mpsc::Receiver<Event>) -> impl Stream<Item = frontdesk_api::v1::RunEvent> + Send {
+    ReceiverStream::new(events).map(convert::event)
 }

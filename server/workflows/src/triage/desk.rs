@@ -1,8 +1,8 @@
-//! The triage desk: the seed's TriageService around the graph. Before the run it checks the
-//! customer (no model call for an unknown one), replays idempotent retries and matches the
-//! message to an active ticket; as the run completes, a resolved or escalated ticket is archived
-//! and its thread erased (`ArchiveHandoff`); after it, the outcome is recorded under the
-//! request's idempotency key.
+//! The triage desk around the graphs. Before the ticket's run it checks the customer (no model
+//! call for an unknown one), replays idempotent retries and, when the customer has active
+//! tickets, runs the ticket-matching graph (`matcher`) to pick the ticket the message joins; as
+//! the ticket's run completes, a resolved or escalated ticket is archived and its thread erased
+//! (`ArchiveHandoff`); after it, the outcome is recorded under the request's idempotency key.
 //!
 //! Archive-then-erase spans two stores with no shared transaction, so it is made safe by order
 //! and repair: the ticket is archived first (an idempotent save), then its thread erased.
@@ -22,11 +22,12 @@ use std::{
 };
 
 use async_trait::async_trait;
-use frontdesk_llm::{CallOptions, ChatMessage, ChatRequest, LlmClient};
+use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{
-    Checkpoint, Completion, Event, Handoff, HandoffError, Log, RunError, RunInput, RunRequest, RunStatus, Runner,
-    ThreadMode, ThreadQuery, Usage,
+    Checkpoint, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError, RunHandle, RunInput,
+    RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
 };
+use futures::Stream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -35,7 +36,8 @@ use tracing::{info, warn};
 use super::{
     archive::{ArchivedStatus, ArchivedTicket, TicketArchive},
     customers::CustomerDirectory,
-    prompts, Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
+    matcher::{self, Candidate, MatchState, MatchUpdate},
+    Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
 };
 use crate::{message::now_ms, WorkflowError};
 
@@ -45,19 +47,6 @@ pub enum MatchConfidence {
     High,
     Medium,
     Low,
-}
-
-/// The ticket matcher's structured answer.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct MatchDecision {
-    /// One sentence on why.
-    #[schemars(length(max = 160))]
-    reasoning: String,
-    /// The id of the active ticket the message continues, or null.
-    #[schemars(length(max = 20))]
-    matched_ticket_id: Option<String>,
-    confidence: MatchConfidence,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,11 +98,59 @@ pub struct TriageOutcome {
 
 type OutcomeFuture = Pin<Box<dyn Future<Output = Result<TriageOutcome, WorkflowError>> + Send>>;
 
+/// What a triage call streams before its result, in this order: the matching run's events
+/// (when the customer had active tickets to match against), which ticket the message joins,
+/// then the ticket run's events.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TriageProgress {
+    Event(Event),
+    Resolved(Resolution),
+}
+
+/// A triage in progress: its progress, then its outcome.
 pub struct TriageHandle {
-    pub resolution: Resolution,
-    pub run_id: String,
-    pub events: mpsc::Receiver<Event>,
+    pub progress: Progress,
     pub outcome: OutcomeFuture,
+}
+
+/// The progress of a triage. Paths that need no matching read the ticket run's own event
+/// channel directly; the matching path is piped through the task that chains the two runs.
+pub struct Progress {
+    queued: std::collections::VecDeque<TriageProgress>,
+    source: ProgressSource,
+}
+
+enum ProgressSource {
+    Run(mpsc::Receiver<Event>),
+    Piped(mpsc::Receiver<TriageProgress>),
+    Done,
+}
+
+impl Progress {
+    fn new(queued: Vec<TriageProgress>, source: ProgressSource) -> Self {
+        Self { queued: queued.into(), source }
+    }
+
+    pub async fn next(&mut self) -> Option<TriageProgress> {
+        if let Some(item) = self.queued.pop_front() {
+            return Some(item);
+        }
+        match &mut self.source {
+            ProgressSource::Run(events) => events.recv().await.map(TriageProgress::Event),
+            ProgressSource::Piped(items) => items.recv().await,
+            ProgressSource::Done => None,
+        }
+    }
+
+    pub fn into_stream(self) -> impl Stream<Item = TriageProgress> + Send + 'static {
+        futures::stream::unfold(self, |mut progress| async move { progress.next().await.map(|item| (item, progress)) })
+    }
+}
+
+/// The ticket's run, started.
+struct TicketRun {
+    events: mpsc::Receiver<Event>,
+    outcome: OutcomeFuture,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -136,13 +173,15 @@ pub struct TicketView {
     pub language: String,
 }
 
+#[derive(Clone)]
 pub struct TriageDesk {
     runner: Runner<TriageState>,
-    llm: LlmClient,
+    /// Runs the ticket-matching graph; shares the ticket runner's registry, so a cancel or a
+    /// shutdown reaches matching runs too.
+    matcher: Runner<MatchState>,
     customers: Arc<CustomerDirectory>,
     archive: Arc<dyn TicketArchive>,
     max_text_chars: usize,
-    matcher_timeout: Duration,
 }
 
 const MAX_SUBJECT_CHARS: usize = 300;
@@ -193,11 +232,13 @@ impl TriageDesk {
         customers: Arc<CustomerDirectory>,
         archive: Arc<dyn TicketArchive>,
         max_text_chars: usize,
-    ) -> Self {
+    ) -> Result<Self, GraphError> {
         // Completed runs archive their ticket before their final checkpoint, which is then never
         // written: the thread is erased instead (`ArchiveHandoff`).
         let runner = runner.with_handoff(Arc::new(ArchiveHandoff { archive: archive.clone() }));
-        Self { runner, llm, customers, archive, max_text_chars, matcher_timeout: Duration::from_secs(120) }
+        let matcher = Runner::new(matcher::build(llm)?, runner.checkpointer().clone(), runner.config().clone())
+            .with_registry(runner.registry().clone());
+        Ok(Self { runner, matcher, customers, archive, max_text_chars })
     }
 
     pub fn runner(&self) -> &Runner<TriageState> {
@@ -230,14 +271,102 @@ impl TriageDesk {
         Ok(())
     }
 
-    /// Triages one customer message.
+    /// Triages one customer message. A customer without active tickets gets a new ticket
+    /// straight away; otherwise the matching graph decides first, and its run's events stream
+    /// before the resolution.
     pub async fn triage(&self, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
         if let Some(replay) = self.admit(&request).await? {
             return Ok(replay);
         }
         let active = self.active_tickets(&request.customer_id).await?;
-        let resolution = self.resolve(&request.customer_id, request.message.trim(), &active).await?;
-        self.run(request, resolution).await
+        if active.is_empty() {
+            let resolution = Resolution {
+                ticket_id: new_ticket_id(),
+                matched_existing: false,
+                confidence: None,
+                reasoning: "the customer has no active ticket".into(),
+                candidates: Vec::new(),
+                usage: None,
+            };
+            return self.start(request, resolution).await;
+        }
+        let candidates: Vec<Candidate> = active
+            .iter()
+            .map(|(state, _)| Candidate { ticket_id: state.ticket.ticket_id.clone(), summary: summarize(state) })
+            .collect();
+        let customer_id = request.customer_id.clone();
+        let input = MatchUpdate {
+            customer_id: Some(customer_id.clone()),
+            message: Some(request.message.trim().to_owned()),
+            candidates: Some(candidates),
+            decision: Some(None),
+        };
+        // Ephemeral: the thread id only keeps concurrent matchings apart.
+        let thread = format!("{customer_id}:match-{}", uuid::Uuid::now_v7().simple());
+        let matching = self
+            .matcher
+            .start(RunRequest::new(thread, RunInput::Update(input)))
+            .await
+            .map_err(|error| WorkflowError::run_on("customer", customer_id.clone(), error))?;
+        let (tx, rx) = mpsc::channel(self.runner.config().event_buffer.max(1));
+        let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let _ = outcome_tx.send(desk.match_then_run(request, matching, tx).await);
+        });
+        let outcome = Box::pin(async move {
+            outcome_rx.await.unwrap_or_else(|_| Err(WorkflowError::run_on("customer", customer_id, RunError::Lost)))
+        });
+        Ok(TriageHandle { progress: Progress::new(Vec::new(), ProgressSource::Piped(rx)), outcome })
+    }
+
+    /// Forwards the matching run's events, resolves the ticket from its decision, then starts
+    /// and forwards the ticket's run. A caller that went away stops the forwarding, not the runs.
+    async fn match_then_run(
+        &self,
+        request: TriageRequest,
+        matching: RunHandle<MatchState>,
+        tx: mpsc::Sender<TriageProgress>,
+    ) -> Result<TriageOutcome, WorkflowError> {
+        let customer_id = request.customer_id.clone();
+        let (mut events, outcome, _cancel) = matching.into_parts();
+        let mut usage = None;
+        while let Some(event) = events.recv().await {
+            if let EventKind::RunFinished { usage: total, .. } = &event.kind {
+                usage = Some(*total);
+            }
+            let _ = tx.send(TriageProgress::Event(event)).await;
+        }
+        let outcome = outcome
+            .await
+            .unwrap_or(Err(RunError::Lost))
+            .map_err(|error| WorkflowError::run_on("customer", customer_id.clone(), error))?;
+        let state = outcome.state.unwrap_or_default();
+        // The matcher's only node always decides; a run that completed without a decision
+        // would be a bug in the graph, reported rather than guessed around.
+        let decision =
+            state.decision.ok_or_else(|| WorkflowError::run_on("customer", customer_id.clone(), RunError::Lost))?;
+        let resolution = Resolution {
+            matched_existing: decision.matched_ticket_id.is_some(),
+            ticket_id: decision.matched_ticket_id.unwrap_or_else(new_ticket_id),
+            confidence: Some(decision.confidence),
+            reasoning: decision.reasoning,
+            candidates: state.candidates.into_iter().map(|c| c.ticket_id).collect(),
+            usage,
+        };
+        let _ = tx.send(TriageProgress::Resolved(resolution.clone())).await;
+        let TicketRun { mut events, outcome } = self.run(request, resolution).await?;
+        while let Some(event) = events.recv().await {
+            let _ = tx.send(TriageProgress::Event(event)).await;
+        }
+        outcome.await
+    }
+
+    /// Starts the ticket's run for a resolution known up front.
+    async fn start(&self, request: TriageRequest, resolution: Resolution) -> Result<TriageHandle, WorkflowError> {
+        let TicketRun { events, outcome } = self.run(request, resolution.clone()).await?;
+        let progress = Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Run(events));
+        Ok(TriageHandle { progress, outcome })
     }
 
     /// Triages one customer message as a new ticket with the caller's `ticket_id`, skipping
@@ -270,7 +399,7 @@ impl TriageDesk {
             candidates: Vec::new(),
             usage: None,
         };
-        self.run(request, resolution).await
+        self.start(request, resolution).await
     }
 
     /// Validates the request and checks the customer; returns the recorded outcome when the
@@ -286,18 +415,16 @@ impl TriageDesk {
                 let mut outcome: TriageOutcome =
                     serde_json::from_str(&json).map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 outcome.replayed = true;
-                let (_, events) = mpsc::channel(1);
+                let resolution = Resolution {
+                    ticket_id: outcome.output.ticket_id.clone(),
+                    matched_existing: false,
+                    confidence: None,
+                    reasoning: "replay of an earlier request with the same idempotency key".into(),
+                    candidates: Vec::new(),
+                    usage: None,
+                };
                 return Ok(Some(TriageHandle {
-                    resolution: Resolution {
-                        ticket_id: outcome.output.ticket_id.clone(),
-                        matched_existing: false,
-                        confidence: None,
-                        reasoning: "replay of an earlier request with the same idempotency key".into(),
-                        candidates: Vec::new(),
-                        usage: None,
-                    },
-                    run_id: outcome.run_id.clone(),
-                    events,
+                    progress: Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Done),
                     outcome: Box::pin(async move { Ok(outcome) }),
                 }));
             }
@@ -306,7 +433,7 @@ impl TriageDesk {
     }
 
     /// Runs the graph on the resolved ticket; archives the ticket after the run when it completes.
-    async fn run(&self, request: TriageRequest, resolution: Resolution) -> Result<TriageHandle, WorkflowError> {
+    async fn run(&self, request: TriageRequest, resolution: Resolution) -> Result<TicketRun, WorkflowError> {
         let customer_id = request.customer_id.clone();
         let message =
             TicketMessage { author: Author::Customer, text: request.message.trim().to_owned(), at_ms: now_ms() };
@@ -338,7 +465,6 @@ impl TriageDesk {
         let ticket_id = resolution.ticket_id.clone();
         let handle =
             self.runner.start(run).await.map_err(|error| WorkflowError::run_on("ticket", ticket_id.clone(), error))?;
-        let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
 
         let finisher = self.finisher();
@@ -374,63 +500,7 @@ impl TriageDesk {
             }
             Ok(result)
         });
-        Ok(TriageHandle { resolution, run_id, events, outcome })
-    }
-
-    /// Matches the message to one of the active tickets, or makes a new ticket id.
-    async fn resolve(
-        &self,
-        customer_id: &str,
-        message: &str,
-        active: &[(TriageState, Checkpoint)],
-    ) -> Result<Resolution, WorkflowError> {
-        let candidates: Vec<String> = active.iter().map(|(s, _)| s.ticket.ticket_id.clone()).collect();
-        if active.is_empty() {
-            return Ok(Resolution {
-                ticket_id: new_ticket_id(),
-                matched_existing: false,
-                confidence: None,
-                reasoning: "the customer has no active ticket".into(),
-                candidates,
-                usage: None,
-            });
-        }
-        // The seed's TicketSummarizeTool: a summary of each active ticket from its checkpoint.
-        let summaries: String = active.iter().map(|(state, _)| summarize(state)).collect();
-        let request = ChatRequest {
-            purpose: "ticket_matcher.match".into(),
-            messages: vec![
-                ChatMessage::system(prompts::MATCHER),
-                ChatMessage::user(format!("Active tickets:\n{summaries}\nNew message from the customer:\n{message}")),
-            ],
-            temperature: Some(0.0),
-            max_tokens: Some(200),
-            ..Default::default()
-        };
-        let opts =
-            CallOptions { deadline: Some(tokio::time::Instant::now() + self.matcher_timeout), ..Default::default() };
-        let (decision, record) = self.llm.structured::<MatchDecision>(request, &opts).await.map_err(|e| {
-            let error = crate::llm_node::node_error("ticket_matcher.match", e);
-            WorkflowError::Run(RunError::Node { node: "ticket_matcher".into(), source: error })
-        })?;
-        let usage = Usage {
-            prompt_tokens: record.usage.prompt_tokens,
-            completion_tokens: record.usage.completion_tokens,
-            cost_usd: record.cost_usd,
-        };
-        let matched = decision
-            .matched_ticket_id
-            .filter(|id| candidates.contains(id))
-            .filter(|_| matches!(decision.confidence, MatchConfidence::High | MatchConfidence::Medium));
-        info!(customer_id, matched = ?matched, confidence = ?decision.confidence, "ticket matched");
-        Ok(Resolution {
-            matched_existing: matched.is_some(),
-            ticket_id: matched.unwrap_or_else(new_ticket_id),
-            confidence: Some(decision.confidence),
-            reasoning: decision.reasoning,
-            candidates,
-            usage: Some(usage),
-        })
+        Ok(TicketRun { events, outcome })
     }
 
     /// The customer's active tickets, after repairing any that a crash left half-archived.
@@ -519,7 +589,8 @@ impl TriageDesk {
     }
 }
 
-/// The seed's TicketSummarizeTool.
+/// A summary of an active ticket for the matcher (the ticket-summarize tool of
+/// docs/workflows/triage.md).
 fn summarize(state: &TriageState) -> String {
     let english = state.english_messages();
     let result = state
@@ -527,12 +598,7 @@ fn summarize(state: &TriageState) -> String {
         .as_ref()
         .map(|r| format!(" Classified {} / {}: {}", r.ticket_type.as_str(), r.recommended_action.as_str(), r.reasoning))
         .unwrap_or_default();
-    format!(
-        "- ticket_id {}: subject \"{}\"; messages: {}.{result}\n",
-        state.ticket.ticket_id,
-        state.ticket.subject,
-        english.join(" | ")
-    )
+    format!("subject \"{}\"; messages: {}.{result}", state.ticket.subject, english.join(" | "))
 }
 
 fn active_summary(state: &TriageState, cp: &Checkpoint) -> TicketSummary {

@@ -1,9 +1,9 @@
-//! The triage workflow (seed 001): match a customer message to an active ticket, translate,
-//! classify with a customer lookup, then a billing, technical or general specialist with the
-//! knowledge base (or direct escalation); resolved and escalated tickets are archived.
+//! The triage workflow (docs/workflows/triage.md): match a customer message to an active ticket,
+//! translate, classify with a customer lookup, then a billing, technical or general specialist
+//! with the knowledge base (or direct escalation); resolved and escalated tickets are archived.
 //!
 //! ```text
-//! (ticket matching, before the run)
+//! (ticket matching: the `triage_match` graph of `matcher`, when the customer has active tickets)
 //! START → translator → supervisor ─┬→ billing_specialist   → END
 //!                                  ├→ technical_specialist → END
 //!                                  ├→ general_specialist   → END
@@ -15,6 +15,7 @@ pub mod archive;
 pub mod customers;
 mod desk;
 pub mod kb;
+pub mod matcher;
 mod nodes;
 pub mod prompts;
 pub mod types;
@@ -27,8 +28,8 @@ use serde::{Deserialize, Serialize};
 
 pub use archive::{ArchiveError, ArchivedStatus, ArchivedTicket, TicketArchive};
 pub use desk::{
-    MatchConfidence, Resolution, TicketStatus, TicketSummary, TicketView, TriageDesk, TriageHandle, TriageOutcome,
-    TriageRequest,
+    MatchConfidence, Progress, Resolution, TicketStatus, TicketSummary, TicketView, TriageDesk, TriageHandle,
+    TriageOutcome, TriageProgress, TriageRequest,
 };
 pub use types::*;
 

@@ -70,8 +70,9 @@ class TriageServiceServicer:
     """
 
     def TriageTicket(self, request, context):
-        """Triages one customer message: streams the ticket resolution, the run's events, and ends
-        with the typed result.
+        """Triages one customer message: streams the ticket-matching run's events (only when the
+        customer has active tickets to match against), the ticket resolution, the ticket run's
+        events, and ends with the typed result.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -3,7 +3,7 @@
 use std::{pin::Pin, sync::Arc};
 
 use frontdesk_api::v1::{self as pb, triage_service_server::TriageService, triage_ticket_response::Payload};
-use frontdesk_workflows::triage::{ArchivedStatus, TriageDesk, TriageRequest};
+use frontdesk_workflows::triage::{ArchivedStatus, TriageDesk, TriageProgress, TriageRequest};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -47,9 +47,11 @@ impl TriageService for TriageApi {
         };
         let handle = self.desk.triage(request).await.map_err(to_status)?;
         let stream = stream_run(
-            vec![respond(Payload::Resolution(convert::resolution(handle.resolution)))],
-            handle.events,
-            |event| respond(Payload::Event(event)),
+            handle.progress.into_stream(),
+            |progress| match progress {
+                TriageProgress::Event(event) => respond(Payload::Event(crate::convert::event(event))),
+                TriageProgress::Resolved(resolution) => respond(Payload::Resolution(convert::resolution(resolution))),
+            },
             handle.outcome,
             |outcome| respond(Payload::Result(convert::triage_result(outcome))),
         );

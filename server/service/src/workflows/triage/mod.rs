@@ -114,7 +114,8 @@ impl WorkflowModule for Workflow {
             customers,
             Arc::new(SqlTicketArchive::new(wiring.database.clone())),
             wiring.conversation_limits.max_text_chars,
-        );
+        )
+        .map_err(TriageStartError::Graph)?;
         Ok(Arc::new(HostedTriage { desk: Arc::new(desk) }))
     }
 }

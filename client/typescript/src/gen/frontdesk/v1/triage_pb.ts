@@ -74,7 +74,7 @@ export type TriageTicketResponse = Message<"frontdesk.v1.TriageTicketResponse"> 
    */
   payload: {
     /**
-     * First: which ticket the message belongs to.
+     * Which ticket the message belongs to: first, or right after the matching run's events.
      *
      * @generated from field: frontdesk.v1.TicketResolution resolution = 1;
      */
@@ -82,7 +82,8 @@ export type TriageTicketResponse = Message<"frontdesk.v1.TriageTicketResponse"> 
     case: "resolution";
   } | {
     /**
-     * Then the run's progress events.
+     * Progress events: of the ticket-matching run (before the resolution, with their own
+     * run_id), then of the ticket's run.
      *
      * @generated from field: frontdesk.v1.RunEvent event = 2;
      */
@@ -739,8 +740,9 @@ export const TicketStatusSchema: GenEnum<TicketStatus> = /*@__PURE__*/
  */
 export const TriageService: GenService<{
   /**
-   * Triages one customer message: streams the ticket resolution, the run's events, and ends
-   * with the typed result.
+   * Triages one customer message: streams the ticket-matching run's events (only when the
+   * customer has active tickets to match against), the ticket resolution, the ticket run's
+   * events, and ends with the typed result.
    *
    * @generated from rpc frontdesk.v1.TriageService.TriageTicket
    */
