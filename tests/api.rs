@@ -266,7 +266,10 @@ async fn list_get_reset_and_delete() {
     let state = intake_state(reset);
     assert_eq!(mode(&state), IntakeMode::Chat);
     assert!(state.collected_fields.is_empty());
-    assert!(s.client.get_conversation(id).await.unwrap().messages.is_empty(), "reset is the seed's clearAll");
+    assert!(
+        s.client.get_conversation(id).await.unwrap().messages.is_empty(),
+        "reset clears everything, messages included"
+    );
 
     s.client.delete_conversation(id).await.unwrap();
     assert_eq!(s.client.get_conversation(id).await.err().unwrap().code(), Some(Code::NotFound));

@@ -1,4 +1,4 @@
-//! The triage workflow (seed 001) end to end through a real server and its gRPC client, with a
+//! The triage workflow (docs/workflows/triage.md) end to end through a real server and its gRPC client, with a
 //! scripted model: every route, every recommended action and its persistence, ticket matching,
 //! translation, unknown customers and customer isolation.
 

@@ -1,4 +1,4 @@
-//! Where finished tickets go: the seed's TicketRepository and ChatRepository, as a trait the
+//! Where finished tickets go: the ticket and chat repositories of docs/workflows/triage.md, as a trait the
 //! service implements over SQL.
 
 use std::time::SystemTime;

@@ -1,4 +1,4 @@
-//! The customer directory the triage supervisor looks customers up in (the seed's
+//! The customer directory the triage supervisor looks customers up in (docs/workflows/triage.md's
 //! `customer_lookup` tool): plan, tenure, seats, region and account status per customer id.
 //!
 //! The directory is a JSON Lines file, one customer per line. Frontdesk ships sample data

@@ -1,4 +1,4 @@
-//! The knowledge base the triage specialists search (the seed's `kb_search` tool): help articles
+//! The knowledge base the triage specialists search (the `kb_search` tool of docs/workflows/triage.md): help articles
 //! in three categories, ranked by BM25 over an in-memory tantivy index.
 //!
 //! Articles are a JSON Lines file, one article per line. Frontdesk ships sample articles

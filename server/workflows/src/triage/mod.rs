@@ -41,7 +41,7 @@ pub const DESCRIPTION: &str = "Support-ticket triage: ticket matching, translati
 lookup, billing / technical / general specialists with a knowledge base or escalation, persistence";
 
 frontdesk_runtime::state! {
-    /// The triage thread's state (the seed's AgentState).
+    /// The triage thread's state (docs/workflows/triage.md, "The graph").
     pub struct TriageState / TriageUpdate {
         ticket: TicketInfo => Replace,
         messages: Log<TicketMessage> => Append,

@@ -1,4 +1,4 @@
-//! The triage workflow's domain types (the seed's AgentState pieces and the TriageResult).
+//! The triage workflow's domain types (the pieces of its state and the TriageResult, as docs/workflows/triage.md specifies them).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,7 @@ impl RecommendedAction {
         }
     }
 
-    /// Whether the ticket leaves the active store (the seed's post-workflow table).
+    /// Whether the ticket leaves the active store (docs/workflows/triage.md, "After the run: persistence").
     pub fn completes_ticket(self) -> bool {
         !matches!(self, RecommendedAction::RouteSpecialist)
     }
@@ -71,7 +71,7 @@ pub struct TicketMessage {
     pub at_ms: u64,
 }
 
-/// The ticket being triaged (the seed's `ticket`; the same for every run of the thread).
+/// The ticket being triaged (the same for every run of the thread).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TicketInfo {
     pub ticket_id: String,
@@ -131,7 +131,7 @@ pub struct KbResult {
     pub score: f32,
 }
 
-/// The triage outcome (the seed's TriageResult).
+/// The triage outcome (docs/workflows/triage.md, "The graph" and "After the run: persistence").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TriageResult {
     pub urgency: Urgency,

@@ -22,7 +22,8 @@ fn store_error(error: frontdesk_store::StoreError) -> ArchiveError {
     ArchiveError(Box::new(error))
 }
 
-/// The seed persists escalated tickets as "open": a person still has to act on them.
+/// Escalated tickets are archived as "open": a person still has to act on them
+/// (docs/workflows/triage.md, "After the run: persistence").
 fn status_column(status: ArchivedStatus) -> &'static str {
     match status {
         ArchivedStatus::Resolved => "resolved",
