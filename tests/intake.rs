@@ -283,6 +283,30 @@ async fn modify_returns_to_elicitation_and_keeps_fields() {
 }
 
 #[tokio::test]
+async fn an_invented_team_id_is_invalid_output_and_gets_the_repair_attempt() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("title", Some("Patch billing-db")));
+    fields.push(("rollback_plan", Some("restore the snapshot")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &[], "")),
+        ("team_matching.match", team(Some("platform-team"))),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
+    assert_eq!(mode(&state), IntakeMode::Review, "{reply}");
+    assert_eq!(state.identified_team_id, "ops-change");
+    let calls: Vec<_> = s.model.requests().into_iter().filter(|r| r.purpose == "team_matching.match").collect();
+    assert_eq!(calls.len(), 2, "the invented id is not taken for \"no match\"");
+    let repair = &calls[1].messages.last().unwrap().content;
+    assert!(repair.contains("\"platform-team\" is not a configured team"), "{repair}");
+    let schema = &calls[0].response_format.as_ref().unwrap().schema;
+    assert_eq!(schema["properties"]["team_id"]["enum"], json!(["ops-change", "io-change", "hyperautomation", null]));
+}
+
+#[tokio::test]
 async fn abandon_in_review_clears_the_request_but_keeps_messages() {
     let s = TestServer::start().await;
     let id = s.start_intake().await;

@@ -194,7 +194,7 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
         .node("supervisor", nodes::Supervisor(deps.clone()))
         .node("chat_agent", nodes::ChatAgent(deps.clone()))
         .node("elicitation_agent", nodes::ElicitationAgent::new(deps.clone()))
-        .node("team_matching", nodes::TeamMatching(deps.clone()))
+        .node("team_matching", nodes::TeamMatching::new(deps.clone()))
         .node("review_agent", nodes::ReviewAgent(deps))
         .entry("supervisor")
         .conditional_edge(

@@ -421,7 +421,8 @@ enum Confidence {
     Low,
 }
 
-/// The team-matching decision.
+/// The team-matching decision. The schema sent ([`team_schema`]) makes `team_id` an enum of the
+/// configured ids (or null); [`TeamMatching`] checks the reply against it too.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TeamMatch {
@@ -434,7 +435,43 @@ struct TeamMatch {
     confidence: Confidence,
 }
 
-pub struct TeamMatching(pub IntakeDeps);
+/// [`TeamMatch`]'s schema with `team_id` restricted to the configured team ids or null.
+fn team_schema(config: &IntakeConfig) -> OutputSchema {
+    let mut schema = frontdesk_llm::schema_for::<TeamMatch>();
+    let mut ids: Vec<serde_json::Value> = config.teams.iter().map(|t| t.id.as_str().into()).collect();
+    ids.push(serde_json::Value::Null);
+    schema["properties"]["team_id"] = json!({
+        "type": ["string", "null"],
+        "enum": ids,
+        "description": "The matching team's id, or null when no team fits.",
+    });
+    OutputSchema::new(schema)
+}
+
+/// An id outside the configuration is invalid output, not "no match": treating it as no match
+/// threw a confident answer away without a word in the log. Rejected, it gets the structured
+/// call's repair attempt.
+fn check_team(config: &IntakeConfig, matched: &TeamMatch) -> Result<(), String> {
+    match matched.team_id.as_deref() {
+        Some(id) if config.team(id).is_none() => {
+            let known = config.teams.iter().map(|t| t.id.as_str()).collect::<Vec<_>>().join(", ");
+            Err(format!("team_id {id:?} is not a configured team; use one of {known}, or null"))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub struct TeamMatching {
+    deps: IntakeDeps,
+    schema: OutputSchema,
+}
+
+impl TeamMatching {
+    pub fn new(deps: IntakeDeps) -> Self {
+        let schema = team_schema(&deps.config);
+        Self { deps, schema }
+    }
+}
 
 #[async_trait]
 impl Node<IntakeState> for TeamMatching {
@@ -443,7 +480,7 @@ impl Node<IntakeState> for TeamMatching {
     }
 
     async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
-        let config = &self.0.config;
+        let config = &self.deps.config;
         let summary = prompts::collected_summary(config, state);
         let request = ChatRequest {
             purpose: "team_matching.match".into(),
@@ -455,7 +492,15 @@ impl Node<IntakeState> for TeamMatching {
             max_tokens: Some(200),
             ..Default::default()
         };
-        let matched: TeamMatch = llm_node::structured(ctx, &self.0.llm, request).await?;
+        let (matched, record) = self
+            .deps
+            .llm
+            .structured_checked(request, &self.schema, &llm_node::call_options(ctx), |m: &TeamMatch| {
+                check_team(config, m)
+            })
+            .await
+            .map_err(|e| llm_node::node_error("team_matching.match", e))?;
+        llm_node::record_call(ctx, &record).await;
         info!(
             thread_id = ctx.thread_id(),
             team = ?matched.team_id,
@@ -483,7 +528,7 @@ impl Node<IntakeState> for TeamMatching {
             max_tokens: Some(400),
             ..Default::default()
         };
-        let reply = llm_node::streamed_text(ctx, &self.0.llm, request).await?;
+        let reply = llm_node::streamed_text(ctx, &self.deps.llm, request).await?;
         Ok(NodeOutput::update(IntakeUpdate {
             mode: Some(Mode::Chat),
             messages: say("team_matching", reply),
