@@ -22,7 +22,8 @@ use frontdesk_runtime::{EventKind, Log, MemoryCheckpointer, RunInput, RunRequest
 use frontdesk_server::{app::model_from_config, config::Config};
 use frontdesk_workflows::{
     intake::{
-        self, IntakeConfig, IntakeDeps, IntakeState, IntakeUpdate, Mode, Receipt, Submission, SubmitError, Submitter,
+        self, IntakeConfig, IntakeDeps, IntakeState, IntakeUpdate, Mode, Receipt, ReviewedRequest, Submission,
+        SubmitError, Submitter,
     },
     triage::{
         self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveError, ArchivedStatus, ArchivedTicket,
@@ -196,6 +197,7 @@ async fn run_intake(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
             state.identified_team = Some("ops-change".into());
             state.identified_team_name = Some("Ops Change".into());
             state.collected_fields = BTreeMap::from([("title".into(), "Patch billing-db".into())]);
+            state.reviewed = ReviewedRequest::of(&state);
         }
         runner.create_thread(&case.id, &state).await.expect("thread");
         let update = IntakeUpdate {
