@@ -1,6 +1,6 @@
 //! Decision accuracy of the configured model on the real intake and triage prompts.
 //!
-//! Runs the scenario sets in `config/eval/` (34 intake routing and extraction cases, 20 triage
+//! Runs the scenario sets in `config/eval/` (38 intake routing and extraction cases, 20 triage
 //! classification cases) through the real graphs, with the model the server would use (the
 //! same configuration layers: `FRONTDESK__MODEL__...`, or the embedded model by default), and
 //! prints accuracy per decision.
