@@ -1,5 +1,5 @@
-//! Every branch of the intake workflow (seed 000), through a real server and the Rust client,
-//! with a scripted model.
+//! Every branch of the intake workflow (docs/workflows/intake.md), through a real server and the
+//! Rust client, with a scripted model.
 
 mod common;
 
@@ -232,7 +232,8 @@ async fn confirm_submits_clears_the_request_and_returns_to_chat() {
     let s = TestServer::start().await;
     let id = s.start_intake().await;
     to_review(&s, &id).await;
-    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", "Submitting."))]);
+    // A bare confirmation in REVIEW is routed without a supervisor call.
+    s.script(&[("review.classify", review("confirm", "Submitting."))]);
     let (reply, state) = s.say(&id, "yes please submit").await;
     let submitted = s.submitter.submitted.lock().unwrap().clone();
     assert_eq!(submitted.len(), 1);
@@ -254,7 +255,7 @@ async fn failed_submission_stays_in_review_and_can_be_retried() {
     let id = s.start_intake().await;
     to_review(&s, &id).await;
     *s.submitter.fail_next.lock().unwrap() = 1;
-    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", ""))]);
+    s.script(&[("review.classify", review("confirm", ""))]);
     let (reply, state) = s.say(&id, "yes").await;
     assert!(reply.contains("couldn't submit"), "{reply}");
     assert_eq!(mode(&state), IntakeMode::Review);
@@ -268,18 +269,198 @@ async fn failed_submission_stays_in_review_and_can_be_retried() {
 }
 
 #[tokio::test]
-async fn modify_returns_to_elicitation_and_keeps_fields() {
+async fn modify_without_a_new_value_returns_to_elicitation_keeps_fields_and_asks() {
     let s = TestServer::start().await;
     let id = s.start_intake().await;
     to_review(&s, &id).await;
     s.script(&[
         ("supervisor.route", route("review_agent")),
-        ("review.classify", review("modify", "Sure, what should the new date be?")),
+        ("review.classify", review("modify", "Sure.")),
+        // The elicitation agent reads the same message and finds no new value in it.
+        ("elicitation.extract", extraction(&[], &[], "Sure, what should the new date be?")),
     ]);
     let (reply, state) = s.say(&id, "change the desired date").await;
     assert_eq!(reply, "Sure, what should the new date be?");
     assert_eq!(mode(&state), IntakeMode::Elicitation);
     assert_eq!(state.collected_fields.len(), 8);
+    assert!(state.identified_team_id.is_empty(), "the team is matched again after the change");
+}
+
+#[tokio::test]
+async fn modify_applies_the_change_from_the_same_message_and_reviews_again_before_submitting() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("review_agent")),
+        ("review.classify", review("modify", "Sure.")),
+        ("elicitation.extract", extraction(&[("title", Some("Patch billing-db to v2"))], &[], "")),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, "Actually, change the title to Patch billing-db to v2").await;
+    assert_eq!(mode(&state), IntakeMode::Review, "matched and reviewed again in the same turn");
+    assert_eq!(state.collected_fields["title"], "Patch billing-db to v2");
+    assert!(reply.starts_with("Please review your request:"), "{reply}");
+    assert!(reply.contains("- Title: Patch billing-db to v2"), "the review shows the new value: {reply}");
+    assert!(s.submitter.submitted.lock().unwrap().is_empty());
+    let extract = s.model.requests().into_iter().rev().find(|r| r.purpose == "elicitation.extract").unwrap();
+    assert!(extract.messages[0].content.contains("changing a request they have already reviewed"));
+    assert!(extract.messages.last().unwrap().content.contains("user: Actually, change the title"));
+
+    s.script(&[("review.classify", review("confirm", ""))]);
+    let (_, state) = s.say(&id, "confirm").await;
+    let submitted = s.submitter.submitted.lock().unwrap().clone();
+    assert_eq!(submitted.len(), 1);
+    assert_eq!(submitted[0].fields["title"], "Patch billing-db to v2", "the reviewed value, not the old one");
+    assert_eq!(mode(&state), IntakeMode::Chat);
+}
+
+#[tokio::test]
+async fn a_confirm_while_a_change_is_pending_never_submits_the_old_values() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("review_agent")),
+        ("review.classify", review("modify", "")),
+        ("elicitation.extract", extraction(&[], &[], "What would you like to change?")),
+    ]);
+    let (_, state) = s.say(&id, "I want to change something").await;
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+    // The model routes a confirm made outside REVIEW to the review agent: refused, the message
+    // goes to the elicitation agent, and the request is matched and reviewed again.
+    s.script(&[
+        ("supervisor.route", route("review_agent")),
+        ("elicitation.extract", extraction(&[], &[], "")),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, "confirm").await;
+    assert!(s.submitter.submitted.lock().unwrap().is_empty(), "nothing is filed without a review");
+    assert_eq!(mode(&state), IntakeMode::Review);
+    assert!(reply.starts_with("Please review your request:"), "{reply}");
+    let classified = s.model.requests().iter().filter(|r| r.purpose == "review.classify").count();
+    assert_eq!(classified, 1, "only the modify was classified; the confirm never reached the review agent");
+}
+
+#[tokio::test]
+async fn a_short_confirmation_in_review_goes_to_the_review_agent_without_a_supervisor_call() {
+    for phrase in ["yes", "go ahead", "approve", "yes please submit it"] {
+        let s = TestServer::start().await;
+        let id = s.start_intake().await;
+        to_review(&s, &id).await;
+        let before = s.model.requests().len();
+        s.script(&[("review.classify", review("confirm", ""))]);
+        let (reply, state) = s.say(&id, phrase).await;
+        assert!(reply.contains("submitted to Ops Change"), "{phrase}: {reply}");
+        assert_eq!(mode(&state), IntakeMode::Chat);
+        let purposes: Vec<String> = s.model.requests()[before..].iter().map(|r| r.purpose.clone()).collect();
+        assert_eq!(purposes, ["review.classify"], "{phrase}");
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_change_the_model_routes_to_elicitation_in_review_goes_through_the_review_agent() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    to_review(&s, &id).await;
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("review.classify", review("modify", "")),
+        ("elicitation.extract", extraction(&[("urgency", Some("low"))], &[], "")),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, "the urgency should be low").await;
+    assert_eq!(mode(&state), IntakeMode::Review);
+    assert_eq!(state.collected_fields["urgency"], "low");
+    assert!(reply.contains("- Urgency: low"), "{reply}");
+}
+
+#[tokio::test]
+async fn an_inferred_field_the_model_leaves_empty_is_inferred_by_its_own_call() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("rollback_plan", Some("restore the snapshot")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        // Every asked field, but not the title the model was told to infer.
+        ("elicitation.extract", extraction(&fields, &[], "Thanks, that's everything.")),
+        ("elicitation.infer", json!({"title": "Patch billing-db memory leak"})),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
+    assert_eq!(mode(&state), IntakeMode::Review, "{reply}");
+    assert_eq!(state.collected_fields["title"], "Patch billing-db memory leak");
+    let infer = s.model.requests().into_iter().find(|r| r.purpose == "elicitation.infer").unwrap();
+    let schema = &infer.response_format.as_ref().unwrap().schema;
+    assert_eq!(schema["required"], json!(["title"]), "only the missing inferred field");
+    assert!(infer.messages[1].content.contains("- Affected system: billing-db"), "{}", infer.messages[1].content);
+}
+
+#[tokio::test]
+async fn an_inferred_field_that_cannot_be_inferred_is_asked_for() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("rollback_plan", Some("restore the snapshot")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &[], "Thanks, that's everything.")),
+        ("elicitation.infer", json!({"title": "  "})),
+    ]);
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+    assert_eq!(state.missing_fields, vec!["title"]);
+    assert!(reply.ends_with("To file the request I still need: Title."), "the user is asked: {reply}");
+
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&[("title", Some("Billing fix"))], &[], "")),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (_, state) = s.say(&id, "call it Billing fix").await;
+    assert_eq!(mode(&state), IntakeMode::Review);
+    assert_eq!(state.collected_fields["title"], "Billing fix");
+}
+
+#[tokio::test]
+async fn a_followup_that_asks_for_no_missing_field_gets_one_named() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.retain(|(f, _)| *f != "urgency");
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &[], "Great, thanks!")),
+    ]);
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
+    assert_eq!(mode(&state), IntakeMode::Elicitation);
+    assert_eq!(reply, "Great, thanks! To file the request I still need: Urgency, Rollback plan.");
+}
+
+#[tokio::test]
+async fn an_invented_team_id_is_invalid_output_and_gets_the_repair_attempt() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let mut fields = ALL_BUT_TITLE.to_vec();
+    fields.push(("title", Some("Patch billing-db")));
+    fields.push(("rollback_plan", Some("restore the snapshot")));
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        ("elicitation.extract", extraction(&fields, &[], "")),
+        ("team_matching.match", team(Some("platform-team"))),
+        ("team_matching.match", team(Some("ops-change"))),
+    ]);
+    let (reply, state) = s.say(&id, &stating(&fields)).await;
+    assert_eq!(mode(&state), IntakeMode::Review, "{reply}");
+    assert_eq!(state.identified_team_id, "ops-change");
+    let calls: Vec<_> = s.model.requests().into_iter().filter(|r| r.purpose == "team_matching.match").collect();
+    assert_eq!(calls.len(), 2, "the invented id is not taken for \"no match\"");
+    let repair = &calls[1].messages.last().unwrap().content;
+    assert!(repair.contains("\"platform-team\" is not a configured team"), "{repair}");
+    let schema = &calls[0].response_format.as_ref().unwrap().schema;
+    assert_eq!(schema["properties"]["team_id"]["enum"], json!(["ops-change", "io-change", "hyperautomation", null]));
 }
 
 #[tokio::test]
@@ -401,7 +582,7 @@ async fn confirmed_requests_land_in_the_outbox_table_by_default() {
     let s = TestServer::start_with(Options { outbox: true, ..Options::default() }).await;
     let id = s.start_intake().await;
     to_review(&s, &id).await;
-    s.script(&[("supervisor.route", route("review_agent")), ("review.classify", review("confirm", ""))]);
+    s.script(&[("review.classify", review("confirm", ""))]);
     let (_, state) = s.say(&id, "yes").await;
     let rows = s.server().database().list_submissions(&id).await.unwrap();
     assert_eq!(rows.len(), 1);

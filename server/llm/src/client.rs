@@ -264,6 +264,27 @@ impl LlmClient {
     where
         T: serde::de::DeserializeOwned,
     {
+        self.structured_checked(request, schema, opts, |_: &T| Ok(())).await
+    }
+
+    /// [`LlmClient::structured_with`] plus a check of the parsed value: a reply the check refuses
+    /// (an `Err` with the reason) is invalid output exactly like one that does not parse, so it
+    /// gets the repair attempt and, failing that, [`LlmError::InvalidOutput`].
+    ///
+    /// A schema constrains only the providers that decode under it; an endpoint that ignores
+    /// `response_format` can still answer with a value outside an `enum` built from
+    /// configuration, and only a check on our side catches it.
+    pub async fn structured_checked<T>(
+        &self,
+        request: ChatRequest,
+        schema: &OutputSchema,
+        opts: &CallOptions<'_>,
+        check: impl Fn(&T) -> Result<(), String>,
+    ) -> Result<(T, CallRecord), LlmError>
+    where
+        T: serde::de::DeserializeOwned,
+    {
+        let parse = |content: &str| parse_structured::<T>(content).and_then(|value| check(&value).map(|()| value));
         let mut request = request;
         match request.messages.first_mut() {
             // Several chat templates (llama.cpp, Ollama) only allow one leading system message.
@@ -278,7 +299,7 @@ impl LlmClient {
 
         let (response, mut record) = self.complete_ref(&request, opts).await?;
         tracing::debug!(purpose = %request.purpose, reply = %response.content, "structured reply");
-        let first_error = match parse_structured::<T>(&response.content) {
+        let first_error = match parse(&response.content) {
             Ok(value) => return Ok((value, record)),
             Err(e) => e,
         };
@@ -296,7 +317,7 @@ impl LlmClient {
         )));
         let (repaired, repair_record) = self.complete_ref(&request, opts).await?;
         record.absorb(&repair_record);
-        match parse_structured::<T>(&repaired.content) {
+        match parse(&repaired.content) {
             Ok(value) => Ok((value, record)),
             Err(error) => {
                 tracing::warn!(purpose = %request.purpose, error = %error, "structured output still invalid after repair");
@@ -352,4 +373,41 @@ fn parse_structured<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, 
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::{ScriptedModel, ScriptedReply};
+
+    #[derive(Debug, Deserialize)]
+    struct Pick {
+        team_id: String,
+    }
+
+    #[tokio::test]
+    async fn a_value_the_check_refuses_is_invalid_output_and_gets_the_repair_attempt() {
+        let model = Arc::new(ScriptedModel::new("s"));
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "made-up"})));
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "ops"})));
+        let client = LlmClient::new(model.clone());
+        let schema =
+            OutputSchema::new(serde_json::json!({"type": "object", "properties": {"team_id": {"type": "string"}}}));
+        let check = |p: &Pick| if p.team_id == "ops" { Ok(()) } else { Err(format!("{:?} is not a team", p.team_id)) };
+        let request =
+            ChatRequest { purpose: "pick".into(), messages: vec![ChatMessage::user("?")], ..Default::default() };
+        let (pick, record) =
+            client.structured_checked(request.clone(), &schema, &CallOptions::default(), check).await.unwrap();
+        assert_eq!(pick.team_id, "ops");
+        assert_eq!(record.attempts, 2, "the refused reply and the repair");
+        let repair = model.requests()[1].messages.last().unwrap().content.clone();
+        assert!(repair.contains("\"made-up\" is not a team"), "the repair prompt names the reason: {repair}");
+
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "x"})));
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "y"})));
+        let error = client.structured_checked(request, &schema, &CallOptions::default(), check).await.unwrap_err();
+        assert!(matches!(error, LlmError::InvalidOutput { attempts: 2, .. }), "{error}");
+    }
 }

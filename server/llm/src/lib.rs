@@ -30,7 +30,7 @@ pub use error::{BoxError, LlmError};
 pub use local::{LocalConfig, LocalModel, LocalModelInfo};
 pub use model::ChatModel;
 pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
-pub use pricing::{ModelPrice, PriceTable};
+pub use pricing::{ModelPrice, PriceTable, OPENAI_LIST_PRICES_2025};
 pub use retry::RetryPolicy;
 pub use schema::{extract_json, schema_for, schema_name};
 pub use scripted::{ScriptedFailure, ScriptedModel, ScriptedReply};

@@ -22,7 +22,29 @@ pub struct PriceTable {
     pub models: BTreeMap<String, ModelPrice>,
 }
 
+/// OpenAI's published list prices, USD per million tokens (input, output), as of 2025
+/// (<https://openai.com/api/pricing/>). Standard tier; cached-input and batch discounts are not
+/// modelled, so a cost computed from them is an upper bound. They go stale: configuration
+/// overrides any of them (`model.prices`).
+pub const OPENAI_LIST_PRICES_2025: &[(&str, f64, f64)] = &[
+    ("gpt-4o", 2.50, 10.00),
+    ("gpt-4o-mini", 0.15, 0.60),
+    ("gpt-4.1", 2.00, 8.00),
+    ("gpt-4.1-mini", 0.40, 1.60),
+    ("gpt-4.1-nano", 0.10, 0.40),
+    ("o3-mini", 1.10, 4.40),
+    ("o4-mini", 1.10, 4.40),
+];
+
 impl PriceTable {
+    /// The compiled-in defaults: [`OPENAI_LIST_PRICES_2025`]. Without them every hosted call
+    /// reported `costUsd` 0 until someone thought to configure prices, which reads as "free".
+    pub fn defaults() -> Self {
+        OPENAI_LIST_PRICES_2025
+            .iter()
+            .fold(Self::default(), |table, &(model, prompt, completion)| table.with_model(model, prompt, completion))
+    }
+
     /// Adds or replaces the price of `model` (builder style).
     pub fn with_model(
         mut self,
@@ -86,6 +108,19 @@ mod tests {
         let table = PriceTable::default().with_model("gpt-4o", 2.5, 10.0).with_model("gpt-4o-mini", 0.15, 0.6);
         let cost = table.cost("gpt-4o-mini-2024-07-18", usage(1_000_000, 0));
         assert!((cost - 0.15).abs() < 1e-9);
+    }
+
+    #[test]
+    fn well_known_openai_models_are_priced_by_default() {
+        let table = PriceTable::defaults();
+        for (model, _, _) in OPENAI_LIST_PRICES_2025 {
+            assert!(table.cost(model, usage(1000, 1000)) > 0.0, "{model}");
+        }
+        let mini = table.cost("gpt-4o-mini-2024-07-18", usage(1_000_000, 1_000_000));
+        assert!((mini - 0.75).abs() < 1e-9, "a dated variant takes its base model's price: {mini}");
+        let nano = table.cost("gpt-4.1-nano-2025-04-14", usage(1_000_000, 0));
+        assert!((nano - 0.10).abs() < 1e-9, "the longest prefix, not gpt-4.1: {nano}");
+        assert_eq!(table.cost("llama3.1:8b", usage(1000, 1000)), 0.0);
     }
 
     #[test]

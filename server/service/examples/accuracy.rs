@@ -1,6 +1,6 @@
 //! Decision accuracy of the configured model on the real intake and triage prompts.
 //!
-//! Runs the scenario sets in `config/eval/` (30 intake routing and extraction cases, 20 triage
+//! Runs the scenario sets in `config/eval/` (38 intake routing and extraction cases, 20 triage
 //! classification cases) through the real graphs, with the model the server would use (the
 //! same configuration layers: `FRONTDESK__MODEL__...`, or the embedded model by default), and
 //! prints accuracy per decision.
@@ -22,7 +22,8 @@ use frontdesk_runtime::{EventKind, Log, MemoryCheckpointer, RunInput, RunRequest
 use frontdesk_server::{app::model_from_config, config::Config};
 use frontdesk_workflows::{
     intake::{
-        self, IntakeConfig, IntakeDeps, IntakeState, IntakeUpdate, Mode, Receipt, Submission, SubmitError, Submitter,
+        self, IntakeConfig, IntakeDeps, IntakeState, IntakeUpdate, Mode, Receipt, ReviewedRequest, Submission,
+        SubmitError, Submitter,
     },
     triage::{
         self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveError, ArchivedStatus, ArchivedTicket,
@@ -196,6 +197,7 @@ async fn run_intake(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
             state.identified_team = Some("ops-change".into());
             state.identified_team_name = Some("Ops Change".into());
             state.collected_fields = BTreeMap::from([("title".into(), "Patch billing-db".into())]);
+            state.reviewed = ReviewedRequest::of(&state);
         }
         runner.create_thread(&case.id, &state).await.expect("thread");
         let update = IntakeUpdate {

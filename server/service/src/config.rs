@@ -8,7 +8,7 @@ use figment::{
     value::Value,
     Figment,
 };
-use frontdesk_llm::ModelPrice;
+use frontdesk_llm::{ModelPrice, PriceTable};
 use serde::{Deserialize, Serialize};
 
 use crate::workflows::{registration, SettingsError, WorkflowModule, WORKFLOWS};
@@ -101,7 +101,9 @@ pub struct ModelConfig {
     pub max_attempts: u32,
     /// Replies for the scripted provider (JSON; see docs/configuration.md).
     pub script_file: Option<PathBuf>,
-    /// USD per million tokens, by model name (longest prefix wins).
+    /// USD per million tokens, by model name (longest prefix wins). Defaults to OpenAI's 2025
+    /// list prices for its common models ([`frontdesk_llm::OPENAI_LIST_PRICES_2025`]); an entry in
+    /// a layer replaces that model's default and keeps the others.
     pub prices: BTreeMap<String, ModelPrice>,
     pub call_log: CallLogMode,
     /// Local provider: the GGUF model file. Default: where `scripts/ensure-model.sh` puts Gemma 3
@@ -173,7 +175,7 @@ impl Default for ModelConfig {
             request_timeout_secs: 120,
             max_attempts: 4,
             script_file: None,
-            prices: BTreeMap::new(),
+            prices: PriceTable::defaults().models,
             call_log: CallLogMode::Off,
             local_path: None,
             local_context: 4096,
@@ -400,5 +402,45 @@ mod tests {
             assert!(matches!(error, ConfigError::Workflow { name: "triage", .. }), "{error:?}");
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use frontdesk_llm::{PriceTable, TokenUsage};
+
+    use super::*;
+
+    fn prices(config: &Config) -> PriceTable {
+        PriceTable { models: config.model.prices.clone() }
+    }
+
+    const USAGE: TokenUsage = TokenUsage { prompt_tokens: 1_000_000, completion_tokens: 1_000_000 };
+
+    #[test]
+    fn common_openai_models_cost_money_without_any_price_configured() {
+        let config = Config::load(None, &Overrides::default()).unwrap();
+        let table = prices(&config);
+        for model in ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o3-mini", "o4-mini"] {
+            assert!(table.cost(model, USAGE) > 0.0, "{model} has a default price");
+        }
+        assert!((table.cost("gpt-4o-mini", USAGE) - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_configured_price_overrides_the_default_and_keeps_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("frontdesk.toml");
+        std::fs::write(
+            &file,
+            "[model.prices.\"gpt-4o-mini\"]\nprompt_per_million = 1.0\ncompletion_per_million = 2.0\n\n\
+             [model.prices.\"my-model\"]\nprompt_per_million = 5.0\ncompletion_per_million = 5.0\n",
+        )
+        .unwrap();
+        let config = Config::load(Some(&file), &Overrides::default()).unwrap();
+        let table = prices(&config);
+        assert!((table.cost("gpt-4o-mini", USAGE) - 3.0).abs() < 1e-9, "the configured price wins");
+        assert!((table.cost("my-model", USAGE) - 10.0).abs() < 1e-9, "a model of one's own");
+        assert!((table.cost("gpt-4o", USAGE) - 12.5).abs() < 1e-9, "other defaults stay");
     }
 }

@@ -1,14 +1,19 @@
-//! The intake workflow (seed 000): a supervisor routes each chat turn to the chat agent, the
-//! field-elicitation agent or the review agent; a completed request is matched to a team,
-//! reviewed by the user and submitted.
+//! The intake workflow (docs/workflows/intake.md): a supervisor routes each chat turn to the chat
+//! agent, the field-elicitation agent or the review agent; a completed request is matched to a
+//! team, reviewed by the user and submitted.
 //!
 //! ```text
 //! START → supervisor ─┬→ chat_agent → END
 //!                     ├→ elicitation_agent ─┬→ team_matching → END
-//!                     │                     └→ END
-//!                     ├→ review_agent → END
+//!                     │        ↑            └→ END
+//!                     ├→ review_agent ─┬────┘ (modify: the change is applied in the same turn)
+//!                     │                └→ END
 //!                     └→ END   ("clear context" debug command)
 //! ```
+//!
+//! A request is submitted only from REVIEW, on a confirm of exactly the values the last review
+//! message showed ([`submittable`]): any change goes back through elicitation, team matching and
+//! a fresh review first.
 
 pub mod config;
 mod nodes;
@@ -23,6 +28,7 @@ use frontdesk_runtime::{Graph, GraphBuilder, GraphError, Log, Target};
 use serde::{Deserialize, Serialize};
 
 pub use config::{FieldConfig, IntakeConfig, TeamConfig};
+pub use nodes::is_affirmative;
 pub use submit::{Receipt, Submission, SubmitError, Submitter};
 
 use crate::{
@@ -42,7 +48,7 @@ pub enum Mode {
     Review,
 }
 
-/// The supervisor's routing decision, kept in state as the seed's `next`.
+/// The supervisor's routing decision, kept in state as `next`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {
@@ -55,7 +61,7 @@ pub enum Route {
 }
 
 frontdesk_runtime::state! {
-    /// The intake conversation's state (the seed's AgentState).
+    /// The intake conversation's state (AgentState in docs/workflows/intake.md).
     pub struct IntakeState / IntakeUpdate {
         messages: Log<Message> => Append,
         mode: Mode => Replace,
@@ -66,6 +72,12 @@ frontdesk_runtime::state! {
         identified_team_name: Option<String> => Replace,
         submission_url: Option<String> => Replace,
         submission_error: Option<String> => Replace,
+        /// What the last review message showed; a confirm submits only if the request still
+        /// equals it. Set by team matching, cleared when the user asks for a change.
+        reviewed: Option<ReviewedRequest> => Replace,
+        /// The user asked to change the reviewed request; the elicitation agent applies the
+        /// change (from the same message) before the request is matched and reviewed again.
+        revising: bool => Replace,
         /// Elicitation turns of the current request; the focus instruction starts with the second.
         elicitation_turns: u32 => Replace,
         /// User turns over the conversation's life; never reset.
@@ -74,7 +86,7 @@ frontdesk_runtime::state! {
 }
 
 impl IntakeUpdate {
-    /// The seed's clearRequestContext: request fields go, messages stay, mode returns to CHAT.
+    /// clearRequestContext: request fields go, messages stay, mode returns to CHAT.
     pub fn clear_request_context() -> Self {
         IntakeUpdate {
             mode: Some(Mode::Chat),
@@ -83,12 +95,14 @@ impl IntakeUpdate {
             identified_team: Some(None),
             identified_team_name: Some(None),
             submission_error: Some(None),
+            reviewed: Some(None),
+            revising: Some(false),
             elicitation_turns: Some(0),
             ..Default::default()
         }
     }
 
-    /// The seed's clearAll: everything, messages included.
+    /// clearAll: everything, messages included.
     pub fn clear_all() -> Self {
         IntakeUpdate {
             messages: Some(Log::replace(Vec::new())),
@@ -120,6 +134,50 @@ pub fn missing_fields<'c>(config: &'c IntakeConfig, state: &IntakeState) -> Vec<
         .filter(|f| !state.collected_fields.contains_key(&f.name) && !state.fields_marked_unknown.contains(&f.name))
         .map(|f| f.name.as_str())
         .collect()
+}
+
+/// The values a review message showed the user: the team and every field, known or not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewedRequest {
+    pub team_id: String,
+    pub fields: BTreeMap<String, String>,
+    pub unknown: Vec<String>,
+}
+
+impl ReviewedRequest {
+    /// The request as it stands, if a team has been matched.
+    pub fn of(state: &IntakeState) -> Option<Self> {
+        Some(Self {
+            team_id: state.identified_team.clone()?,
+            fields: state.collected_fields.clone(),
+            unknown: state.fields_marked_unknown.clone(),
+        })
+    }
+}
+
+/// Why a confirm cannot submit the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotSubmittable {
+    #[error("the request is not under review")]
+    NotInReview,
+    #[error("no team has been matched")]
+    NoTeam,
+    #[error("the request differs from what the user last reviewed")]
+    NotReviewed,
+}
+
+/// Whether a confirm may submit the request: only in REVIEW, and only the values the user was
+/// last shown. A model that routes or classifies wrongly (a confirm while a change is pending,
+/// a review agent reached outside REVIEW) must not be able to file values nobody reviewed.
+pub fn submittable(state: &IntakeState) -> Result<(), NotSubmittable> {
+    if state.mode != Mode::Review {
+        return Err(NotSubmittable::NotInReview);
+    }
+    let current = ReviewedRequest::of(state).ok_or(NotSubmittable::NoTeam)?;
+    if state.reviewed.as_ref() != Some(&current) {
+        return Err(NotSubmittable::NotReviewed);
+    }
+    Ok(())
 }
 
 /// What the intake nodes need from outside.
@@ -195,7 +253,7 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
         .node("supervisor", nodes::Supervisor(deps.clone()))
         .node("chat_agent", nodes::ChatAgent(deps.clone()))
         .node("elicitation_agent", nodes::ElicitationAgent::new(deps.clone()))
-        .node("team_matching", nodes::TeamMatching(deps.clone()))
+        .node("team_matching", nodes::TeamMatching::new(deps.clone()))
         .node("review_agent", nodes::ReviewAgent(deps))
         .entry("supervisor")
         .conditional_edge(
@@ -217,7 +275,13 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
             }
         })
         .edge("team_matching", Target::End)
-        .edge("review_agent", Target::End)
+        .conditional_edge("review_agent", [Target::node("elicitation_agent"), Target::End], |s: &IntakeState| {
+            if s.revising {
+                Target::node("elicitation_agent")
+            } else {
+                Target::End
+            }
+        })
         .max_steps(10)
         .output(move |s: &IntakeState| turn_output(&*output_spec, s))
         .build()?;
@@ -251,5 +315,46 @@ mod tests {
         assert_eq!(output.state.view.mode, Mode::Review);
         assert_eq!(output.state.view.identified_team_id.as_deref(), Some("it"));
         assert_eq!(serde_json::to_value(&output).unwrap(), recorded);
+    }
+
+    fn in_review() -> IntakeState {
+        let mut state = IntakeState {
+            mode: Mode::Review,
+            identified_team: Some("ops-change".into()),
+            identified_team_name: Some("Ops Change".into()),
+            collected_fields: BTreeMap::from([("title".into(), "Patch billing-db".into())]),
+            ..Default::default()
+        };
+        state.reviewed = ReviewedRequest::of(&state);
+        state
+    }
+
+    #[test]
+    fn only_the_reviewed_values_in_review_can_be_submitted() {
+        assert_eq!(submittable(&in_review()), Ok(()));
+
+        let mut changed = in_review();
+        changed.collected_fields.insert("title".into(), "Patch billing-db v2".into());
+        assert_eq!(submittable(&changed), Err(NotSubmittable::NotReviewed), "a value changed after the review");
+
+        let mut rematched = in_review();
+        rematched.identified_team = Some("io-change".into());
+        assert_eq!(submittable(&rematched), Err(NotSubmittable::NotReviewed), "another team");
+
+        let mut unknown = in_review();
+        unknown.fields_marked_unknown.push("rollback_plan".into());
+        assert_eq!(submittable(&unknown), Err(NotSubmittable::NotReviewed), "a field became unknown");
+
+        let mut eliciting = in_review();
+        eliciting.mode = Mode::Elicitation;
+        assert_eq!(submittable(&eliciting), Err(NotSubmittable::NotInReview), "a change is pending");
+
+        let mut never_shown = in_review();
+        never_shown.reviewed = None;
+        assert_eq!(submittable(&never_shown), Err(NotSubmittable::NotReviewed));
+
+        let mut no_team = in_review();
+        no_team.identified_team = None;
+        assert_eq!(submittable(&no_team), Err(NotSubmittable::NoTeam));
     }
 }

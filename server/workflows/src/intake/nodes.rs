@@ -1,8 +1,8 @@
-//! The intake agents. Each reads the state, makes at most the model calls the seed gives it,
-//! and returns an update; none mutates state or talks to the transport.
+//! The intake agents. Each reads the state, makes the model calls docs/workflows/intake.md gives
+//! it, and returns an update; none mutates state or talks to the transport.
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
+use frontdesk_llm::{ChatMessage, ChatRequest, LlmError, OutputSchema};
 use frontdesk_runtime::{Log, Node, NodeContext, NodeError, NodeOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -10,7 +10,9 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::{
-    config::IntakeConfig, missing_fields, prompts, IntakeDeps, IntakeState, IntakeUpdate, Mode, Route, Submission,
+    config::{FieldConfig, IntakeConfig},
+    missing_fields, prompts, submittable, IntakeDeps, IntakeState, IntakeUpdate, Mode, ReviewedRequest, Route,
+    Submission,
 };
 use crate::{llm_node, Message, Role};
 
@@ -104,6 +106,20 @@ impl Node<IntakeState> for Supervisor {
             return Ok(NodeOutput::update(update));
         }
 
+        // A bare "yes" to the review message is the commonest reply in REVIEW and the one a small
+        // model misroutes most (to elicitation, which repeated the review); it needs no model.
+        if state.mode == Mode::Review && state.identified_team.is_some() && is_affirmative(text) {
+            debug!(
+                thread_id = ctx.thread_id(),
+                "affirmative reply to the review; routing to review without a model call"
+            );
+            return Ok(NodeOutput::update(IntakeUpdate {
+                next: Some(Route::ReviewAgent),
+                mode: Some(Mode::Review),
+                ..Default::default()
+            }));
+        }
+
         let recent = prompts::transcript(tail(&state.messages.items, SUPERVISOR_CONTEXT));
         let request = ChatRequest {
             purpose: "supervisor.route".into(),
@@ -114,11 +130,27 @@ impl Node<IntakeState> for Supervisor {
         };
         let decision: SupervisorDecision = llm_node::structured(ctx, &self.0.llm, request).await?;
         debug!(thread_id = ctx.thread_id(), route = ?decision.route, reasoning = %decision.reasoning, "supervisor decided");
+        let under_review = state.mode == Mode::Review && state.identified_team.is_some();
         let (next, mode) = match decision.route {
             SupervisorRoute::Chat => (Route::ChatAgent, state.mode),
+            // In REVIEW a change goes through the review agent, which classifies it as modify and
+            // hands it to elicitation itself, dropping the team and the reviewed values: the
+            // elicitation agent alone would leave them in place.
+            SupervisorRoute::Elicitation if under_review => {
+                debug!(thread_id = ctx.thread_id(), "supervisor chose elicitation in REVIEW; routing to review");
+                (Route::ReviewAgent, Mode::Review)
+            }
             SupervisorRoute::Elicitation => (Route::ElicitationAgent, Mode::Elicitation),
-            // Review only makes sense with a request under review; otherwise it is chat.
-            SupervisorRoute::Review if state.identified_team.is_some() => (Route::ReviewAgent, Mode::Review),
+            SupervisorRoute::Review if under_review => (Route::ReviewAgent, Mode::Review),
+            // Outside REVIEW there is nothing to confirm: a team matched earlier does not make a
+            // request reviewed (after a modify, a confirm must not file the old values).
+            SupervisorRoute::Review if state.mode == Mode::Elicitation => {
+                warn!(
+                    thread_id = ctx.thread_id(),
+                    "supervisor chose review while a request is being elicited; routing to elicitation"
+                );
+                (Route::ElicitationAgent, Mode::Elicitation)
+            }
             SupervisorRoute::Review => {
                 warn!(thread_id = ctx.thread_id(), "supervisor chose review with nothing to review; routing to chat");
                 (Route::ChatAgent, state.mode)
@@ -162,9 +194,9 @@ impl Node<IntakeState> for ChatAgent {
 // ---------------------------------------------------------------------------------------------
 // elicitation agent
 
-/// The elicitation agent's single structured call (the seed's FieldExtractionSchema).
+/// The elicitation agent's structured call (FieldExtractionSchema in docs/workflows/intake.md).
 ///
-/// The seed's field-to-value map is asked for as a list of (field, value) pairs that holds only
+/// The design's field-to-value map is asked for as a list of (field, value) pairs that holds only
 /// the fields the message states: a small model copies a stated value next to its field name
 /// far more reliably than it fills one slot per configured field, where it learns from the
 /// examples to leave every slot null. The schema sent to the model is built from the
@@ -337,30 +369,128 @@ impl Node<IntakeState> for ElicitationAgent {
             }
         }
 
-        let after = IntakeState {
-            collected_fields: collected.clone(),
-            fields_marked_unknown: unknown.clone(),
-            ..Default::default()
-        };
-        let missing = missing_fields(config, &after);
+        let changed = !stated_now.is_empty() || unknown != state.fields_marked_unknown;
+        let mut after =
+            IntakeState { collected_fields: collected, fields_marked_unknown: unknown, ..Default::default() };
+        let missing: Vec<&FieldConfig> =
+            missing_fields(config, &after).into_iter().filter_map(|f| config.field(f)).collect();
+        // Inferred fields (the title) are never asked for, so nothing but this step fills one the
+        // model left empty: without it the request waited in elicitation for good.
+        if missing.iter().all(|f| f.infer) && !missing.is_empty() {
+            for (field, value) in self.infer(&after, &missing, ctx).await? {
+                after.collected_fields.insert(field, value);
+            }
+        }
+        let missing: Vec<&FieldConfig> =
+            missing_fields(config, &after).into_iter().filter_map(|f| config.field(f)).collect();
         let mut update = IntakeUpdate {
-            collected_fields: Some(collected),
-            fields_marked_unknown: Some(unknown),
+            collected_fields: Some(after.collected_fields),
+            fields_marked_unknown: Some(after.fields_marked_unknown),
             elicitation_turns: Some(state.elicitation_turns + 1),
+            revising: Some(false),
             ..Default::default()
         };
-        if missing.is_empty() {
+        if !missing.is_empty() {
+            update.mode = Some(Mode::Elicitation);
+            update.messages = say("elicitation_agent", ask_for_missing(extraction.followup_response, &missing));
+        } else if state.revising && !changed {
+            // "I want to change something" names no new value: ask for it rather than show the
+            // same review again.
+            update.mode = Some(Mode::Elicitation);
+            update.messages =
+                say("elicitation_agent", non_empty(extraction.followup_response, "What would you like to change?"));
+        } else {
             // Complete: team matching runs in this same turn and writes the reply.
             update.mode = Some(Mode::TeamMatching);
-        } else {
-            let fallback = format!(
-                "Thanks. To file the request I still need: {}.",
-                missing.iter().filter_map(|f| config.field(f)).map(|f| f.label.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            update.mode = Some(Mode::Elicitation);
-            update.messages = say("elicitation_agent", non_empty(extraction.followup_response, &fallback));
         }
         Ok(NodeOutput::update(update))
+    }
+}
+
+impl ElicitationAgent {
+    /// Fills inferred fields (`infer = true`, never asked for) from the collected details in a
+    /// structured call of their own, once every asked field is settled. A field the model still
+    /// leaves blank, or a reply that stays invalid, is left missing and then asked for.
+    async fn infer(
+        &self,
+        state: &IntakeState,
+        fields: &[&FieldConfig],
+        ctx: &NodeContext,
+    ) -> Result<Vec<(String, String)>, NodeError> {
+        let properties: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .map(|f| {
+                let schema = json!({"type": "string", "minLength": 1, "maxLength": 200, "description": f.description});
+                (f.name.clone(), schema)
+            })
+            .collect();
+        let schema = OutputSchema::new(json!({"type": "object", "properties": properties}));
+        let request = ChatRequest {
+            purpose: "elicitation.infer".into(),
+            messages: vec![
+                ChatMessage::system(prompts::infer(fields)),
+                ChatMessage::user(format!(
+                    "Request details:\n{}",
+                    prompts::collected_summary(&self.deps.config, state)
+                )),
+            ],
+            temperature: Some(0.0),
+            max_tokens: Some(300),
+            ..Default::default()
+        };
+        let result = self
+            .deps
+            .llm
+            .structured_with::<std::collections::BTreeMap<String, String>>(
+                request,
+                &schema,
+                &llm_node::call_options(ctx),
+            )
+            .await;
+        let values = match result {
+            Ok((values, record)) => {
+                llm_node::record_call(ctx, &record).await;
+                values
+            }
+            Err(LlmError::InvalidOutput { error, .. }) => {
+                warn!(thread_id = ctx.thread_id(), %error, "inferring fields failed; asking the user instead");
+                return Ok(Vec::new());
+            }
+            Err(error) => return Err(llm_node::node_error("elicitation.infer", error)),
+        };
+        Ok(fields
+            .iter()
+            .filter_map(|f| {
+                let value = values.get(&f.name).map(|v| v.trim()).filter(|v| !v.is_empty());
+                if value.is_none() {
+                    warn!(thread_id = ctx.thread_id(), field = %f.name, "model left an inferred field empty; asking the user");
+                }
+                value.map(|v| (f.name.clone(), v.to_owned()))
+            })
+            .collect())
+    }
+}
+
+/// The reply while required fields are missing: the model's follow-up if it asks for one of
+/// them, else the follow-up plus a question naming them. The model may ask for nothing, or only
+/// for a field it was told never to ask for; a field nobody asks for is waited on forever.
+/// Fields the assistant infers are asked for only once nothing else is missing (then inference
+/// has failed), so the user is not asked for a title while details are still coming.
+fn ask_for_missing(followup: String, missing: &[&FieldConfig]) -> String {
+    let asked: Vec<&FieldConfig> = match missing.iter().filter(|f| !f.infer).copied().collect::<Vec<_>>() {
+        asked if asked.is_empty() => missing.to_vec(),
+        asked => asked,
+    };
+    let followup = followup.trim();
+    let followup_words = words(followup);
+    if !followup.is_empty() && asked.iter().any(|f| refers_to(&f.name, &f.label, &followup_words, &[])) {
+        return followup.to_owned();
+    }
+    let labels = asked.iter().map(|f| f.label.as_str()).collect::<Vec<_>>().join(", ");
+    if followup.is_empty() {
+        format!("Thanks. To file the request I still need: {labels}.")
+    } else {
+        format!("{followup} To file the request I still need: {labels}.")
     }
 }
 
@@ -371,7 +501,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// Whether the user's words back a value: at least half of the value's words of three or more
 /// characters occur among them, a word also matching its own abbreviation or inflection ("prod"
-/// and "production"). The seed records only what the user explicitly stated; this drops values
+/// and "production"). Elicitation records only what the user explicitly stated; this drops values
 /// a model took from the worked examples or made up, and keeps a large model's light
 /// normalisation of what the user wrote.
 fn grounded(value: &str, user_words: &[String]) -> bool {
@@ -402,6 +532,26 @@ fn refers_to(name: &str, label: &str, user_words: &[String], asked: &[String]) -
     words(name).iter().chain(&words(label)).filter(|w| w.chars().count() >= 3).any(said)
 }
 
+/// Words of a reply that only approves ("yes", "go ahead", "looks good, submit it"), as the
+/// lowercase alphanumeric pieces [`words`] cuts ("that's" is "that" and "s").
+const AFFIRMATIVE_WORDS: &str = "yes yeah yep yup y ok okay k sure confirm confirmed approve approved submit go \
+ahead send file proceed agree agreed lgtm correct right perfect fine good great looks look all do please pls it that \
+this s is now thanks thank you absolutely definitely of course let lets us everything";
+/// The ones that carry the approval; the rest only pad it ("it", "please", "now").
+const APPROVING_WORDS: &str = "yes yeah yep yup y ok okay k sure confirm confirmed approve approved submit go send \
+file proceed agree agreed lgtm correct perfect fine good great absolutely definitely";
+
+/// Whether `text` is a short reply that only approves. Deliberately narrow: any other word
+/// ("no", "but", "change", a field value) or a question leaves the message to the model.
+pub fn is_affirmative(text: &str) -> bool {
+    let words = words(text);
+    let among = |list: &str, w: &String| list.split_whitespace().any(|a| a == w);
+    !text.contains('?')
+        && (1..=8).contains(&words.len())
+        && words.iter().all(|w| among(AFFIRMATIVE_WORDS, w))
+        && words.iter().any(|w| among(APPROVING_WORDS, w))
+}
+
 fn non_empty(text: String, fallback: &str) -> String {
     if text.trim().is_empty() {
         fallback.to_owned()
@@ -421,7 +571,8 @@ enum Confidence {
     Low,
 }
 
-/// The team-matching decision.
+/// The team-matching decision. The schema sent ([`team_schema`]) makes `team_id` an enum of the
+/// configured ids (or null); [`TeamMatching`] checks the reply against it too.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TeamMatch {
@@ -434,7 +585,43 @@ struct TeamMatch {
     confidence: Confidence,
 }
 
-pub struct TeamMatching(pub IntakeDeps);
+/// [`TeamMatch`]'s schema with `team_id` restricted to the configured team ids or null.
+fn team_schema(config: &IntakeConfig) -> OutputSchema {
+    let mut schema = frontdesk_llm::schema_for::<TeamMatch>();
+    let mut ids: Vec<serde_json::Value> = config.teams.iter().map(|t| t.id.as_str().into()).collect();
+    ids.push(serde_json::Value::Null);
+    schema["properties"]["team_id"] = json!({
+        "type": ["string", "null"],
+        "enum": ids,
+        "description": "The matching team's id, or null when no team fits.",
+    });
+    OutputSchema::new(schema)
+}
+
+/// An id outside the configuration is invalid output, not "no match": treating it as no match
+/// threw a confident answer away without a word in the log. Rejected, it gets the structured
+/// call's repair attempt.
+fn check_team(config: &IntakeConfig, matched: &TeamMatch) -> Result<(), String> {
+    match matched.team_id.as_deref() {
+        Some(id) if config.team(id).is_none() => {
+            let known = config.teams.iter().map(|t| t.id.as_str()).collect::<Vec<_>>().join(", ");
+            Err(format!("team_id {id:?} is not a configured team; use one of {known}, or null"))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub struct TeamMatching {
+    deps: IntakeDeps,
+    schema: OutputSchema,
+}
+
+impl TeamMatching {
+    pub fn new(deps: IntakeDeps) -> Self {
+        let schema = team_schema(&deps.config);
+        Self { deps, schema }
+    }
+}
 
 #[async_trait]
 impl Node<IntakeState> for TeamMatching {
@@ -443,7 +630,7 @@ impl Node<IntakeState> for TeamMatching {
     }
 
     async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
-        let config = &self.0.config;
+        let config = &self.deps.config;
         let summary = prompts::collected_summary(config, state);
         let request = ChatRequest {
             purpose: "team_matching.match".into(),
@@ -455,7 +642,15 @@ impl Node<IntakeState> for TeamMatching {
             max_tokens: Some(200),
             ..Default::default()
         };
-        let matched: TeamMatch = llm_node::structured(ctx, &self.0.llm, request).await?;
+        let (matched, record) = self
+            .deps
+            .llm
+            .structured_checked(request, &self.schema, &llm_node::call_options(ctx), |m: &TeamMatch| {
+                check_team(config, m)
+            })
+            .await
+            .map_err(|e| llm_node::node_error("team_matching.match", e))?;
+        llm_node::record_call(ctx, &record).await;
         info!(
             thread_id = ctx.thread_id(),
             team = ?matched.team_id,
@@ -465,9 +660,15 @@ impl Node<IntakeState> for TeamMatching {
         );
         if let Some(team) = matched.team_id.as_deref().and_then(|id| config.team(id)) {
             let review = prompts::review_message(config, state, &team.name);
+            let reviewed = ReviewedRequest {
+                team_id: team.id.clone(),
+                fields: state.collected_fields.clone(),
+                unknown: state.fields_marked_unknown.clone(),
+            };
             return Ok(NodeOutput::update(IntakeUpdate {
                 identified_team: Some(Some(team.id.clone())),
                 identified_team_name: Some(Some(team.name.clone())),
+                reviewed: Some(Some(reviewed)),
                 mode: Some(Mode::Review),
                 messages: say("team_matching", review),
                 ..Default::default()
@@ -483,7 +684,7 @@ impl Node<IntakeState> for TeamMatching {
             max_tokens: Some(400),
             ..Default::default()
         };
-        let reply = llm_node::streamed_text(ctx, &self.0.llm, request).await?;
+        let reply = llm_node::streamed_text(ctx, &self.deps.llm, request).await?;
         Ok(NodeOutput::update(IntakeUpdate {
             mode: Some(Mode::Chat),
             messages: say("team_matching", reply),
@@ -555,9 +756,17 @@ impl Node<IntakeState> for ReviewAgent {
         );
         let update = match decision.action_type {
             ReviewAction::Confirm => self.submit(state, ctx).await,
+            // No reply here: the elicitation agent runs next in this turn on the same message,
+            // applies the change (or asks what it is), and a changed request is matched and
+            // reviewed again. The team and the reviewed values go, so nothing can be submitted
+            // before that new review.
             ReviewAction::Modify => IntakeUpdate {
                 mode: Some(Mode::Elicitation),
-                messages: say("review_agent", non_empty(decision.response_to_user, "What would you like to change?")),
+                revising: Some(true),
+                identified_team: Some(None),
+                identified_team_name: Some(None),
+                reviewed: Some(None),
+                submission_error: Some(None),
                 ..Default::default()
             },
             ReviewAction::Abandon => IntakeUpdate {
@@ -584,6 +793,20 @@ impl ReviewAgent {
                 ..Default::default()
             };
         };
+        if let Err(reason) = submittable(state) {
+            // The user confirmed something other than what stands now: show it and ask again.
+            warn!(thread_id = ctx.thread_id(), %reason, "confirm refused; showing the request for review again");
+            let review = prompts::review_message(config, state, team_name);
+            return IntakeUpdate {
+                mode: Some(Mode::Review),
+                reviewed: Some(ReviewedRequest::of(state)),
+                messages: say(
+                    "review_agent",
+                    format!("Before I submit anything, please check the request as it now stands.\n{review}"),
+                ),
+                ..Default::default()
+            };
+        }
         let submission = Submission {
             // The run id is stable when a crash-interrupted run is resumed, so a resubmission
             // carries the same id and the submitter can de-duplicate it.
@@ -630,7 +853,58 @@ impl ReviewAgent {
 
 #[cfg(test)]
 mod tests {
-    use super::{grounded, refers_to, words};
+    use super::{ask_for_missing, grounded, is_affirmative, refers_to, words};
+    use crate::intake::IntakeConfig;
+
+    #[test]
+    fn short_approvals_are_affirmative_and_anything_more_is_not() {
+        for yes in [
+            "yes",
+            "Yes!",
+            "go ahead",
+            "approve",
+            "yes please submit it",
+            "looks good, go ahead",
+            "OK",
+            "that's fine",
+            "LGTM",
+        ] {
+            assert!(is_affirmative(yes), "{yes}");
+        }
+        for other in [
+            "no",
+            "yes but change the date",
+            "not yet",
+            "don't submit it",
+            "is it fine?",
+            "thanks",
+            "change the title to Patch billing-db v2",
+            "",
+            "yes yes yes yes yes yes yes yes yes",
+        ] {
+            assert!(!is_affirmative(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_missing_field_is_always_asked_for() {
+        let config = IntakeConfig::shipped();
+        let field = |name: &str| config.field(name).unwrap();
+        let title = field("title");
+        let urgency = field("urgency");
+        assert_eq!(ask_for_missing("How urgent is it?".into(), &[title, urgency]), "How urgent is it?");
+        assert_eq!(
+            ask_for_missing("Thanks!".into(), &[title, urgency]),
+            "Thanks! To file the request I still need: Urgency.",
+            "an inferred field is not asked for while others are missing"
+        );
+        assert_eq!(
+            ask_for_missing("Thanks, that's everything.".into(), &[title]),
+            "Thanks, that's everything. To file the request I still need: Title.",
+            "inference failed: the title is asked for"
+        );
+        assert_eq!(ask_for_missing(" ".into(), &[urgency]), "Thanks. To file the request I still need: Urgency.");
+    }
 
     #[test]
     fn a_value_must_come_from_the_users_words() {

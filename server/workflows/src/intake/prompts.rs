@@ -3,7 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::{config::IntakeConfig, IntakeState, Mode};
+use super::{
+    config::{FieldConfig, IntakeConfig},
+    IntakeState, Mode,
+};
 use crate::{Message, Role};
 
 pub const SUPERVISOR: &str = "You are the supervisor of a change-request intake assistant. \
@@ -188,8 +191,14 @@ user_wants_to_abandon to true only if the user wants to stop (\"cancel\", \"neve
     for field in config.fields.iter().filter(|f| f.infer) {
         let _ = writeln!(
             out,
-            "Do not ask for {}: infer it yourself once you know enough about the request and include it in updates.",
+            "Do not ask for {}: infer it yourself once you know enough about the request and include it in stated.",
             field.name
+        );
+    }
+    if state.revising {
+        out.push_str(
+            "The user is changing a request they have already reviewed: record the new value of every field their \
+latest message changes.\n",
         );
     }
     let _ = writeln!(out, "\nFields (name: meaning):");
@@ -201,6 +210,18 @@ user_wants_to_abandon to true only if the user wants to stop (\"cancel\", \"neve
     let collected = collected_summary(config, state);
     if !collected.is_empty() {
         let _ = write!(out, "Collected so far:\n{collected}");
+    }
+    out
+}
+
+/// The system prompt of the call that fills inferred fields from the collected details.
+pub fn infer(fields: &[&FieldConfig]) -> String {
+    let mut out = String::from(
+        "You complete a change request. From the request details the user gave, write the following fields, \
+each as a short value in plain words:\n",
+    );
+    for field in fields {
+        let _ = writeln!(out, "- {}: {}", field.name, field.description);
     }
     out
 }
