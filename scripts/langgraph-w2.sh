@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the LangGraph reference implementation of W2 (bench/langgraph/w2_langgraph.py), to
-# re-measure WORKLOADS.md's LangGraph figures on the machine at hand.
+# re-measure the LangGraph figures of bench/WORKLOADS.md on the machine at hand.
 #
 # Usage (arguments go to the script unchanged; see bench/langgraph/README.md):
 #   scripts/langgraph-w2.sh --tickets 10000 --timed 2000 \
@@ -26,8 +26,8 @@ if ! cmp -s "$REQS" "$STAMP"; then
     cp "$REQS" "$STAMP"
 fi
 
-# One CPU, as WORKLOADS.md's LangGraph figures were measured ("single thread pinned to one
-# CPU"). Both phases run pinned: the latency phase is one thread anyway, and the throughput
+# One CPU, as the LangGraph figures of bench/WORKLOADS.md were measured (a single thread pinned
+# to one CPU). Both phases run pinned: the latency phase is one thread anyway, and the throughput
 # phase is one asyncio event loop, so pinning keeps the two comparable with the published rows.
 # PostgreSQL's server processes are not ours and may use the other CPU, as they could there.
 exec taskset -c 0 "$VENV/bin/python" "$ROOT/bench/langgraph/w2_langgraph.py" "$@"

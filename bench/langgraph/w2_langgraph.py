@@ -1,8 +1,10 @@
-"""W2 (ticket triage) in LangGraph, to re-measure WORKLOADS.md's LangGraph figures.
+"""W2 (ticket triage) in LangGraph, to re-measure the LangGraph figures of bench/WORKLOADS.md.
 
-Re-measures "The figures to beat" for W2 on the machine at hand. The graph, node rules and
-post-run persistence follow WORKLOADS.md (W2 section) to the letter; the work itself comes from
-shared/bench/workload.py, imported rather than copied so both sides replay identical tickets.
+Re-measures the W2 rows of "LangGraph 1.2.22: the figures to beat" (bench/WORKLOADS.md,
+section 7) on the machine at hand. The graph, node rules and post-run persistence follow
+bench/WORKLOADS.md (section 5) to the letter; the tickets come from workload.py beside this file
+(the Python port of the Rust bench's generator), checked against the same sha256 as the Rust
+bench, so both sides replay identical tickets.
 
 Run through scripts/langgraph-w2.sh (it builds the venv and pins the process to one CPU).
 """
@@ -27,8 +29,9 @@ from typing import TypedDict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_WORKLOAD_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "bench"))
+# The workload generator lives beside this file (bench/langgraph/workload.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workload  # noqa: E402
 
 WARMUP = 50
 IN_FLIGHT = 100
@@ -36,7 +39,7 @@ IN_FLIGHT = 100
 # work, more connections would only add idle sessions.
 PG_POOL_SIZE = 20
 
-# The published figures (WORKLOADS.md, "The figures to beat"), printed beside ours.
+# The published figures (bench/WORKLOADS.md, section 7), printed beside ours.
 REFERENCE = {
     "none": ("2.8", "291"),
     "memory": ("6.0 (11.7)", "181"),
@@ -50,12 +53,13 @@ SAVER_LABEL = {
     "postgres": "PostgreSQL saver",
 }
 
-# WORKLOADS.md: sha256 of the canonical JSON Lines for the full sets.
+# bench/WORKLOADS.md (section 3.4): sha256 of the canonical JSON Lines for the full sets.
 EXPECTED_SHA256 = {
     "customers": "7f48193ad20adff5da3b59d12bdb3d7bfb4032f4d77db6348704c96fd3c3fa78",
     "articles": "1c2e6d1193f5b4fd9e288fda3deca260edb6fb0eeeb411633ed3a3021c5f4f8d",
     "tickets": "b63a4d3ce65d490f9bfc6a8c279dbb8d852ae1989d47ba6014bb25ceaad69a89",
 }
+# bench/WORKLOADS.md (section 6): outcome counts.
 EXPECTED_ROUTES = {"billing": 2476, "technical": 2419, "general": 2546, "escalate": 2559}
 EXPECTED_ACTIONS = {"auto_respond": 4922, "route_specialist": 2519, "escalate_human": 2559}
 EXPECTED_ACTIONS_FIRST_2000 = {"auto_respond": 1017, "route_specialist": 487, "escalate_human": 496}
@@ -68,7 +72,7 @@ class CheckFailed(Exception):
 
 
 # ---------------------------------------------------------------------------
-# The graph (WORKLOADS.md, W2 "Graph" and "Node rules")
+# The graph (bench/WORKLOADS.md, 5.2 "State and graph" and 5.3 "Node rules")
 # ---------------------------------------------------------------------------
 
 BILLING_WORDS = {
@@ -237,7 +241,7 @@ def build_graph(customers: dict, articles: list, tokens, checkpointer):
 
 
 # ---------------------------------------------------------------------------
-# One ticket: invoke, then archive + delete_thread (WORKLOADS.md, "After the graph")
+# One ticket: invoke, then archive + delete_thread (bench/WORKLOADS.md, 5.4)
 # ---------------------------------------------------------------------------
 
 ARCHIVE_SCHEMA = """
@@ -673,7 +677,8 @@ def print_report(machine, savers, latency, throughput, started):
     print()
     print(
         "| W2 saver | p50 ms | p99 ms | mean ms | tickets/s (100 in flight) "
-        "| WORKLOADS.md p50 (p99) ms | WORKLOADS.md tickets/s | rest of machine, CPUs (lat / tput) |"
+        "| bench/WORKLOADS.md p50 (p99) ms | bench/WORKLOADS.md tickets/s "
+        "| rest of machine, CPUs (lat / tput) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for kind in savers:
@@ -707,10 +712,6 @@ def main() -> int:
     ap.add_argument("--postgres-url", default=None)
     ap.add_argument("--savers", default="none,memory,sqlite,postgres")
     ap.add_argument("--phases", default="latency,throughput")
-    ap.add_argument(
-        "--workload-dir", default=DEFAULT_WORKLOAD_DIR,
-        help="directory holding workload.py (default: shared/bench beside the repo)",
-    )
     args = ap.parse_args()
 
     savers = [s for s in args.savers.split(",") if s]
@@ -730,9 +731,6 @@ def main() -> int:
     started = time.perf_counter()
     # Taken before the run, so the load average is not our own.
     machine = machine_line()
-    sys.path.insert(0, args.workload_dir)
-    import workload
-
     # The warm-up tickets come after the timed ones, so generate past --tickets if need be.
     n_gen = max(args.tickets, args.timed + WARMUP)
     customers, articles, all_tickets = workload.w2_tickets(n_gen)
@@ -749,8 +747,8 @@ def main() -> int:
                 "tickets": canonical_sha256(tickets),
             }
             if got != EXPECTED_SHA256:
-                raise CheckFailed(f"workload sha256 {got} != WORKLOADS.md {EXPECTED_SHA256}")
-            print("workload: sha256 of customers, articles and 10,000 tickets = WORKLOADS.md")
+                raise CheckFailed(f"workload sha256 {got} != bench/WORKLOADS.md {EXPECTED_SHA256}")
+            print("workload: sha256 of customers, articles and 10,000 tickets = bench/WORKLOADS.md")
 
         print(f"reference pass: {len(tickets)} tickets, InMemorySaver, untimed ...", flush=True)
         outcomes, secs = reference_pass(fx, tickets)
@@ -768,10 +766,10 @@ def main() -> int:
         if args.tickets == 10000:
             check_counts("routes over 10,000 tickets", routes, EXPECTED_ROUTES)
             check_counts("actions over 10,000 tickets", actions, EXPECTED_ACTIONS)
-            print("  counts over 10,000 tickets match WORKLOADS.md")
+            print("  counts over 10,000 tickets match bench/WORKLOADS.md")
         if args.tickets >= 2000:
             check_counts("actions over the first 2,000 tickets", first, EXPECTED_ACTIONS_FIRST_2000)
-            print("  counts over the first 2,000 tickets match WORKLOADS.md")
+            print("  counts over the first 2,000 tickets match bench/WORKLOADS.md")
         expected = {t["ticket_id"]: o for t, o in zip(tickets, outcomes)}
 
         latency, throughput = {}, {}

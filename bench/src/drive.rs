@@ -211,7 +211,7 @@ impl Tally {
     }
 
     /// Compares with the counts the generated conversations imply (and, for the full 2,000, with
-    /// the counts published in WORKLOADS.md).
+    /// the counts published in bench/WORKLOADS.md).
     pub fn check(&self, convs: &[Conversation]) -> Result<(), String> {
         let mut expected: BTreeMap<String, u64> = BTreeMap::new();
         for c in convs {
@@ -222,7 +222,9 @@ impl Tally {
             let published: BTreeMap<String, u64> =
                 [("team-dba", 690), ("team-net", 692), ("team-app", 618)].map(|(t, n)| (t.to_owned(), n)).into();
             if expected != published || expected_unknown != 491 {
-                return Err(format!("generator disagrees with WORKLOADS.md: {expected:?}, unknown {expected_unknown}"));
+                return Err(format!(
+                    "generator disagrees with bench/WORKLOADS.md: {expected:?}, unknown {expected_unknown}"
+                ));
             }
         }
         let n = convs.len() as u64;

@@ -1,4 +1,4 @@
-//! `frontdesk-bench w1`: workload W1 (see /work/shared/bench/WORKLOADS.md) replayed through the
+//! `frontdesk-bench w1`: workload W1 (specified in `bench/WORKLOADS.md`) replayed through the
 //! REAL intake workflow (ConversationHost, Runner, intake nodes and prompts, real checkpointers,
 //! the real gRPC server) with a rules-following SCRIPTED model in place of an LLM and an
 //! in-memory counting submitter. It measures the engine, not a model.
@@ -59,7 +59,7 @@ use crate::{
     workload::Conversation,
 };
 
-// LangGraph 1.2.22 figures from WORKLOADS.md.
+// LangGraph 1.2.22 figures from bench/WORKLOADS.md (section 7).
 const LG_P50_MS: [f64; 3] = [4.1, 7.3, 13.0];
 const LG_P99_MS: [f64; 3] = [9.0, 26.0, 42.8];
 const LG_TPUT: [f64; 3] = [267.0, 56.0, 69.0];
@@ -693,7 +693,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
         return Err(format!("w1_conversations.jsonl sha256 {hash} != published {}", workload::W1_SHA256_2000));
     }
     println!(
-        "  workload: {n} conversations x 8 turns; w1_conversations.jsonl (2,000) sha256 {hash} matches WORKLOADS.md"
+        "  workload: {n} conversations x 8 turns; w1_conversations.jsonl (2,000) sha256 {hash} matches bench/WORKLOADS.md"
     );
     let convs: Arc<Vec<Conversation>> = Arc::new(all[..n].to_vec());
     let mut r = Results { hash, ..Default::default() };
@@ -873,7 +873,7 @@ fn markdown(args: &Args, r: &Results) -> String {
     let _ = writeln!(
         s,
         "- Workload: {} conversations x 8 turns generated natively (SplitMix64, seed 0x5EED0001); \
-         `w1_conversations.jsonl` (2,000) sha256 `{}` = WORKLOADS.md. Every replay reproduced {outcome} and the \
+         `w1_conversations.jsonl` (2,000) sha256 `{}` = bench/WORKLOADS.md. Every replay reproduced {outcome} and the \
          modes CHAT, ELICITATION x3, REVIEW x2, CHAT x2 after turns 1-8 (the bench exits non-zero otherwise).",
         args.conversations, r.hash
     );

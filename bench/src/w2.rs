@@ -1,4 +1,4 @@
-//! `frontdesk-bench w2`: workload W2 (ticket triage, WORKLOADS.md) replayed through the REAL
+//! `frontdesk-bench w2`: workload W2 (ticket triage, bench/WORKLOADS.md) replayed through the REAL
 //! triage workflow — `triage::build` (translator → supervisor → specialist | escalate, real nodes
 //! and prompts, the real knowledge base and customer directory loaded with W2's data), a `Runner`
 //! on the checkpointer under test, and the real `TriageDesk` with its persistence (resolved and
@@ -42,7 +42,7 @@ use crate::{
     Fresh, Store,
 };
 
-// LangGraph 1.2.22 W2 figures from WORKLOADS.md (in-memory, SQLite, PostgreSQL).
+// LangGraph 1.2.22 W2 figures from bench/WORKLOADS.md, section 7 (in-memory, SQLite, PostgreSQL).
 const LG_P50_MS: [f64; 3] = [6.0, 9.8, 17.6];
 const LG_P99_MS: [f64; 3] = [11.7, 18.7, 60.0];
 const LG_TPUT: [f64; 3] = [181.0, 40.0, 52.0];
@@ -516,7 +516,7 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
     );
     crate::workload::prng_self_test()?;
     let (w2, hashes) = w2_workload::verified(args.tickets)?;
-    println!("  workload: w2_customers / w2_articles / w2_tickets (10,000) sha256 match WORKLOADS.md");
+    println!("  workload: w2_customers / w2_articles / w2_tickets (10,000) sha256 match bench/WORKLOADS.md");
     let fx = fixtures(&w2, args.durability)?;
     let mut r = Results { hashes, ..Default::default() };
 
@@ -611,7 +611,7 @@ fn markdown(args: &Args, r: &Results) -> String {
     let _ = writeln!(
         s,
         "- Workload: {} tickets generated natively (SplitMix64, seed 0x5EED0002); sha256 of w2_customers `{}`, \
-         w2_articles `{}`, w2_tickets (10,000) `{}` = WORKLOADS.md.",
+         w2_articles `{}`, w2_tickets (10,000) `{}` = bench/WORKLOADS.md.",
         args.tickets, r.hashes[0], r.hashes[1], r.hashes[2]
     );
     if let Some((tally, secs)) = &r.reference {

@@ -1,5 +1,5 @@
 //! W2's stand-in for a model: a **SCRIPTED model** (a test double, not an LLM) answering every
-//! triage prompt by W2's node rules (WORKLOADS.md), reading only what a real model would read:
+//! triage prompt by W2's node rules (bench/WORKLOADS.md), reading only what a real model would read:
 //! the request's purpose and prompt text (customer JSON, `Urgency:` line, subject, numbered
 //! English messages, the knowledge-base articles listed).
 //!

@@ -1,6 +1,7 @@
 //! Workload W2 (ticket triage), generated natively: SplitMix64 with seed `0x5EED0002` and the
-//! fixed draw order of `/work/shared/bench/WORKLOADS.md` / `workload.py` (100 customers, then 50
-//! articles, then the tickets, from one stream), verified against the published sha256.
+//! fixed draw order of `bench/WORKLOADS.md` (100 customers, then 50 articles, then the tickets,
+//! from one stream), verified against the sha256 published there. `bench/langgraph/workload.py`
+//! is the Python port of this generator.
 
 use sha2::{Digest, Sha256};
 
@@ -8,7 +9,7 @@ use crate::workload::{tokens, SplitMix64};
 
 pub const W2_SEED: u64 = 0x5EED_0002;
 
-/// sha256 of the JSON Lines files from WORKLOADS.md (the tickets hash is for 10,000 tickets).
+/// sha256 of the JSON Lines files from bench/WORKLOADS.md (the tickets hash is for 10,000 tickets).
 pub const CUSTOMERS_SHA256: &str = "7f48193ad20adff5da3b59d12bdb3d7bfb4032f4d77db6348704c96fd3c3fa78";
 pub const ARTICLES_SHA256: &str = "1c2e6d1193f5b4fd9e288fda3deca260edb6fb0eeeb411633ed3a3021c5f4f8d";
 pub const TICKETS_SHA256_10000: &str = "b63a4d3ce65d490f9bfc6a8c279dbb8d852ae1989d47ba6014bb25ceaad69a89";
@@ -215,7 +216,8 @@ fn sha256_lines(lines: impl Iterator<Item = String>) -> String {
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Canonical JSON Lines rows (keys sorted, no spaces, `\n` ended), as `workload.py --dump` writes.
+/// Canonical JSON Lines rows (keys sorted, no spaces, `\n` ended), as
+/// `bench/langgraph/workload.py --dump` writes.
 pub fn customer_line(c: &W2Customer) -> String {
     format!(
         "{{\"account_status\":{},\"customer_id\":{},\"name\":{},\"open_tickets\":{},\"region\":{},\"tier\":{}}}\n",

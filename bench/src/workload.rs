@@ -1,11 +1,12 @@
 //! Workload W1 (intake conversation), generated natively: SplitMix64 and the fixed draw order of
-//! `/work/shared/bench/WORKLOADS.md` / `workload.py`, verified against the published sha256.
+//! `bench/WORKLOADS.md`, verified against the sha256 published there. `bench/langgraph/workload.py`
+//! is the Python port of this generator.
 
 use sha2::{Digest, Sha256};
 
 pub const W1_SEED: u64 = 0x5EED_0001;
 
-/// sha256 of `w1_conversations.jsonl` (2,000 conversations) from WORKLOADS.md.
+/// sha256 of `w1_conversations.jsonl` (2,000 conversations) from bench/WORKLOADS.md.
 pub const W1_SHA256_2000: &str = "7eff83635a1bcc347f970b88e8d9dca27f8132d854dc8116457c3c8737dc1213";
 
 /// SplitMix64 (Steele, Lea, Flood 2014); `below(n) = next() % n`.
@@ -170,7 +171,7 @@ fn json_str(s: &str) -> String {
 }
 
 /// One canonical JSON Lines row (keys sorted, no spaces, non-ASCII unescaped, `\n` ended), as
-/// `workload.py --dump` writes it.
+/// `bench/langgraph/workload.py --dump` writes it.
 pub fn canonical_line(c: &Conversation) -> String {
     let unknown = if c.rollback_unknown { "[\"rollback_plan\"]" } else { "[]" };
     let turns: Vec<String> = c.turns.iter().map(|t| json_str(t)).collect();

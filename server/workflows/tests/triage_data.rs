@@ -304,7 +304,7 @@ fn the_data_is_shareable_across_tasks() {
     }
 }
 
-/// The W2 benchmark's generator (WORKLOADS.md): SplitMix64 with seed `0x5EED0002`, 100
+/// The W2 benchmark's generator (bench/WORKLOADS.md): SplitMix64 with seed `0x5EED0002`, 100
 /// customers (6 draws each), then 50 articles (3 draws each), as canonical JSON Lines.
 mod w2 {
     pub struct SplitMix64(u64);
@@ -404,7 +404,7 @@ fn a_knowledge_base_of_w2_articles_works() {
         text.starts_with(
             r#"{"article_id":"KB000","body":"This article explains subscription plan frequently asked questions"#
         ),
-        "the port drifted from workload.py: {}",
+        "the port drifted from bench/langgraph/workload.py: {}",
         text.lines().next().unwrap()
     );
     let kb = KnowledgeBase::parse(&text, "w2_articles.jsonl").unwrap();
