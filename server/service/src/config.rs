@@ -406,7 +406,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod tests {
+mod price_tests {
     use frontdesk_llm::{PriceTable, TokenUsage};
 
     use super::*;
