@@ -308,9 +308,27 @@ async fn cancel_run_stops_a_turn_and_keeps_the_last_checkpoint() {
         }
     }
     assert_eq!(status.unwrap().code(), Some(Code::Cancelled));
-    assert!(!s.client.cancel_run(&run_id).await.unwrap(), "an ended run cannot be cancelled");
+    let error = s.client.cancel_run(&run_id).await.err().expect("an ended run cannot be cancelled");
+    assert_eq!(error.code(), Some(Code::NotFound));
     let conversation = s.client.get_conversation(&id).await.unwrap();
     assert_eq!(conversation.messages.len(), 1);
+}
+
+#[tokio::test]
+async fn cancel_run_of_an_unknown_or_malformed_run_id_is_an_error() {
+    let s = TestServer::start().await;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let error = s.client.cancel_run(&unknown).await.err().expect("an unknown run is not cancelled");
+    assert_eq!(error.code(), Some(Code::NotFound));
+    let api = error.api().unwrap();
+    assert!(api.is_reason(ErrorReason::NotFound));
+    assert_eq!(api.metadata.get("kind").map(String::as_str), Some("run"));
+    assert_eq!(api.metadata.get("id"), Some(&unknown));
+    for malformed in ["not-a-run", "", "conv-1"] {
+        let error = s.client.cancel_run(malformed).await.err().expect("a malformed run id is refused");
+        assert_eq!(error.code(), Some(Code::InvalidArgument), "{malformed:?}");
+        assert_eq!(error.api().unwrap().field_violations[0].0, "run_id", "{malformed:?}");
+    }
 }
 
 #[tokio::test]
