@@ -360,3 +360,56 @@ async fn health_and_reflection_are_served() {
         assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
     }
 }
+
+/// grpcurl decodes an error's details only if reflection describes their types.
+#[tokio::test]
+async fn reflection_resolves_the_google_rpc_error_details() {
+    use prost::Message;
+    use tonic_reflection::pb::{v1, v1alpha};
+    let s = TestServer::start().await;
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+    // Each symbol's file, with the message in it, through both versions of the protocol.
+    let symbols = ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RetryInfo", "google.rpc.Status"];
+    for symbol in symbols {
+        let request = v1::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into())),
+        };
+        let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
+        let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        let response = responses.next().await.unwrap().unwrap();
+        let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+            response.message_response
+        else {
+            panic!("v1 {symbol}: {response:?}")
+        };
+        let files: Vec<prost_types::FileDescriptorProto> = files
+            .file_descriptor_proto
+            .iter()
+            .map(|f| prost_types::FileDescriptorProto::decode(&f[..]).unwrap())
+            .collect();
+        let message = symbol.rsplit('.').next().unwrap();
+        assert!(
+            files.iter().any(|f| f.package() == "google.rpc" && f.message_type.iter().any(|m| m.name() == message)),
+            "v1 {symbol}: {files:?}"
+        );
+
+        let request = v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                symbol.into(),
+            )),
+        };
+        let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
+        let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        let response = responses.next().await.unwrap().unwrap();
+        assert!(
+            matches!(
+                response.message_response,
+                Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(_))
+            ),
+            "v1alpha {symbol}: {response:?}"
+        );
+    }
+}
