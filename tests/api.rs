@@ -9,6 +9,7 @@ use common::*;
 use frontdesk_api::v1::{self, run_event::Kind, ErrorReason, IntakeMode};
 use frontdesk_client::{SendOptions, StartOptions, TurnEvent};
 use frontdesk_llm::ScriptedReply;
+use frontdesk_server::config::Config;
 use futures::StreamExt;
 use serde_json::json;
 use tonic::Code;
@@ -88,6 +89,29 @@ async fn empty_and_oversized_text_are_invalid_arguments_with_field_violations() 
         assert!(api.is_reason(ErrorReason::InvalidArgument));
     }
     assert!(s.model.requests().is_empty(), "no model call for a bad request");
+}
+
+/// tonic refuses an oversized request before any handler; it is reported like every limit.
+#[tokio::test]
+async fn a_request_over_the_size_limit_is_resource_exhausted_with_details() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let max = Config::default().limits.max_message_bytes;
+    let huge = "x".repeat(max + 1);
+    let raw = v1::SendMessageRequest { conversation_id: id, text: huge.clone(), ..Default::default() };
+    let status = s.client.conversations().send_message(raw).await.err().expect("refused");
+    let unary = v1::DescribeWorkflowRequest { name: huge };
+    let unary = s.client.workflows().describe_workflow(unary).await.err().expect("refused");
+    for status in [status, unary] {
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        let details = tonic_types::StatusExt::get_error_details(&status);
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, "LIMIT_EXCEEDED");
+        assert_eq!(info.domain, "frontdesk.dev");
+        assert_eq!(info.metadata.get("max"), Some(&max.to_string()));
+        assert!(info.metadata.contains_key("limit"), "{info:?}");
+    }
+    assert!(s.model.requests().is_empty(), "no model call for a refused request");
 }
 
 #[tokio::test]

@@ -19,14 +19,14 @@ use tracing::{error, info, warn};
 
 use crate::{
     config::{CallLogMode, Config, ModelProvider},
-    grpc::{conversation::ConversationApi, workflow::WorkflowApi},
+    grpc::{conversation::ConversationApi, request_limit::RequestLimitLayer, workflow::WorkflowApi},
     registry::Registry,
     workflows::{BuildError, Parts, Wiring, WORKFLOWS},
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot open the database")]
+    #[error("cannot open the database (database.url)")]
     Database(#[source] frontdesk_store::StoreError),
     #[error(
         "no model endpoint is configured: set --model (and --model-base-url for a local OpenAI-compatible server, \
@@ -202,12 +202,12 @@ impl App {
             "frontdesk-server listening"
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder().add_routes(routes.routes()).serve_with_incoming_shutdown(
-            TcpListenerStream::new(listener),
-            async {
+        let server = tonic::transport::Server::builder()
+            .layer(RequestLimitLayer::new(max_bytes))
+            .add_routes(routes.routes())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = stop_rx.await;
-            },
-        );
+            });
         let task = tokio::spawn(server);
         Ok(RunningServer {
             addr,
