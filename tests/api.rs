@@ -9,6 +9,7 @@ use common::*;
 use frontdesk_api::v1::{self, run_event::Kind, ErrorReason, IntakeMode};
 use frontdesk_client::{SendOptions, StartOptions, TurnEvent};
 use frontdesk_llm::ScriptedReply;
+use frontdesk_server::config::Config;
 use futures::StreamExt;
 use serde_json::json;
 use tonic::Code;
@@ -88,6 +89,29 @@ async fn empty_and_oversized_text_are_invalid_arguments_with_field_violations() 
         assert!(api.is_reason(ErrorReason::InvalidArgument));
     }
     assert!(s.model.requests().is_empty(), "no model call for a bad request");
+}
+
+/// tonic refuses an oversized request before any handler; it is reported like every limit.
+#[tokio::test]
+async fn a_request_over_the_size_limit_is_resource_exhausted_with_details() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let max = Config::default().limits.max_message_bytes;
+    let huge = "x".repeat(max + 1);
+    let raw = v1::SendMessageRequest { conversation_id: id, text: huge.clone(), ..Default::default() };
+    let status = s.client.conversations().send_message(raw).await.err().expect("refused");
+    let unary = v1::DescribeWorkflowRequest { name: huge };
+    let unary = s.client.workflows().describe_workflow(unary).await.err().expect("refused");
+    for status in [status, unary] {
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        let details = tonic_types::StatusExt::get_error_details(&status);
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, "LIMIT_EXCEEDED");
+        assert_eq!(info.domain, "frontdesk.dev");
+        assert_eq!(info.metadata.get("max"), Some(&max.to_string()));
+        assert!(info.metadata.contains_key("limit"), "{info:?}");
+    }
+    assert!(s.model.requests().is_empty(), "no model call for a refused request");
 }
 
 #[tokio::test]
@@ -311,9 +335,27 @@ async fn cancel_run_stops_a_turn_and_keeps_the_last_checkpoint() {
         }
     }
     assert_eq!(status.unwrap().code(), Some(Code::Cancelled));
-    assert!(!s.client.cancel_run(&run_id).await.unwrap(), "an ended run cannot be cancelled");
+    let error = s.client.cancel_run(&run_id).await.err().expect("an ended run cannot be cancelled");
+    assert_eq!(error.code(), Some(Code::NotFound));
     let conversation = s.client.get_conversation(&id).await.unwrap();
     assert_eq!(conversation.messages.len(), 1);
+}
+
+#[tokio::test]
+async fn cancel_run_of_an_unknown_or_malformed_run_id_is_an_error() {
+    let s = TestServer::start().await;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let error = s.client.cancel_run(&unknown).await.err().expect("an unknown run is not cancelled");
+    assert_eq!(error.code(), Some(Code::NotFound));
+    let api = error.api().unwrap();
+    assert!(api.is_reason(ErrorReason::NotFound));
+    assert_eq!(api.metadata.get("kind").map(String::as_str), Some("run"));
+    assert_eq!(api.metadata.get("id"), Some(&unknown));
+    for malformed in ["not-a-run", "", "conv-1"] {
+        let error = s.client.cancel_run(malformed).await.err().expect("a malformed run id is refused");
+        assert_eq!(error.code(), Some(Code::InvalidArgument), "{malformed:?}");
+        assert_eq!(error.api().unwrap().field_violations[0].0, "run_id", "{malformed:?}");
+    }
 }
 
 #[tokio::test]
@@ -343,5 +385,58 @@ async fn health_and_reflection_are_served() {
     let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
     for expected in ["frontdesk.v1.ConversationService", "frontdesk.v1.WorkflowService", "grpc.health.v1.Health"] {
         assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+}
+
+/// grpcurl decodes an error's details only if reflection describes their types.
+#[tokio::test]
+async fn reflection_resolves_the_google_rpc_error_details() {
+    use prost::Message;
+    use tonic_reflection::pb::{v1, v1alpha};
+    let s = TestServer::start().await;
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+    // Each symbol's file, with the message in it, through both versions of the protocol.
+    let symbols = ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RetryInfo", "google.rpc.Status"];
+    for symbol in symbols {
+        let request = v1::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into())),
+        };
+        let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
+        let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        let response = responses.next().await.unwrap().unwrap();
+        let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+            response.message_response
+        else {
+            panic!("v1 {symbol}: {response:?}")
+        };
+        let files: Vec<prost_types::FileDescriptorProto> = files
+            .file_descriptor_proto
+            .iter()
+            .map(|f| prost_types::FileDescriptorProto::decode(&f[..]).unwrap())
+            .collect();
+        let message = symbol.rsplit('.').next().unwrap();
+        assert!(
+            files.iter().any(|f| f.package() == "google.rpc" && f.message_type.iter().any(|m| m.name() == message)),
+            "v1 {symbol}: {files:?}"
+        );
+
+        let request = v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                symbol.into(),
+            )),
+        };
+        let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
+        let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        let response = responses.next().await.unwrap().unwrap();
+        assert!(
+            matches!(
+                response.message_response,
+                Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(_))
+            ),
+            "v1alpha {symbol}: {response:?}"
+        );
     }
 }

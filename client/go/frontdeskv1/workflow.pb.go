@@ -460,8 +460,9 @@ func (x *DescribeWorkflowResponse) GetFailureNode() string {
 }
 
 type CancelRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run id every RunEvent carries (a UUID).
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,7 +506,8 @@ func (x *CancelRunRequest) GetRunId() string {
 
 type CancelRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// False when the run had already ended.
+	// Always true: a run that is not running, including one that has already ended, is
+	// NOT_FOUND rather than a response with false.
 	Cancelled     bool `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -34,7 +34,8 @@ type WorkflowServiceClient interface {
 	// Returns a workflow's graph: nodes, edges and a mermaid rendering.
 	DescribeWorkflow(ctx context.Context, in *DescribeWorkflowRequest, opts ...grpc.CallOption) (*DescribeWorkflowResponse, error)
 	// Stops a running run: in-flight model and tool calls are abandoned and the last
-	// checkpoint stays as it was.
+	// checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
+	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 }
 
@@ -86,7 +87,8 @@ type WorkflowServiceServer interface {
 	// Returns a workflow's graph: nodes, edges and a mermaid rendering.
 	DescribeWorkflow(context.Context, *DescribeWorkflowRequest) (*DescribeWorkflowResponse, error)
 	// Stops a running run: in-flight model and tool calls are abandoned and the last
-	// checkpoint stays as it was.
+	// checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
+	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	mustEmbedUnimplementedWorkflowServiceServer()
 }

@@ -466,7 +466,8 @@ impl Client {
         Ok(self.workflows().describe_workflow(req).await?.into_inner())
     }
 
-    /// Stops a running run. Returns false when the run had already ended.
+    /// Stops a running run (true). A run that is not running, unknown or already ended, is a
+    /// `NOT_FOUND` error; an id that is not a run id (a UUID) is `INVALID_ARGUMENT`.
     pub async fn cancel_run(&self, run_id: &str) -> Result<bool, ClientError> {
         let req = v1::CancelRunRequest { run_id: run_id.to_string() };
         Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)

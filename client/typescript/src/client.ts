@@ -417,7 +417,10 @@ export class FrontdeskClient {
     return this.unary(() => this.workflows.describeWorkflow({ name }, this.opts(o, true)));
   }
 
-  /** Stops a running run; false when it had already ended. */
+  /**
+   * Stops a running run (true). A run that is not running, unknown or already ended, is a
+   * NOT_FOUND error; an id that is not a run id (a UUID) is INVALID_ARGUMENT.
+   */
   async cancelRun(runId: string, o?: CallOpts): Promise<boolean> {
     const res = await this.unary(() => this.workflows.cancelRun({ runId }, this.opts(o, true)));
     return res.cancelled;

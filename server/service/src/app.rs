@@ -19,14 +19,14 @@ use tracing::{error, info, warn};
 
 use crate::{
     config::{CallLogMode, Config, ModelProvider},
-    grpc::{conversation::ConversationApi, workflow::WorkflowApi},
+    grpc::{conversation::ConversationApi, request_limit::RequestLimitLayer, workflow::WorkflowApi},
     registry::Registry,
     workflows::{BuildError, Parts, Wiring, WORKFLOWS},
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot open the database")]
+    #[error("cannot open the database (database.url)")]
     Database(#[source] frontdesk_store::StoreError),
     #[error(
         "no model endpoint is configured: set --model (and --model-base-url for a local OpenAI-compatible server, \
@@ -164,16 +164,8 @@ impl App {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
         health.set_serving::<WorkflowServiceServer<WorkflowApi>>().await;
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(StartError::Reflection)?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .map_err(StartError::Reflection)?;
+        let reflection_v1 = reflection().build_v1().map_err(StartError::Reflection)?;
+        let reflection_v1alpha = reflection().build_v1alpha().map_err(StartError::Reflection)?;
 
         let mut routes = Routes::builder();
         routes
@@ -210,12 +202,12 @@ impl App {
             "frontdesk-server listening"
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder().add_routes(routes.routes()).serve_with_incoming_shutdown(
-            TcpListenerStream::new(listener),
-            async {
+        let server = tonic::transport::Server::builder()
+            .layer(RequestLimitLayer::new(max_bytes))
+            .add_routes(routes.routes())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = stop_rx.await;
-            },
-        );
+            });
         let task = tokio::spawn(server);
         Ok(RunningServer {
             addr,
@@ -226,6 +218,18 @@ impl App {
             grace: Duration::from_secs(self.config.shutdown_grace_secs),
         })
     }
+}
+
+/// What reflection (v1 and v1alpha alike) describes: the contract, health, and the
+/// `google.rpc` error details (`ErrorInfo`, `BadRequest`, `RetryInfo`, `Status`). Without the
+/// last, a reflection client such as grpcurl cannot decode the details every error carries and
+/// shows them as base64. tonic-types ships their descriptors (as `status.proto` and
+/// `error_details.proto`, with the `google.protobuf` files they import), so nothing is vendored.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(frontdesk_api::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
 }
 
 /// The model the configuration names (also used by the accuracy example).

@@ -1,12 +1,13 @@
 //! Layered configuration: compiled defaults, then a TOML file, then `FRONTDESK__...`
 //! environment variables (`__` separates sections), then command-line flags.
 
-use std::{collections::BTreeMap, fmt, net::SocketAddr, path::PathBuf};
+use std::{collections::BTreeMap, fmt, fmt::Write as _, net::SocketAddr, path::PathBuf};
 
 use figment::{
+    error::Kind,
     providers::{Env, Format, Serialized, Toml},
-    value::Value,
-    Figment,
+    value::{Dict, Map, Value},
+    Figment, Metadata, Profile, Provider, Source,
 };
 use frontdesk_llm::{ModelPrice, PriceTable};
 use serde::{Deserialize, Serialize};
@@ -44,7 +45,8 @@ impl Default for Config {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
-    /// `sqlite://PATH` (created if missing, WAL) or `postgres://USER@HOST:PORT/DB`.
+    /// `sqlite://PATH` (the file is created if missing, WAL; its directory must exist) or
+    /// `postgres://USER@HOST:PORT/DB`.
     pub url: String,
     pub max_connections: u32,
     /// Newest checkpoints kept per thread; older ones are pruned on write.
@@ -246,15 +248,6 @@ impl WorkflowsConfig {
     pub(crate) fn section(&self, name: &str) -> Option<&Value> {
         self.0.get(name)
     }
-
-    /// Every section names a hosted workflow and reads as its settings.
-    fn validate(&self) -> Result<(), ConfigError> {
-        for (name, section) in &self.0 {
-            let workflow = registration(name).ok_or_else(|| ConfigError::UnknownWorkflow(name.clone()))?;
-            workflow.read_section(section).map_err(|source| ConfigError::Workflow { name: workflow.name(), source })?;
-        }
-        Ok(())
-    }
 }
 
 /// The typed settings, so secrets are as redacted as their types make them.
@@ -307,35 +300,250 @@ pub struct Overrides {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("configuration is invalid")]
-    Invalid(#[source] Box<figment::Error>),
     #[error("config file {0} does not exist")]
     MissingFile(PathBuf),
-    #[error("workflows.{0}: no such workflow")]
-    UnknownWorkflow(String),
-    #[error("invalid settings of workflow {name} (workflows.{name})")]
-    Workflow {
-        name: &'static str,
-        #[source]
-        source: SettingsError,
-    },
+    /// Every invalid setting found, each named with where its value came from.
+    #[error("{}", describe(.0))]
+    Invalid(Vec<Problem>),
+}
+
+/// One invalid setting, in an operator's terms: the setting's dotted name, where its value came
+/// from (a file, an environment variable, a flag) and what is wrong with it. Never a path into
+/// this program's source, which is where figment's own messages point for values it was
+/// handed in code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub setting: String,
+    pub origin: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.setting, self.origin, self.message)
+    }
+}
+
+fn describe(problems: &[Problem]) -> String {
+    let list = problems.iter().map(Problem::to_string).collect::<Vec<_>>().join("; ");
+    match problems.len() {
+        1 => format!("invalid setting {list}"),
+        _ => format!("invalid settings: {list}"),
+    }
+}
+
+/// Environment variables: `FRONTDESK__SECTION__KEY`.
+const ENV_PREFIX: &str = "FRONTDESK__";
+const ENV_SPLIT: &str = "__";
+
+/// Names of the two layers this file builds in code, as errors show them.
+const DEFAULTS: &str = "compiled defaults";
+const FLAGS: &str = "command-line flags";
+
+/// A provider under a name of its own, so that an error about one of its values names the
+/// layer ("a command-line flag") and not the line of code that built it.
+struct Named<P> {
+    name: &'static str,
+    provider: P,
+}
+
+impl<P: Provider> Provider for Named<P> {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.name)
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        self.provider.data()
+    }
+}
+
+/// Where a value came from, for an error message.
+fn origin(metadata: Option<&Metadata>, path: &[String]) -> String {
+    let Some(metadata) = metadata else { return "source unknown".into() };
+    match &metadata.source {
+        Some(Source::File(file)) => format!("in file {}", file.display()),
+        _ if metadata.name == FLAGS => "from a command-line flag".into(),
+        _ if metadata.name == DEFAULTS => "compiled default".into(),
+        // The one layer left is the environment. Its own interpolator joins keys with dots and
+        // drops the prefix, so the variable's name is rebuilt the way `load` splits it.
+        _ => {
+            let keys: Vec<String> = path.iter().map(|key| key.to_ascii_uppercase()).collect();
+            format!("from environment variable {ENV_PREFIX}{}", keys.join(ENV_SPLIT))
+        }
+    }
+}
+
+/// figment's errors as [`Problem`]s; `section` is the key of the table the figment was
+/// focused on, if any.
+fn problems(figment: &Figment, error: figment::Error, section: &[&str]) -> Vec<Problem> {
+    error
+        .into_iter()
+        .map(|error| {
+            let path: Vec<String> =
+                section.iter().map(|key| (*key).to_owned()).chain(error.path.iter().cloned()).collect();
+            let setting = path.join(".");
+            let metadata = error.metadata.as_ref().or_else(|| figment.find_metadata(&setting));
+            let message = match &error.kind {
+                Kind::UnknownField(_, expected) => {
+                    format!("unknown setting; expected one of: {}", expected.join(", "))
+                }
+                kind => kind.to_string(),
+            };
+            Problem { origin: origin(metadata, &path), setting, message }
+        })
+        .collect()
 }
 
 impl Config {
     /// Defaults, then `file` (if given; it must exist), then `FRONTDESK__` variables, then
     /// `overrides`.
     pub fn load(file: Option<&std::path::Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        let mut figment = Figment::from(Named { name: DEFAULTS, provider: Serialized::defaults(Config::default()) });
         if let Some(file) = file {
             if !file.exists() {
                 return Err(ConfigError::MissingFile(file.to_owned()));
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(Env::prefixed("FRONTDESK__").split("__")).merge(Serialized::defaults(overrides));
-        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
-        config.workflows.validate()?;
-        Ok(config)
+        figment = figment
+            .merge(Env::prefixed(ENV_PREFIX).split(ENV_SPLIT))
+            .merge(Named { name: FLAGS, provider: Serialized::defaults(overrides) });
+        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(problems(&figment, e, &[])))?;
+        // Each `workflows.<name>` must name a hosted workflow and read as its settings. Read
+        // through the figment (not from the extracted values) so errors keep their origin.
+        let mut found = Vec::new();
+        for name in config.workflows.0.keys() {
+            let key = format!("workflows.{name}");
+            match registration(name) {
+                Some(workflow) => {
+                    if let Err(error) = workflow.check(&figment.focus(&key)) {
+                        found.extend(problems(&figment, *error, &["workflows", name]));
+                    }
+                }
+                None => found.push(Problem {
+                    origin: origin(figment.find_metadata(&key), &["workflows".into(), name.clone()]),
+                    setting: key,
+                    message: format!(
+                        "no such workflow; hosted: {}",
+                        WORKFLOWS.iter().map(|w| w.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                }),
+            }
+        }
+        if found.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid(found))
+        }
+    }
+
+    /// The configuration as TOML that `--config` loads back to the same configuration: every
+    /// setting, including each workflow's section; an unset optional setting as a comment
+    /// (TOML has no null). Secrets print as `"<redacted>"` (see [`redact`]), so a printed file
+    /// loaded back has that placeholder in place of each secret.
+    pub fn to_toml(&self) -> String {
+        let mut value = serde_json::to_value(self).expect("the configuration serializes to JSON");
+        redact(None, &mut value);
+        let mut out = String::from(
+            "# The effective configuration of frontdesk-server (--print-config); secrets are \"<redacted>\".\n",
+        );
+        if let serde_json::Value::Object(table) = &value {
+            write_table(&mut out, &mut Vec::new(), table);
+        }
+        out
+    }
+}
+
+/// What secrets print as.
+pub const REDACTED: &str = "<redacted>";
+
+/// Whether a key names a secret. By name, so that every workflow's settings are covered
+/// without this file naming them: `api_key`, `client_secret`, and any `*password`, `*secret`
+/// or `*token` key.
+fn is_secret_key(key: &str) -> bool {
+    key == "api_key" || ["password", "secret", "token"].iter().any(|suffix| key.ends_with(suffix))
+}
+
+/// Blanks secrets in place: the values of secret keys, and the password of any URL
+/// (`postgres://user:PASSWORD@host/db`, `redis://:PASSWORD@host`).
+fn redact(key: Option<&str>, value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) if key.is_some_and(is_secret_key) => {
+            if !text.is_empty() {
+                *text = REDACTED.into();
+            }
+        }
+        serde_json::Value::String(text) => {
+            if let Some(redacted) = redact_url_password(text) {
+                *text = redacted;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| redact(key, item)),
+        serde_json::Value::Object(table) => table.iter_mut().for_each(|(key, item)| redact(Some(key), item)),
+        _ => {}
+    }
+}
+
+/// `scheme://user:password@rest` with the password replaced; `None` when there is none.
+fn redact_url_password(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, host) = authority.rsplit_once('@')?;
+    let (user, _password) = userinfo.split_once(':')?;
+    Some(format!("{scheme}://{user}:{REDACTED}@{host}{tail}"))
+}
+
+/// A key as TOML writes it: bare when it can be, quoted otherwise.
+fn toml_key(key: &str) -> String {
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        key.to_owned()
+    } else {
+        toml::Value::String(key.to_owned()).to_string()
+    }
+}
+
+/// A JSON value as a TOML value; `None` for null, which TOML cannot write.
+fn toml_value(value: &serde_json::Value) -> Option<toml::Value> {
+    Some(match value {
+        serde_json::Value::Null => return None,
+        serde_json::Value::Bool(b) => toml::Value::Boolean(*b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        serde_json::Value::String(s) => toml::Value::String(s.clone()),
+        serde_json::Value::Array(items) => toml::Value::Array(items.iter().filter_map(toml_value).collect()),
+        serde_json::Value::Object(table) => {
+            toml::Value::Table(table.iter().filter_map(|(k, v)| Some((k.clone(), toml_value(v)?))).collect())
+        }
+    })
+}
+
+/// One table: its plain values first (TOML requires them before any sub-table), unset ones as
+/// comments, then each sub-table under its own `[path]` header, so every setting is on a line
+/// of its own.
+fn write_table(out: &mut String, path: &mut Vec<String>, table: &serde_json::Map<String, serde_json::Value>) {
+    for (key, value) in table {
+        match value {
+            serde_json::Value::Object(_) => {}
+            serde_json::Value::Null => {
+                let _ = writeln!(out, "# {} is not set", toml_key(key));
+            }
+            value => {
+                if let Some(value) = toml_value(value) {
+                    let _ = writeln!(out, "{} = {value}", toml_key(key));
+                }
+            }
+        }
+    }
+    for (key, value) in table {
+        if let serde_json::Value::Object(sub) = value {
+            path.push(toml_key(key));
+            let _ = writeln!(out, "\n[{}]", path.join("."));
+            write_table(out, path, sub);
+            path.pop();
+        }
     }
 }
 
@@ -383,25 +591,189 @@ mod tests {
             assert_eq!(triage.active_store, ActiveStore::Redis);
             assert_eq!(triage.redis_url.as_deref(), Some("redis://127.0.0.1:6379"));
             assert_eq!(triage.durability, DurabilitySetting::EveryNode);
-            assert!(format!("{config:?}").contains("TriageSettings"), "--print-config shows typed settings");
+            assert!(config.to_toml().contains("durability = \"every_node\""), "--print-config shows workflow sections");
             Ok(())
         });
+    }
+
+    /// The one problem of a failed load.
+    fn problem(error: ConfigError) -> Problem {
+        match error {
+            ConfigError::Invalid(mut problems) if problems.len() == 1 => problems.remove(0),
+            other => panic!("expected one problem, got {other:?}"),
+        }
     }
 
     #[test]
     fn unknown_workflows_and_keys_are_errors() {
         jailed(|jail| {
             jail.set_env("FRONTDESK__WORKFLOWS__NOPE__X", "1");
-            let error = Config::load(None, &Overrides::default()).unwrap_err();
-            assert!(matches!(error, ConfigError::UnknownWorkflow(ref name) if name == "nope"), "{error:?}");
+            let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "workflows.nope");
+            assert_eq!(found.origin, "from environment variable FRONTDESK__WORKFLOWS__NOPE");
+            assert!(found.message.contains("intake, triage"), "{found}");
             Ok(())
         });
         jailed(|jail| {
             jail.set_env("FRONTDESK__WORKFLOWS__TRIAGE__ACTIVE_STOR", "redis");
-            let error = Config::load(None, &Overrides::default()).unwrap_err();
-            assert!(matches!(error, ConfigError::Workflow { name: "triage", .. }), "{error:?}");
+            let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "workflows.triage.active_stor");
+            assert_eq!(found.origin, "from environment variable FRONTDESK__WORKFLOWS__TRIAGE__ACTIVE_STOR");
             Ok(())
         });
+    }
+
+    /// An error names the setting and the file, variable or flag it came from, never a path
+    /// into this program's source.
+    #[test]
+    fn errors_name_the_setting_and_where_it_came_from() {
+        jailed(|jail| {
+            for (file, setting) in [
+                ("[limits]\nmax_text_chars = \"lots\"\n", "limits.max_text_chars"),
+                ("[database]\nurll = \"x\"\n", "database.urll"),
+                ("listen = \"nowhere\"\n", "listen"),
+            ] {
+                jail.create_file("frontdesk.toml", file).unwrap();
+                let error = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default()).unwrap_err();
+                let text = error.to_string();
+                assert!(!text.contains(".rs"), "{text}");
+                let found = problem(error);
+                assert_eq!(found.setting, setting, "{text}");
+                assert!(found.origin.starts_with("in file ") && found.origin.ends_with("frontdesk.toml"), "{text}");
+            }
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.create_file("frontdesk.toml", "[workflows.triage]\ndurability = \"sometimes\"\n").unwrap();
+            let found = problem(Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "workflows.triage.durability");
+            assert!(found.origin.ends_with("frontdesk.toml"), "{found}");
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.set_env("FRONTDESK__LIMITS__MAX_TURNS", "many");
+            let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "limits.max_turns");
+            assert_eq!(found.origin, "from environment variable FRONTDESK__LIMITS__MAX_TURNS");
+            Ok(())
+        });
+        jailed(|_| {
+            let mut overrides = Overrides::default();
+            overrides.log.insert("format".into(), "yaml".into());
+            let error = Config::load(None, &overrides).unwrap_err();
+            let text = error.to_string();
+            let found = problem(error);
+            assert_eq!((found.setting.as_str(), found.origin.as_str()), ("log.format", "from a command-line flag"));
+            assert!(!text.contains(".rs"), "{text}");
+            Ok(())
+        });
+    }
+
+    /// `--print-config`: every setting, secrets redacted, and `--config` loads it back.
+    #[test]
+    fn the_printed_configuration_is_complete_redacted_and_loads_back() {
+        jailed(|jail| {
+            jail.create_file(
+                "frontdesk.toml",
+                r#"
+                listen = "0.0.0.0:6000"
+                shutdown_grace_secs = 7
+                [database]
+                url = "postgres://fd:pg-secret-2@db.example:5432/fd"
+                [model]
+                provider = "openai"
+                model = "gpt-4o-mini"
+                api_key = "sk-secret-1"
+                call_log = "redacted"
+                [model.prices."gpt-4o-mini"]
+                prompt_per_million = 0.15
+                completion_per_million = 0.6
+                [limits]
+                max_turns = 9
+                [workflows.intake]
+                debug_commands = true
+                [workflows.intake.submitter]
+                kind = "sharepoint"
+                tenant_id = "contoso"
+                client_id = "app"
+                client_secret = "sp-secret-4"
+                site_id = "site"
+                team_lists = { "ops-change" = "LIST-1" }
+                [workflows.triage]
+                active_store = "redis"
+                redis_url = "redis://:redis-secret-3@127.0.0.1:6379/0"
+                durability = "every_node"
+                [log]
+                format = "json"
+                "#,
+            )
+            .unwrap();
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            let printed = config.to_toml();
+            for secret in ["sk-secret-1", "pg-secret-2", "redis-secret-3", "sp-secret-4"] {
+                assert!(!printed.contains(secret), "{secret} printed:\n{printed}");
+            }
+            assert!(printed.contains("api_key = \"<redacted>\""), "{printed}");
+            assert!(printed.contains("client_secret = \"<redacted>\""), "{printed}");
+            assert!(printed.contains("url = \"postgres://fd:<redacted>@db.example:5432/fd\""), "{printed}");
+            assert!(printed.contains("# base_url is not set"), "unset settings are listed:\n{printed}");
+            assert!(printed.contains("[workflows.intake.submitter]"), "{printed}");
+
+            jail.create_file("printed.toml", &printed).unwrap();
+            let reloaded = Config::load(Some("printed.toml".as_ref()), &Overrides::default())?;
+            // The same configuration, every setting (set or default) included, but for the
+            // secrets, which the printed file holds as the placeholder.
+            let mut expected = serde_json::to_value(&config).unwrap();
+            redact(None, &mut expected);
+            assert_eq!(serde_json::to_value(&reloaded).unwrap(), expected);
+            assert_eq!(reloaded.to_toml(), printed);
+            Ok(())
+        });
+        // The defaults print and load back unchanged.
+        jailed(|jail| {
+            let config = Config::load(None, &Overrides::default())?;
+            jail.create_file("printed.toml", &config.to_toml()).unwrap();
+            let reloaded = Config::load(Some("printed.toml".as_ref()), &Overrides::default())?;
+            assert_eq!(serde_json::to_value(&reloaded).unwrap(), serde_json::to_value(&config).unwrap());
+            Ok(())
+        });
+    }
+
+    /// config/intake.toml tells its readers how to replace it; each variable it names must work.
+    #[test]
+    fn the_variables_config_intake_toml_names_reach_the_intake_settings() {
+        let header: String = include_str!("../../../config/intake.toml")
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let variables: Vec<&str> = header
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|word| word.starts_with("FRONTDESK__"))
+            .collect();
+        assert!(!variables.is_empty(), "the header names the variable: {header}");
+        assert!(!header.contains("--intake-config"), "no such flag: {header}");
+        for variable in variables {
+            jailed(|jail| {
+                jail.set_env(variable, "my-intake.toml");
+                let config = Config::load(None, &Overrides::default())?;
+                let intake = config.workflows.settings::<intake::Workflow>().unwrap();
+                assert_eq!(intake.config.as_deref(), Some("my-intake.toml".as_ref()), "{variable}");
+                Ok(())
+            });
+        }
+    }
+
+    #[test]
+    fn url_passwords_are_redacted() {
+        assert_eq!(
+            redact_url_password("postgres://u:p@h:5432/db").as_deref(),
+            Some("postgres://u:<redacted>@h:5432/db")
+        );
+        assert_eq!(redact_url_password("redis://:p@h").as_deref(), Some("redis://:<redacted>@h"));
+        assert_eq!(redact_url_password("postgres://u@h/db"), None);
+        assert_eq!(redact_url_password("sqlite://data/frontdesk.db"), None);
+        assert_eq!(redact_url_password("https://h/p?q=a:b@c"), None);
     }
 }
 

@@ -192,6 +192,18 @@ pub fn to_status(error: WorkflowError) -> Status {
     failure(&error).into_status()
 }
 
+/// tonic's own refusal of a request over `limits.max_message_bytes` (`max_bytes`), reported as
+/// every limit is: `RESOURCE_EXHAUSTED`, reason `LIMIT_EXCEEDED`, metadata `limit` and `max`.
+/// tonic's decoder answers `OUT_OF_RANGE` with this message (no reason in the table has that
+/// code); `None` for any other status. `tests/api.rs` sends an oversized request through a real
+/// server, so a tonic that words it differently fails a test rather than a caller.
+pub fn oversized_request(status: &Status, max_bytes: usize) -> Option<Status> {
+    let decoder_limit =
+        status.code() == Code::OutOfRange && status.message().starts_with("Error, decoded message length too large");
+    decoder_limit
+        .then(|| to_status(WorkflowError::LimitExceeded { limit: "request message bytes", max: max_bytes as u64 }))
+}
+
 /// An invalid request field found by a handler before it reaches a workflow.
 pub fn invalid_argument(field: &'static str, reason: impl Into<String>) -> Status {
     to_status(WorkflowError::InvalidArgument { field, reason: reason.into() })
@@ -330,6 +342,18 @@ mod tests {
     fn limit_exceeded() {
         let status = to_status(WorkflowError::LimitExceeded { limit: "turns per conversation", max: 5 });
         check(&status, Code::ResourceExhausted, ErrorReason::LimitExceeded, &["limit", "max"]);
+    }
+
+    #[test]
+    fn an_oversized_request_is_limit_exceeded() {
+        let decoder = Status::out_of_range(
+            "Error, decoded message length too large: found 2000000 bytes, the limit is: 1048576 bytes",
+        );
+        let status = oversized_request(&decoder, 1_048_576).expect("rewritten");
+        check(&status, Code::ResourceExhausted, ErrorReason::LimitExceeded, &["limit", "max"]);
+        assert_eq!(status.get_error_details().error_info().unwrap().metadata["max"], "1048576");
+        assert!(oversized_request(&Status::out_of_range("something else"), 10).is_none());
+        assert!(oversized_request(&Status::not_found("x"), 10).is_none());
     }
 
     #[test]

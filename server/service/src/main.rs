@@ -49,7 +49,8 @@ struct Args {
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
-    /// Print the effective configuration (secrets redacted) and exit.
+    /// Print the effective configuration as TOML (secrets redacted) and exit; --config loads
+    /// the printed file back.
     #[arg(long)]
     print_config: bool,
 }
@@ -83,7 +84,7 @@ async fn main() -> ExitCode {
         }
     };
     if args.print_config {
-        println!("{config:#?}");
+        print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
     }
     telemetry::init(&config.log);

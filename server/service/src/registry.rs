@@ -45,6 +45,27 @@ impl Registry {
         &self.runs
     }
 
+    /// Cancels a running run. Run ids are UUIDs (the runner mints them), so anything else is a
+    /// malformed id rather than an unknown one; a run that is not running, never did or has
+    /// already ended, is `NotFound`: there is nothing left to cancel, and a caller told "not
+    /// cancelled" could not tell a typo from a finished run.
+    pub fn cancel_run(&self, run_id: &str) -> Result<(), WorkflowError> {
+        if run_id.is_empty() {
+            return Err(WorkflowError::InvalidArgument { field: "run_id", reason: "must not be empty".into() });
+        }
+        if uuid::Uuid::try_parse(run_id).is_err() {
+            return Err(WorkflowError::InvalidArgument {
+                field: "run_id",
+                reason: "must be a run id as events carry it (a UUID)".into(),
+            });
+        }
+        if self.runs.cancel(run_id) {
+            Ok(())
+        } else {
+            Err(WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
+        }
+    }
+
     fn conversational(&self) -> impl Iterator<Item = &Conversations> {
         self.workflows.iter().filter_map(|w| match w.kind() {
             WorkflowKind::Conversational(conversations) => Some(conversations),

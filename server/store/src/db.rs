@@ -376,8 +376,12 @@ async fn connect_sqlite(
     } else {
         connect =
             connect.create_if_missing(true).journal_mode(SqliteJournalMode::Wal).synchronous(SqliteSynchronous::Normal);
+        // SQLite creates the file but not its directory; say which directory is missing rather
+        // than pass on SQLite's "unable to open database file".
         if let Some(dir) = connect.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
+            if !dir.is_dir() {
+                return Err(StoreError::MissingDir { path: dir.to_owned() });
+            }
         }
         pool = pool.max_connections(options.max_connections);
     }

@@ -14,13 +14,10 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
-    /// The directory for a SQLite file could not be created.
-    #[error("cannot create directory {path:?} for the SQLite database")]
-    CreateDir {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The directory of a SQLite file does not exist. It is never created: a mistyped path
+    /// would otherwise grow a directory tree and an empty database where nobody looks.
+    #[error("the directory {} of the SQLite database does not exist: create it, or fix the path", .path.display())]
+    MissingDir { path: std::path::PathBuf },
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to {kind} database {url:?}")]
     Connect {

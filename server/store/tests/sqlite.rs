@@ -174,6 +174,17 @@ async fn bad_urls_are_errors() {
     assert!(matches!(err, StoreError::Connect { .. } | StoreError::Migrate { .. }), "{err:?}");
 }
 
+/// A database's directory is never created: a typo in the path is an error naming the directory.
+#[tokio::test]
+async fn a_missing_directory_is_an_error_and_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexistent").join("dir");
+    let err = Database::connect(&format!("sqlite://{}/fd.db", missing.display()), options(1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::MissingDir { ref path } if *path == missing), "{err:?}");
+    assert!(err.to_string().contains(&missing.display().to_string()), "{err}");
+    assert!(!dir.path().join("nonexistent").exists(), "no directory was created");
+}
+
 /// Mean `put` latency (2 KiB state, retention 1). Informational; run with
 /// `cargo test -p frontdesk-store --release --test sqlite -- --nocapture put_latency`.
 #[tokio::test]

@@ -331,6 +331,7 @@ class FrontdeskClient:
         return self._unary(self.workflows.DescribeWorkflow, request, timeout)
 
     def cancel_run(self, run_id: str, *, timeout: Optional[float] = None) -> bool:
-        """Stops a running run; False when it had already ended."""
+        """Stops a running run (True). A run that is not running, unknown or already ended,
+        raises NOT_FOUND; an id that is not a run id (a UUID) raises INVALID_ARGUMENT."""
         request = workflow_pb2.CancelRunRequest(run_id=run_id)
         return bool(self._unary(self.workflows.CancelRun, request, timeout).cancelled)

@@ -15,6 +15,7 @@ use tracing::debug;
 use crate::{convert, error::to_status};
 
 pub mod conversation;
+pub mod request_limit;
 pub mod workflow;
 
 /// Page sizes: 0 means the default, anything above the maximum is clamped.

@@ -58,9 +58,7 @@ impl WorkflowService for WorkflowApi {
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let pb::CancelRunRequest { run_id } = request.into_inner();
-        if run_id.is_empty() {
-            return Err(invalid_argument("run_id", "must not be empty"));
-        }
-        Ok(Response::new(pb::CancelRunResponse { cancelled: self.registry.runs().cancel(&run_id) }))
+        self.registry.cancel_run(&run_id).map_err(to_status)?;
+        Ok(Response::new(pb::CancelRunResponse { cancelled: true }))
     }
 }

@@ -270,9 +270,12 @@ pub trait Registration: Send + Sync {
     fn name(&self) -> &'static str;
     /// The default settings, as configuration values.
     fn default_section(&self) -> Result<Value, SettingsError>;
-    /// Reads a section with the workflow's settings type (validation, and `--print-config`,
-    /// which shows the typed settings so that secrets stay as redacted as their types make them).
+    /// Reads a section with the workflow's settings type (the configuration's `Debug`, which
+    /// shows the typed settings so that secrets stay as redacted as their types make them).
     fn read_section(&self, section: &Value) -> Result<Box<dyn fmt::Debug + Send + Sync>, SettingsError>;
+    /// Checks that a loaded configuration, focused on the workflow's section, reads as its
+    /// settings. Read from the figment itself, its errors name the file or variable at fault.
+    fn check(&self, section: &figment::Figment) -> Result<(), SettingsError>;
     async fn build(&self, section: Option<&Value>, wiring: &Wiring<'_>) -> Result<Arc<dyn HostedWorkflow>, BuildError>;
 }
 
@@ -304,6 +307,10 @@ impl<M: WorkflowModule> Registration for M {
 
     fn read_section(&self, section: &Value) -> Result<Box<dyn fmt::Debug + Send + Sync>, SettingsError> {
         Ok(Box::new(section.deserialize::<M::Settings>()?))
+    }
+
+    fn check(&self, section: &figment::Figment) -> Result<(), SettingsError> {
+        section.extract::<M::Settings>().map(drop).map_err(Box::new)
     }
 
     async fn build(&self, section: Option<&Value>, wiring: &Wiring<'_>) -> Result<Arc<dyn HostedWorkflow>, BuildError> {

@@ -71,7 +71,8 @@ class WorkflowServiceServicer:
 
     def CancelRun(self, request, context):
         """Stops a running run: in-flight model and tool calls are abandoned and the last
-        checkpoint stays as it was.
+        checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
+        run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -195,6 +195,8 @@ export const DescribeWorkflowResponseSchema: GenMessage<DescribeWorkflowResponse
  */
 export type CancelRunRequest = Message<"frontdesk.v1.CancelRunRequest"> & {
   /**
+   * The run id every RunEvent carries (a UUID).
+   *
    * @generated from field: string run_id = 1;
    */
   runId: string;
@@ -212,7 +214,8 @@ export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*
  */
 export type CancelRunResponse = Message<"frontdesk.v1.CancelRunResponse"> & {
   /**
-   * False when the run had already ended.
+   * Always true: a run that is not running, including one that has already ended, is
+   * NOT_FOUND rather than a response with false.
    *
    * @generated from field: bool cancelled = 1;
    */
@@ -282,7 +285,8 @@ export const WorkflowService: GenService<{
   },
   /**
    * Stops a running run: in-flight model and tool calls are abandoned and the last
-   * checkpoint stays as it was.
+   * checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
+   * run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
    *
    * @generated from rpc frontdesk.v1.WorkflowService.CancelRun
    */
