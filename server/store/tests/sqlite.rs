@@ -150,9 +150,10 @@ async fn intake_submissions_on_file() {
 }
 
 #[tokio::test]
-async fn creates_missing_directories_and_uses_wal() {
+async fn creates_a_missing_file_and_uses_wal() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a/b/frontdesk.db");
+    // The directory exists; the file does not (directories are never created, see below).
+    let path = dir.path().join("frontdesk.db");
     let db = Database::connect(&format!("sqlite://{}", path.display()), options(1)).await.unwrap();
     assert!(path.exists());
     let pool = db.sqlite_pool().unwrap();
