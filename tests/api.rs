@@ -99,9 +99,9 @@ async fn a_request_over_the_size_limit_is_resource_exhausted_with_details() {
     let max = Config::default().limits.max_message_bytes;
     let huge = "x".repeat(max + 1);
     let raw = v1::SendMessageRequest { conversation_id: id, text: huge.clone(), ..Default::default() };
-    let status = s.client.conversations().send_message(raw).await.err().expect("refused");
+    let status = s.client.conversations().send_message(raw).await.expect_err("refused");
     let unary = v1::DescribeWorkflowRequest { name: huge };
-    let unary = s.client.workflows().describe_workflow(unary).await.err().expect("refused");
+    let unary = s.client.workflows().describe_workflow(unary).await.expect_err("refused");
     for status in [status, unary] {
         assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
         let details = tonic_types::StatusExt::get_error_details(&status);
@@ -335,7 +335,7 @@ async fn cancel_run_stops_a_turn_and_keeps_the_last_checkpoint() {
         }
     }
     assert_eq!(status.unwrap().code(), Some(Code::Cancelled));
-    let error = s.client.cancel_run(&run_id).await.err().expect("an ended run cannot be cancelled");
+    let error = s.client.cancel_run(&run_id).await.expect_err("an ended run cannot be cancelled");
     assert_eq!(error.code(), Some(Code::NotFound));
     let conversation = s.client.get_conversation(&id).await.unwrap();
     assert_eq!(conversation.messages.len(), 1);
@@ -345,14 +345,14 @@ async fn cancel_run_stops_a_turn_and_keeps_the_last_checkpoint() {
 async fn cancel_run_of_an_unknown_or_malformed_run_id_is_an_error() {
     let s = TestServer::start().await;
     let unknown = uuid::Uuid::now_v7().to_string();
-    let error = s.client.cancel_run(&unknown).await.err().expect("an unknown run is not cancelled");
+    let error = s.client.cancel_run(&unknown).await.expect_err("an unknown run is not cancelled");
     assert_eq!(error.code(), Some(Code::NotFound));
     let api = error.api().unwrap();
     assert!(api.is_reason(ErrorReason::NotFound));
     assert_eq!(api.metadata.get("kind").map(String::as_str), Some("run"));
     assert_eq!(api.metadata.get("id"), Some(&unknown));
     for malformed in ["not-a-run", "", "conv-1"] {
-        let error = s.client.cancel_run(malformed).await.err().expect("a malformed run id is refused");
+        let error = s.client.cancel_run(malformed).await.expect_err("a malformed run id is refused");
         assert_eq!(error.code(), Some(Code::InvalidArgument), "{malformed:?}");
         assert_eq!(error.api().unwrap().field_violations[0].0, "run_id", "{malformed:?}");
     }

@@ -468,10 +468,9 @@ fn is_secret_key(key: &str) -> bool {
 /// (`postgres://user:PASSWORD@host/db`, `redis://:PASSWORD@host`).
 fn redact(key: Option<&str>, value: &mut serde_json::Value) {
     match value {
-        serde_json::Value::String(text) if key.is_some_and(is_secret_key) => {
-            if !text.is_empty() {
-                *text = REDACTED.into();
-            }
+        // An empty secret is left empty: it shows the setting is unset, and leaks nothing.
+        serde_json::Value::String(text) if key.is_some_and(is_secret_key) && !text.is_empty() => {
+            *text = REDACTED.into();
         }
         serde_json::Value::String(text) => {
             if let Some(redacted) = redact_url_password(text) {
