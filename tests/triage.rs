@@ -43,6 +43,10 @@ impl Triage {
             language: String::new(),
             idempotency_key: key.into(),
         };
+        self.triage_request(request).await
+    }
+
+    async fn triage_request(&self, request: v1::TriageTicketRequest) -> Result<Outcome, tonic::Status> {
         let mut stream = self.client.clone().triage_ticket(request).await?.into_inner();
         let (mut resolution, mut events, mut matching, mut result) = (None, Vec::new(), Vec::new(), None);
         while let Some(item) = stream.next().await {
@@ -328,6 +332,34 @@ async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
     assert!(!supervisor.messages.last().unwrap().content.contains("cobraron"));
     let ticket = t.get("CUST-002", &r.ticket_id).await.unwrap();
     assert_eq!(ticket.messages[0].text, text, "the original is kept");
+}
+
+#[tokio::test]
+async fn an_explicit_language_is_honoured_without_detection_and_still_translated() {
+    let t = Triage::start().await;
+    let text = "Me cobraron dos veces en mi última factura";
+    // No `translator.translate` reply is scripted: detection must not run.
+    t.s.script(&[
+        ("translator.translate_message", json!("I was charged twice on my last invoice")),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("route_specialist", "We will look into the charge.", &[])),
+        ("translator.translate_back", json!("Revisaremos el cargo.")),
+    ]);
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-002".into(),
+        message: text.into(),
+        subject: "Cobro".into(),
+        language: "es".into(),
+        idempotency_key: String::new(),
+    };
+    let out = t.triage_request(request).await.unwrap();
+    let purposes: Vec<String> = t.s.model.requests().iter().map(|q| q.purpose.clone()).collect();
+    assert!(!purposes.iter().any(|p| p == "translator.translate"), "no detection call: {purposes:?}");
+    assert!(purposes.iter().any(|p| p == "translator.translate_message"), "still translated: {purposes:?}");
+    assert_eq!(out.result.language, "es", "the caller's language, not a detected one");
+    assert_eq!(out.result.suggested_response, "Revisaremos el cargo.");
+    let ticket = t.get("CUST-002", &out.result.ticket_id).await.unwrap();
+    assert_eq!(ticket.messages[0].english_text, "I was charged twice on my last invoice");
 }
 
 #[tokio::test]
