@@ -25,8 +25,8 @@ use frontdesk_workflows::{
         self, IntakeConfig, IntakeDeps, IntakeState, IntakeUpdate, Mode, Receipt, Submission, SubmitError, Submitter,
     },
     triage::{
-        self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveError, ArchivedStatus, ArchivedTicket,
-        TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
+        self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveCursor, ArchiveError, ArchivedStatus,
+        ArchivedTicket, RecordedRequest, TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
     },
     Message,
 };
@@ -112,15 +112,15 @@ impl TicketArchive for MemoryArchive {
         &self,
         _: &str,
         _: Option<ArchivedStatus>,
-        _: Option<String>,
+        _: Option<ArchiveCursor>,
         _: usize,
-    ) -> Result<(Vec<ArchivedTicket>, Option<String>), ArchiveError> {
+    ) -> Result<(Vec<ArchivedTicket>, Option<ArchiveCursor>), ArchiveError> {
         Ok((Vec::new(), None))
     }
-    async fn record_request(&self, _: &str, _: &str, _: &str) -> Result<(), ArchiveError> {
+    async fn record_request(&self, _: &str, _: &str, _: &str, _: &str) -> Result<(), ArchiveError> {
         Ok(())
     }
-    async fn find_request(&self, _: &str, _: &str) -> Result<Option<String>, ArchiveError> {
+    async fn find_request(&self, _: &str, _: &str) -> Result<Option<RecordedRequest>, ArchiveError> {
         Ok(None)
     }
 }
