@@ -198,6 +198,30 @@ async fn a_repeated_idempotency_key_replays_the_first_outcome() {
 }
 
 #[tokio::test]
+async fn an_idempotency_key_reused_with_another_text_is_an_idempotency_mismatch() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("only once"))]);
+    let opts = SendOptions { idempotency_key: Some("turn-1".into()), ..SendOptions::default() };
+    let (_, first) = s.client.send_message_and_wait(&id, "hello", opts.clone()).await.unwrap();
+    let calls = s.model.requests().len();
+    let error = s.client.send_message(&id, "something else entirely", opts.clone()).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::FailedPrecondition), "{error:?}");
+    let api = error.api().unwrap();
+    assert!(api.is_reason(ErrorReason::IdempotencyMismatch), "{api:?}");
+    assert_eq!(api.metadata.get("kind").map(String::as_str), Some("conversation"));
+    assert_eq!(api.metadata.get("id").map(String::as_str), Some(id.as_str()));
+    assert_eq!(api.metadata.get("idempotency_key").map(String::as_str), Some("turn-1"));
+    assert_eq!(s.model.requests().len(), calls, "a refused retry runs nothing");
+    // The same request with the key still replays; surrounding whitespace is not part of it.
+    let (_, replay) = s.client.send_message_and_wait(&id, "  hello ", opts).await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.run_id, first.run_id);
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    assert_eq!(conversation.messages.len(), 3, "welcome, one user turn, one reply");
+}
+
+#[tokio::test]
 async fn start_with_an_idempotency_key_returns_the_same_conversation() {
     let s = TestServer::start().await;
     let opts = StartOptions { idempotency_key: Some("start-1".into()), ..StartOptions::default() };
@@ -299,6 +323,31 @@ async fn list_get_reset_and_delete() {
     assert_eq!(s.client.get_conversation(id).await.err().unwrap().code(), Some(Code::NotFound));
     let checkpoints = s.server().registry().list_conversations(None, None, 50).await.unwrap().0;
     assert_eq!(checkpoints.len(), 4, "erasure removes the conversation's checkpoints");
+}
+
+#[tokio::test]
+async fn a_page_token_not_handed_out_for_the_same_listing_is_an_invalid_argument() {
+    let s = TestServer::start().await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.start_intake().await);
+    }
+    ids.sort();
+    let page = s.client.list_conversations(Some("intake"), 2, None).await.unwrap();
+    let token = page.next_page_token;
+    assert!(!token.is_empty() && !token.contains("conv-"), "tokens are opaque: {token}");
+    // A conversation id is what the token used to be, and any string was accepted as one.
+    for (workflow, bad) in [(Some("intake"), "garbage!"), (Some("intake"), ids[0].as_str()), (None, token.as_str())] {
+        let error = s.client.list_conversations(workflow, 2, Some(bad.to_owned())).await.err().unwrap();
+        assert_eq!(error.code(), Some(Code::InvalidArgument), "{bad:?}");
+        let api = error.api().unwrap();
+        assert!(api.is_reason(ErrorReason::InvalidArgument));
+        assert_eq!(api.field_violations[0].0, "page_token");
+    }
+    let rest = s.client.list_conversations(Some("intake"), 2, Some(token)).await.unwrap();
+    let ids_rest: Vec<_> = rest.conversations.into_iter().map(|c| c.conversation_id).collect();
+    assert_eq!(ids_rest, ids[2..]);
+    assert!(rest.next_page_token.is_empty());
 }
 
 #[tokio::test]

@@ -43,6 +43,10 @@ impl Triage {
             language: String::new(),
             idempotency_key: key.into(),
         };
+        self.triage_request(request).await
+    }
+
+    async fn triage_request(&self, request: v1::TriageTicketRequest) -> Result<Outcome, tonic::Status> {
         let mut stream = self.client.clone().triage_ticket(request).await?.into_inner();
         let (mut resolution, mut events, mut matching, mut result) = (None, Vec::new(), Vec::new(), None);
         while let Some(item) = stream.next().await {
@@ -331,6 +335,62 @@ async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
 }
 
 #[tokio::test]
+async fn an_archived_non_english_ticket_keeps_its_translation_run_id_and_kb_articles() {
+    let t = Triage::start().await;
+    let text = "Me cobraron dos veces en mi última factura";
+    t.s.script(&[
+        ("translator.translate", json!({"original_language": "es", "is_english": false})),
+        ("translator.translate_message", json!("I was charged twice on my last invoice")),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
+        ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
+    ]);
+    let out = t.triage("CUST-002", text, "").await.unwrap();
+    assert_eq!(out.result.status(), TicketStatus::Resolved, "archived");
+    assert!(!out.result.kb_results.is_empty(), "the specialist searched the knowledge base");
+    let archived = t.get("CUST-002", &out.result.ticket_id).await.unwrap();
+    assert_eq!(archived.ticket.as_ref().unwrap().status(), TicketStatus::Resolved);
+    assert_eq!(archived.messages[0].text, text, "the original is kept");
+    assert_eq!(archived.messages[0].english_text, "I was charged twice on my last invoice", "and its translation");
+    assert_eq!(archived.messages[1].english_text, "", "replies carry no translation");
+    let result = archived.result.expect("the archived result");
+    assert_eq!(result.run_id, out.result.run_id, "the run that triaged it");
+    assert_eq!(result.kb_results, out.result.kb_results, "the articles it was based on, with titles and scores");
+    assert!(result.kb_results.iter().all(|hit| !hit.title.is_empty() && hit.score > 0.0));
+    assert_eq!(result.relevant_articles, out.result.relevant_articles);
+    assert_eq!(result.language, "es");
+    assert_eq!(result.suggested_response_english, "We will refund the duplicate charge.");
+}
+
+#[tokio::test]
+async fn an_explicit_language_is_honoured_without_detection_and_still_translated() {
+    let t = Triage::start().await;
+    let text = "Me cobraron dos veces en mi última factura";
+    // No `translator.translate` reply is scripted: detection must not run.
+    t.s.script(&[
+        ("translator.translate_message", json!("I was charged twice on my last invoice")),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("route_specialist", "We will look into the charge.", &[])),
+        ("translator.translate_back", json!("Revisaremos el cargo.")),
+    ]);
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-002".into(),
+        message: text.into(),
+        subject: "Cobro".into(),
+        language: "es".into(),
+        idempotency_key: String::new(),
+    };
+    let out = t.triage_request(request).await.unwrap();
+    let purposes: Vec<String> = t.s.model.requests().iter().map(|q| q.purpose.clone()).collect();
+    assert!(!purposes.iter().any(|p| p == "translator.translate"), "no detection call: {purposes:?}");
+    assert!(purposes.iter().any(|p| p == "translator.translate_message"), "still translated: {purposes:?}");
+    assert_eq!(out.result.language, "es", "the caller's language, not a detected one");
+    assert_eq!(out.result.suggested_response, "Revisaremos el cargo.");
+    let ticket = t.get("CUST-002", &out.result.ticket_id).await.unwrap();
+    assert_eq!(ticket.messages[0].english_text, "I was charged twice on my last invoice");
+}
+
+#[tokio::test]
 async fn an_unknown_customer_is_not_found_before_any_model_call() {
     let t = Triage::start().await;
     let error = t.triage("CUST-999", "hello", "").await.err().unwrap();
@@ -340,6 +400,93 @@ async fn an_unknown_customer_is_not_found_before_any_model_call() {
     assert_eq!(error.code(), Code::InvalidArgument);
     let error = t.triage("CUST-001", "  ", "").await.err().unwrap();
     assert_eq!(error.code(), Code::InvalidArgument);
+}
+
+fn error_info(status: &tonic::Status) -> (String, std::collections::HashMap<String, String>) {
+    let details = tonic_types::StatusExt::get_error_details(status);
+    let info = details.error_info().expect("ErrorInfo");
+    (info.reason.clone(), info.metadata.clone())
+}
+
+#[tokio::test]
+async fn an_unknown_customer_is_not_found_on_every_rpc() {
+    let t = Triage::start().await;
+    let mut client = t.client.clone();
+    let list = v1::ListTicketsRequest { customer_id: "CUST-999".into(), ..Default::default() };
+    let active = v1::ListActiveTicketsRequest { customer_id: "CUST-999".into() };
+    let get = v1::GetTicketRequest { customer_id: "CUST-999".into(), ticket_id: "TKT-00000000".into() };
+    let active_listing = v1::ListTicketsRequest { status: TicketStatus::Active as i32, ..list.clone() };
+    let statuses = [
+        t.triage("CUST-999", "hello", "").await.err().unwrap(),
+        client.list_tickets(list).await.err().unwrap(),
+        client.list_tickets(active_listing).await.err().unwrap(),
+        client.list_active_tickets(active).await.err().unwrap(),
+        client.get_ticket(get).await.err().unwrap(),
+    ];
+    for status in statuses {
+        assert_eq!(status.code(), Code::NotFound, "{status:?}");
+        let (reason, metadata) = error_info(&status);
+        assert_eq!(reason, "NOT_FOUND");
+        assert_eq!(metadata.get("kind").map(String::as_str), Some("customer"), "{status:?}");
+        assert_eq!(metadata.get("id").map(String::as_str), Some("CUST-999"));
+    }
+    assert!(t.s.model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn archived_tickets_page_with_opaque_tokens_and_a_bad_token_is_an_invalid_argument() {
+    let t = Triage::start().await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        t.s.script(&[
+            ("translator.translate", english()),
+            ("supervisor.classify", decision("low", "billing", false)),
+            ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
+        ]);
+        ids.push(t.triage("CUST-001", &format!("refund number {n}"), "").await.unwrap().result.ticket_id);
+    }
+    let request = |token: &str, status: TicketStatus| v1::ListTicketsRequest {
+        customer_id: "CUST-001".into(),
+        status: status as i32,
+        page_size: 2,
+        page_token: token.into(),
+    };
+    let mut client = t.client.clone();
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client.list_tickets(request(&token, TicketStatus::Unspecified)).await.unwrap().into_inner();
+        seen.extend(page.tickets.into_iter().map(|t| t.ticket_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+        assert!(!token.contains("TKT-"), "tokens are opaque: {token}");
+    }
+    seen.sort();
+    ids.sort();
+    assert_eq!(seen, ids, "every archived ticket once");
+
+    let first = client.list_tickets(request("", TicketStatus::Unspecified)).await.unwrap().into_inner();
+    let valid = first.next_page_token;
+    let other_customer =
+        v1::ListTicketsRequest { customer_id: "CUST-002".into(), ..request(&valid, TicketStatus::Unspecified) };
+    let bad = [
+        request("garbage", TicketStatus::Unspecified),
+        // What the store's cursor used to be: not a token this server hands out.
+        request("1700000000000:TKT-00000000", TicketStatus::Unspecified),
+        request(&valid, TicketStatus::Resolved),
+        request(&valid, TicketStatus::Active),
+        other_customer,
+    ];
+    for bad in bad {
+        let status = client.list_tickets(bad.clone()).await.err().unwrap();
+        assert_eq!(status.code(), Code::InvalidArgument, "{bad:?}: {status:?}");
+        let details = tonic_types::StatusExt::get_error_details(&status);
+        assert!(details.retry_info().is_none(), "a bad token is not worth retrying");
+        let violations = &details.bad_request().expect("BadRequest").field_violations;
+        assert_eq!(violations[0].field, "page_token");
+    }
 }
 
 #[tokio::test]
@@ -385,6 +532,36 @@ async fn a_repeated_idempotency_key_replays_the_result() {
 }
 
 #[tokio::test]
+async fn an_idempotency_key_reused_with_another_message_is_an_idempotency_mismatch() {
+    let t = Triage::start().await;
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("low", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
+    ]);
+    let first = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
+    let calls = t.s.model.requests().len();
+    let status = t.triage("CUST-003", "my password does not work", "req-1").await.err().unwrap();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let details = tonic_types::StatusExt::get_error_details(&status);
+    let info = details.error_info().expect("ErrorInfo");
+    assert_eq!(info.reason, "IDEMPOTENCY_MISMATCH");
+    assert_eq!(info.metadata.get("kind").map(String::as_str), Some("customer"));
+    assert_eq!(info.metadata.get("idempotency_key").map(String::as_str), Some("req-1"));
+    assert_eq!(t.s.model.requests().len(), calls, "nothing is triaged for a refused retry");
+    // Another customer's key of the same name is another key.
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision("low", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
+    ]);
+    assert!(!t.triage("CUST-001", "my password does not work", "req-1").await.unwrap().result.replayed);
+    let again = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
+    assert!(again.result.replayed, "the same request still replays");
+    assert_eq!(again.result.ticket_id, first.result.ticket_id);
+}
+
+#[tokio::test]
 async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     let t = Triage::start().await;
     t.s.script(&[
@@ -415,6 +592,8 @@ async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
             "recommended_action": "auto_respond", "suggested_response": "Done.", "suggested_response_english": "Done.",
             "relevant_articles": [], "reasoning": "", "agent": "technical_specialist"
         }),
+        run_id: out.result.run_id.clone(),
+        kb_results: json!([]),
         created_at: std::time::SystemTime::now(),
         completed_at: std::time::SystemTime::now(),
     };
@@ -479,6 +658,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
         run: RunMarker {
             run_id: "crashed".into(),
             idempotency_key: None,
+            fingerprint: None,
             status: RunStatus::Running,
             step: 0,
             output: None,

@@ -302,7 +302,9 @@ type SendMessageRequest struct {
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// The user's message; must be non-empty and within the configured length limit.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Optional; a retried call with the same key replays the first call's result.
+	// Optional; a retried call with the same key and the same text replays the first call's
+	// result. The key with another text is FAILED_PRECONDITION, reason
+	// ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
 	IdempotencyKey string     `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	BusyPolicy     BusyPolicy `protobuf:"varint,4,opt,name=busy_policy,json=busyPolicy,proto3,enum=frontdesk.v1.BusyPolicy" json:"busy_policy,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -625,7 +627,8 @@ type ListConversationsRequest struct {
 	Workflow string `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	// At most this many conversations (default 50, maximum 500).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// The next_page_token of a previous response.
+	// The next_page_token of a previous response to the same request (same workflow filter);
+	// opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

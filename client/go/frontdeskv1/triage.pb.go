@@ -299,9 +299,13 @@ type TriageTicketRequest struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Optional subject line.
 	Subject string `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
-	// Optional ISO 639-1 language hint; detected when empty.
+	// Optional ISO 639-1 language of the message. When set it is used as given: no language
+	// detection runs (a non-English ticket is still translated for the agents). Detected when
+	// empty.
 	Language string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
-	// Optional; a retried call with the same key returns the first call's result.
+	// Optional; a retried call with the same key and the same request (customer_id, message,
+	// subject, language) returns the first call's result. The key with another request is
+	// FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1157,9 +1161,11 @@ type ListTicketsRequest struct {
 	CustomerId string                 `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
 	// TICKET_STATUS_RESOLVED or TICKET_STATUS_ESCALATED; unspecified lists both; ACTIVE lists
 	// the active tickets (unpaged, as ListActiveTickets).
-	Status        TicketStatus `protobuf:"varint,2,opt,name=status,proto3,enum=frontdesk.v1.TicketStatus" json:"status,omitempty"`
-	PageSize      int32        `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string       `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	Status   TicketStatus `protobuf:"varint,2,opt,name=status,proto3,enum=frontdesk.v1.TicketStatus" json:"status,omitempty"`
+	PageSize int32        `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same request (same customer and
+	// status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,9 +1229,10 @@ func (x *ListTicketsRequest) GetPageToken() string {
 }
 
 type ListTicketsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tickets       []*Ticket              `protobuf:"bytes,1,rep,name=tickets,proto3" json:"tickets,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Tickets []*Ticket              `protobuf:"bytes,1,rep,name=tickets,proto3" json:"tickets,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -39,11 +39,15 @@ type TriageServiceClient interface {
 	// customer has active tickets to match against), the ticket resolution, the ticket run's
 	// events, and ends with the typed result.
 	TriageTicket(ctx context.Context, in *TriageTicketRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TriageTicketResponse], error)
-	// Returns one of the customer's tickets, active or archived, with its messages.
+	// Returns one of the customer's tickets, active or archived, with its messages. An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket; a ticket that does
+	// not exist or is another customer's is NOT_FOUND (kind "ticket").
 	GetTicket(ctx context.Context, in *GetTicketRequest, opts ...grpc.CallOption) (*GetTicketResponse, error)
-	// Lists the customer's archived tickets, most recently completed first, paged.
+	// Lists the customer's archived tickets, most recently completed first, paged. An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
 	ListTickets(ctx context.Context, in *ListTicketsRequest, opts ...grpc.CallOption) (*ListTicketsResponse, error)
-	// Lists the customer's active tickets (awaiting a specialist or a follow-up).
+	// Lists the customer's active tickets (awaiting a specialist or a follow-up). An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
 	ListActiveTickets(ctx context.Context, in *ListActiveTicketsRequest, opts ...grpc.CallOption) (*ListActiveTicketsResponse, error)
 }
 
@@ -118,11 +122,15 @@ type TriageServiceServer interface {
 	// customer has active tickets to match against), the ticket resolution, the ticket run's
 	// events, and ends with the typed result.
 	TriageTicket(*TriageTicketRequest, grpc.ServerStreamingServer[TriageTicketResponse]) error
-	// Returns one of the customer's tickets, active or archived, with its messages.
+	// Returns one of the customer's tickets, active or archived, with its messages. An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket; a ticket that does
+	// not exist or is another customer's is NOT_FOUND (kind "ticket").
 	GetTicket(context.Context, *GetTicketRequest) (*GetTicketResponse, error)
-	// Lists the customer's archived tickets, most recently completed first, paged.
+	// Lists the customer's archived tickets, most recently completed first, paged. An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
 	ListTickets(context.Context, *ListTicketsRequest) (*ListTicketsResponse, error)
-	// Lists the customer's active tickets (awaiting a specialist or a follow-up).
+	// Lists the customer's active tickets (awaiting a specialist or a follow-up). An unknown
+	// customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
 	ListActiveTickets(context.Context, *ListActiveTicketsRequest) (*ListActiveTicketsResponse, error)
 	mustEmbedUnimplementedTriageServiceServer()
 }

@@ -50,6 +50,10 @@ impl RunStatus {
 pub struct RunMarker {
     pub run_id: String,
     pub idempotency_key: Option<String>,
+    /// A digest of the request that carried `idempotency_key`, as the caller computed it: a
+    /// retry with the key must be the same request, and the runner compares the two before it
+    /// replays or re-attaches. `None` when the caller gave none.
+    pub fingerprint: Option<String>,
     pub status: RunStatus,
     /// Nodes executed so far in this run.
     pub step: u32,
@@ -170,6 +174,8 @@ pub struct IdempotentRun {
     pub version: u64,
     pub status: RunStatus,
     pub output: Option<String>,
+    /// The run's [`RunMarker::fingerprint`]; `None` for a run recorded without one.
+    pub fingerprint: Option<String>,
 }
 
 /// A thread as listings show it.
@@ -225,7 +231,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// Commits `checkpoint` if the thread's current version is `checkpoint.version - 1` (0 for
     /// a new thread); otherwise fails with [`CheckpointError::Conflict`] and writes nothing.
     /// When the checkpoint completes a run that carries an idempotency key, the key is recorded
-    /// in the same transaction. Older checkpoints may be pruned by the store's retention policy;
+    /// in the same transaction, with the run's fingerprint. Older checkpoints may be pruned by the store's retention policy;
     /// the newest is never pruned.
     async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError>;
 
@@ -328,6 +334,7 @@ impl Checkpointer for MemoryCheckpointer {
                     version: checkpoint.version,
                     status: checkpoint.run.status,
                     output: checkpoint.run.output.clone(),
+                    fingerprint: checkpoint.run.fingerprint.clone(),
                 },
             );
         }

@@ -69,6 +69,7 @@ pub fn sample(thread_id: &str, version: u64, status: RunStatus) -> Checkpoint {
         run: RunMarker {
             run_id: format!("run-{version}"),
             idempotency_key: None,
+            fingerprint: None,
             status,
             step: version as u32,
             output: (status == RunStatus::Completed).then(|| r#"{"ok":true}"#.to_owned()),
@@ -97,6 +98,7 @@ async fn round_trip(store: &dyn Checkpointer, ns: &str) {
     }];
     cp.next = Some("ask".into());
     cp.run.idempotency_key = Some("key-1".into());
+    cp.run.fingerprint = Some("sha256:round-trip".into());
     cp.run.output = Some(r#"{"asked":true}"#.into());
     store.put(&cp).await.unwrap();
     let got = store.latest(&id).await.unwrap().expect("checkpoint just written");
@@ -161,12 +163,19 @@ async fn idempotency_keys(store: &dyn Checkpointer, ns: &str) {
     let mut done = sample(&id, 2, RunStatus::Completed);
     done.run.run_id = "run-1".into();
     done.run.idempotency_key = Some("turn-1".into());
+    done.run.fingerprint = Some("fp-turn-1".into());
     store.put(&done).await.unwrap();
     let found = store.find_idempotent(&id, "turn-1").await.unwrap().expect("key of a completed run");
     assert_eq!(found.run_id, "run-1");
     assert_eq!(found.version, 2);
     assert_eq!(found.status, RunStatus::Completed);
     assert_eq!(found.output.as_deref(), Some(r#"{"ok":true}"#));
+    assert_eq!(found.fingerprint.as_deref(), Some("fp-turn-1"), "the key keeps its request's fingerprint");
+    let mut unprinted = sample(&id, 3, RunStatus::Completed);
+    unprinted.run.idempotency_key = Some("turn-2".into());
+    store.put(&unprinted).await.unwrap();
+    let found = store.find_idempotent(&id, "turn-2").await.unwrap().expect("key of a completed run");
+    assert_eq!(found.fingerprint, None, "a key recorded without a fingerprint has none");
     let other = format!("{ns}:idem-other");
     assert!(store.find_idempotent(&other, "turn-1").await.unwrap().is_none(), "keys are scoped to their thread");
 }

@@ -31,8 +31,10 @@ pub type HandoffError = Box<dyn std::error::Error + Send + Sync>;
 /// Takes the final state of completed runs (never of interrupted or failed ones).
 #[async_trait]
 pub trait Handoff<S>: Send + Sync {
-    /// Called once per completed run, while the run still holds its thread. An error keeps the
-    /// final checkpoint (nothing is lost; the owner can hand the state off later), and the run
-    /// still completes.
-    async fn complete(&self, thread_id: &str, state: &S) -> Result<Completion, HandoffError>;
+    /// Called once per completed run (`run_id`), while the run still holds its thread. The run
+    /// id is passed because the final checkpoint, which would have recorded it, may never be
+    /// written: a system of record that keeps the run's id must take it here. An error keeps
+    /// the final checkpoint (nothing is lost; the owner can hand the state off later), and the
+    /// run still completes.
+    async fn complete(&self, thread_id: &str, run_id: &str, state: &S) -> Result<Completion, HandoffError>;
 }

@@ -92,6 +92,11 @@ pub struct RunRequest<U> {
     pub thread_id: String,
     pub input: RunInput<U>,
     pub idempotency_key: Option<String>,
+    /// A digest of what defines the request (the caller decides which fields and how), kept
+    /// with the idempotency key: a retry with the key and another fingerprint is refused with
+    /// [`RunError::IdempotencyMismatch`] instead of replaying a different request's outcome.
+    /// Ignored without a key.
+    pub fingerprint: Option<String>,
     pub busy: BusyPolicy,
     /// Overrides [`RunnerConfig::run_timeout`].
     pub timeout: Option<Duration>,
@@ -104,6 +109,7 @@ impl<U> RunRequest<U> {
             thread_id: thread_id.into(),
             input,
             idempotency_key: None,
+            fingerprint: None,
             busy: BusyPolicy::Reject,
             timeout: None,
             mode: ThreadMode::Existing,
@@ -129,6 +135,8 @@ pub enum RunError {
     Interrupted { thread_id: String },
     #[error("node {node} raised interrupt {interrupt_id:?}, whose id the thread has already used")]
     DuplicateInterrupt { node: String, interrupt_id: String },
+    #[error("idempotency key {key:?} of thread {thread_id} was used by a different request")]
+    IdempotencyMismatch { thread_id: String, key: String },
     #[error("a run of an ephemeral graph cannot {what}")]
     Ephemeral { what: &'static str },
     #[error("node {node} failed")]
@@ -173,9 +181,10 @@ impl RunError {
         match self {
             RunError::NotFound { .. } | RunError::UnknownInterrupt { .. } => FailureKind::NotFound,
             RunError::AlreadyExists { .. } | RunError::ThreadBusy { .. } => FailureKind::Conflict,
-            RunError::NothingToResume { .. } | RunError::InterruptAnswered { .. } | RunError::Interrupted { .. } => {
-                FailureKind::FailedPrecondition
-            }
+            RunError::NothingToResume { .. }
+            | RunError::InterruptAnswered { .. }
+            | RunError::Interrupted { .. }
+            | RunError::IdempotencyMismatch { .. } => FailureKind::FailedPrecondition,
             RunError::Node { source, .. } => match source.kind {
                 NodeErrorKind::ModelUnavailable => FailureKind::ModelUnavailable,
                 NodeErrorKind::ModelOutputInvalid => FailureKind::ModelOutputInvalid,
@@ -368,6 +377,7 @@ struct Execution<S: State> {
     thread_id: Arc<str>,
     run_id: Arc<str>,
     idempotency_key: Option<String>,
+    fingerprint: Option<String>,
     sink: Arc<EventSink>,
     cancel: CancellationToken,
     deadline: Instant,
@@ -522,6 +532,12 @@ impl Attempts {
 }
 
 /// Milliseconds: what every durable store keeps, so a checkpoint reads back as written.
+/// Whether a retry's fingerprint contradicts the recorded one. Only two known fingerprints can
+/// disagree: a missing one on either side is not evidence of a different request.
+fn differs(request: &Option<String>, recorded: &Option<String>) -> bool {
+    matches!((request, recorded), (Some(a), Some(b)) if a != b)
+}
+
 fn now() -> SystemTime {
     let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     std::time::UNIX_EPOCH + Duration::from_millis(since.as_millis() as u64)
@@ -626,6 +642,7 @@ impl<S: State> Runner<S> {
             run: RunMarker {
                 run_id: format!("{why}-{}", uuid::Uuid::now_v7().simple()),
                 idempotency_key: None,
+                fingerprint: None,
                 status: RunStatus::Completed,
                 step: 0,
                 output: None,
@@ -652,6 +669,11 @@ impl<S: State> Runner<S> {
 
         if let Some(key) = &request.idempotency_key {
             if let Some(found) = self.checkpointer.find_idempotent(&request.thread_id, key).await? {
+                // A record without a fingerprint (written before fingerprints were kept) or a
+                // request without one cannot be compared: replayed, as before.
+                if differs(&request.fingerprint, &found.fingerprint) {
+                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key: key.clone() });
+                }
                 debug!(thread_id = %request.thread_id, run_id = %found.run_id, "replaying idempotent run");
                 let output = match found.output.as_deref() {
                     Some(json) => serde_json::from_str(json)
@@ -695,6 +717,10 @@ impl<S: State> Runner<S> {
             }
             let same_run = request.idempotency_key.is_some() && cp.run.idempotency_key == request.idempotency_key;
             if same_run {
+                if differs(&request.fingerprint, &cp.run.fingerprint) {
+                    let key = request.idempotency_key.unwrap_or_default();
+                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key });
+                }
                 let exec = self.resume_execution(cp.clone(), tx)?;
                 exec.sink
                     .emit(
@@ -771,6 +797,7 @@ impl<S: State> Runner<S> {
             thread_id: request.thread_id.as_str().into(),
             run_id: run_id.clone(),
             idempotency_key: request.idempotency_key,
+            fingerprint: request.fingerprint,
             sink,
             cancel: CancellationToken::new(),
             deadline: Instant::now() + timeout,
@@ -856,6 +883,7 @@ impl<S: State> Runner<S> {
             thread_id: cp.thread_id.as_str().into(),
             run_id,
             idempotency_key: cp.run.idempotency_key.clone(),
+            fingerprint: cp.run.fingerprint.clone(),
             sink,
             cancel: CancellationToken::new(),
             deadline: Instant::now() + self.config.run_timeout,
@@ -932,6 +960,7 @@ impl<S: State> Execution<S> {
             run: RunMarker {
                 run_id: self.run_id.to_string(),
                 idempotency_key: self.idempotency_key.clone(),
+                fingerprint: self.fingerprint.clone(),
                 status,
                 step: self.step,
                 output,
@@ -1267,7 +1296,7 @@ impl<S: State> Execution<S> {
             return false;
         }
         let Some(handoff) = self.handoff.clone() else { return false };
-        match handoff.complete(&self.thread_id, &self.state).await {
+        match handoff.complete(&self.thread_id, &self.run_id, &self.state).await {
             Ok(Completion::Keep) => false,
             Ok(Completion::Erase) => match self.checkpointer.delete_thread_unsynced(&self.thread_id).await {
                 Ok(_) => {

@@ -394,6 +394,34 @@ async fn idempotency_key_replays_the_first_outcome() {
     assert_eq!(store.latest("t1").await.unwrap().unwrap().version, version, "a replay runs nothing");
 }
 
+#[tokio::test]
+async fn an_idempotency_key_reused_by_a_different_request_is_refused() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    let mut request = input("general");
+    request.idempotency_key = Some("k1".into());
+    request.fingerprint = Some("fp-general".into());
+    let first = runner.start(request).await.unwrap().wait().await.unwrap();
+    let version = store.latest("t1").await.unwrap().unwrap().version;
+    let mut other = input("billing");
+    other.idempotency_key = Some("k1".into());
+    other.fingerprint = Some("fp-billing".into());
+    match runner.start(other).await {
+        Err(RunError::IdempotencyMismatch { thread_id, key }) => {
+            assert_eq!((thread_id, key), ("t1".into(), "k1".into()))
+        }
+        Err(other) => panic!("expected IdempotencyMismatch, got {other:?}"),
+        Ok(_) => panic!("expected IdempotencyMismatch, got a run"),
+    }
+    assert_eq!(store.latest("t1").await.unwrap().unwrap().version, version, "a refused retry runs nothing");
+    let mut same = input("general");
+    same.idempotency_key = Some("k1".into());
+    same.fingerprint = Some("fp-general".into());
+    let replay = runner.start(same).await.unwrap().wait().await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.run_id, first.run_id);
+}
+
 /// A checkpoint left `Running` is what a crash leaves behind.
 async fn crashed_thread(store: &MemoryCheckpointer, key: Option<&str>) {
     let state = Doc { log: vec!["classify".into()], route: "billing".into(), ..Default::default() };
@@ -408,6 +436,7 @@ async fn crashed_thread(store: &MemoryCheckpointer, key: Option<&str>) {
             run: RunMarker {
                 run_id: "crashed-run".into(),
                 idempotency_key: key.map(str::to_owned),
+                fingerprint: key.map(|k| format!("fp-{k}")),
                 status: RunStatus::Running,
                 step: 1,
                 output: None,
@@ -435,6 +464,18 @@ async fn retry_with_the_same_key_reattaches_to_a_crash_interrupted_run() {
     let outcome = runner.start(retry).await.unwrap().wait().await.unwrap();
     assert_eq!(outcome.run_id, "crashed-run");
     assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"], "the input is not applied twice");
+}
+
+#[tokio::test]
+async fn a_different_request_with_the_key_of_a_crash_interrupted_run_is_refused() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, Some("k1")).await;
+    let runner = abandoned_after_zero(store.clone());
+    let mut retry = input("general");
+    retry.idempotency_key = Some("k1".into());
+    retry.fingerprint = Some("fp-another-request".into());
+    assert!(matches!(runner.start(retry).await, Err(RunError::IdempotencyMismatch { .. })));
+    assert_eq!(store.latest("t1").await.unwrap().unwrap().run.run_id, "crashed-run", "nothing ran");
 }
 
 /// A runner that treats every running checkpoint as abandoned.
@@ -638,7 +679,7 @@ struct Archive {
 
 #[async_trait]
 impl Handoff<Doc> for Archive {
-    async fn complete(&self, thread_id: &str, state: &Doc) -> Result<Completion, HandoffError> {
+    async fn complete(&self, thread_id: &str, _run_id: &str, state: &Doc) -> Result<Completion, HandoffError> {
         match state.route.as_str() {
             "broken" => Err("archive unavailable".into()),
             "billing" => {

@@ -26,8 +26,8 @@ use frontdesk_workflows::{
         SubmitError, Submitter,
     },
     triage::{
-        self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveError, ArchivedStatus, ArchivedTicket,
-        TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
+        self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveCursor, ArchiveError, ArchivedStatus,
+        ArchivedTicket, RecordedRequest, TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
     },
     Message,
 };
@@ -113,15 +113,15 @@ impl TicketArchive for MemoryArchive {
         &self,
         _: &str,
         _: Option<ArchivedStatus>,
-        _: Option<String>,
+        _: Option<ArchiveCursor>,
         _: usize,
-    ) -> Result<(Vec<ArchivedTicket>, Option<String>), ArchiveError> {
+    ) -> Result<(Vec<ArchivedTicket>, Option<ArchiveCursor>), ArchiveError> {
         Ok((Vec::new(), None))
     }
-    async fn record_request(&self, _: &str, _: &str, _: &str) -> Result<(), ArchiveError> {
+    async fn record_request(&self, _: &str, _: &str, _: &str, _: &str) -> Result<(), ArchiveError> {
         Ok(())
     }
-    async fn find_request(&self, _: &str, _: &str) -> Result<Option<String>, ArchiveError> {
+    async fn find_request(&self, _: &str, _: &str) -> Result<Option<RecordedRequest>, ArchiveError> {
         Ok(None)
     }
 }

@@ -140,6 +140,9 @@ fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String)
         RunError::InterruptAnswered { thread_id, interrupt_id } => {
             about(ErrorReason::InterruptAnswered, thread_id).with("interrupt_id", interrupt_id.clone())
         }
+        RunError::IdempotencyMismatch { thread_id, key } => {
+            about(ErrorReason::IdempotencyMismatch, thread_id).with("idempotency_key", key.clone())
+        }
         // Failures during a run: the reason of its `RunFailed` event.
         RunError::Node { node, .. } | RunError::NodeTimeout { node, .. } => {
             Failure::new(reason_of(error.failure_kind()), message).with("node", node.clone())
@@ -167,6 +170,9 @@ fn failure(error: &WorkflowError) -> Failure {
         WorkflowError::AlreadyExists { what, id } => Failure::new(ErrorReason::AlreadyExists, message).about(what, id),
         WorkflowError::NotConversational { workflow } => {
             Failure::new(ErrorReason::NotConversational, message).with("workflow", workflow.clone())
+        }
+        WorkflowError::IdempotencyMismatch { what, id, key } => {
+            Failure::new(ErrorReason::IdempotencyMismatch, message).about(what, id).with("idempotency_key", key.clone())
         }
         WorkflowError::LimitExceeded { limit, max } => {
             Failure::new(ErrorReason::LimitExceeded, message).with("limit", *limit).with("max", max.to_string())
@@ -398,8 +404,14 @@ mod tests {
 
     #[test]
     fn idempotency_mismatch() {
-        // No error picks it yet; the table still gives it its code.
-        assert_eq!(code_of(ErrorReason::IdempotencyMismatch), (Code::FailedPrecondition, None));
+        let keys = ["kind", "id", "idempotency_key"];
+        let reused = RunError::IdempotencyMismatch { thread_id: "c1".into(), key: "turn-1".into() };
+        let status = to_status(WorkflowError::run_on("conversation", "c1", reused));
+        check(&status, Code::FailedPrecondition, ErrorReason::IdempotencyMismatch, &keys);
+        let info = status.get_error_details().error_info().unwrap().clone();
+        assert_eq!(info.metadata["idempotency_key"], "turn-1");
+        let triage = WorkflowError::IdempotencyMismatch { what: "customer", id: "CUST-1".into(), key: "req-1".into() };
+        check(&to_status(triage), Code::FailedPrecondition, ErrorReason::IdempotencyMismatch, &keys);
     }
 
     #[test]

@@ -4,9 +4,12 @@ use std::sync::Arc;
 
 use frontdesk_api::v1 as pb;
 use frontdesk_runtime::{Checkpointer, RunRegistry, ThreadQuery};
-use frontdesk_workflows::{conversation::validate_id, ConversationView, WorkflowError};
+use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, WorkflowError};
 
 use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
+
+/// The page-token listing name of conversations.
+const CONVERSATION_LISTING: &str = "conversations";
 
 pub struct Registry {
     /// In `WORKFLOWS` order.
@@ -89,8 +92,24 @@ impl Registry {
         self.conversational().find(|c| c.name() == thread.workflow).ok_or_else(not_found)
     }
 
-    /// Conversations of every conversational workflow (or one), ordered by id.
+    /// Conversations of every conversational workflow (or one), ordered by id, a page at a
+    /// time: `page_token` is the token this returned for the page before (opaque, bound to the
+    /// workflow filter; see `frontdesk_workflows::page_token`), and one it did not return is
+    /// `InvalidArgument` on `page_token`.
     pub async fn list_conversations(
+        &self,
+        workflow: Option<&str>,
+        page_token: Option<String>,
+        limit: usize,
+    ) -> Result<(Vec<ConversationView<pb::conversation::State>>, Option<String>), WorkflowError> {
+        let query = workflow.unwrap_or("");
+        let after: Option<String> = page_token::decode(CONVERSATION_LISTING, query, page_token.as_deref())?;
+        let (views, next) = self.list_conversations_after(workflow, after, limit).await?;
+        Ok((views, next.map(|after| page_token::encode(CONVERSATION_LISTING, query, &after))))
+    }
+
+    /// [`Registry::list_conversations`] by the last conversation id of the page before.
+    async fn list_conversations_after(
         &self,
         workflow: Option<&str>,
         after: Option<String>,

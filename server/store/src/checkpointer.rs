@@ -33,7 +33,8 @@ impl SqlCheckpointer {
 
 macro_rules! checkpoint_columns {
     () => {
-        "workflow, version, state, next_node, pending, run_id, idempotency_key, run_status, step, output, created_at_ms"
+        "workflow, version, state, next_node, pending, run_id, idempotency_key, fingerprint, run_status, step, output, \
+         created_at_ms"
     };
 }
 
@@ -41,7 +42,8 @@ const LATEST: &str =
     concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT 1");
 const HISTORY: &str =
     concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT $2");
-const FIND_KEY: &str = "SELECT run_id, version, status, output FROM idempotency_keys WHERE thread_id = $1 AND key = $2";
+const FIND_KEY: &str =
+    "SELECT run_id, version, status, output, fingerprint FROM idempotency_keys WHERE thread_id = $1 AND key = $2";
 const THREAD: &str =
     "SELECT thread_id, workflow, version, created_at_ms, updated_at_ms FROM threads WHERE thread_id = $1";
 /// `$1` exclusive lower bound (`after`), `$2`..`$3` the prefix's range, `$4` workflow.
@@ -60,7 +62,7 @@ const PG_DELETE_UNSYNCED: &str =
 // The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
 // $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
 // $8 pending, $9 run_id, $10 idempotency_key, $11 step, $12 output, $13 whether to record
-// the key, $14 prune checkpoints up to this version.
+// the key, $14 prune checkpoints up to this version, $15 the request's fingerprint.
 //
 // The compare-and-set on the thread row: insert-if-absent for version 1, else a conditional
 // update from version - 1. Either returns a row only when it won.
@@ -86,12 +88,12 @@ macro_rules! update_thread {
 macro_rules! sqlite_put_tail {
     () => {
         "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
-             idempotency_key, run_status, step, output, created_at_ms) \
-           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 WHERE changes() = 1; \
-         INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output) \
-           SELECT $1, $10, $9, $3, $5, $12 WHERE $13 AND changes() = 1 \
+             idempotency_key, fingerprint, run_status, step, output, created_at_ms) \
+           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4 WHERE changes() = 1; \
+         INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
+           SELECT $1, $10, $9, $3, $5, $12, $15 WHERE $13 AND changes() = 1 \
            ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
-             status = excluded.status, output = excluded.output; \
+             status = excluded.status, output = excluded.output, fingerprint = excluded.fingerprint; \
          DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
            AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3); \
          COMMIT"
@@ -112,13 +114,13 @@ macro_rules! pg_put_tail {
     () => {
         "), cp AS ( \
             INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
-                idempotency_key, run_status, step, output, created_at_ms) \
-            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $5, $11, $12, $4 FROM cas \
+                idempotency_key, fingerprint, run_status, step, output, created_at_ms) \
+            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4 FROM cas \
          ), idem AS ( \
-            INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output) \
-            SELECT $1, $10, $9, $3, $5, $12 FROM cas WHERE $13 \
+            INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
+            SELECT $1, $10, $9, $3, $5, $12, $15 FROM cas WHERE $13 \
             ON CONFLICT (thread_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, version = EXCLUDED.version, \
-                status = EXCLUDED.status, output = EXCLUDED.output \
+                status = EXCLUDED.status, output = EXCLUDED.output, fingerprint = EXCLUDED.fingerprint \
          ), pruned AS ( \
             DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 AND EXISTS (SELECT 1 FROM cas) \
          ) \
@@ -128,7 +130,7 @@ macro_rules! pg_put_tail {
 const PG_PUT_FIRST: &str = concat!("WITH cas AS (", insert_thread!(), pg_put_tail!());
 const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail!());
 
-/// Binds a [`Write`] as `$1`..`$14` of the put statements.
+/// Binds a [`Write`] as `$1`..`$15` of the put statements.
 macro_rules! bind_write {
     ($query:expr, $w:expr) => {
         $query
@@ -146,6 +148,7 @@ macro_rules! bind_write {
             .bind($w.output)
             .bind($w.record_key)
             .bind($w.prune_through)
+            .bind($w.fingerprint)
     };
 }
 
@@ -158,6 +161,7 @@ struct CheckpointRow {
     pending: Option<String>,
     run_id: String,
     idempotency_key: Option<String>,
+    fingerprint: Option<String>,
     run_status: String,
     step: i64,
     output: Option<String>,
@@ -179,6 +183,7 @@ struct KeyRow {
     version: i64,
     status: String,
     output: Option<String>,
+    fingerprint: Option<String>,
 }
 
 /// A stored value outside its domain.
@@ -228,6 +233,7 @@ impl CheckpointRow {
             run: RunMarker {
                 run_id: self.run_id,
                 idempotency_key: self.idempotency_key,
+                fingerprint: self.fingerprint,
                 status: status_from(thread_id, "checkpoints.run_status", &self.run_status)?,
                 step,
                 output: self.output,
@@ -262,6 +268,7 @@ struct Write<'a> {
     pending: Option<String>,
     run_id: &'a str,
     key: Option<&'a str>,
+    fingerprint: Option<&'a str>,
     step: i64,
     output: Option<&'a str>,
     /// The key is recorded when its run completes or pauses.
@@ -287,6 +294,7 @@ impl<'a> Write<'a> {
             pending,
             run_id: &cp.run.run_id,
             key: cp.run.idempotency_key.as_deref(),
+            fingerprint: cp.run.fingerprint.as_deref(),
             step: i64::from(cp.run.step),
             output: cp.run.output.as_deref(),
             record_key: cp.run.idempotency_key.is_some()
@@ -428,6 +436,7 @@ impl Checkpointer for SqlCheckpointer {
                 status: status_from(thread_id, "idempotency_keys.status", &r.status)?,
                 run_id: r.run_id,
                 output: r.output,
+                fingerprint: r.fingerprint,
             })
         })
         .transpose()

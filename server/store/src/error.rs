@@ -62,9 +62,6 @@ pub enum StoreError {
         #[source]
         source: redis::RedisError,
     },
-    /// A paging cursor that the store did not hand out.
-    #[error("invalid paging cursor {cursor:?}")]
-    InvalidCursor { cursor: String },
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {what}")]
     Corrupt {

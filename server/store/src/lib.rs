@@ -29,7 +29,7 @@ pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::StoreError;
 pub use intake::{NewSubmission, Submission};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
-pub use tickets::{CompletedTicket, TicketMessage, TICKET_OPEN, TICKET_RESOLVED};
+pub use tickets::{CompletedTicket, TicketCursor, TicketMessage, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED};
 
 /// The redis client this crate is built on, for callers that need raw commands.
 pub use redis;

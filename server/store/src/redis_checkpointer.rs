@@ -9,14 +9,14 @@
 //! | --- | --- | --- |
 //! | `p:checkpoint:{thread_id}:{version}` | hash | one retained checkpoint (fields below) |
 //! | `p:thread:{thread_id}` | hash | `version`, `workflow`, `created_at`, `updated_at`, `status` of the newest checkpoint |
-//! | `p:idem:{thread_id}` | hash | idempotency key → JSON `{"run_id","version","status","output"}` |
+//! | `p:idem:{thread_id}` | hash | idempotency key → JSON `{"run_id","version","status","output","fingerprint"}` (`fingerprint` absent when the run had none) |
 //! | `p:threads` | sorted set | every thread id, score 0 (ordered by id with `ZRANGEBYLEX`) |
 //! | `p:running` | sorted set | the ids of threads whose newest checkpoint is `running` |
 //!
 //! So `SCAN MATCH p:checkpoint:C001:*` finds exactly the checkpoints of customer `C001`'s
 //! tickets. A checkpoint hash has the fields `version`, `workflow`, `state` (the state bytes
 //! as they are, JSON), `run_id`, `status`, `step` and `created_at`, plus `next`, `pending`
-//! (JSON: interrupts, answered ids, fan-out task writes), `key` and `output` when set. Times are milliseconds since the Unix epoch.
+//! (JSON: interrupts, answered ids, fan-out task writes), `key`, `fingerprint` and `output` when set. Times are milliseconds since the Unix epoch.
 //!
 //! # Atomicity
 //!
@@ -216,6 +216,9 @@ struct IdemRecord {
     version: u64,
     status: RunStatus,
     output: Option<String>,
+    /// Absent in records written before fingerprints were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fingerprint: Option<String>,
 }
 
 /// A stored value outside its domain.
@@ -290,6 +293,9 @@ fn encode(cp: &Checkpoint) -> Result<Vec<(&'static str, Vec<u8>)>, CheckpointErr
     if let Some(key) = &cp.run.idempotency_key {
         fields.push(("key", key.as_bytes().to_vec()));
     }
+    if let Some(fingerprint) = &cp.run.fingerprint {
+        fields.push(("fingerprint", fingerprint.as_bytes().to_vec()));
+    }
     if let Some(output) = &cp.run.output {
         fields.push(("output", output.as_bytes().to_vec()));
     }
@@ -303,7 +309,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
     }
     let (mut version, mut workflow, mut state, mut run_id, mut status, mut step, mut created_at) =
         (None, None, None, None, None, None, None);
-    let (mut next, mut pending, mut key, mut output) = (None, Pending::default(), None, None);
+    let (mut next, mut pending, mut key, mut fingerprint, mut output) = (None, Pending::default(), None, None, None);
     let mut items = flat.into_iter();
     while let (Some(field), Some(value)) = (items.next(), items.next()) {
         match field.as_slice() {
@@ -324,6 +330,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
                 pending = Pending::decode(&json).map_err(|e| corrupt(thread_id, e))?;
             }
             b"key" => key = Some(utf8(thread_id, "checkpoint.key", value)?),
+            b"fingerprint" => fingerprint = Some(utf8(thread_id, "checkpoint.fingerprint", value)?),
             b"output" => output = Some(utf8(thread_id, "checkpoint.output", value)?),
             _ => {} // Fields a later version may add.
         }
@@ -339,6 +346,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
         run: RunMarker {
             run_id: run_id.ok_or_else(|| missing("checkpoint.run_id"))?,
             idempotency_key: key,
+            fingerprint,
             status: status.ok_or_else(|| missing("checkpoint.status"))?,
             step: step.ok_or_else(|| missing("checkpoint.step"))?,
             output,
@@ -463,6 +471,7 @@ impl Checkpointer for RedisCheckpointer {
                     version: checkpoint.version,
                     status: checkpoint.run.status,
                     output: checkpoint.run.output.clone(),
+                    fingerprint: checkpoint.run.fingerprint.clone(),
                 };
                 let record = serde_json::to_string(&record).map_err(|e| corrupt(thread_id, e))?;
                 ("1", key.as_str(), record)
@@ -521,7 +530,13 @@ impl Checkpointer for RedisCheckpointer {
             .map_err(redis_error(thread_id))?;
         let Some(record) = record else { return Ok(None) };
         let r: IdemRecord = serde_json::from_slice(&record).map_err(|e| corrupt(thread_id, e))?;
-        Ok(Some(IdempotentRun { run_id: r.run_id, version: r.version, status: r.status, output: r.output }))
+        Ok(Some(IdempotentRun {
+            run_id: r.run_id,
+            version: r.version,
+            status: r.status,
+            output: r.output,
+            fingerprint: r.fingerprint,
+        }))
     }
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {

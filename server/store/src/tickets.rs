@@ -34,8 +34,21 @@ pub struct CompletedTicket {
     pub language: String,
     /// The full typed triage result, as JSON.
     pub result: serde_json::Value,
+    /// The run that produced `result`; empty for tickets archived before it was kept.
+    pub run_id: String,
+    /// The knowledge-base hits the result was based on (ids, titles, scores), as a JSON array.
+    pub kb_results: serde_json::Value,
     pub created_at: SystemTime,
     pub completed_at: SystemTime,
+}
+
+/// A triage request recorded under its idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriageRequestRecord {
+    /// The request's output (JSON).
+    pub output: String,
+    /// The request's fingerprint; `None` when it was recorded without one.
+    pub fingerprint: Option<String>,
 }
 
 /// One message of a ticket's conversation.
@@ -45,6 +58,9 @@ pub struct TicketMessage {
     pub seq: u32,
     pub role: String,
     pub text: String,
+    /// The English translation of a customer message; empty when it was English (or archived
+    /// before translations were kept).
+    pub english_text: String,
     pub language: String,
     pub created_at: SystemTime,
 }
@@ -52,7 +68,7 @@ pub struct TicketMessage {
 macro_rules! ticket_columns {
     () => {
         "ticket_id, customer_id, thread_id, status, recommended_action, urgency, ticket_type, subject, summary, \
-         suggested_response, relevant_articles, language, result, created_at_ms, completed_at_ms"
+         suggested_response, relevant_articles, language, result, created_at_ms, completed_at_ms, run_id, kb_results"
     };
 }
 
@@ -62,39 +78,44 @@ macro_rules! upsert_ticket {
         concat!(
             "INSERT INTO tickets (",
             ticket_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
              ON CONFLICT (ticket_id) DO UPDATE SET customer_id = excluded.customer_id, \
              thread_id = excluded.thread_id, status = excluded.status, \
              recommended_action = excluded.recommended_action, urgency = excluded.urgency, \
              ticket_type = excluded.ticket_type, subject = excluded.subject, summary = excluded.summary, \
              suggested_response = excluded.suggested_response, relevant_articles = excluded.relevant_articles, \
-             language = excluded.language, result = excluded.result, completed_at_ms = excluded.completed_at_ms"
+             language = excluded.language, result = excluded.result, completed_at_ms = excluded.completed_at_ms, \
+             run_id = excluded.run_id, kb_results = excluded.kb_results"
         )
     };
 }
 const UPSERT_TICKET: &str = upsert_ticket!();
-const UPSERT_MESSAGE: &str = "INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms) \
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, \
-     text = excluded.text, language = excluded.language, created_at_ms = excluded.created_at_ms";
+const UPSERT_MESSAGE: &str = "INSERT INTO ticket_messages \
+     (ticket_id, seq, role, text, language, created_at_ms, english_text) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, \
+     text = excluded.text, language = excluded.language, created_at_ms = excluded.created_at_ms, \
+     english_text = excluded.english_text";
 /// SQLite: the ticket and all its messages in one batch (one trip to the write connection),
-/// `$16` the messages as a JSON array. `WHERE true` keeps `ON CONFLICT` from being parsed as
+/// `$18` the messages as a JSON array. `WHERE true` keeps `ON CONFLICT` from being parsed as
 /// part of the `SELECT`'s join.
 const SQLITE_SAVE: &str = concat!(
     "BEGIN IMMEDIATE; ",
     upsert_ticket!(),
-    "; INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms) \
+    "; INSERT INTO ticket_messages (ticket_id, seq, role, text, language, created_at_ms, english_text) \
      SELECT $1, json_extract(value, '$.seq'), json_extract(value, '$.role'), json_extract(value, '$.text'), \
-       json_extract(value, '$.language'), json_extract(value, '$.created_at_ms') FROM json_each($16) WHERE true \
+       json_extract(value, '$.language'), json_extract(value, '$.created_at_ms'), \
+       json_extract(value, '$.english_text') FROM json_each($18) WHERE true \
      ON CONFLICT (ticket_id, seq) DO UPDATE SET role = excluded.role, text = excluded.text, \
-       language = excluded.language, created_at_ms = excluded.created_at_ms; \
+       language = excluded.language, created_at_ms = excluded.created_at_ms, \
+       english_text = excluded.english_text; \
      COMMIT"
 );
 const GET_TICKET: &str = concat!("SELECT ", ticket_columns!(), " FROM tickets WHERE ticket_id = $1");
-const GET_MESSAGES: &str = "SELECT seq, role, text, language, created_at_ms FROM ticket_messages \
+const GET_MESSAGES: &str = "SELECT seq, role, text, english_text, language, created_at_ms FROM ticket_messages \
      WHERE ticket_id = $1 ORDER BY seq";
-const RECORD_REQUEST: &str = "INSERT INTO triage_requests (customer_id, key, output, created_at_ms) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (customer_id, key) DO NOTHING";
-const FIND_REQUEST: &str = "SELECT output FROM triage_requests WHERE customer_id = $1 AND key = $2";
+const RECORD_REQUEST: &str = "INSERT INTO triage_requests (customer_id, key, output, created_at_ms, fingerprint) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (customer_id, key) DO NOTHING";
+const FIND_REQUEST: &str = "SELECT output, fingerprint FROM triage_requests WHERE customer_id = $1 AND key = $2";
 const COUNT_TICKET: &str = "SELECT count(*) FROM tickets WHERE ticket_id = $1";
 /// Newest first; `$3`/`$4` the (completed_at_ms, ticket_id) of the last ticket of the previous page.
 const LIST: &str = concat!(
@@ -122,6 +143,8 @@ struct TicketRow {
     result: String,
     created_at_ms: i64,
     completed_at_ms: i64,
+    run_id: String,
+    kb_results: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -129,6 +152,7 @@ struct MessageRow {
     seq: i64,
     role: String,
     text: String,
+    english_text: String,
     language: String,
     created_at_ms: i64,
 }
@@ -143,6 +167,8 @@ impl TicketRow {
             relevant_articles: serde_json::from_str(&self.relevant_articles)
                 .map_err(|e| corrupt("tickets.relevant_articles", e))?,
             result: serde_json::from_str(&self.result).map_err(|e| corrupt("tickets.result", e))?,
+            kb_results: serde_json::from_str(&self.kb_results).map_err(|e| corrupt("tickets.kb_results", e))?,
+            run_id: self.run_id,
             ticket_id: self.ticket_id,
             customer_id: self.customer_id,
             thread_id: self.thread_id,
@@ -166,22 +192,24 @@ impl MessageRow {
             seq: u32::try_from(self.seq).map_err(|e| corrupt("ticket_messages.seq", e))?,
             role: self.role,
             text: self.text,
+            english_text: self.english_text,
             language: self.language,
             created_at: from_ms(self.created_at_ms),
         })
     }
 }
 
-/// The cursor after `ticket`: `{completed_at_ms}:{ticket_id}`.
-fn cursor_of(ticket: &CompletedTicket) -> String {
-    format!("{}:{}", to_ms(ticket.completed_at), ticket.ticket_id)
+/// Where a page of [`Database::list_tickets`] ends: the last ticket's completion time and id.
+/// Typed, so callers never hand the store a string to parse: encoding it for clients (opaque,
+/// validated page tokens) is the workflow layer's business.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketCursor {
+    pub completed_at_ms: i64,
+    pub ticket_id: String,
 }
 
-fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
-    cursor
-        .split_once(':')
-        .and_then(|(ms, id)| Some((ms.parse().ok()?, id)))
-        .ok_or_else(|| StoreError::InvalidCursor { cursor: cursor.to_owned() })
+fn cursor_of(ticket: &CompletedTicket) -> TicketCursor {
+    TicketCursor { completed_at_ms: to_ms(ticket.completed_at), ticket_id: ticket.ticket_id.clone() }
 }
 
 impl Database {
@@ -198,7 +226,9 @@ impl Database {
             .map_err(|source| StoreError::Encode { what: "ticket relevant_articles", source })?;
         let result = serde_json::to_string(&ticket.result)
             .map_err(|source| StoreError::Encode { what: "ticket result", source })?;
-        // `$1`..`$15` of the ticket upsert, for either dialect.
+        let kb_results = serde_json::to_string(&ticket.kb_results)
+            .map_err(|source| StoreError::Encode { what: "ticket kb_results", source })?;
+        // `$1`..`$17` of the ticket upsert, for either dialect.
         macro_rules! ticket_query {
             ($sql:expr) => {
                 sqlx::query($sql)
@@ -217,6 +247,8 @@ impl Database {
                     .bind(&result)
                     .bind(to_ms(ticket.created_at))
                     .bind(to_ms(ticket.completed_at))
+                    .bind(&ticket.run_id)
+                    .bind(&kb_results)
             };
         }
         let failed = StoreError::query("save completed ticket");
@@ -227,6 +259,7 @@ impl Database {
                     seq: u32,
                     role: &'a str,
                     text: &'a str,
+                    english_text: &'a str,
                     language: &'a str,
                     created_at_ms: i64,
                 }
@@ -236,6 +269,7 @@ impl Database {
                         seq: m.seq,
                         role: &m.role,
                         text: &m.text,
+                        english_text: &m.english_text,
                         language: &m.language,
                         created_at_ms: to_ms(m.created_at),
                     })
@@ -260,6 +294,7 @@ impl Database {
                         .bind(&m.text)
                         .bind(&m.language)
                         .bind(to_ms(m.created_at))
+                        .bind(&m.english_text)
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -302,11 +337,11 @@ impl Database {
         &self,
         customer_id: &str,
         status: Option<&str>,
-        after: Option<String>,
+        after: Option<&TicketCursor>,
         limit: usize,
-    ) -> Result<(Vec<CompletedTicket>, Option<String>), StoreError> {
+    ) -> Result<(Vec<CompletedTicket>, Option<TicketCursor>), StoreError> {
         let limit = limit.max(1);
-        let cursor = after.as_deref().map(parse_cursor).transpose()?;
+        let cursor = after.map(|c| (c.completed_at_ms, c.ticket_id.as_str()));
         let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
         let rows: Vec<TicketRow> = on_pool!(self, conn => {
             sqlx::query_as(LIST)
@@ -335,11 +370,13 @@ impl Database {
     }
 
     /// Records the output (JSON) of a triage request under the caller's idempotency `key`,
-    /// scoped to the customer. The first record of a key wins; recording it again is a no-op.
+    /// scoped to the customer, with the request's `fingerprint`. The first record of a key
+    /// wins; recording it again is a no-op.
     pub async fn record_triage_request(
         &self,
         customer_id: &str,
         key: &str,
+        fingerprint: Option<&str>,
         output_json: &str,
     ) -> Result<(), StoreError> {
         let now = to_ms(SystemTime::now());
@@ -349,6 +386,7 @@ impl Database {
                 .bind(key)
                 .bind(output_json)
                 .bind(now)
+                .bind(fingerprint)
                 .execute(exec)
                 .await
                 .map(drop)
@@ -356,24 +394,16 @@ impl Database {
         .map_err(StoreError::query("record triage request"))
     }
 
-    /// The output recorded for a customer's triage request `key`, if any.
-    pub async fn find_triage_request(&self, customer_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        on_pool!(self, conn => {
-            sqlx::query_scalar(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(conn).await
+    /// The record of a customer's triage request `key`, if any.
+    pub async fn find_triage_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+    ) -> Result<Option<TriageRequestRecord>, StoreError> {
+        let row: Option<(String, Option<String>)> = on_pool!(self, conn => {
+            sqlx::query_as(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(conn).await
         })
-        .map_err(StoreError::query("find triage request"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors() {
-        assert_eq!(parse_cursor("1700000000000:TKT-1").unwrap(), (1_700_000_000_000, "TKT-1"));
-        assert_eq!(parse_cursor("-5:a:b").unwrap(), (-5, "a:b"));
-        assert!(matches!(parse_cursor("TKT-1"), Err(StoreError::InvalidCursor { .. })));
-        assert!(matches!(parse_cursor("x:TKT-1"), Err(StoreError::InvalidCursor { .. })));
+        .map_err(StoreError::query("find triage request"))?;
+        Ok(row.map(|(output, fingerprint)| TriageRequestRecord { output, fingerprint }))
     }
 }

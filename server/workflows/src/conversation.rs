@@ -15,7 +15,7 @@ use frontdesk_runtime::{
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::{Message, WorkflowError};
+use crate::{idempotency::fingerprint, Message, WorkflowError};
 
 /// A conversation as callers see it; `V` is the workflow's view of its own state.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,6 +368,12 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             }
         }
         let mut request = RunRequest::new(id, RunInput::Update(self.spec.user_turn(Message::user(text))));
+        // What the turn is: a retry with the key must send the same text to the same
+        // conversation (the busy policy only says how to wait, so it is not part of it).
+        request.fingerprint = options
+            .idempotency_key
+            .as_ref()
+            .map(|_| fingerprint(&[("workflow", self.spec.name()), ("conversation_id", id), ("text", text)]));
         request.idempotency_key = options.idempotency_key;
         request.busy = options.busy;
         let handle = self.runner.start(request).await.map_err(|e| map_run_error(id, e))?;

@@ -14,6 +14,10 @@ pub enum WorkflowError {
     /// A task workflow (driven through its own service) was addressed as a conversation.
     #[error("workflow {workflow} is not conversational; use its own service")]
     NotConversational { workflow: String },
+    /// An idempotency key of `what` `id` (a customer's triage request) was reused by a request
+    /// that differs from the one that first used it.
+    #[error("idempotency key {key:?} of {what} {id} was used by a different request")]
+    IdempotencyMismatch { what: &'static str, id: String, key: String },
     /// A configured limit was reached.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded { limit: &'static str, max: u64 },

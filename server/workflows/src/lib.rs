@@ -7,9 +7,11 @@
 
 pub mod conversation;
 pub mod error;
+pub mod idempotency;
 pub mod intake;
 pub mod llm_node;
 pub mod message;
+pub mod page_token;
 pub mod triage;
 
 pub use conversation::{ConversationView, ConversationWorkflow, TurnHandle, TurnOptions, TurnOutcome};

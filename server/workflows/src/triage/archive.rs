@@ -4,8 +4,9 @@
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-use super::{TicketMessage, TriageResult};
+use super::{KbResult, TicketMessage, TriageResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArchivedStatus {
@@ -33,9 +34,33 @@ pub struct ArchivedTicket {
     pub subject: String,
     pub language: String,
     pub result: TriageResult,
+    /// The run that produced `result`.
+    pub run_id: String,
+    /// The knowledge-base articles the specialist was given, with titles and scores.
+    pub kb_results: Vec<KbResult>,
     pub messages: Vec<TicketMessage>,
+    /// The English text of each customer message, in order (the message itself when it was
+    /// English): what the agents read, and what `GetTicket` shows beside the original.
+    pub english: Vec<String>,
     pub created_at: SystemTime,
     pub completed_at: SystemTime,
+}
+
+/// Where a page of [`TicketArchive::list`] ends: the last ticket's completion time and id.
+/// The desk hands it to clients inside an opaque page token (`crate::page_token`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveCursor {
+    pub completed_at_ms: i64,
+    pub ticket_id: String,
+}
+
+/// A triage request recorded under its idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// The request's outcome (JSON), replayed to a retry.
+    pub output_json: String,
+    /// The request's fingerprint; `None` for a request recorded before fingerprints were kept.
+    pub fingerprint: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,15 +74,23 @@ pub trait TicketArchive: Send + Sync + 'static {
     async fn save(&self, ticket: &ArchivedTicket) -> Result<(), ArchiveError>;
     async fn get(&self, ticket_id: &str) -> Result<Option<ArchivedTicket>, ArchiveError>;
     async fn exists(&self, ticket_id: &str) -> Result<bool, ArchiveError>;
-    /// A customer's archived tickets ordered by ticket id, after `after`.
+    /// A customer's archived tickets, most recently completed first (ties by ticket id,
+    /// descending), after `after`; and where the next page starts, `None` on the last page.
     async fn list(
         &self,
         customer_id: &str,
         status: Option<ArchivedStatus>,
-        after: Option<String>,
+        after: Option<ArchiveCursor>,
         limit: usize,
-    ) -> Result<(Vec<ArchivedTicket>, Option<String>), ArchiveError>;
-    /// Records the outcome of a triage request under its idempotency key.
-    async fn record_request(&self, customer_id: &str, key: &str, output_json: &str) -> Result<(), ArchiveError>;
-    async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<String>, ArchiveError>;
+    ) -> Result<(Vec<ArchivedTicket>, Option<ArchiveCursor>), ArchiveError>;
+    /// Records the outcome of a triage request under its idempotency key, with the request's
+    /// fingerprint. The first record of a key wins.
+    async fn record_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        fingerprint: &str,
+        output_json: &str,
+    ) -> Result<(), ArchiveError>;
+    async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<RecordedRequest>, ArchiveError>;
 }

@@ -34,12 +34,12 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{
-    archive::{ArchivedStatus, ArchivedTicket, TicketArchive},
+    archive::{ArchiveCursor, ArchivedStatus, ArchivedTicket, TicketArchive},
     customers::CustomerDirectory,
     matcher::{self, Candidate, MatchState, MatchUpdate},
     Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
 };
-use crate::{message::now_ms, WorkflowError};
+use crate::{message::now_ms, page_token, WorkflowError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -56,6 +56,19 @@ pub struct TriageRequest {
     pub subject: Option<String>,
     pub language: Option<String>,
     pub idempotency_key: Option<String>,
+}
+
+impl TriageRequest {
+    /// What the request is, for its idempotency key: a retry with the key must repeat the
+    /// customer, the message, the subject and the language hint.
+    fn fingerprint(&self) -> String {
+        crate::idempotency::fingerprint(&[
+            ("customer_id", &self.customer_id),
+            ("message", self.message.trim()),
+            ("subject", self.subject.as_deref().unwrap_or_default()),
+            ("language", self.language.as_deref().unwrap_or_default()),
+        ])
+    }
 }
 
 /// Which ticket a message belongs to.
@@ -171,6 +184,10 @@ pub struct TicketView {
     /// English text of each customer message, in order (empty when not translated).
     pub english: Vec<String>,
     pub language: String,
+    /// The run that produced the summary's result (the ticket's last run).
+    pub run_id: String,
+    /// The knowledge-base articles of the last specialist, with titles and scores.
+    pub kb_results: Vec<super::KbResult>,
 }
 
 #[derive(Clone)]
@@ -185,6 +202,9 @@ pub struct TriageDesk {
 }
 
 const MAX_SUBJECT_CHARS: usize = 300;
+
+/// The page-token listing name of archived tickets.
+const ARCHIVE_LISTING: &str = "tickets";
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> WorkflowError {
     WorkflowError::InvalidArgument { field, reason: reason.into() }
@@ -411,9 +431,17 @@ impl TriageDesk {
             return Err(WorkflowError::NotFound { what: "customer", id: customer_id });
         }
         if let Some(key) = &request.idempotency_key {
-            if let Some(json) = self.archive.find_request(&customer_id, key).await.map_err(archive_error)? {
-                let mut outcome: TriageOutcome =
-                    serde_json::from_str(&json).map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
+            if let Some(recorded) = self.archive.find_request(&customer_id, key).await.map_err(archive_error)? {
+                // A record from before fingerprints were kept cannot be compared: replayed.
+                if recorded.fingerprint.is_some_and(|f| f != request.fingerprint()) {
+                    return Err(WorkflowError::IdempotencyMismatch {
+                        what: "customer",
+                        id: customer_id,
+                        key: key.clone(),
+                    });
+                }
+                let mut outcome: TriageOutcome = serde_json::from_str(&recorded.output_json)
+                    .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 outcome.replayed = true;
                 let resolution = Resolution {
                     ticket_id: outcome.output.ticket_id.clone(),
@@ -459,6 +487,11 @@ impl TriageDesk {
         let thread = thread_id(&customer_id, &resolution.ticket_id);
         let mut run = RunRequest::new(thread.clone(), RunInput::Update(update));
         run.idempotency_key = request.idempotency_key.clone();
+        // The ticket's run keeps the fingerprint with the key too, so a different request
+        // that reaches the same thread with the key (a retry racing the first call's record)
+        // is refused by the runner rather than replayed.
+        let fingerprint = request.fingerprint();
+        run.fingerprint = Some(fingerprint.clone());
         // A new ticket's thread must not exist: a clashing id is refused, never merged.
         run.mode = if resolution.matched_existing { ThreadMode::Existing } else { ThreadMode::New };
         // Errors name the ticket, not the thread: its id is what the caller holds.
@@ -487,14 +520,20 @@ impl TriageDesk {
             if let Some(key) = &key {
                 let json = serde_json::to_string(&result)
                     .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
-                finisher.archive.record_request(&result.output.customer_id, key, &json).await.map_err(archive_error)?;
+                finisher
+                    .archive
+                    .record_request(&result.output.customer_id, key, &fingerprint, &json)
+                    .await
+                    .map_err(archive_error)?;
             }
             // Erased: the run's handoff archived the ticket. Otherwise (a replay, or a handoff
             // that failed and kept the final checkpoint) it is archived here.
             if status != TicketStatus::Active && !outcome.erased {
                 match &outcome.state {
                     // The state the run just committed: no need to read it back.
-                    Some(state) => finisher.archive_and_delete(&thread, state, SystemTime::now()).await?,
+                    Some(state) => {
+                        finisher.archive_and_delete(&thread, &result.run_id, state, SystemTime::now()).await?
+                    }
                     None => finisher.complete(&thread).await?,
                 }
             }
@@ -545,34 +584,54 @@ impl TriageDesk {
         Finisher { runner: self.runner.clone(), archive: self.archive.clone() }
     }
 
-    pub async fn list_active(&self, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
+    /// The customer directory is the authority on who is a customer: every call about a
+    /// customer the directory does not know is `NotFound` (kind `customer`), before any read or
+    /// model call, so reads agree with `triage` instead of answering an empty page.
+    fn known_customer(&self, customer_id: &str) -> Result<(), WorkflowError> {
         validate_customer_id(customer_id)?;
+        if self.customers.lookup(customer_id).is_none() {
+            return Err(WorkflowError::NotFound { what: "customer", id: customer_id.to_owned() });
+        }
+        Ok(())
+    }
+
+    pub async fn list_active(&self, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
+        self.known_customer(customer_id)?;
         Ok(self.active_tickets(customer_id).await?.iter().map(|(state, cp)| active_summary(state, cp)).collect())
     }
 
+    /// A page of the customer's archived tickets and the token of the next page (`None` on
+    /// the last). Tokens are opaque and bound to the customer and status filter
+    /// ([`crate::page_token`]); one that is not is `InvalidArgument` on `page_token`.
     pub async fn list_archived(
         &self,
         customer_id: &str,
         status: Option<ArchivedStatus>,
-        after: Option<String>,
+        page_token: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<TicketSummary>, Option<String>), WorkflowError> {
-        validate_customer_id(customer_id)?;
+        self.known_customer(customer_id)?;
+        let query = format!("{customer_id}/{}", status.map_or("", ArchivedStatus::as_str));
+        let after: Option<ArchiveCursor> = page_token::decode(ARCHIVE_LISTING, &query, page_token)?;
         let (tickets, next) = self.archive.list(customer_id, status, after, limit).await.map_err(archive_error)?;
+        let next = next.map(|cursor| page_token::encode(ARCHIVE_LISTING, &query, &cursor));
         Ok((tickets.iter().map(archived_summary).collect(), next))
     }
 
     /// One of the customer's tickets. Another customer's ticket is NOT_FOUND, exactly like a
-    /// ticket that does not exist.
+    /// ticket that does not exist; an unknown customer is NOT_FOUND as a customer.
     pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<TicketView, WorkflowError> {
         validate_customer_id(customer_id)?;
         validate_ticket_id(ticket_id)?;
+        self.known_customer(customer_id)?;
         let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
         if let Some((state, cp)) = self.finisher().repair(&thread_id(customer_id, ticket_id)).await? {
             return Ok(TicketView {
                 summary: active_summary(&state, &cp),
                 english: state.translation.as_ref().map(|t| t.translated_messages.clone()).unwrap_or_default(),
                 language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
+                run_id: cp.run.run_id.clone(),
+                kb_results: state.kb_results,
                 messages: state.messages.items,
             });
         }
@@ -580,10 +639,13 @@ impl TriageDesk {
         if archived.customer_id != customer_id {
             return Err(not_found());
         }
+        // Everything the live ticket showed is archived with it, so the view is the same.
         Ok(TicketView {
             summary: archived_summary(&archived),
-            english: Vec::new(),
-            language: archived.language.clone(),
+            english: archived.english,
+            language: archived.language,
+            run_id: archived.run_id,
+            kb_results: archived.kb_results,
             messages: archived.messages,
         })
     }
@@ -626,8 +688,14 @@ fn archived_summary(ticket: &ArchivedTicket) -> TicketSummary {
     }
 }
 
-/// What the archive keeps of a completed run's ticket; `None` unless its action completes it.
-fn archived_ticket(thread: &str, state: &TriageState, completed_at: SystemTime) -> Option<ArchivedTicket> {
+/// What the archive keeps of a completed run's ticket (the run `run_id`); `None` unless its
+/// action completes it.
+fn archived_ticket(
+    thread: &str,
+    run_id: &str,
+    state: &TriageState,
+    completed_at: SystemTime,
+) -> Option<ArchivedTicket> {
     let result = state.triage_result.clone()?;
     let status = match result.recommended_action {
         super::RecommendedAction::AutoRespond => ArchivedStatus::Resolved,
@@ -650,7 +718,10 @@ fn archived_ticket(thread: &str, state: &TriageState, completed_at: SystemTime) 
         subject: state.ticket.subject.clone(),
         language: state.translation.as_ref().map_or_else(|| "en".into(), |t| t.original_language.clone()),
         result,
+        run_id: run_id.to_owned(),
+        kb_results: state.kb_results.clone(),
         messages,
+        english: state.english_messages(),
         created_at: std::time::UNIX_EPOCH + Duration::from_millis(state.ticket.created_at_ms),
         completed_at,
     })
@@ -667,8 +738,10 @@ struct ArchiveHandoff {
 
 #[async_trait]
 impl Handoff<TriageState> for ArchiveHandoff {
-    async fn complete(&self, thread_id: &str, state: &TriageState) -> Result<Completion, HandoffError> {
-        let Some(ticket) = archived_ticket(thread_id, state, SystemTime::now()) else { return Ok(Completion::Keep) };
+    async fn complete(&self, thread_id: &str, run_id: &str, state: &TriageState) -> Result<Completion, HandoffError> {
+        let Some(ticket) = archived_ticket(thread_id, run_id, state, SystemTime::now()) else {
+            return Ok(Completion::Keep);
+        };
         self.archive.save(&ticket).await?;
         info!(thread_id, status = ticket.status.as_str(), "ticket archived");
         Ok(Completion::Erase)
@@ -693,17 +766,19 @@ impl Finisher {
     /// Archives a thread's ticket, then deletes its checkpoints.
     async fn complete(&self, thread: &str) -> Result<(), WorkflowError> {
         let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(()) };
-        self.archive_and_delete(thread, &state, cp.created_at).await
+        self.archive_and_delete(thread, &cp.run.run_id, &state, cp.created_at).await
     }
 
-    /// Archives the ticket of a completed run's `state`, then deletes the thread's checkpoints.
+    /// Archives the ticket of a completed run's (`run_id`) `state`, then deletes the thread's
+    /// checkpoints.
     async fn archive_and_delete(
         &self,
         thread: &str,
+        run_id: &str,
         state: &TriageState,
         completed_at: SystemTime,
     ) -> Result<(), WorkflowError> {
-        let Some(ticket) = archived_ticket(thread, state, completed_at) else { return Ok(()) };
+        let Some(ticket) = archived_ticket(thread, run_id, state, completed_at) else { return Ok(()) };
         let status = ticket.status;
         self.archive.save(&ticket).await.map_err(archive_error)?;
         // Unsynced: a delete lost in a crash leaves an archived ticket's thread, which every
@@ -736,7 +811,7 @@ impl Finisher {
         }
         let completing = state.triage_result.as_ref().is_some_and(|r| r.recommended_action.completes_ticket());
         if completing && cp.run.status == RunStatus::Completed {
-            self.archive_and_delete(thread, &state, cp.created_at).await?;
+            self.archive_and_delete(thread, &cp.run.run_id, &state, cp.created_at).await?;
             return Ok(None);
         }
         Ok(Some((state, cp)))

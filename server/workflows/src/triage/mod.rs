@@ -26,7 +26,7 @@ use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, Log, Target};
 use serde::{Deserialize, Serialize};
 
-pub use archive::{ArchiveError, ArchivedStatus, ArchivedTicket, TicketArchive};
+pub use archive::{ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, RecordedRequest, TicketArchive};
 pub use desk::{
     MatchConfidence, Progress, Resolution, TicketStatus, TicketSummary, TicketView, TriageDesk, TriageHandle,
     TriageOutcome, TriageProgress, TriageRequest,

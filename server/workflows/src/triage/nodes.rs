@@ -64,34 +64,28 @@ impl Node<TriageState> for Translator {
 
     async fn run(&self, state: &TriageState, ctx: &NodeContext) -> Output {
         let originals: Vec<String> = state.customer_messages().map(|m| m.text.clone()).collect();
-        // A caller that says the ticket is English saves the model call.
-        if state.language_hint.as_deref() == Some("en") {
-            let translation = Translation {
-                original_language: "en".into(),
-                is_english: true,
-                translated_messages: originals.clone(),
-                original_messages: originals,
-            };
-            return Ok(NodeOutput::update(TriageUpdate {
-                translation: Some(Some(translation)),
-                current_agent: Some("translator".into()),
-                ..Default::default()
-            }));
-        }
-        let mut prompt = format!("Customer messages:\n{}", numbered(&originals));
-        if let Some(hint) = &state.language_hint {
-            prompt.push_str(&format!("The caller says the language is {hint}.\n"));
-        }
-        let request = ChatRequest {
-            purpose: "translator.translate".into(),
-            messages: vec![ChatMessage::system(prompts::TRANSLATOR), ChatMessage::user(prompt)],
-            temperature: Some(0.0),
-            max_tokens: Some(64),
-            ..Default::default()
+        // The caller's language, when given, is the ticket's language: the API promises that
+        // detection runs only when it is empty, so the model is not asked (and cannot
+        // overrule it). Translation still follows for a language other than English.
+        let (language, is_english) = match &state.language_hint {
+            Some(hint) => (hint.clone(), hint == "en"),
+            None => {
+                let request = ChatRequest {
+                    purpose: "translator.translate".into(),
+                    messages: vec![
+                        ChatMessage::system(prompts::TRANSLATOR),
+                        ChatMessage::user(format!("Customer messages:\n{}", numbered(&originals))),
+                    ],
+                    temperature: Some(0.0),
+                    max_tokens: Some(64),
+                    ..Default::default()
+                };
+                let detected: LanguageDetection = llm_node::structured(ctx, &self.0.llm, request).await?;
+                let language = detected.original_language.trim().to_ascii_lowercase();
+                let is_english = detected.is_english || language == "en";
+                (language, is_english)
+            }
         };
-        let detected: LanguageDetection = llm_node::structured(ctx, &self.0.llm, request).await?;
-        let language = detected.original_language.trim().to_ascii_lowercase();
-        let is_english = detected.is_english || language == "en";
         // One free-text call per message rather than one JSON list: the count always matches,
         // and a small model cannot leave a long list of strings unfinished. English needs none.
         // A follow-up keeps the translations of the messages translated before it.

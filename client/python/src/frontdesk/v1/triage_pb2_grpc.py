@@ -79,21 +79,25 @@ class TriageServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTicket(self, request, context):
-        """Returns one of the customer's tickets, active or archived, with its messages.
+        """Returns one of the customer's tickets, active or archived, with its messages. An unknown
+        customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket; a ticket that does
+        not exist or is another customer's is NOT_FOUND (kind "ticket").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTickets(self, request, context):
-        """Lists the customer's archived tickets, most recently completed first, paged.
+        """Lists the customer's archived tickets, most recently completed first, paged. An unknown
+        customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListActiveTickets(self, request, context):
-        """Lists the customer's active tickets (awaiting a specialist or a follow-up).
+        """Lists the customer's active tickets (awaiting a specialist or a follow-up). An unknown
+        customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

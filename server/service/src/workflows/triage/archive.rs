@@ -3,9 +3,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use frontdesk_store::{CompletedTicket, Database, TicketMessage as StoredMessage};
+use frontdesk_store::{CompletedTicket, Database, TicketCursor, TicketMessage as StoredMessage, TriageRequestRecord};
 use frontdesk_workflows::triage::{
-    ArchiveError, ArchivedStatus, ArchivedTicket, Author, TicketArchive, TicketMessage, TriageResult,
+    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, Author, KbResult, RecordedRequest, TicketArchive, TicketMessage, TriageResult,
 };
 
 pub struct SqlTicketArchive {
@@ -62,17 +62,24 @@ fn decode(ticket: CompletedTicket, messages: Vec<StoredMessage>) -> Result<Archi
         relevant_articles: _,
         language,
         result,
+        run_id,
+        kb_results,
         created_at,
         completed_at,
     } = ticket;
     let status = status_of(&status).ok_or_else(|| ArchiveError(format!("unknown ticket status {status:?}").into()))?;
     let result: TriageResult = serde_json::from_value(result).map_err(|e| ArchiveError(Box::new(e)))?;
+    let kb_results: Vec<KbResult> = serde_json::from_value(kb_results).map_err(|e| ArchiveError(Box::new(e)))?;
+    let mut english = Vec::new();
     let messages = messages
         .into_iter()
-        .map(|StoredMessage { seq: _, role, text, language: _, created_at }| TicketMessage {
-            author: if role == "customer" { Author::Customer } else { Author::Assistant },
-            text,
-            at_ms: to_ms(created_at),
+        .map(|StoredMessage { seq: _, role, text, english_text, language: _, created_at }| {
+            let author = if role == "customer" { Author::Customer } else { Author::Assistant };
+            if author == Author::Customer {
+                // Stored empty when the message was English (see `save`).
+                english.push(if english_text.is_empty() { text.clone() } else { english_text });
+            }
+            TicketMessage { author, text, at_ms: to_ms(created_at) }
         })
         .collect();
     Ok(ArchivedTicket {
@@ -83,7 +90,10 @@ fn decode(ticket: CompletedTicket, messages: Vec<StoredMessage>) -> Result<Archi
         subject,
         language,
         result,
+        run_id,
+        kb_results,
         messages,
+        english,
         created_at,
         completed_at,
     })
@@ -100,7 +110,10 @@ impl TicketArchive for SqlTicketArchive {
             subject,
             language,
             result,
+            run_id,
+            kb_results,
             messages,
+            english,
             created_at,
             completed_at,
         } = ticket;
@@ -123,21 +136,36 @@ impl TicketArchive for SqlTicketArchive {
             relevant_articles: result.relevant_articles.clone(),
             language: language.clone(),
             result: serde_json::to_value(result).map_err(|e| ArchiveError(Box::new(e)))?,
+            run_id: run_id.clone(),
+            kb_results: serde_json::to_value(kb_results).map_err(|e| ArchiveError(Box::new(e)))?,
             created_at: *created_at,
             completed_at: *completed_at,
         };
+        // The n-th customer message's English text is `english[n]`; it is stored only where it
+        // differs from the message (a translation), so an English ticket stores no copies.
+        let mut customer_index = 0;
         let stored: Vec<StoredMessage> = messages
             .iter()
             .enumerate()
-            .map(|(seq, m)| StoredMessage {
-                seq: seq as u32,
-                role: match m.author {
-                    Author::Customer => "customer".into(),
-                    Author::Assistant => "assistant".into(),
-                },
-                text: m.text.clone(),
-                language: language.clone(),
-                created_at: ms(m.at_ms),
+            .map(|(seq, m)| {
+                let english_text = match m.author {
+                    Author::Customer => {
+                        customer_index += 1;
+                        english.get(customer_index - 1).filter(|e| **e != m.text).cloned().unwrap_or_default()
+                    }
+                    Author::Assistant => String::new(),
+                };
+                StoredMessage {
+                    seq: seq as u32,
+                    role: match m.author {
+                        Author::Customer => "customer".into(),
+                        Author::Assistant => "assistant".into(),
+                    },
+                    text: m.text.clone(),
+                    english_text,
+                    language: language.clone(),
+                    created_at: ms(m.at_ms),
+                }
             })
             .collect();
         self.db.save_completed_ticket(&record, &stored).await.map_err(store_error)
@@ -158,20 +186,32 @@ impl TicketArchive for SqlTicketArchive {
         &self,
         customer_id: &str,
         status: Option<ArchivedStatus>,
-        after: Option<String>,
+        after: Option<ArchiveCursor>,
         limit: usize,
-    ) -> Result<(Vec<ArchivedTicket>, Option<String>), ArchiveError> {
-        let (tickets, next) =
-            self.db.list_tickets(customer_id, status.map(status_column), after, limit).await.map_err(store_error)?;
+    ) -> Result<(Vec<ArchivedTicket>, Option<ArchiveCursor>), ArchiveError> {
+        let after = after.map(|ArchiveCursor { completed_at_ms, ticket_id }| TicketCursor { completed_at_ms, ticket_id });
+        let (tickets, next) = self
+            .db
+            .list_tickets(customer_id, status.map(status_column), after.as_ref(), limit)
+            .await
+            .map_err(store_error)?;
         let tickets = tickets.into_iter().map(|t| decode(t, Vec::new())).collect::<Result<Vec<_>, _>>()?;
+        let next = next.map(|TicketCursor { completed_at_ms, ticket_id }| ArchiveCursor { completed_at_ms, ticket_id });
         Ok((tickets, next))
     }
 
-    async fn record_request(&self, customer_id: &str, key: &str, output_json: &str) -> Result<(), ArchiveError> {
-        self.db.record_triage_request(customer_id, key, output_json).await.map_err(store_error)
+    async fn record_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        fingerprint: &str,
+        output_json: &str,
+    ) -> Result<(), ArchiveError> {
+        self.db.record_triage_request(customer_id, key, Some(fingerprint), output_json).await.map_err(store_error)
     }
 
-    async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<String>, ArchiveError> {
-        self.db.find_triage_request(customer_id, key).await.map_err(store_error)
+    async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<RecordedRequest>, ArchiveError> {
+        let found = self.db.find_triage_request(customer_id, key).await.map_err(store_error)?;
+        Ok(found.map(|TriageRequestRecord { output, fingerprint }| RecordedRequest { output_json: output, fingerprint }))
     }
 }

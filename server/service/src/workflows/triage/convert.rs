@@ -120,17 +120,17 @@ pub fn ticket(summary: TicketSummary) -> pb::Ticket {
 }
 
 pub fn ticket_view(view: TicketView) -> pb::GetTicketResponse {
-    let TicketView { summary, messages, english, language } = view;
+    let TicketView { summary, messages, english, language, run_id, kb_results } = view;
     let result = summary.result.clone().map(|r| {
         let output = TriageOutput {
             ticket_id: summary.ticket_id.clone(),
             customer_id: summary.customer_id.clone(),
             language: language.clone(),
             requires_escalation: r.recommended_action == RecommendedAction::EscalateHuman && r.agent == "escalate",
-            kb_results: Vec::new(),
+            kb_results,
             result: Some(r),
         };
-        result_fields(output, summary.status)
+        pb::TriageResult { run_id, ..result_fields(output, summary.status) }
     });
     let mut customer_index = 0;
     let messages = messages

@@ -78,6 +78,10 @@ impl TriageService for TriageApi {
             Ok(pb::TicketStatus::Resolved) => Some(ArchivedStatus::Resolved),
             Ok(pb::TicketStatus::Escalated) => Some(ArchivedStatus::Escalated),
             Ok(pb::TicketStatus::Active) => {
+                // Active tickets come in one page, so no token of this listing exists.
+                if !page_token.is_empty() {
+                    return Err(invalid_argument("page_token", "active tickets are not paged; pass no page_token"));
+                }
                 let active = self.desk.list_active(&customer_id).await.map_err(to_status)?;
                 return Ok(Response::new(pb::ListTicketsResponse {
                     tickets: active.into_iter().map(convert::ticket).collect(),
@@ -87,7 +91,7 @@ impl TriageService for TriageApi {
             Err(_) => return Err(invalid_argument("status", format!("unknown value {status}"))),
         };
         let (tickets, next) =
-            self.desk.list_archived(&customer_id, status, optional(page_token), limit).await.map_err(to_status)?;
+            self.desk.list_archived(&customer_id, status, Some(&page_token), limit).await.map_err(to_status)?;
         Ok(Response::new(pb::ListTicketsResponse {
             tickets: tickets.into_iter().map(convert::ticket).collect(),
             next_page_token: next.unwrap_or_default(),

@@ -88,7 +88,9 @@ export type SendMessageRequest = Message$1<"frontdesk.v1.SendMessageRequest"> & 
   text: string;
 
   /**
-   * Optional; a retried call with the same key replays the first call's result.
+   * Optional; a retried call with the same key and the same text replays the first call's
+   * result. The key with another text is FAILED_PRECONDITION, reason
+   * ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
    *
    * @generated from field: string idempotency_key = 3;
    */
@@ -238,7 +240,8 @@ export type ListConversationsRequest = Message$1<"frontdesk.v1.ListConversations
   pageSize: number;
 
   /**
-   * The next_page_token of a previous response.
+   * The next_page_token of a previous response to the same request (same workflow filter);
+   * opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
    *
    * @generated from field: string page_token = 3;
    */

@@ -44,14 +44,18 @@ export type TriageTicketRequest = Message<"frontdesk.v1.TriageTicketRequest"> & 
   subject: string;
 
   /**
-   * Optional ISO 639-1 language hint; detected when empty.
+   * Optional ISO 639-1 language of the message. When set it is used as given: no language
+   * detection runs (a non-English ticket is still translated for the agents). Detected when
+   * empty.
    *
    * @generated from field: string language = 4;
    */
   language: string;
 
   /**
-   * Optional; a retried call with the same key returns the first call's result.
+   * Optional; a retried call with the same key and the same request (customer_id, message,
+   * subject, language) returns the first call's result. The key with another request is
+   * FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
    *
    * @generated from field: string idempotency_key = 5;
    */
@@ -489,6 +493,9 @@ export type ListTicketsRequest = Message<"frontdesk.v1.ListTicketsRequest"> & {
   pageSize: number;
 
   /**
+   * The next_page_token of a previous response to the same request (same customer and
+   * status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
@@ -511,6 +518,8 @@ export type ListTicketsResponse = Message<"frontdesk.v1.ListTicketsResponse"> & 
   tickets: Ticket[];
 
   /**
+   * Empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
@@ -752,7 +761,9 @@ export const TriageService: GenService<{
     output: typeof TriageTicketResponseSchema;
   },
   /**
-   * Returns one of the customer's tickets, active or archived, with its messages.
+   * Returns one of the customer's tickets, active or archived, with its messages. An unknown
+   * customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket; a ticket that does
+   * not exist or is another customer's is NOT_FOUND (kind "ticket").
    *
    * @generated from rpc frontdesk.v1.TriageService.GetTicket
    */
@@ -762,7 +773,8 @@ export const TriageService: GenService<{
     output: typeof GetTicketResponseSchema;
   },
   /**
-   * Lists the customer's archived tickets, most recently completed first, paged.
+   * Lists the customer's archived tickets, most recently completed first, paged. An unknown
+   * customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
    *
    * @generated from rpc frontdesk.v1.TriageService.ListTickets
    */
@@ -772,7 +784,8 @@ export const TriageService: GenService<{
     output: typeof ListTicketsResponseSchema;
   },
   /**
-   * Lists the customer's active tickets (awaiting a specialist or a follow-up).
+   * Lists the customer's active tickets (awaiting a specialist or a follow-up). An unknown
+   * customer is NOT_FOUND (ErrorInfo kind "customer"), as in TriageTicket.
    *
    * @generated from rpc frontdesk.v1.TriageService.ListActiveTickets
    */
