@@ -722,16 +722,7 @@ impl<S: State> Runner<S> {
                     return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key });
                 }
                 let exec = self.resume_execution(cp.clone(), tx)?;
-                exec.sink
-                    .emit(
-                        None,
-                        EventKind::RunStarted {
-                            thread_id: request.thread_id.clone(),
-                            workflow: self.graph.name().to_owned(),
-                            resumed: true,
-                        },
-                    )
-                    .await;
+                exec.announce(true).await;
                 let run_id = exec.run_id.to_string();
                 let cancel = exec.cancel.clone();
                 self.spawn(exec, guard, outcome_tx);
@@ -823,16 +814,7 @@ impl<S: State> Runner<S> {
             }
             Err(error) => return Err(error),
         }
-        exec.sink
-            .emit(
-                None,
-                EventKind::RunStarted {
-                    thread_id: request.thread_id.clone(),
-                    workflow: self.graph.name().to_owned(),
-                    resumed,
-                },
-            )
-            .await;
+        exec.announce(resumed).await;
         let cancel = exec.cancel.clone();
         self.spawn(exec, guard, outcome_tx);
         Ok(RunHandle { run_id: run_id.to_string(), events: rx, outcome: outcome_rx, cancel })
@@ -932,6 +914,16 @@ impl<S: State> Runner<S> {
 }
 
 impl<S: State> Execution<S> {
+    /// The run's first event, sent once its input is committed: from here it will complete.
+    async fn announce(&self, resumed: bool) {
+        let event = EventKind::RunStarted {
+            thread_id: self.thread_id.to_string(),
+            workflow: self.graph.name().to_owned(),
+            resumed,
+        };
+        self.sink.emit(None, event).await;
+    }
+
     fn node_name(&self) -> Option<Arc<str>> {
         self.next.as_deref().map(Arc::from)
     }
