@@ -8,6 +8,7 @@ const PROTOS: &[&str] = &[
     "proto/frontdesk/v1/conversation.proto",
     "proto/frontdesk/v1/workflow.proto",
     "proto/frontdesk/v1/triage.proto",
+    "proto/frontdesk/v1/investigation.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
