@@ -111,6 +111,10 @@ impl LlmClient {
     /// `opts.deadline`, the result is [`LlmError::Exhausted`] wrapping the last error. A streamed
     /// attempt that already delivered deltas is not retried, so a consumer never sees text twice.
     /// Every outcome goes to the call log.
+    ///
+    /// This is the call for requests that offer tools: the reply's [`ChatResponse::tool_calls`]
+    /// come back as the provider returned them, and a tool-call reply counts in usage, cost, the
+    /// record and the call log like any other.
     pub async fn complete(
         &self,
         request: ChatRequest,
@@ -274,6 +278,12 @@ impl LlmClient {
     /// A schema constrains only the providers that decode under it; an endpoint that ignores
     /// `response_format` can still answer with a value outside an `enum` built from
     /// configuration, and only a check on our side catches it.
+    ///
+    /// The structured helpers parse content, so they are not for requests whose reply may call
+    /// tools: a reply with [`ChatResponse::tool_calls`] (the request offered tools and the model
+    /// used them) fails at once, without a repair attempt, with [`LlmError::Config`] of field
+    /// [`STRUCTURED_TOOL_CALLS`] naming the tools called. Use [`LlmClient::complete`] for such
+    /// requests. A request that offers tools but is answered with content is parsed as usual.
     pub async fn structured_checked<T>(
         &self,
         request: ChatRequest,
@@ -298,6 +308,7 @@ impl LlmClient {
             Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: schema.schema.clone() });
 
         let (response, mut record) = self.complete_ref(&request, opts).await?;
+        refuse_tool_calls(&request.purpose, &response)?;
         tracing::debug!(purpose = %request.purpose, reply = %response.content, "structured reply");
         let first_error = match parse(&response.content) {
             Ok(value) => return Ok((value, record)),
@@ -316,6 +327,7 @@ impl LlmClient {
              matching the schema exactly."
         )));
         let (repaired, repair_record) = self.complete_ref(&request, opts).await?;
+        refuse_tool_calls(&request.purpose, &repaired)?;
         record.absorb(&repair_record);
         match parse(&repaired.content) {
             Ok(value) => Ok((value, record)),
@@ -366,6 +378,27 @@ impl OutputSchema {
     }
 }
 
+/// The `field` of the [`LlmError::Config`] a structured helper returns when the reply called tools
+/// (see [`LlmClient::structured_checked`]).
+pub const STRUCTURED_TOOL_CALLS: &str = "structured.tool_calls";
+
+/// A structured helper's reply must be content: tool calls have nothing to parse, and the caller,
+/// which cannot run them, used the wrong helper for a request that offers tools.
+fn refuse_tool_calls(purpose: &str, response: &ChatResponse) -> Result<(), LlmError> {
+    if response.tool_calls.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = response.tool_calls.iter().map(|call| call.name.as_str()).collect();
+    tracing::warn!(purpose, tools = ?names, "structured call answered with tool calls");
+    Err(LlmError::Config {
+        field: STRUCTURED_TOOL_CALLS,
+        problem: format!(
+            "the model answered the structured call {purpose:?} with tool calls {names:?} instead of a value; \
+             a request that offers tools needs LlmClient::complete, which returns them"
+        ),
+    })
+}
+
 fn parse_structured<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, String> {
     let value = extract_json(content)?;
     serde_json::from_value::<T>(value).map_err(|e| format!("the JSON does not match the schema: {e}"))
@@ -409,5 +442,98 @@ mod tests {
         model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "y"})));
         let error = client.structured_checked(request, &schema, &CallOptions::default(), check).await.unwrap_err();
         assert!(matches!(error, LlmError::InvalidOutput { attempts: 2, .. }), "{error}");
+    }
+
+    /// What the call log saw of one call: purpose, tool call names, completion tokens, error kind.
+    type SeenCall = (String, Vec<String>, u64, &'static str);
+
+    #[derive(Default)]
+    struct SeenCalls(Mutex<Vec<SeenCall>>);
+
+    impl CallLog for SeenCalls {
+        fn record(
+            &self,
+            request: &ChatRequest,
+            response: Option<&ChatResponse>,
+            record: &CallRecord,
+            error: Option<&LlmError>,
+        ) {
+            let names = response.map(|r| r.tool_calls.iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
+            let kind = error.map(LlmError::kind).unwrap_or("");
+            self.0.lock().unwrap().push((request.purpose.clone(), names, record.usage.completion_tokens, kind));
+        }
+    }
+
+    fn offering_lookup(purpose: &str) -> ChatRequest {
+        ChatRequest {
+            tools: vec![crate::ToolSpec {
+                name: "lookup_user".into(),
+                description: "Look up a user.".into(),
+                parameters: serde_json::json!({"type": "object", "properties": {"user_id": {"type": "string"}}}),
+            }],
+            ..ChatRequest::new(purpose, vec![ChatMessage::user("who is u002?")])
+        }
+    }
+
+    #[tokio::test]
+    async fn complete_returns_tool_calls_unchanged_and_counts_them() {
+        let model = Arc::new(
+            ScriptedModel::new("s")
+                .with_reply(ScriptedReply::tool_call("lookup_user", serde_json::json!({"user_id": "u002"}))),
+        );
+        let log = Arc::new(SeenCalls::default());
+        let client = LlmClient::new(model.clone())
+            .with_prices(PriceTable::default().with_model("s", 1_000_000.0, 1_000_000.0))
+            .with_call_log(log.clone());
+        let (response, record) =
+            client.complete(offering_lookup("investigate"), &CallOptions::default()).await.unwrap();
+        assert_eq!(
+            response.tool_calls,
+            vec![crate::ToolCall {
+                id: "call_1".into(),
+                name: "lookup_user".into(),
+                arguments: r#"{"user_id":"u002"}"#.into()
+            }]
+        );
+        assert_eq!(response.content, "");
+        assert_eq!(record.usage, TokenUsage { prompt_tokens: 3, completion_tokens: 2 });
+        assert_eq!(record.cost_usd, 5.0, "a tool-call reply is priced like any other");
+        assert_eq!(record.attempts, 1);
+        let seen = log.0.lock().unwrap().clone();
+        assert_eq!(seen, vec![("investigate".to_owned(), vec!["lookup_user".to_owned()], 2, "")]);
+    }
+
+    #[tokio::test]
+    async fn structured_helpers_refuse_a_reply_that_called_tools() {
+        let model = Arc::new(ScriptedModel::new("s"));
+        let log = Arc::new(SeenCalls::default());
+        let client = LlmClient::new(model.clone()).with_call_log(log.clone());
+        let schema =
+            OutputSchema::new(serde_json::json!({"type": "object", "properties": {"team_id": {"type": "string"}}}));
+
+        model.push_reply(ScriptedReply::tool_call("lookup_user", serde_json::json!({"user_id": "u002"})));
+        let error = client
+            .structured_with::<Pick>(offering_lookup("pick"), &schema, &CallOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(error, LlmError::Config { field: STRUCTURED_TOOL_CALLS, .. }), "{error}");
+        assert!(error.to_string().contains("[\"lookup_user\"]"), "{error}");
+        assert_eq!(model.requests().len(), 1, "no repair attempt: there is no content to repair");
+        assert_eq!(log.0.lock().unwrap().len(), 1, "the call is still recorded");
+
+        // Offering tools is fine when the model answers with content.
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "ops"})));
+        let (pick, _) =
+            client.structured_with::<Pick>(offering_lookup("pick"), &schema, &CallOptions::default()).await.unwrap();
+        assert_eq!(pick.team_id, "ops");
+
+        // The repair reply is checked too.
+        model.push_reply(ScriptedReply::text("not json"));
+        model.push_reply(ScriptedReply::tool_call("lookup_user", serde_json::json!({})));
+        let error = client
+            .structured_checked(offering_lookup("pick"), &schema, &CallOptions::default(), |_: &Pick| Ok(()))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, LlmError::Config { field: STRUCTURED_TOOL_CALLS, .. }), "{error}");
     }
 }

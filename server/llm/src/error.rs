@@ -60,7 +60,9 @@ pub enum LlmError {
     #[error("scripted model has no reply left for purpose {purpose:?}")]
     ScriptExhausted { purpose: String },
 
-    /// Invalid configuration (or, for the scripted model, a script that does not fit the request).
+    /// Invalid configuration; also a script of the scripted model that does not fit the request
+    /// (fields `scripted.*`), and a structured-output helper used on a request whose reply called
+    /// tools (field [`crate::STRUCTURED_TOOL_CALLS`]): mistakes in the calling code, never retried.
     #[error("invalid llm configuration: {field}: {problem}")]
     Config { field: &'static str, problem: String },
 }

