@@ -62,6 +62,23 @@ pub enum StoreError {
         #[source]
         source: redis::RedisError,
     },
+    /// A file of HR data ([`Database::import_hr_data`](crate::Database::import_hr_data)) could
+    /// not be read, or a row of it is invalid. `line` is 1-based (the header is line 1); `None`
+    /// when the problem is the whole file (it is missing, say). `problem` says what is wrong.
+    #[error("invalid HR data in {}{}", .file.display(), at_line(*.line))]
+    HrData {
+        file: std::path::PathBuf,
+        line: Option<u64>,
+        #[source]
+        problem: crate::investigation::HrDataProblem,
+    },
+    /// Rows could not be written out as CSV (the writer failed).
+    #[error("cannot write {what} as CSV")]
+    CsvExport {
+        what: &'static str,
+        #[source]
+        source: csv::Error,
+    },
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {what}")]
     Corrupt {
@@ -75,6 +92,11 @@ impl StoreError {
     pub(crate) fn query(operation: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
         move |source| StoreError::Query { operation, source }
     }
+}
+
+/// `", line N"`, or nothing for a problem of a whole file.
+fn at_line(line: Option<u64>) -> String {
+    line.map(|n| format!(", line {n}")).unwrap_or_default()
 }
 
 /// `url` with any password replaced by `***`.

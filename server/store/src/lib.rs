@@ -3,9 +3,10 @@
 //! [`Database`] opens a pool and migrates the schema (`migrations/sqlite`,
 //! `migrations/postgres`); [`SqlCheckpointer`] implements the runtime's
 //! [`Checkpointer`](frontdesk_runtime::Checkpointer) on it; [`intake`] holds the workflow
-//! layer's intake submissions and [`tickets`] the completed triage tickets. Queries are built
-//! at run time with binds (no compile-time checked macros), in one SQL text for both dialects
-//! wherever they agree. [`RedisCheckpointer`] implements the same trait on a Redis server
+//! layer's intake submissions, [`tickets`] the completed triage tickets and [`investigation`]
+//! the investigation workflow's HR data, investigations, audit trail and pending actions
+//! (imported from and exported to CSV). Queries are built at run time with binds (no
+//! compile-time checked macros), in one SQL text for both dialects wherever they agree. [`RedisCheckpointer`] implements the same trait on a Redis server
 //! (the triage design's store for active tickets; see [`redis_checkpointer`] for its keys).
 //!
 //! Tests: `cargo test -p frontdesk-store` runs the runtime's conformance suite and the store's
@@ -20,6 +21,7 @@ mod checkpointer;
 mod db;
 mod error;
 pub mod intake;
+pub mod investigation;
 pub mod redis_checkpointer;
 mod reuse;
 pub mod tickets;
@@ -28,6 +30,11 @@ pub use checkpointer::SqlCheckpointer;
 pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::StoreError;
 pub use intake::{NewSubmission, Submission};
+pub use investigation::{
+    write_audit_csv, write_pending_actions_csv, Absence, AbsenceKind, AuditRow, HrDataProblem, HrMutationRow, HrRole,
+    HrUser, ImportCounts, InvestigationCursor, InvestigationRow, PendingActionRow, RoleAuthorisation,
+    UserAuthorisation, CHANGE_INVESTIGATION_PENDING, PENDING_ACTION_ANSWERED,
+};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
 pub use tickets::{CompletedTicket, TicketCursor, TicketMessage, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED};
 

@@ -109,6 +109,16 @@ async fn postgres_conformance_and_store_checks() {
     fresh.drop_database().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_investigation_store() {
+    let Some(server) = server_url() else { return };
+    let fresh = FreshDatabase::create(&server).await;
+    let db = Database::connect(&fresh.url, StoreOptions::default()).await.unwrap();
+    common::investigation::run_all(&db).await;
+    db.close().await;
+    fresh.drop_database().await;
+}
+
 #[tokio::test]
 async fn unreachable_postgres_fails_fast() {
     let start = Instant::now();

@@ -1,5 +1,6 @@
 //! SQLite: the conformance suite on a file and in memory, plus pruning, contention,
-//! durability across reconnects, intake submissions and completed tickets.
+//! durability across reconnects, intake submissions, completed tickets and the investigation
+//! store.
 
 mod common;
 
@@ -264,4 +265,28 @@ async fn the_wal_is_checkpointed_beside_the_writer() {
     assert_eq!(writer_threshold, 1000, "pool connections keep SQLite's default");
     assert_eq!(store.latest("wal-1499").await.unwrap().unwrap().state.len(), 3000);
     db.close().await;
+}
+
+#[tokio::test]
+async fn investigation_store_in_memory() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    common::investigation::run_all(&db).await;
+}
+
+/// On a file, writes go through the dedicated writer (the import's `BEGIN IMMEDIATE`
+/// transaction included), and the data is still there after a reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn investigation_store_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    common::investigation::run_all(&db).await;
+    db.close().await;
+    let db = file_db(&dir, 1).await;
+    assert_eq!(db.hr_mutations().await.unwrap().len(), 9, "the sample, two re-imported and one inserted");
+    db.close().await;
+}
+
+#[test]
+fn investigation_csv_exports() {
+    common::investigation::csv_exports();
 }

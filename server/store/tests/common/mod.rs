@@ -9,6 +9,8 @@ use std::{
 use frontdesk_runtime::{conformance::sample, CheckpointError, Checkpointer, RunStatus};
 use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage};
 
+pub mod investigation;
+
 pub fn ns() -> String {
     format!("t-{}", uuid::Uuid::new_v4().simple())
 }
