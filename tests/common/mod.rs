@@ -145,7 +145,7 @@ impl TestServer {
 
 /// SQLite in the test's directory, or, with `FRONTDESK_E2E_DATABASE=postgres`, a fresh database
 /// on the server at `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores).
-async fn database_url(dir: &std::path::Path) -> String {
+pub async fn database_url(dir: &std::path::Path) -> String {
     match std::env::var("FRONTDESK_E2E_DATABASE").as_deref() {
         Ok("postgres") => {
             let server = std::env::var("FRONTDESK_TEST_POSTGRES_URL")

@@ -40,6 +40,7 @@ pub fn code_of(reason: ErrorReason) -> (Code, Option<Duration>) {
         ErrorReason::NotConversational => (Code::FailedPrecondition, None),
         ErrorReason::InterruptNotFound => (Code::NotFound, None),
         ErrorReason::InterruptAnswered => (Code::FailedPrecondition, None),
+        ErrorReason::WrongResponder => (Code::PermissionDenied, None),
         // Never sent: every error picks a real reason.
         ErrorReason::Unspecified => (Code::Unknown, None),
     }
@@ -177,6 +178,9 @@ fn failure(error: &WorkflowError) -> Failure {
         WorkflowError::LimitExceeded { limit, max } => {
             Failure::new(ErrorReason::LimitExceeded, message).with("limit", *limit).with("max", max.to_string())
         }
+        WorkflowError::WrongResponder { action_id, expected } => Failure::new(ErrorReason::WrongResponder, message)
+            .with("action_id", action_id.clone())
+            .with("expected", expected.clone()),
         WorkflowError::Thread { what, id, source } => run_failure(source, Some((what, id)), message),
         WorkflowError::Run(run) => run_failure(run, None, message),
         WorkflowError::Store(CheckpointError::Conflict { .. }) => {
@@ -467,5 +471,14 @@ mod tests {
         let error = RunError::InterruptAnswered { thread_id: "inv-1".into(), interrupt_id: "approve-1".into() };
         let status = to_status(WorkflowError::run_on("investigation", "inv-1", error));
         check(&status, Code::FailedPrecondition, ErrorReason::InterruptAnswered, &["kind", "id", "interrupt_id"]);
+    }
+
+    #[test]
+    fn wrong_responder() {
+        let status = to_status(WorkflowError::WrongResponder {
+            action_id: "INV-1-manager".into(),
+            expected: "manager u001".into(),
+        });
+        check(&status, Code::PermissionDenied, ErrorReason::WrongResponder, &["action_id", "expected"]);
     }
 }

@@ -512,16 +512,16 @@ struct HrData {
 }
 
 impl HrData {
-    /// Reads the seven files of `dir`; the first bad one stops the reading.
-    fn read(dir: &Path) -> Result<HrData, StoreError> {
+    /// Reads the seven files; the first bad one stops the reading.
+    fn read(source: &Source<'_>) -> Result<HrData, StoreError> {
         Ok(HrData {
-            users: read_csv(dir, "users.csv")?,
-            roles: read_csv(dir, "roles.csv")?,
-            role_authorisations: read_csv(dir, "role_authorisations.csv")?,
-            authorisations: read_csv(dir, "authorisations.csv")?,
-            sick_leave: read_csv(dir, "sickLeave.csv")?,
-            vacation: read_csv(dir, "vacation.csv")?,
-            mutations: read_csv(dir, "hr_mutations.csv")?,
+            users: read_csv(source, "users.csv")?,
+            roles: read_csv(source, "roles.csv")?,
+            role_authorisations: read_csv(source, "role_authorisations.csv")?,
+            authorisations: read_csv(source, "authorisations.csv")?,
+            sick_leave: read_csv(source, "sickLeave.csv")?,
+            vacation: read_csv(source, "vacation.csv")?,
+            mutations: read_csv(source, "hr_mutations.csv")?,
         })
     }
 
@@ -554,7 +554,16 @@ impl Database {
     /// The files are read synchronously, on the calling task: they are small exports, imported
     /// at start-up or on an operator's request.
     pub async fn import_hr_data(&self, dir: &Path) -> Result<ImportCounts, StoreError> {
-        let data = HrData::read(dir)?;
+        self.import(HrData::read(&Source::Dir(dir))?).await
+    }
+
+    /// [`Database::import_hr_data`] of files held in memory, as `(file name, CSV text)` (the
+    /// sample data a binary ships); a missing file is an error like a missing one on disk.
+    pub async fn import_hr_csv(&self, files: &[(&str, &str)]) -> Result<ImportCounts, StoreError> {
+        self.import(HrData::read(&Source::Texts(files))?).await
+    }
+
+    async fn import(&self, data: HrData) -> Result<ImportCounts, StoreError> {
         in_write_transaction!(self, tx => {
             for u in &data.users {
                 sqlx::query(UPSERT_USER)
@@ -1161,16 +1170,36 @@ impl HrRecord for HrMutationRow {
     }
 }
 
-/// Reads and validates `dir/file`: a header naming exactly `T::COLUMNS`, then rows.
-fn read_csv<T: HrRecord>(dir: &Path, file: &str) -> Result<Vec<T>, StoreError> {
-    let path = dir.join(file);
+/// Where the HR files are read from.
+enum Source<'a> {
+    Dir(&'a Path),
+    /// `(file name, CSV text)`.
+    Texts(&'a [(&'a str, &'a str)]),
+}
+
+/// Reads and validates `file`: a header naming exactly `T::COLUMNS`, then rows.
+fn read_csv<T: HrRecord>(source: &Source<'_>, file: &str) -> Result<Vec<T>, StoreError> {
+    let path = match source {
+        Source::Dir(dir) => dir.join(file),
+        Source::Texts(_) => std::path::PathBuf::from(file),
+    };
     let bad = |line: Option<u64>, problem| StoreError::HrData { file: path.clone(), line, problem };
     let unreadable = |e: csv::Error| bad(e.position().map(csv::Position::line), HrDataProblem::Unreadable(e));
-    // Trimmed: a space after a comma is formatting, not data.
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(&path).map_err(|e| {
+    let input: Box<dyn std::io::Read> = match source {
         // Opening fails for the whole file, never at a line.
-        bad(None, HrDataProblem::Unreadable(e))
-    })?;
+        Source::Dir(_) => {
+            Box::new(std::fs::File::open(&path).map_err(|e| bad(None, HrDataProblem::Unreadable(e.into())))?)
+        }
+        Source::Texts(files) => match files.iter().find(|(name, _)| *name == file) {
+            Some((_, text)) => Box::new(text.as_bytes()),
+            None => {
+                let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file among the given ones");
+                return Err(bad(None, HrDataProblem::Unreadable(missing.into())));
+            }
+        },
+    };
+    // Trimmed: a space after a comma is formatting, not data.
+    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(input);
     let header = reader.headers().map_err(unreadable)?.clone();
     let index = column_index(&header, T::COLUMNS).map_err(|problem| bad(Some(1), problem))?;
     let mut first_lines: HashMap<String, u64> = HashMap::new();

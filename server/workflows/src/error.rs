@@ -18,6 +18,9 @@ pub enum WorkflowError {
     /// that differs from the one that first used it.
     #[error("idempotency key {key:?} of {what} {id} was used by a different request")]
     IdempotencyMismatch { what: &'static str, id: String, key: String },
+    /// A reply to a pending action from someone other than the person and role it awaits.
+    #[error("action {action_id} awaits the reply of the {expected}")]
+    WrongResponder { action_id: String, expected: String },
     /// A configured limit was reached.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded { limit: &'static str, max: u64 },

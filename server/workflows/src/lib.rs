@@ -9,6 +9,7 @@ pub mod conversation;
 pub mod error;
 pub mod idempotency;
 pub mod intake;
+pub mod investigation;
 pub mod llm_node;
 pub mod message;
 pub mod page_token;

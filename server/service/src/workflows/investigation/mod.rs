@@ -1,0 +1,137 @@
+//! The investigation workflow's service side: its settings (`workflows.investigation`), its SQL
+//! records, the sample HR data, its wiring, and `InvestigationService`.
+
+mod convert;
+mod grpc;
+pub mod store;
+
+use std::{any::Any, path::PathBuf, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use frontdesk_api::v1::investigation_service_server::InvestigationServiceServer;
+use frontdesk_runtime::{GraphDescription, RetryPolicy};
+use frontdesk_workflows::{
+    investigation::{self, InvestigationDeps, InvestigationDesk, InvestigationStore},
+    WorkflowError,
+};
+use serde::{Deserialize, Serialize};
+use tonic::{server::NamedService, service::RoutesBuilder};
+
+use self::{grpc::InvestigationApi, store::SqlInvestigationStore};
+use super::{BoxError, HostedWorkflow, Wiring, WorkflowKind, WorkflowModule};
+
+pub struct Workflow;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InvestigationSettings {
+    /// Imports the shipped sample HR data (config/investigation) at start-up when the database
+    /// has no HR data yet. `frontdesk-server import-hr-data DIR` imports your own.
+    pub sample_data: bool,
+    /// First delay before an agent's failed attempt is retried (doubling, with jitter, up to
+    /// ten seconds); three attempts in all, then manual intervention.
+    pub retry_backoff_ms: u64,
+}
+
+impl Default for InvestigationSettings {
+    fn default() -> Self {
+        Self { sample_data: true, retry_backoff_ms: 500 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InvestigationStartError {
+    #[error("cannot import the sample HR data")]
+    SampleData(#[source] frontdesk_store::StoreError),
+    #[error("invalid investigation graph")]
+    Graph(#[source] frontdesk_runtime::GraphError),
+}
+
+/// The sample HR data shipped with Frontdesk, by file name.
+pub const SAMPLE_DATA: &[(&str, &str)] = &[
+    ("users.csv", include_str!("../../../../../config/investigation/users.csv")),
+    ("roles.csv", include_str!("../../../../../config/investigation/roles.csv")),
+    ("role_authorisations.csv", include_str!("../../../../../config/investigation/role_authorisations.csv")),
+    ("authorisations.csv", include_str!("../../../../../config/investigation/authorisations.csv")),
+    ("sickLeave.csv", include_str!("../../../../../config/investigation/sickLeave.csv")),
+    ("vacation.csv", include_str!("../../../../../config/investigation/vacation.csv")),
+    ("hr_mutations.csv", include_str!("../../../../../config/investigation/hr_mutations.csv")),
+];
+
+/// Directory holding the files of [`SAMPLE_DATA`], relative to the repository.
+pub const SAMPLE_DATA_DIR: &str = "config/investigation";
+
+impl WorkflowModule for Workflow {
+    const NAME: &'static str = investigation::NAME;
+    type Settings = InvestigationSettings;
+
+    async fn build(
+        &self,
+        settings: InvestigationSettings,
+        wiring: &Wiring<'_>,
+    ) -> Result<Arc<dyn HostedWorkflow>, BoxError> {
+        let InvestigationSettings { sample_data, retry_backoff_ms } = settings;
+        let database = wiring.database.clone();
+        if sample_data && database.hr_data_is_empty().await.map_err(InvestigationStartError::SampleData)? {
+            let counts = database.import_hr_csv(SAMPLE_DATA).await.map_err(InvestigationStartError::SampleData)?;
+            tracing::info!(?counts, "imported the sample hr data");
+        }
+        let store: Arc<dyn InvestigationStore> = Arc::new(SqlInvestigationStore::new(database));
+        let mut deps = InvestigationDeps::new(wiring.llm.clone(), store.clone());
+        let backoff = Duration::from_millis(retry_backoff_ms);
+        deps.retry = RetryPolicy::attempts(3).with_backoff(backoff, Duration::from_secs(10).max(backoff));
+        let graph = investigation::build(deps).map_err(InvestigationStartError::Graph)?;
+        let desk = InvestigationDesk::new(wiring.runner(graph), store);
+        Ok(Arc::new(HostedInvestigation { desk: Arc::new(desk) }))
+    }
+}
+
+pub struct HostedInvestigation {
+    desk: Arc<InvestigationDesk>,
+}
+
+impl HostedInvestigation {
+    pub fn desk(&self) -> &Arc<InvestigationDesk> {
+        &self.desk
+    }
+}
+
+#[async_trait]
+impl HostedWorkflow for HostedInvestigation {
+    fn name(&self) -> &str {
+        investigation::NAME
+    }
+
+    fn description(&self) -> &str {
+        investigation::DESCRIPTION
+    }
+
+    fn kind(&self) -> WorkflowKind<'_> {
+        WorkflowKind::Task
+    }
+
+    fn graph(&self) -> GraphDescription {
+        self.desk.runner().graph().describe()
+    }
+
+    async fn recover(&self) -> Result<usize, WorkflowError> {
+        Ok(self.desk.runner().recover().await?)
+    }
+
+    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+        routes.add_service(
+            InvestigationServiceServer::new(InvestigationApi::new(self.desk.clone()))
+                .max_decoding_message_size(max_message_bytes),
+        );
+        Some(<InvestigationServiceServer<InvestigationApi> as NamedService>::NAME)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Where the sample files are in a checkout, for the import command's default.
+pub fn sample_data_dir() -> PathBuf {
+    PathBuf::from(SAMPLE_DATA_DIR)
+}

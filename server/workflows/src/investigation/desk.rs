@@ -1,0 +1,409 @@
+//! What callers do with investigations: start one, answer a pending action, read, list, watch,
+//! read the audit trail and the pending actions. Runs go through the runner; reads of records
+//! go to the store.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use frontdesk_runtime::{BusyPolicy, Event, EventKind, RunError, RunInput, RunRequest, Runner, ThreadMode};
+use futures::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream_free::receiver_stream;
+
+use super::{
+    data::{InvestigationStore, ListCursor, StoreFailure},
+    types::*,
+    InvestigationState, InvestigationUpdate,
+};
+use crate::{page_token, WorkflowError};
+
+/// The investigation's view: its state.
+pub type InvestigationView = InvestigationState;
+
+/// How often a watch re-reads the trail when nothing in this process told it of a change
+/// (another replica may be the one writing).
+const WATCH_POLL: Duration = Duration::from_millis(500);
+
+/// Longest reply a person may send.
+pub const MAX_REPLY_CHARS: usize = 4_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum MutationRef {
+    /// A mutation of the HR data.
+    Id(String),
+    /// A mutation given inline, recorded with the HR data.
+    Inline(HrMutation),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRequest {
+    pub mutation: MutationRef,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RespondRequest {
+    pub investigation_id: String,
+    pub action_id: String,
+    pub role: ResponderRole,
+    pub responder_id: String,
+    pub text: String,
+    pub decision: Option<Decision>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditKey {
+    Investigation(String),
+    Correlation(String),
+}
+
+/// What a start or a reply streams before its outcome: each run event, and right after a
+/// node's event the agent messages and status changes that node wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InvestigationProgress {
+    Event(Event),
+    Message(AgentMessage),
+    Status(StatusChange),
+}
+
+type OutcomeFuture = Pin<Box<dyn Future<Output = Result<InvestigationView, WorkflowError>> + Send>>;
+
+pub struct InvestigationHandle {
+    pub progress: Pin<Box<dyn Stream<Item = InvestigationProgress> + Send>>,
+    /// The investigation as the run left it.
+    pub outcome: OutcomeFuture,
+}
+
+#[derive(Clone)]
+pub struct InvestigationDesk {
+    runner: Arc<Runner<InvestigationState>>,
+    store: Arc<dyn InvestigationStore>,
+    /// Wakes watchers of this process when a run of it ends.
+    changed: Arc<tokio::sync::Notify>,
+}
+
+fn store_error(error: StoreFailure) -> WorkflowError {
+    WorkflowError::Store(frontdesk_runtime::CheckpointError::Unavailable(Box::new(error)))
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> WorkflowError {
+    WorkflowError::InvalidArgument { field, reason: reason.into() }
+}
+
+/// The investigation of a mutation: one per mutation.
+pub fn investigation_id(mutation_id: &str) -> String {
+    format!("INV-{mutation_id}")
+}
+
+fn fingerprint(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// Checks a mutation given inline.
+fn validate(mutation: &HrMutation) -> Result<(), WorkflowError> {
+    let id_like = |field: &'static str, value: &str| {
+        if value.is_empty() {
+            Err(invalid(field, "is required"))
+        } else if value.len() > 64 || !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            Err(invalid(field, "must be 1-64 letters, digits, '-', '_' or '.'"))
+        } else {
+            Ok(())
+        }
+    };
+    id_like("inline_mutation.mutation_id", &mutation.mutation_id)?;
+    id_like("inline_mutation.changer_id", &mutation.changer_id)?;
+    id_like("inline_mutation.target_user_id", &mutation.target_user_id)?;
+    id_like("inline_mutation.system", &mutation.system)?;
+    if mutation.change_type.is_empty() || mutation.change_type.len() > 64 {
+        return Err(invalid("inline_mutation.change_type", "must be 1-64 characters"));
+    }
+    if mutation.description.chars().count() > 1000 {
+        return Err(invalid("inline_mutation.description", "must be at most 1000 characters"));
+    }
+    Ok(())
+}
+
+/// The agent messages and status changes a node's update wrote, for the progress stream.
+fn written(event: &Event) -> Vec<InvestigationProgress> {
+    let EventKind::NodeFinished { update_json, .. } = &event.kind else { return Vec::new() };
+    let Ok(update) = serde_json::from_str::<InvestigationUpdate>(update_json) else { return Vec::new() };
+    update
+        .audit
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| match entry.record {
+            AuditRecord::Message(message) => Some(InvestigationProgress::Message(message)),
+            AuditRecord::StatusChange(change) => Some(InvestigationProgress::Status(change)),
+            _ => None,
+        })
+        .collect()
+}
+
+impl InvestigationDesk {
+    pub fn new(runner: Runner<InvestigationState>, store: Arc<dyn InvestigationStore>) -> Self {
+        Self { runner: Arc::new(runner), store, changed: Arc::new(tokio::sync::Notify::new()) }
+    }
+
+    pub fn runner(&self) -> &Runner<InvestigationState> {
+        &self.runner
+    }
+
+    pub fn store(&self) -> &Arc<dyn InvestigationStore> {
+        &self.store
+    }
+
+    pub async fn start(&self, request: StartRequest) -> Result<InvestigationHandle, WorkflowError> {
+        let mutation = match request.mutation {
+            MutationRef::Id(id) => {
+                if id.is_empty() {
+                    return Err(invalid("mutation_id", "is required"));
+                }
+                let stored = self.store.mutation(&id).await.map_err(store_error)?;
+                stored.ok_or(WorkflowError::NotFound { what: "mutation", id })?.mutation
+            }
+            MutationRef::Inline(mutation) => {
+                validate(&mutation)?;
+                if !self.store.insert_mutation(&mutation).await.map_err(store_error)? {
+                    let stored = self.store.mutation(&mutation.mutation_id).await.map_err(store_error)?;
+                    if stored.map(|s| s.mutation).as_ref() != Some(&mutation) {
+                        return Err(WorkflowError::AlreadyExists { what: "mutation", id: mutation.mutation_id });
+                    }
+                }
+                mutation
+            }
+        };
+        let id = investigation_id(&mutation.mutation_id);
+        let input = InvestigationUpdate {
+            investigation_id: Some(id.clone()),
+            mutation: Some(Some(mutation.clone())),
+            status: Some(Status::Pending),
+            created_at_ms: Some(now_ms()),
+            ..Default::default()
+        };
+        let mut run = RunRequest::new(id.clone(), RunInput::Update(input));
+        run.mode = ThreadMode::New;
+        run.fingerprint = Some(fingerprint(&["start", &mutation.mutation_id]));
+        run.idempotency_key = request.idempotency_key;
+        self.run(id, run).await
+    }
+
+    /// Answers a pending action. The reply is checked against the action (its role and
+    /// recipient) before the run resumes the interrupt, which accepts it only once.
+    pub async fn respond(&self, request: RespondRequest) -> Result<InvestigationHandle, WorkflowError> {
+        let RespondRequest { investigation_id, action_id, role, responder_id, text, decision, idempotency_key } =
+            request;
+        if investigation_id.is_empty() {
+            return Err(invalid("investigation_id", "is required"));
+        }
+        if action_id.is_empty() {
+            return Err(invalid("action_id", "is required"));
+        }
+        if responder_id.is_empty() {
+            return Err(invalid("responder_id", "is required"));
+        }
+        if text.chars().count() > MAX_REPLY_CHARS {
+            return Err(WorkflowError::LimitExceeded { limit: "reply text characters", max: MAX_REPLY_CHARS as u64 });
+        }
+        match role {
+            ResponderRole::Changer if text.trim().is_empty() => {
+                return Err(invalid("text", "the changer's clarification is required"))
+            }
+            ResponderRole::Changer if decision.is_some() => {
+                return Err(invalid("decision", "only the manager decides"))
+            }
+            ResponderRole::Manager if decision.is_none() => {
+                return Err(invalid("decision", "the manager must approve or deny"))
+            }
+            _ => {}
+        }
+        let (_, checkpoint) = self
+            .runner
+            .state(&investigation_id)
+            .await
+            .map_err(|e| WorkflowError::run_on("investigation", investigation_id.clone(), e))?
+            .ok_or_else(|| WorkflowError::NotFound { what: "investigation", id: investigation_id.clone() })?;
+        // An action not pending is left to the runner, which tells an answered one from an
+        // unknown one; a pending one must be answered by its recipient.
+        if let Some(pending) = checkpoint.pending.interrupt(&action_id) {
+            let action: PendingAction = serde_json::from_str(&pending.payload)
+                .map_err(|source| WorkflowError::Corrupt { id: investigation_id.clone(), source })?;
+            if action.recipient_role != role || action.recipient_id != responder_id {
+                return Err(WorkflowError::WrongResponder {
+                    action_id,
+                    expected: format!("{} {}", action.recipient_role.as_str(), action.recipient_id),
+                });
+            }
+        }
+        let decision_name = match decision {
+            Some(Decision::Approve) => "approve",
+            Some(Decision::Deny) => "deny",
+            None => "",
+        };
+        let print = fingerprint(&["respond", &action_id, role.as_str(), &responder_id, &text, decision_name]);
+        let reply = Reply { role, responder_id, text, decision };
+        let value =
+            serde_json::to_value(&reply).map_err(|source| WorkflowError::Corrupt { id: action_id.clone(), source })?;
+        let mut run = RunRequest::new(investigation_id.clone(), RunInput::Resume { interrupt_id: action_id, value });
+        // Two replies racing for one action: the second waits for the first and then finds it
+        // answered, rather than failing as busy.
+        run.busy = BusyPolicy::Queue;
+        run.fingerprint = Some(print);
+        run.idempotency_key = idempotency_key;
+        self.run(investigation_id, run).await
+    }
+
+    async fn run(
+        &self,
+        id: String,
+        request: RunRequest<InvestigationUpdate>,
+    ) -> Result<InvestigationHandle, WorkflowError> {
+        let handle = self
+            .runner
+            .start(request)
+            .await
+            .map_err(|error| WorkflowError::run_on("investigation", id.clone(), error))?;
+        let (events, outcome, _cancel) = handle.into_parts();
+        let progress = receiver_stream(events).flat_map(|event| {
+            let mut items = vec![];
+            let extra = written(&event);
+            items.push(InvestigationProgress::Event(event));
+            items.extend(extra);
+            futures::stream::iter(items)
+        });
+        let desk = self.clone();
+        let outcome = Box::pin(async move {
+            let result = outcome.await.unwrap_or(Err(RunError::Lost));
+            desk.changed.notify_waiters();
+            result.map_err(|error| WorkflowError::run_on("investigation", id.clone(), error))?;
+            desk.get(&id).await
+        });
+        Ok(InvestigationHandle { progress: Box::pin(progress), outcome })
+    }
+
+    pub async fn get(&self, investigation_id: &str) -> Result<InvestigationView, WorkflowError> {
+        let found = self
+            .runner
+            .state(investigation_id)
+            .await
+            .map_err(|e| WorkflowError::run_on("investigation", investigation_id, e))?;
+        found
+            .map(|(state, _)| state)
+            .filter(|state| !state.investigation_id.is_empty())
+            .ok_or_else(|| WorkflowError::NotFound { what: "investigation", id: investigation_id.to_owned() })
+    }
+
+    /// Most recently started first, paged with opaque tokens.
+    pub async fn list(
+        &self,
+        status: Option<Status>,
+        page_token: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<InvestigationView>, Option<String>), WorkflowError> {
+        let query = status.map_or("", Status::as_str);
+        let after: Option<ListCursor> = page_token::decode("investigations", query, page_token)?;
+        let (records, next) = self.store.list_investigations(status, after, limit).await.map_err(store_error)?;
+        let mut views = Vec::with_capacity(records.len());
+        for record in records {
+            views.push(self.get(&record.investigation_id).await?);
+        }
+        Ok((views, next.map(|cursor| page_token::encode("investigations", query, &cursor))))
+    }
+
+    pub async fn audit_trail(&self, key: AuditKey) -> Result<Vec<AuditEntry>, WorkflowError> {
+        match key {
+            AuditKey::Investigation(id) => {
+                if id.is_empty() {
+                    return Err(invalid("investigation_id", "is required"));
+                }
+                if self.store.investigation(&id).await.map_err(store_error)?.is_none() {
+                    return Err(WorkflowError::NotFound { what: "investigation", id });
+                }
+                self.store.audit_trail(&id, 0).await.map_err(store_error)
+            }
+            AuditKey::Correlation(id) => {
+                if id.is_empty() {
+                    return Err(invalid("correlation_id", "is required"));
+                }
+                let entries = self.store.audit_by_correlation(&id).await.map_err(store_error)?;
+                if entries.is_empty() {
+                    return Err(WorkflowError::NotFound { what: "correlation", id });
+                }
+                Ok(entries)
+            }
+        }
+    }
+
+    pub async fn pending_actions(
+        &self,
+        recipient_id: Option<&str>,
+        status: ActionStatus,
+    ) -> Result<Vec<PendingAction>, WorkflowError> {
+        self.store.actions(recipient_id, Some(status)).await.map_err(store_error)
+    }
+
+    /// The trail after `after_seq`, then each entry as it is written, until the report is
+    /// generated. Entries come from the store, so a watch sees what any replica writes.
+    pub async fn watch(
+        &self,
+        investigation_id: &str,
+        after_seq: u32,
+    ) -> Result<Pin<Box<dyn Stream<Item = Result<AuditEntry, WorkflowError>> + Send>>, WorkflowError> {
+        if self.store.investigation(investigation_id).await.map_err(store_error)?.is_none() {
+            return Err(WorkflowError::NotFound { what: "investigation", id: investigation_id.to_owned() });
+        }
+        let (tx, rx) = mpsc::channel(32);
+        let desk = self.clone();
+        let id = investigation_id.to_owned();
+        tokio::spawn(async move {
+            let mut after = after_seq;
+            loop {
+                let changed = desk.changed.notified();
+                let entries = match desk.store.audit_trail(&id, after).await {
+                    Ok(entries) => entries,
+                    Err(error) => {
+                        let _ = tx.send(Err(store_error(error))).await;
+                        return;
+                    }
+                };
+                let read_any = !entries.is_empty();
+                let mut finished = false;
+                for entry in entries {
+                    after = entry.seq;
+                    finished |= matches!(&entry.record, AuditRecord::StatusChange(c) if c.to.is_final());
+                    if tx.send(Ok(entry)).await.is_err() {
+                        return;
+                    }
+                }
+                if finished {
+                    return;
+                }
+                // Watching from past the end of a finished investigation: nothing more will come.
+                if !read_any && matches!(desk.store.investigation(&id).await, Ok(Some(r)) if r.status.is_final()) {
+                    return;
+                }
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep(WATCH_POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Box::pin(receiver_stream(rx)))
+    }
+}
+
+mod tokio_stream_free {
+    use futures::Stream;
+    use tokio::sync::mpsc;
+
+    /// A receiver as a stream.
+    pub fn receiver_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+    }
+}
