@@ -155,6 +155,21 @@ triage_example_ok() {
     || { echo "triage example output lacks the ticket, node events or the result"; return 1; }
 }
 
+# investigation_example_ok LOGFILE: the investigation example printed the changer's and the
+# manager's pending actions, each status the investigation waited in, the report and the trail
+# (the scripted model answers the investigation purposes; the claim it extracts holds).
+investigation_example_ok() {
+  local log="$1"
+  cat "$log"
+  grep -q "investigation INV-.* -> AWAITING_USER_RESPONSE" "$log" \
+    && grep -q "pending action INV-.*-changer for u003 (CHANGER)" "$log" \
+    && grep -q "investigation INV-.* -> AWAITING_MANAGER_RESPONSE" "$log" \
+    && grep -q "pending action INV-.*-manager for u001 (MANAGER)" "$log" \
+    && grep -q "investigation INV-.* -> ADVISORY_REPORT_GENERATED" "$log" \
+    && grep -q "report RPT-.*: ACCEPT" "$log" && grep -q "audit trail ([1-9][0-9]* entries)" "$log" \
+    || { echo "investigation example output lacks the pending actions, the statuses, the report or the trail"; return 1; }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Python
 suite "python-tests" "$PY" -m pytest -q -p no:cacheprovider client/python/tests
@@ -168,6 +183,11 @@ python_triage_example() {
   triage_example_ok "$TMP/py-triage.log"
 }
 suite "python-triage-example" python_triage_example
+python_investigation_example() {
+  "$PY" client/python/examples/investigation.py "$ADDR" >"$TMP/py-investigation.log" 2>&1 || { cat "$TMP/py-investigation.log"; return 1; }
+  investigation_example_ok "$TMP/py-investigation.log"
+}
+suite "python-investigation-example" python_investigation_example
 
 # ---------------------------------------------------------------------------------------------
 # TypeScript
@@ -182,6 +202,11 @@ typescript_triage_example() {
   triage_example_ok "$TMP/ts-triage.log"
 }
 suite "typescript-triage-example" typescript_triage_example
+typescript_investigation_example() {
+  (cd client/typescript && node build/examples/investigation.js "$ADDR") >"$TMP/ts-investigation.log" 2>&1 || { cat "$TMP/ts-investigation.log"; return 1; }
+  investigation_example_ok "$TMP/ts-investigation.log"
+}
+suite "typescript-investigation-example" typescript_investigation_example
 
 # ---------------------------------------------------------------------------------------------
 # Go
@@ -196,6 +221,11 @@ go_triage_example() {
   triage_example_ok "$TMP/go-triage.log"
 }
 suite "go-triage-example" go_triage_example
+go_investigation_example() {
+  (cd client/go && go run ./examples/investigation -addr "$ADDR") >"$TMP/go-investigation.log" 2>&1 || { cat "$TMP/go-investigation.log"; return 1; }
+  investigation_example_ok "$TMP/go-investigation.log"
+}
+suite "go-investigation-example" go_investigation_example
 
 # ---------------------------------------------------------------------------------------------
 # grpcurl, by server reflection alone: run from an empty dir with no proto files around
@@ -206,7 +236,8 @@ grpcurl_checks() {
     cd "$dir" || exit 1
     set -e
     "$GRPCURL" -plaintext "$ADDR" list | tee list.txt
-    for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService grpc.health.v1.Health; do
+    for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService frontdesk.v1.InvestigationService \
+               grpc.health.v1.Health; do
       grep -qx "$svc" list.txt || { echo "list lacks $svc"; exit 1; }
     done
     for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService grpc.health.v1.Health; do

@@ -27,13 +27,15 @@ import (
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
 
-// Client calls ConversationService, TriageService and WorkflowService. It is safe for
-// concurrent use.
+// Client calls ConversationService, TriageService, InvestigationService and WorkflowService.
+// It is safe for concurrent use.
 type Client struct {
-	// Conversations, Triage and Workflows are the generated stubs, for what the wrapper lacks.
-	Conversations v1.ConversationServiceClient
-	Triage        v1.TriageServiceClient
-	Workflows     v1.WorkflowServiceClient
+	// Conversations, Triage, Investigations and Workflows are the generated stubs, for what
+	// the wrapper lacks.
+	Conversations  v1.ConversationServiceClient
+	Triage         v1.TriageServiceClient
+	Investigations v1.InvestigationServiceClient
+	Workflows      v1.WorkflowServiceClient
 
 	conn  *grpc.ClientConn
 	owned bool
@@ -58,10 +60,11 @@ func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 // New wraps an existing connection; Close then leaves it open.
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
-		Conversations: v1.NewConversationServiceClient(conn),
-		Triage:        v1.NewTriageServiceClient(conn),
-		Workflows:     v1.NewWorkflowServiceClient(conn),
-		conn:          conn,
+		Conversations:  v1.NewConversationServiceClient(conn),
+		Triage:         v1.NewTriageServiceClient(conn),
+		Investigations: v1.NewInvestigationServiceClient(conn),
+		Workflows:      v1.NewWorkflowServiceClient(conn),
+		conn:           conn,
 	}
 }
 

@@ -73,6 +73,9 @@ const (
 	ErrorReason_ERROR_REASON_INTERRUPT_NOT_FOUND ErrorReason = 19
 	// The interrupt a resume addresses was already answered (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_INTERRUPT_ANSWERED ErrorReason = 20
+	// A reply came from someone other than the person or role the pending action awaits
+	// (PERMISSION_DENIED).
+	ErrorReason_ERROR_REASON_WRONG_RESPONDER ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -99,6 +102,7 @@ var (
 		18: "ERROR_REASON_NOT_CONVERSATIONAL",
 		19: "ERROR_REASON_INTERRUPT_NOT_FOUND",
 		20: "ERROR_REASON_INTERRUPT_ANSWERED",
+		21: "ERROR_REASON_WRONG_RESPONDER",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -122,6 +126,7 @@ var (
 		"ERROR_REASON_NOT_CONVERSATIONAL":   18,
 		"ERROR_REASON_INTERRUPT_NOT_FOUND":  19,
 		"ERROR_REASON_INTERRUPT_ANSWERED":   20,
+		"ERROR_REASON_WRONG_RESPONDER":      21,
 	}
 )
 
@@ -1642,7 +1647,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\xda\x05\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\xfc\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1665,7 +1670,8 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x1eERROR_REASON_INTERRUPT_PENDING\x10\x11\x12#\n" +
 	"\x1fERROR_REASON_NOT_CONVERSATIONAL\x10\x12\x12$\n" +
 	" ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n" +
-	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14\x12 \n" +
+	"\x1cERROR_REASON_WRONG_RESPONDER\x10\x15BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once

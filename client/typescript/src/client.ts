@@ -1,5 +1,13 @@
 import { create } from "@bufbuild/protobuf";
-import { createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  type CallOptions,
+  type Client,
+  type Interceptor,
+} from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import type { RunEvent } from "./gen/frontdesk/v1/common_pb.js";
@@ -14,6 +22,25 @@ import {
   type StartConversationResponse,
   type TurnResult,
 } from "./gen/frontdesk/v1/conversation_pb.js";
+import {
+  HrMutationSchema,
+  InvestigationService,
+  InvestigationStatus,
+  ManagerDecision,
+  PendingActionStatus,
+  ResponderRole,
+  RespondRequestSchema,
+  StartInvestigationRequestSchema,
+  type AgentMessage,
+  type AuditEntry,
+  type HrMutation,
+  type Investigation,
+  type InvestigationProgress,
+  type ListInvestigationsResponse,
+  type PendingAction,
+  type StatusChange,
+  type WatchInvestigationResponse,
+} from "./gen/frontdesk/v1/investigation_pb.js";
 import {
   TicketStatus,
   TriageService,
@@ -85,6 +112,106 @@ function ticketStatus(status: TicketStatusFilter | undefined): TicketStatus {
       if (typeof status === "number") return status;
       throw new TypeError(`status must be "active", "resolved", "escalated" or a TicketStatus, not ${String(status)}`);
   }
+}
+
+/**
+ * What a StartInvestigation or Respond stream yields: the run's events, each agent message and
+ * status change right after the node event that produced it, then one Investigation.
+ */
+export type InvestigationItem =
+  | { type: "event"; event: RunEvent }
+  | { type: "message"; message: AgentMessage }
+  | { type: "statusChange"; statusChange: StatusChange }
+  | { type: "investigation"; investigation: Investigation };
+
+/**
+ * An HR mutation given inline to startInvestigation (or pass an `HrMutation` message). Its id
+ * must not be one of the imported HR data's unless the values are the same.
+ */
+export interface HrMutationInput {
+  mutationId: string;
+  /** The user who made the change. */
+  changerId: string;
+  /** The user the change is about. */
+  targetUserId: string;
+  /** The system changed, such as "Payroll". */
+  system: string;
+  /** The access level the change needs: "Read", "Write" or "Admin". */
+  accessLevel: string;
+  /** Such as "salary_change". */
+  changeType: string;
+  description?: string;
+  changedAt: Date | Timestamp;
+}
+
+/** Who answers a pending action: "changer", "manager" or the generated enum. */
+export type ResponderRoleName = "changer" | "manager" | ResponderRole;
+
+/** The manager's decision: "approve", "deny" or the generated enum. */
+export type ManagerDecisionName = "approve" | "deny" | ManagerDecision;
+
+/** An investigation status filter: a name ("AWAITING_USER_RESPONSE", any case) or the enum. */
+export type InvestigationStatusFilter =
+  | keyof typeof InvestigationStatus
+  | Lowercase<keyof typeof InvestigationStatus>
+  | InvestigationStatus;
+
+/** A pending-action status filter: "awaiting" (the default), "answered" or the enum. */
+export type PendingActionStatusFilter = "awaiting" | "answered" | PendingActionStatus;
+
+/** Answers a pending action (respond). */
+export interface RespondInput {
+  investigationId: string;
+  /** The pending action answered (PendingAction.actionId). */
+  actionId: string;
+  role: ResponderRoleName;
+  /** Must be the action's recipient. */
+  responderId: string;
+  /** The changer's clarification (required for the changer), or the manager's comment. */
+  text?: string;
+  /** Required for the manager. */
+  decision?: ManagerDecisionName;
+  idempotencyKey?: string;
+}
+
+function enumByName<E extends number>(
+  value: string | number | undefined,
+  enumObj: Record<string, string | number>,
+  what: string,
+  fallback?: E,
+): E {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (typeof value === "number") return value as E;
+  if (typeof value === "string") {
+    const v = enumObj[value.toUpperCase()];
+    if (typeof v === "number" && v !== 0) return v as E;
+  }
+  throw new TypeError(`${what} must be a name or value of the enum, not ${String(value)}`);
+}
+
+function responderRole(role: ResponderRoleName): ResponderRole {
+  return enumByName(role, ResponderRole, "role");
+}
+
+function managerDecision(decision: ManagerDecisionName | undefined): ManagerDecision {
+  return enumByName(decision, ManagerDecision, "decision", ManagerDecision.UNSPECIFIED);
+}
+
+function investigationStatus(status: InvestigationStatusFilter | undefined): InvestigationStatus {
+  return enumByName(status, InvestigationStatus, "status", InvestigationStatus.UNSPECIFIED);
+}
+
+function pendingActionStatus(status: PendingActionStatusFilter | undefined): PendingActionStatus {
+  return enumByName(status, PendingActionStatus, "status", PendingActionStatus.UNSPECIFIED);
+}
+
+function hrMutation(input: HrMutationInput | HrMutation): HrMutation {
+  if ("$typeName" in input) return input;
+  const { changedAt, ...rest } = input;
+  return create(HrMutationSchema, {
+    ...rest,
+    changedAt: changedAt instanceof Date ? timestampFromDate(changedAt) : changedAt,
+  });
 }
 
 /** The kind of a RunEvent: "runStarted", "nodeStarted", "tokenDelta", ..., "runFinished". */
@@ -193,15 +320,112 @@ export class TriageStream implements AsyncIterable<TriageItem> {
 }
 
 /**
- * Client for Frontdesk's ConversationService, TriageService and WorkflowService over gRPC
- * (HTTP/2), built on Connect-ES. The generated Connect clients are `conversations`, `triage`
- * and `workflows`.
+ * One StartInvestigation or Respond call. `for await` over it for each RunEvent, AgentMessage
+ * and StatusChange as the run produces them, then the Investigation as the run left it
+ * (finished, or awaiting a reply); or `await stream.result()`. Breaking out of the loop, or
+ * aborting the signal given to the call, cancels it. Errors are thrown as FrontdeskError.
+ */
+export class InvestigationStream implements AsyncIterable<InvestigationItem> {
+  /** Events received so far. */
+  readonly events: RunEvent[] = [];
+  /** Agent messages received so far. */
+  readonly messages: AgentMessage[] = [];
+  /** Status changes received so far. */
+  readonly statusChanges: StatusChange[] = [];
+  private investigation: Investigation | undefined;
+  private started = false;
+
+  constructor(private readonly responses: AsyncIterable<{ progress?: InvestigationProgress }>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<InvestigationItem> {
+    if (this.started) throw new Error("an InvestigationStream can be iterated only once");
+    this.started = true;
+    try {
+      for await (const response of this.responses) {
+        const payload = response.progress?.payload;
+        if (payload === undefined) continue;
+        if (payload.case === "event") {
+          this.events.push(payload.value);
+          yield { type: "event", event: payload.value };
+        } else if (payload.case === "message") {
+          this.messages.push(payload.value);
+          yield { type: "message", message: payload.value };
+        } else if (payload.case === "statusChange") {
+          this.statusChanges.push(payload.value);
+          yield { type: "statusChange", statusChange: payload.value };
+        } else if (payload.case === "investigation") {
+          this.investigation = payload.value;
+          yield { type: "investigation", investigation: payload.value };
+        }
+        // a payload kind newer than this client is skipped
+      }
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Consumes the rest of the stream and returns the investigation. */
+  async result(): Promise<Investigation> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    if (this.investigation === undefined) {
+      throw new Error("investigation stream ended without an Investigation");
+    }
+    return this.investigation;
+  }
+}
+
+/**
+ * One WatchInvestigation call: `for await` yields each AuditEntry, the trail written so far
+ * first, then each new one as it is written; it ends once the advisory report is generated.
+ * Breaking out of the loop, or aborting the signal, cancels the call.
+ */
+export class AuditStream implements AsyncIterable<AuditEntry> {
+  /** Entries received so far. */
+  readonly entries: AuditEntry[] = [];
+  private started = false;
+
+  constructor(private readonly responses: AsyncIterable<WatchInvestigationResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<AuditEntry> {
+    if (this.started) throw new Error("an AuditStream can be iterated only once");
+    this.started = true;
+    try {
+      for await (const response of this.responses) {
+        if (response.entry === undefined) continue;
+        this.entries.push(response.entry);
+        yield response.entry;
+      }
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Consumes the rest of the stream (until the report) and returns every entry received. */
+  async all(): Promise<AuditEntry[]> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    return this.entries;
+  }
+}
+
+/**
+ * Client for Frontdesk's ConversationService, TriageService, InvestigationService and
+ * WorkflowService over gRPC (HTTP/2), built on Connect-ES. The generated Connect clients are
+ * `conversations`, `triage`, `investigations` and `workflows`.
  * Call close() when done, to release the HTTP/2 connection.
  */
 export class FrontdeskClient {
   readonly conversations: Client<typeof ConversationService>;
   readonly workflows: Client<typeof WorkflowService>;
   readonly triage: Client<typeof TriageService>;
+  readonly investigations: Client<typeof InvestigationService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: HeadersInit | undefined;
   private readonly timeoutMs: number | undefined;
@@ -217,6 +441,7 @@ export class FrontdeskClient {
     this.conversations = createClient(ConversationService, transport);
     this.workflows = createClient(WorkflowService, transport);
     this.triage = createClient(TriageService, transport);
+    this.investigations = createClient(InvestigationService, transport);
     this.headers = options.headers;
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
@@ -405,6 +630,143 @@ export class FrontdeskClient {
       this.triage.listActiveTickets({ customerId }, this.opts(o, true)),
     );
     return res.tickets;
+  }
+
+  /**
+   * Starts the investigation of an HR mutation: a mutation id of the imported HR data ("1002"),
+   * or a mutation given inline (recorded with the HR data). `for await` over the stream for
+   * `{type: "event"}`, `{type: "message"}` and `{type: "statusChange"}` items, then
+   * `{type: "investigation"}`; or `await stream.result()`. A second investigation of a mutation
+   * is ALREADY_EXISTS, an unknown mutation id NOT_FOUND.
+   */
+  startInvestigation(
+    mutation: string | HrMutationInput | HrMutation,
+    o?: CallOpts & { idempotencyKey?: string },
+  ): InvestigationStream {
+    const request = create(StartInvestigationRequestSchema, {
+      mutation:
+        typeof mutation === "string"
+          ? { case: "mutationId", value: mutation }
+          : { case: "inlineMutation", value: hrMutation(mutation) },
+      idempotencyKey: o?.idempotencyKey ?? "",
+    });
+    return new InvestigationStream(
+      this.investigations.startInvestigation(request, this.opts(o, false)),
+    );
+  }
+
+  /**
+   * Answers a pending action: the changer's clarification (`role: "changer"`, `text`) or the
+   * manager's decision (`role: "manager"`, `decision: "approve" | "deny"`). Streams the
+   * continuation like startInvestigation. Anyone but the action's recipient, or the wrong role,
+   * is PERMISSION_DENIED (reason WRONG_RESPONDER); an answered action FAILED_PRECONDITION
+   * (reason INTERRUPT_ANSWERED).
+   */
+  respond(req: RespondInput, o?: CallOpts): InvestigationStream {
+    const request = create(RespondRequestSchema, {
+      investigationId: req.investigationId,
+      actionId: req.actionId,
+      role: responderRole(req.role),
+      responderId: req.responderId,
+      text: req.text ?? "",
+      decision: managerDecision(req.decision),
+      idempotencyKey: req.idempotencyKey ?? "",
+    });
+    return new InvestigationStream(this.investigations.respond(request, this.opts(o, false)));
+  }
+
+  /** The investigation ("INV-<mutation id>") as it stands; an unknown one is NOT_FOUND. */
+  async getInvestigation(investigationId: string, o?: CallOpts): Promise<Investigation> {
+    const res = await this.unary(() =>
+      this.investigations.getInvestigation({ investigationId }, this.opts(o, true)),
+    );
+    if (res.investigation === undefined) {
+      throw new FrontdeskError(
+        new ConnectError("GetInvestigation answered without an investigation", Code.Internal),
+      );
+    }
+    return res.investigation;
+  }
+
+  /**
+   * One page of investigations, most recently started first; `status` filters (omitted: every
+   * status). nextPageToken is "" on the last page.
+   */
+  async listInvestigations(
+    req: { status?: InvestigationStatusFilter; pageSize?: number; pageToken?: string } = {},
+    o?: CallOpts,
+  ): Promise<ListInvestigationsResponse> {
+    const status = investigationStatus(req.status);
+    return this.unary(() =>
+      this.investigations.listInvestigations(
+        { status, pageSize: req.pageSize ?? 0, pageToken: req.pageToken ?? "" },
+        this.opts(o, true),
+      ),
+    );
+  }
+
+  /** Every investigation (or those of `status`), most recently started first, page by page. */
+  async *allInvestigations(
+    req: { status?: InvestigationStatusFilter; pageSize?: number } = {},
+    o?: CallOpts,
+  ): AsyncGenerator<Investigation> {
+    let pageToken = "";
+    do {
+      const page = await this.listInvestigations({ ...req, pageToken }, o);
+      yield* page.investigations;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /**
+   * The investigation's audit entries with a seq above `afterSeq` (default 0: the whole trail),
+   * then each new one as it is written; the stream ends once the advisory report is generated.
+   */
+  watchInvestigation(investigationId: string, o?: CallOpts & { afterSeq?: number }): AuditStream {
+    return new AuditStream(
+      this.investigations.watchInvestigation(
+        { investigationId, afterSeq: o?.afterSeq ?? 0 },
+        this.opts(o, false),
+      ),
+    );
+  }
+
+  /**
+   * The audit trail of one investigation (an id, or `{ investigationId }`), or of one message
+   * exchange (`{ correlationId }`).
+   */
+  async getAuditTrail(
+    key: string | { investigationId: string } | { correlationId: string },
+    o?: CallOpts,
+  ): Promise<AuditEntry[]> {
+    const oneof =
+      typeof key === "string"
+        ? { case: "investigationId" as const, value: key }
+        : "investigationId" in key
+          ? { case: "investigationId" as const, value: key.investigationId }
+          : { case: "correlationId" as const, value: key.correlationId };
+    const res = await this.unary(() =>
+      this.investigations.getAuditTrail({ key: oneof }, this.opts(o, true)),
+    );
+    return res.entries;
+  }
+
+  /**
+   * The notifications awaiting a reply (`status: "answered"`: those answered), of one
+   * recipient or (omitted) of everyone.
+   */
+  async listPendingActions(
+    req: { recipientId?: string; status?: PendingActionStatusFilter } = {},
+    o?: CallOpts,
+  ): Promise<PendingAction[]> {
+    const status = pendingActionStatus(req.status);
+    const res = await this.unary(() =>
+      this.investigations.listPendingActions(
+        { recipientId: req.recipientId ?? "", status },
+        this.opts(o, true),
+      ),
+    );
+    return res.actions;
   }
 
   async listWorkflows(o?: CallOpts): Promise<Workflow[]> {

@@ -19,7 +19,10 @@ export class FrontdeskError extends Error {
   readonly codeName: string;
   /** The status message, without a code prefix. */
   readonly rawMessage: string;
-  /** Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND" or "THREAD_BUSY". */
+  /**
+   * Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND", "THREAD_BUSY" or "WRONG_RESPONDER"
+   * (an `ErrorReason` name without its `ERROR_REASON_` prefix).
+   */
   readonly reason: string | undefined;
   /** The ErrorInfo domain ("frontdesk.dev"). */
   readonly domain: string | undefined;

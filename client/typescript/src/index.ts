@@ -1,12 +1,21 @@
 export {
+  AuditStream,
   DEFAULT_BASE_URL,
   FrontdeskClient,
+  InvestigationStream,
   TriageStream,
   TurnStream,
   eventKind,
   type BusyPolicyName,
   type CallOpts,
   type FrontdeskClientOptions,
+  type HrMutationInput,
+  type InvestigationItem,
+  type InvestigationStatusFilter,
+  type ManagerDecisionName,
+  type PendingActionStatusFilter,
+  type RespondInput,
+  type ResponderRoleName,
   type StreamItem,
   type TicketStatusFilter,
   type TriageItem,
@@ -17,5 +26,6 @@ export { Code } from "@connectrpc/connect";
 // "@frontdesk/client/gen/frontdesk/v1/<file>_pb").
 export * from "./gen/frontdesk/v1/common_pb.js";
 export * from "./gen/frontdesk/v1/conversation_pb.js";
+export * from "./gen/frontdesk/v1/investigation_pb.js";
 export * from "./gen/frontdesk/v1/triage_pb.js";
 export * from "./gen/frontdesk/v1/workflow_pb.js";

@@ -13,11 +13,30 @@
 Messages are the generated protobuf classes in ``frontdesk.v1``.
 """
 
-from frontdesk._aio import AsyncFrontdeskClient, AsyncTriageStream, AsyncTurnStream
-from frontdesk._client import FrontdeskClient, TriageStream, TurnStream
+from frontdesk._aio import (
+    AsyncAuditStream,
+    AsyncFrontdeskClient,
+    AsyncInvestigationStream,
+    AsyncTriageStream,
+    AsyncTurnStream,
+)
+from frontdesk._client import (
+    AuditStream,
+    FrontdeskClient,
+    InvestigationStream,
+    TriageStream,
+    TurnStream,
+)
 from frontdesk._common import (
     DEFAULT_TARGET,
+    AgentMessage,
+    AuditEntry,
+    HrMutation,
+    Investigation,
+    InvestigationItem,
+    PendingAction,
     RunEvent,
+    StatusChange,
     StreamItem,
     TicketResolution,
     TriageItem,
@@ -31,13 +50,24 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TARGET",
+    "AgentMessage",
+    "AsyncAuditStream",
     "AsyncFrontdeskClient",
+    "AsyncInvestigationStream",
     "AsyncTriageStream",
     "AsyncTurnStream",
+    "AuditEntry",
+    "AuditStream",
     "FieldViolation",
     "FrontdeskClient",
     "FrontdeskError",
+    "HrMutation",
+    "Investigation",
+    "InvestigationItem",
+    "InvestigationStream",
+    "PendingAction",
     "RunEvent",
+    "StatusChange",
     "StreamItem",
     "TicketResolution",
     "TriageItem",

@@ -13,6 +13,8 @@ from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
     conversation_pb2_grpc,
+    investigation_pb2,
+    investigation_pb2_grpc,
     triage_pb2,
     triage_pb2_grpc,
     workflow_pb2,
@@ -123,10 +125,104 @@ class AsyncTriageStream(AsyncIterator[c.TriageItem]):
         self.cancel()
 
 
+class AsyncInvestigationStream(AsyncIterator[c.InvestigationItem]):
+    """One StartInvestigation or Respond call: ``async for`` yields each RunEvent, AgentMessage
+    and StatusChange as the run produces them, then the Investigation as the run left it.
+    ``await result()`` drains the rest and returns the Investigation; ``events``, ``messages``
+    and ``status_changes`` hold what arrived so far; ``cancel()`` stops the call.
+    Errors raise FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._iter: Optional[AsyncIterator[Any]] = None
+        self._result: Optional[investigation_pb2.Investigation] = None
+        self.events: List[common_pb2.RunEvent] = []
+        self.messages: List[investigation_pb2.AgentMessage] = []
+        self.status_changes: List[investigation_pb2.StatusChange] = []
+
+    def __aiter__(self) -> "AsyncInvestigationStream":
+        return self
+
+    async def __anext__(self) -> c.InvestigationItem:
+        if self._iter is None:
+            self._iter = self._call.__aiter__()
+        while True:
+            try:
+                response = await self._iter.__anext__()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_investigation(response)
+            if item is None:
+                continue
+            if isinstance(item, investigation_pb2.Investigation):
+                self._result = item
+            elif isinstance(item, investigation_pb2.AgentMessage):
+                self.messages.append(item)
+            elif isinstance(item, investigation_pb2.StatusChange):
+                self.status_changes.append(item)
+            else:
+                self.events.append(item)
+            return item
+
+    async def result(self) -> investigation_pb2.Investigation:
+        async for _ in self:
+            pass
+        if self._result is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without an Investigation")
+        return self._result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncInvestigationStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncAuditStream(AsyncIterator[investigation_pb2.AuditEntry]):
+    """One WatchInvestigation call: ``async for`` yields each AuditEntry, the trail so far
+    first, then each new one as it is written; it ends once the advisory report is generated.
+    ``entries`` holds what arrived so far; ``cancel()`` stops the call. Errors raise
+    FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._iter: Optional[AsyncIterator[Any]] = None
+        self.entries: List[investigation_pb2.AuditEntry] = []
+
+    def __aiter__(self) -> "AsyncAuditStream":
+        return self
+
+    async def __anext__(self) -> investigation_pb2.AuditEntry:
+        if self._iter is None:
+            self._iter = self._call.__aiter__()
+        while True:
+            try:
+                response = await self._iter.__anext__()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                raise FrontdeskError.from_rpc_error(e) from None
+            if not response.HasField("entry"):
+                continue
+            self.entries.append(response.entry)
+            return response.entry
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncAuditStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class AsyncFrontdeskClient:
     """asyncio client with the same methods as FrontdeskClient, as coroutines; send_message
-    returns an AsyncTurnStream and triage_ticket an AsyncTriageStream. Use ``async with``, or
-    ``await close()``."""
+    returns an AsyncTurnStream, triage_ticket an AsyncTriageStream, start_investigation and
+    respond an AsyncInvestigationStream and watch_investigation an AsyncAuditStream. Use
+    ``async with``, or ``await close()``."""
 
     def __init__(
         self,
@@ -152,6 +248,7 @@ class AsyncFrontdeskClient:
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
+        self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
 
     async def close(self) -> None:
         if self._owns_channel:
@@ -303,6 +400,107 @@ class AsyncFrontdeskClient:
         request = triage_pb2.ListActiveTicketsRequest(customer_id=customer_id)
         response = await self._unary(self.triage.ListActiveTickets, request, timeout)
         return list(response.tickets)
+
+    def start_investigation(
+        self,
+        mutation: Union[str, investigation_pb2.HrMutation],
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> AsyncInvestigationStream:
+        """Starts an investigation of a mutation id or an inline HrMutation; ``async for`` over
+        the result (not awaited itself), or ``await result()`` for the Investigation."""
+        request = c.start_investigation_request(mutation, idempotency_key)
+        call = self.investigations.StartInvestigation(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return AsyncInvestigationStream(call)
+
+    def respond(
+        self,
+        investigation_id: str,
+        action_id: str,
+        role: Union[str, int],
+        responder_id: str,
+        text: Optional[str] = None,
+        decision: Union[None, str, int] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> AsyncInvestigationStream:
+        """Answers a pending action; ``async for`` over the result (not awaited itself)."""
+        request = c.respond_request(
+            investigation_id, action_id, role, responder_id, text, decision, idempotency_key
+        )
+        call = self.investigations.Respond(request, timeout=timeout, metadata=self._metadata)
+        return AsyncInvestigationStream(call)
+
+    async def get_investigation(
+        self, investigation_id: str, *, timeout: Optional[float] = None
+    ) -> investigation_pb2.Investigation:
+        request = investigation_pb2.GetInvestigationRequest(investigation_id=investigation_id)
+        response = await self._unary(self.investigations.GetInvestigation, request, timeout)
+        return response.investigation
+
+    async def list_investigations(
+        self,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> investigation_pb2.ListInvestigationsResponse:
+        request = c.list_investigations_request(status, page_size, page_token)
+        return await self._unary(self.investigations.ListInvestigations, request, timeout)
+
+    async def iter_investigations(
+        self, status: Union[None, str, int] = None, *, page_size: Optional[int] = None
+    ) -> AsyncIterator[investigation_pb2.Investigation]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_investigations(status, page_size=page_size, page_token=token)
+            for investigation in page.investigations:
+                yield investigation
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def watch_investigation(
+        self, investigation_id: str, after_seq: int = 0, *, timeout: Optional[float] = None
+    ) -> AsyncAuditStream:
+        """The audit entries after ``after_seq``, then each new one; ``async for`` over the
+        result (not awaited itself)."""
+        request = investigation_pb2.WatchInvestigationRequest(
+            investigation_id=investigation_id, after_seq=after_seq
+        )
+        call = self.investigations.WatchInvestigation(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return AsyncAuditStream(call)
+
+    async def get_audit_trail(
+        self,
+        investigation_id: Optional[str] = None,
+        *,
+        correlation_id: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> List[investigation_pb2.AuditEntry]:
+        request = c.audit_trail_request(investigation_id, correlation_id)
+        response = await self._unary(self.investigations.GetAuditTrail, request, timeout)
+        return list(response.entries)
+
+    async def list_pending_actions(
+        self,
+        recipient_id: Optional[str] = None,
+        status: Union[None, str, int] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> List[investigation_pb2.PendingAction]:
+        request = investigation_pb2.ListPendingActionsRequest(
+            recipient_id=recipient_id or "", status=c.pending_action_status(status)
+        )
+        response = await self._unary(self.investigations.ListPendingActions, request, timeout)
+        return list(response.actions)
 
     async def list_workflows(
         self, *, timeout: Optional[float] = None

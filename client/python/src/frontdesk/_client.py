@@ -12,6 +12,8 @@ from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
     conversation_pb2_grpc,
+    investigation_pb2,
+    investigation_pb2_grpc,
     triage_pb2,
     triage_pb2_grpc,
     workflow_pb2,
@@ -122,8 +124,102 @@ class TriageStream(Iterator[c.TriageItem]):
         self.cancel()
 
 
+class InvestigationStream(Iterator[c.InvestigationItem]):
+    """One StartInvestigation or Respond call: iterate it for each RunEvent, AgentMessage and
+    StatusChange as the run produces them (a message or status change right after the node
+    event that produced it), then the Investigation as the run left it: finished, or awaiting
+    a reply (``.awaiting``).
+
+    ``result()`` drains what is left and returns the Investigation; ``events``, ``messages``
+    and ``status_changes`` hold what arrived so far; ``cancel()`` stops the call. Errors,
+    before or during the stream, raise FrontdeskError.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._result: Optional[investigation_pb2.Investigation] = None
+        self.events: List[common_pb2.RunEvent] = []
+        self.messages: List[investigation_pb2.AgentMessage] = []
+        self.status_changes: List[investigation_pb2.StatusChange] = []
+
+    def __iter__(self) -> "InvestigationStream":
+        return self
+
+    def __next__(self) -> c.InvestigationItem:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_investigation(response)
+            if item is None:
+                continue
+            if isinstance(item, investigation_pb2.Investigation):
+                self._result = item
+            elif isinstance(item, investigation_pb2.AgentMessage):
+                self.messages.append(item)
+            elif isinstance(item, investigation_pb2.StatusChange):
+                self.status_changes.append(item)
+            else:
+                self.events.append(item)
+            return item
+
+    def result(self) -> investigation_pb2.Investigation:
+        """Consumes the rest of the stream and returns the investigation."""
+        for _ in self:
+            pass
+        if self._result is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without an Investigation")
+        return self._result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "InvestigationStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AuditStream(Iterator[investigation_pb2.AuditEntry]):
+    """One WatchInvestigation call: iterate it for each AuditEntry, the trail written so far
+    first, then each new entry as it is written; it ends once the advisory report is generated.
+    ``entries`` holds what arrived so far; ``cancel()`` stops the call (a watch of an
+    investigation that waits for a reply otherwise waits with it). Errors raise FrontdeskError.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.entries: List[investigation_pb2.AuditEntry] = []
+
+    def __iter__(self) -> "AuditStream":
+        return self
+
+    def __next__(self) -> investigation_pb2.AuditEntry:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            if not response.HasField("entry"):
+                continue
+            self.entries.append(response.entry)
+            return response.entry
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "AuditStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class FrontdeskClient:
-    """Blocking client for Frontdesk's ConversationService, TriageService and WorkflowService.
+    """Blocking client for Frontdesk's ConversationService, TriageService,
+    InvestigationService and WorkflowService.
 
     ``target`` is host:port. Without ``credentials`` the channel is plaintext; pass
     ``grpc.ssl_channel_credentials()`` (or others) for TLS. ``metadata`` is sent with every
@@ -156,6 +252,7 @@ class FrontdeskClient:
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
+        self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -316,6 +413,123 @@ class FrontdeskClient:
         """The customer's active tickets (awaiting a specialist or a follow-up)."""
         request = triage_pb2.ListActiveTicketsRequest(customer_id=customer_id)
         return list(self._unary(self.triage.ListActiveTickets, request, timeout).tickets)
+
+    # -- InvestigationService --------------------------------------------------------------
+    def start_investigation(
+        self,
+        mutation: Union[str, investigation_pb2.HrMutation],
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> InvestigationStream:
+        """Starts the investigation of an HR mutation: a mutation id of the imported HR data
+        ("1002"), or an HrMutation given inline (recorded with the HR data). Iterate the
+        returned stream for the run's events, agent messages and status changes, then the
+        Investigation; or call ``.result()``. A second investigation of a mutation is
+        ALREADY_EXISTS, an unknown mutation id NOT_FOUND."""
+        request = c.start_investigation_request(mutation, idempotency_key)
+        call = self.investigations.StartInvestigation(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return InvestigationStream(call)
+
+    def respond(
+        self,
+        investigation_id: str,
+        action_id: str,
+        role: Union[str, int],
+        responder_id: str,
+        text: Optional[str] = None,
+        decision: Union[None, str, int] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> InvestigationStream:
+        """Answers a pending action (``PendingAction.action_id``): the changer's clarification
+        (``role="changer"``, ``text`` required) or the manager's decision (``role="manager"``,
+        ``decision="approve"`` or ``"deny"``, ``text`` an optional comment). Streams the
+        continuation like start_investigation. Someone other than the action's recipient, or
+        the wrong role, is PERMISSION_DENIED (reason WRONG_RESPONDER); an action already
+        answered is FAILED_PRECONDITION (reason INTERRUPT_ANSWERED)."""
+        request = c.respond_request(
+            investigation_id, action_id, role, responder_id, text, decision, idempotency_key
+        )
+        call = self.investigations.Respond(request, timeout=timeout, metadata=self._metadata)
+        return InvestigationStream(call)
+
+    def get_investigation(
+        self, investigation_id: str, *, timeout: Optional[float] = None
+    ) -> investigation_pb2.Investigation:
+        """The investigation ("INV-<mutation id>") as it stands; unknown is NOT_FOUND."""
+        request = investigation_pb2.GetInvestigationRequest(investigation_id=investigation_id)
+        return self._unary(self.investigations.GetInvestigation, request, timeout).investigation
+
+    def list_investigations(
+        self,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> investigation_pb2.ListInvestigationsResponse:
+        """One page of investigations, most recently started first; ``status`` (a name such as
+        "awaiting_user_response", or an InvestigationStatus) filters, None lists every status.
+        ``.next_page_token`` is empty on the last page."""
+        request = c.list_investigations_request(status, page_size, page_token)
+        return self._unary(self.investigations.ListInvestigations, request, timeout)
+
+    def iter_investigations(
+        self, status: Union[None, str, int] = None, *, page_size: Optional[int] = None
+    ) -> Iterator[investigation_pb2.Investigation]:
+        """Every investigation (or those of ``status``), most recently started first, fetching
+        pages as needed."""
+        token: Optional[str] = None
+        while True:
+            page = self.list_investigations(status, page_size=page_size, page_token=token)
+            yield from page.investigations
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def watch_investigation(
+        self, investigation_id: str, after_seq: int = 0, *, timeout: Optional[float] = None
+    ) -> AuditStream:
+        """The investigation's audit entries with a seq above ``after_seq`` (0: the whole
+        trail), then each new one as it is written; the stream ends once the advisory report is
+        generated."""
+        request = investigation_pb2.WatchInvestigationRequest(
+            investigation_id=investigation_id, after_seq=after_seq
+        )
+        call = self.investigations.WatchInvestigation(
+            request, timeout=timeout, metadata=self._metadata
+        )
+        return AuditStream(call)
+
+    def get_audit_trail(
+        self,
+        investigation_id: Optional[str] = None,
+        *,
+        correlation_id: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> List[investigation_pb2.AuditEntry]:
+        """The audit trail of one investigation, or of one message exchange (the entries that
+        share ``correlation_id``); give exactly one."""
+        request = c.audit_trail_request(investigation_id, correlation_id)
+        return list(self._unary(self.investigations.GetAuditTrail, request, timeout).entries)
+
+    def list_pending_actions(
+        self,
+        recipient_id: Optional[str] = None,
+        status: Union[None, str, int] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> List[investigation_pb2.PendingAction]:
+        """The notifications awaiting a reply (``status="answered"``: those answered), of one
+        recipient or (None) of everyone."""
+        request = investigation_pb2.ListPendingActionsRequest(
+            recipient_id=recipient_id or "", status=c.pending_action_status(status)
+        )
+        return list(self._unary(self.investigations.ListPendingActions, request, timeout).actions)
 
     # -- WorkflowService -------------------------------------------------------------------
     def list_workflows(self, *, timeout: Optional[float] = None) -> List[workflow_pb2.Workflow]:

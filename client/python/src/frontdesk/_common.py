@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Optional, Sequence, Tuple, Union, cast
 
-from frontdesk.v1 import common_pb2, conversation_pb2, triage_pb2, workflow_pb2
+from frontdesk.v1 import (
+    common_pb2,
+    conversation_pb2,
+    investigation_pb2,
+    triage_pb2,
+    workflow_pb2,
+)
 
 RunEvent = common_pb2.RunEvent
 TurnResult = conversation_pb2.TurnResult
@@ -15,6 +21,20 @@ StreamItem = Union[common_pb2.RunEvent, conversation_pb2.TurnResult]
 #: What a TriageTicket stream yields: the TicketResolution, every RunEvent in order, then one
 #: TriageResult.
 TriageItem = Union[triage_pb2.TicketResolution, common_pb2.RunEvent, triage_pb2.TriageResult]
+Investigation = investigation_pb2.Investigation
+AgentMessage = investigation_pb2.AgentMessage
+StatusChange = investigation_pb2.StatusChange
+AuditEntry = investigation_pb2.AuditEntry
+PendingAction = investigation_pb2.PendingAction
+HrMutation = investigation_pb2.HrMutation
+#: What a StartInvestigation or Respond stream yields: RunEvents, each AgentMessage and
+#: StatusChange right after the node event that produced it, then one Investigation.
+InvestigationItem = Union[
+    common_pb2.RunEvent,
+    investigation_pb2.AgentMessage,
+    investigation_pb2.StatusChange,
+    investigation_pb2.Investigation,
+]
 Metadata = Sequence[Tuple[str, Union[str, bytes]]]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -128,6 +148,163 @@ def unpack_triage(response: triage_pb2.TriageTicketResponse) -> Optional[TriageI
     return None  # a payload kind newer than this client: skipped
 
 
+_ROLE: Dict[str, investigation_pb2.ResponderRole] = {
+    "changer": investigation_pb2.RESPONDER_ROLE_CHANGER,
+    "manager": investigation_pb2.RESPONDER_ROLE_MANAGER,
+}
+
+_DECISION: Dict[Optional[str], investigation_pb2.ManagerDecision] = {
+    None: investigation_pb2.MANAGER_DECISION_UNSPECIFIED,
+    "approve": investigation_pb2.MANAGER_DECISION_APPROVE,
+    "deny": investigation_pb2.MANAGER_DECISION_DENY,
+}
+
+_ACTION_STATUS: Dict[Optional[str], investigation_pb2.PendingActionStatus] = {
+    None: investigation_pb2.PENDING_ACTION_STATUS_UNSPECIFIED,
+    "awaiting": investigation_pb2.PENDING_ACTION_STATUS_AWAITING,
+    "answered": investigation_pb2.PENDING_ACTION_STATUS_ANSWERED,
+}
+
+
+def _enum(value: Union[None, str, int], names: Dict, enum: Any, prefix: str, what: str) -> int:
+    """An enum value from an int, a short lower-case name ("changer"), the full value name
+    ("RESPONDER_ROLE_CHANGER") or None where the table allows it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if value in names:
+        return cast(int, names[value])
+    if isinstance(value, str):
+        full = value.upper()
+        if not full.startswith(prefix):
+            full = prefix + full
+        if full in enum.keys() and not full.endswith("_UNSPECIFIED"):
+            return cast(int, enum.Value(full))
+    allowed = ", ".join(repr(k) for k in names) or f"a name of {enum.DESCRIPTOR.name}"
+    raise ValueError(f"{what} must be {allowed} or the enum value, not {value!r}")
+
+
+def responder_role(role: Union[str, int]) -> investigation_pb2.ResponderRole:
+    """A ResponderRole from "changer", "manager" or the enum value."""
+    return cast(
+        investigation_pb2.ResponderRole,
+        _enum(role, _ROLE, investigation_pb2.ResponderRole, "RESPONDER_ROLE_", "role"),
+    )
+
+
+def manager_decision(decision: Union[None, str, int]) -> investigation_pb2.ManagerDecision:
+    """A ManagerDecision from "approve", "deny", None (none given) or the enum value."""
+    return cast(
+        investigation_pb2.ManagerDecision,
+        _enum(
+            decision,
+            _DECISION,
+            investigation_pb2.ManagerDecision,
+            "MANAGER_DECISION_",
+            "decision",
+        ),
+    )
+
+
+def investigation_status(status: Union[None, str, int]) -> investigation_pb2.InvestigationStatus:
+    """An InvestigationStatus from None (every status), a name such as
+    "awaiting_user_response" or "INVESTIGATION_STATUS_AWAITING_USER_RESPONSE", or the enum."""
+    if status is None:
+        return investigation_pb2.INVESTIGATION_STATUS_UNSPECIFIED
+    return cast(
+        investigation_pb2.InvestigationStatus,
+        _enum(status, {}, investigation_pb2.InvestigationStatus, "INVESTIGATION_STATUS_", "status"),
+    )
+
+
+def pending_action_status(status: Union[None, str, int]) -> investigation_pb2.PendingActionStatus:
+    """A PendingActionStatus from "awaiting", "answered", None (awaiting) or the enum value."""
+    return cast(
+        investigation_pb2.PendingActionStatus,
+        _enum(
+            status,
+            _ACTION_STATUS,
+            investigation_pb2.PendingActionStatus,
+            "PENDING_ACTION_STATUS_",
+            "status",
+        ),
+    )
+
+
+def start_investigation_request(
+    mutation: Union[str, investigation_pb2.HrMutation], idempotency_key: Optional[str]
+) -> investigation_pb2.StartInvestigationRequest:
+    key = idempotency_key or ""
+    if isinstance(mutation, str):
+        return investigation_pb2.StartInvestigationRequest(
+            mutation_id=mutation, idempotency_key=key
+        )
+    if isinstance(mutation, investigation_pb2.HrMutation):
+        return investigation_pb2.StartInvestigationRequest(
+            inline_mutation=mutation, idempotency_key=key
+        )
+    raise TypeError(
+        f"mutation must be a mutation id (str) or an HrMutation, not {type(mutation).__name__}"
+    )
+
+
+def respond_request(
+    investigation_id: str,
+    action_id: str,
+    role: Union[str, int],
+    responder_id: str,
+    text: Optional[str],
+    decision: Union[None, str, int],
+    idempotency_key: Optional[str],
+) -> investigation_pb2.RespondRequest:
+    return investigation_pb2.RespondRequest(
+        investigation_id=investigation_id,
+        action_id=action_id,
+        role=responder_role(role),
+        responder_id=responder_id,
+        text=text or "",
+        decision=manager_decision(decision),
+        idempotency_key=idempotency_key or "",
+    )
+
+
+def list_investigations_request(
+    status: Union[None, str, int], page_size: Optional[int], page_token: Optional[str]
+) -> investigation_pb2.ListInvestigationsRequest:
+    return investigation_pb2.ListInvestigationsRequest(
+        status=investigation_status(status),
+        page_size=page_size or 0,
+        page_token=page_token or "",
+    )
+
+
+def audit_trail_request(
+    investigation_id: Optional[str], correlation_id: Optional[str]
+) -> investigation_pb2.GetAuditTrailRequest:
+    if bool(investigation_id) == bool(correlation_id):
+        raise ValueError("give exactly one of investigation_id and correlation_id")
+    if investigation_id:
+        return investigation_pb2.GetAuditTrailRequest(investigation_id=investigation_id)
+    return investigation_pb2.GetAuditTrailRequest(correlation_id=correlation_id or "")
+
+
+def unpack_investigation(
+    response: Union[
+        investigation_pb2.StartInvestigationResponse, investigation_pb2.RespondResponse
+    ],
+) -> Optional[InvestigationItem]:
+    progress = response.progress
+    which = progress.WhichOneof("payload")
+    if which == "event":
+        return progress.event
+    if which == "message":
+        return progress.message
+    if which == "status_change":
+        return progress.status_change
+    if which == "investigation":
+        return progress.investigation
+    return None  # a payload kind newer than this client (or none): skipped
+
+
 def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamItem]:
     which = response.WhichOneof("payload")
     if which == "event":
@@ -139,7 +316,14 @@ def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamIte
 
 __all__ = [
     "DEFAULT_TARGET",
+    "AgentMessage",
+    "AuditEntry",
+    "HrMutation",
+    "Investigation",
+    "InvestigationItem",
     "Metadata",
+    "PendingAction",
+    "StatusChange",
     "RunEvent",
     "StreamItem",
     "TicketResolution",

@@ -23,8 +23,8 @@ class FrontdeskError(Exception):
     """A failed Frontdesk call.
 
     ``code`` is the gRPC status code; ``reason`` the stable ErrorInfo reason (such as
-    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"`` or ``"THREAD_BUSY"``), ``None`` when the server
-    sent none; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
+    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"`` or ``"WRONG_RESPONDER"``),
+    ``None`` when the server sent none; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
     ``details`` every decoded detail message (unknown ones as ``google.protobuf.Any``).
     """
 

@@ -34,6 +34,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_NOT_CONVERSATIONAL: _ClassVar[ErrorReason]
     ERROR_REASON_INTERRUPT_NOT_FOUND: _ClassVar[ErrorReason]
     ERROR_REASON_INTERRUPT_ANSWERED: _ClassVar[ErrorReason]
+    ERROR_REASON_WRONG_RESPONDER: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_THREAD_BUSY: ErrorReason
 ERROR_REASON_CHECKPOINT_CONFLICT: ErrorReason
@@ -55,6 +56,7 @@ ERROR_REASON_INTERRUPT_PENDING: ErrorReason
 ERROR_REASON_NOT_CONVERSATIONAL: ErrorReason
 ERROR_REASON_INTERRUPT_NOT_FOUND: ErrorReason
 ERROR_REASON_INTERRUPT_ANSWERED: ErrorReason
+ERROR_REASON_WRONG_RESPONDER: ErrorReason
 
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "event_id", "time", "node", "task", "run_started", "node_started", "node_finished", "token_delta", "llm_call_finished", "tool_called", "tool_returned", "run_interrupted", "run_finished", "run_failed", "node_retrying", "node_failed", "tasks_dispatched", "task_finished", "interrupt_raised")

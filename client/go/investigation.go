@@ -1,0 +1,325 @@
+package frontdesk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+// InvestigationOption configures StartInvestigation and StartInlineInvestigation.
+type InvestigationOption func(*v1.StartInvestigationRequest)
+
+// WithInvestigationIdempotencyKey makes a retried start with the same mutation return the
+// first call's outcome.
+func WithInvestigationIdempotencyKey(key string) InvestigationOption {
+	return func(r *v1.StartInvestigationRequest) { r.IdempotencyKey = key }
+}
+
+// StartInvestigation starts the investigation of a mutation of the imported HR data, such as
+// "1002". It returns once the run has begun, or with the error that failed the call before
+// that (a *Error: NOT_FOUND for an unknown mutation, ALREADY_EXISTS when the mutation already
+// has an investigation, ...). Then range over Investigating.Progress for the run's events,
+// agent messages and status changes as they arrive, and call Investigating.Result for the
+// investigation as the run left it: finished, or awaiting a reply (GetAwaiting). Cancelling
+// ctx (or calling Investigating.Cancel) stops the call.
+func (c *Client) StartInvestigation(ctx context.Context, mutationID string, opts ...InvestigationOption) (*Investigating, error) {
+	req := &v1.StartInvestigationRequest{Mutation: &v1.StartInvestigationRequest_MutationId{MutationId: mutationID}}
+	return c.startInvestigation(ctx, req, opts)
+}
+
+// StartInlineInvestigation is StartInvestigation for a mutation given inline, which is
+// recorded with the HR data; an existing mutation id with other values is ALREADY_EXISTS.
+func (c *Client) StartInlineInvestigation(ctx context.Context, mutation *v1.HrMutation, opts ...InvestigationOption) (*Investigating, error) {
+	req := &v1.StartInvestigationRequest{Mutation: &v1.StartInvestigationRequest_InlineMutation{InlineMutation: mutation}}
+	return c.startInvestigation(ctx, req, opts)
+}
+
+func (c *Client) startInvestigation(ctx context.Context, req *v1.StartInvestigationRequest, opts []InvestigationOption) (*Investigating, error) {
+	for _, o := range opts {
+		o(req)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Investigations.StartInvestigation(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, wrapError(err)
+	}
+	recv := func() (*v1.InvestigationProgress, error) {
+		res, err := stream.Recv()
+		return res.GetProgress(), err
+	}
+	return newInvestigating(ctx, cancel, "StartInvestigation", recv)
+}
+
+// ChangerReply is the changer's clarification for the action actionID (the changer's is
+// "<investigation id>-changer"), for Respond.
+func ChangerReply(investigationID, actionID, changerID, text string) *v1.RespondRequest {
+	return &v1.RespondRequest{
+		InvestigationId: investigationID,
+		ActionId:        actionID,
+		Role:            v1.ResponderRole_RESPONDER_ROLE_CHANGER,
+		ResponderId:     changerID,
+		Text:            text,
+	}
+}
+
+// ManagerReply is the manager's decision, with an optional comment, for the action actionID
+// (the manager's is "<investigation id>-manager"), for Respond.
+func ManagerReply(investigationID, actionID, managerID string, decision v1.ManagerDecision, comment string) *v1.RespondRequest {
+	return &v1.RespondRequest{
+		InvestigationId: investigationID,
+		ActionId:        actionID,
+		Role:            v1.ResponderRole_RESPONDER_ROLE_MANAGER,
+		ResponderId:     managerID,
+		Text:            comment,
+		Decision:        decision,
+	}
+}
+
+// Respond answers a pending action (see ChangerReply and ManagerReply) and streams the
+// continuation as StartInvestigation does. The errors that fail it before the run begins are
+// returned here: PERMISSION_DENIED with reason "WRONG_RESPONDER" for someone other than the
+// action's recipient or the wrong role, FAILED_PRECONDITION with reason "INTERRUPT_ANSWERED"
+// for an action already answered, NOT_FOUND for an unknown investigation or action.
+func (c *Client) Respond(ctx context.Context, req *v1.RespondRequest) (*Investigating, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Investigations.Respond(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, wrapError(err)
+	}
+	recv := func() (*v1.InvestigationProgress, error) {
+		res, err := stream.Recv()
+		return res.GetProgress(), err
+	}
+	return newInvestigating(ctx, cancel, "Respond", recv)
+}
+
+// Investigating is one StartInvestigation or Respond call in progress.
+type Investigating struct {
+	recv    func() (*v1.InvestigationProgress, error)
+	method  string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	pending []*v1.InvestigationProgress
+	result  *v1.Investigation
+	err     error
+	done    bool
+	// Received holds every run event received so far, in order.
+	Received []*v1.RunEvent
+	// Messages holds every agent message received so far, in order.
+	Messages []*v1.AgentMessage
+	// StatusChanges holds every status change received so far, in order.
+	StatusChanges []*v1.StatusChange
+}
+
+// newInvestigating receives the first response, so that a call refused by the server fails
+// with its error before any progress is handed out.
+func newInvestigating(ctx context.Context, cancel context.CancelFunc, method string, recv func() (*v1.InvestigationProgress, error)) (*Investigating, error) {
+	r := &Investigating{recv: recv, method: method, ctx: ctx, cancel: cancel}
+	for len(r.pending) == 0 && r.result == nil {
+		p := r.receive()
+		if p != nil {
+			r.pending = append(r.pending, p)
+		} else if r.done {
+			if r.err != nil {
+				return nil, r.err
+			}
+			break
+		}
+	}
+	return r, nil
+}
+
+// receive receives one response: the progress it carries, or nil when it carried the
+// investigation (or nothing this client knows), or when the stream has ended (done, with err
+// set on failure).
+func (r *Investigating) receive() *v1.InvestigationProgress {
+	if r.done {
+		return nil
+	}
+	if err := r.ctx.Err(); err != nil {
+		// cancelled: deliver nothing more, even what had already arrived
+		r.done = true
+		r.err = wrapError(status.FromContextError(err).Err())
+		return nil
+	}
+	p, err := r.recv()
+	if err != nil {
+		r.done = true
+		r.cancel()
+		if errors.Is(err, io.EOF) {
+			if r.result == nil {
+				r.err = &Error{Code: codes.Internal, Message: r.method + " stream ended without an Investigation"}
+			}
+		} else {
+			r.err = wrapError(err)
+		}
+		return nil
+	}
+	switch x := p.GetPayload().(type) {
+	case *v1.InvestigationProgress_Event:
+		r.Received = append(r.Received, x.Event)
+	case *v1.InvestigationProgress_Message:
+		r.Messages = append(r.Messages, x.Message)
+	case *v1.InvestigationProgress_StatusChange:
+		r.StatusChanges = append(r.StatusChanges, x.StatusChange)
+	case *v1.InvestigationProgress_Investigation:
+		r.result = x.Investigation
+		return nil
+	default:
+		return nil // a payload kind newer than this client: skipped
+	}
+	return p
+}
+
+// next returns the next progress item; nil when the stream has ended.
+func (r *Investigating) next() *v1.InvestigationProgress {
+	if len(r.pending) > 0 {
+		p := r.pending[0]
+		r.pending = r.pending[1:]
+		return p
+	}
+	for !r.done {
+		if p := r.receive(); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// Progress yields the run's progress as it arrives: each item holds a RunEvent (GetEvent), an
+// AgentMessage (GetMessage) or a StatusChange (GetStatusChange), a message or status change
+// right after the node event that produced it. It ends when the stream does; then Result
+// tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
+func (r *Investigating) Progress() iter.Seq[*v1.InvestigationProgress] {
+	return func(yield func(*v1.InvestigationProgress) bool) {
+		for p := r.next(); p != nil; p = r.next() {
+			if !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+// Result drains any progress not yet received and returns the investigation as the run left
+// it, or the error that ended the stream (a *Error).
+func (r *Investigating) Result() (*v1.Investigation, error) {
+	for r.next() != nil {
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.result, nil
+}
+
+// Cancel stops the call.
+func (r *Investigating) Cancel() { r.cancel() }
+
+// GetInvestigation returns the investigation ("INV-<mutation id>") as it stands; an unknown
+// one is NOT_FOUND.
+func (c *Client) GetInvestigation(ctx context.Context, investigationID string) (*v1.Investigation, error) {
+	res, err := c.Investigations.GetInvestigation(ctx, &v1.GetInvestigationRequest{InvestigationId: investigationID})
+	return res.GetInvestigation(), wrapError(err)
+}
+
+// ListInvestigations returns one page of investigations, most recently started first; Status
+// filters (UNSPECIFIED: every status). NextPageToken is empty on the last page.
+func (c *Client) ListInvestigations(ctx context.Context, req *v1.ListInvestigationsRequest) (*v1.ListInvestigationsResponse, error) {
+	if req == nil {
+		req = &v1.ListInvestigationsRequest{}
+	}
+	res, err := c.Investigations.ListInvestigations(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllInvestigations yields every investigation with status (UNSPECIFIED for all), most
+// recently started first, fetching pages of pageSize (0 for the server's default) as needed.
+func (c *Client) AllInvestigations(ctx context.Context, status v1.InvestigationStatus, pageSize int32) iter.Seq2[*v1.Investigation, error] {
+	return func(yield func(*v1.Investigation, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListInvestigations(ctx, &v1.ListInvestigationsRequest{
+				Status: status, PageSize: pageSize, PageToken: token,
+			})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, inv := range page.GetInvestigations() {
+				if !yield(inv, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
+}
+
+// WatchInvestigation yields the investigation's audit entries with a seq above afterSeq (0 for
+// the whole trail), then each new one as it is written, on whichever replica writes it; it
+// ends once the advisory report is generated. A failure is yielded last, as (nil, *Error).
+// Stopping the loop, or cancelling ctx, stops the call.
+func (c *Client) WatchInvestigation(ctx context.Context, investigationID string, afterSeq uint32) iter.Seq2[*v1.AuditEntry, error] {
+	return func(yield func(*v1.AuditEntry, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.Investigations.WatchInvestigation(ctx, &v1.WatchInvestigationRequest{
+			InvestigationId: investigationID, AfterSeq: afterSeq,
+		})
+		if err != nil {
+			yield(nil, wrapError(err))
+			return
+		}
+		for {
+			res, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, wrapError(err))
+				return
+			}
+			if res.GetEntry() == nil {
+				continue
+			}
+			if !yield(res.GetEntry(), nil) {
+				return
+			}
+		}
+	}
+}
+
+// GetAuditTrail returns the audit trail of one investigation, oldest first.
+func (c *Client) GetAuditTrail(ctx context.Context, investigationID string) ([]*v1.AuditEntry, error) {
+	res, err := c.Investigations.GetAuditTrail(ctx, &v1.GetAuditTrailRequest{
+		Key: &v1.GetAuditTrailRequest_InvestigationId{InvestigationId: investigationID},
+	})
+	return res.GetEntries(), wrapError(err)
+}
+
+// GetAuditTrailByCorrelation returns the audit entries of one message exchange: those sharing
+// correlationID.
+func (c *Client) GetAuditTrailByCorrelation(ctx context.Context, correlationID string) ([]*v1.AuditEntry, error) {
+	res, err := c.Investigations.GetAuditTrail(ctx, &v1.GetAuditTrailRequest{
+		Key: &v1.GetAuditTrailRequest_CorrelationId{CorrelationId: correlationID},
+	})
+	return res.GetEntries(), wrapError(err)
+}
+
+// ListPendingActions returns the notifications of recipientID ("" for everyone's) with status:
+// AWAITING (or UNSPECIFIED) those awaiting a reply, ANSWERED those answered.
+func (c *Client) ListPendingActions(ctx context.Context, recipientID string, status v1.PendingActionStatus) ([]*v1.PendingAction, error) {
+	res, err := c.Investigations.ListPendingActions(ctx, &v1.ListPendingActionsRequest{
+		RecipientId: recipientID, Status: status,
+	})
+	return res.GetActions(), wrapError(err)
+}
