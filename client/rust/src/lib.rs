@@ -1,10 +1,13 @@
 //! Rust client for the Frontdesk gRPC service (`frontdesk.v1`).
 //!
-//! [`Client`] wraps the generated `ConversationService`, `WorkflowService` and `TriageService`
-//! stubs with typed options, streaming turn and triage APIs ([`Client::send_message`],
-//! [`Client::triage_ticket`]) and errors whose `google.rpc` details are already decoded
-//! ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human
-//! line; the `frontdesk` CLI uses it to show node events live.
+//! [`Client`] wraps the generated `ConversationService`, `WorkflowService`, `TriageService` and
+//! `InvestigationService` stubs with typed options, streaming turn, triage and investigation APIs
+//! ([`Client::send_message`], [`Client::triage_ticket`], [`Client::start_investigation`],
+//! [`Client::respond`]) and errors whose `google.rpc` details are already decoded
+//! ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human line
+//! ([`describe_agent_message`], [`describe_status_change`] and [`describe_audit_entry`] do the
+//! same for an investigation's progress and audit trail); the `frontdesk` CLI uses them to show
+//! progress live.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
@@ -35,6 +38,30 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Investigating an HR mutation streams run events, agent messages and status changes, then the
+//! investigation, which may wait for a person's reply ([`Reply`]):
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! use frontdesk_client::{v1, Reply};
+//!
+//! let run = client.start_investigation_and_wait("1002", None).await?;
+//! for m in &run.messages {
+//!     println!("{}", frontdesk_client::describe_agent_message(m));
+//! }
+//! let id = run.investigation.investigation_id;
+//! let changer = &run.investigation.awaiting[0];
+//! let reply = Reply::changer(&changer.recipient_id, "I stood in for u006, who was on vacation.");
+//! let run = client.respond_and_wait(&id, &changer.action_id, reply).await?;
+//! if let Some(manager) = run.investigation.awaiting.first() {
+//!     let reply = Reply::manager(&manager.recipient_id, v1::ManagerDecision::Approve);
+//!     let run = client.respond_and_wait(&id, &manager.action_id, reply).await?;
+//!     println!("{:?}", run.investigation.report.map(|r| r.recommendation()));
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +75,7 @@ use tonic_types::StatusExt;
 
 pub use frontdesk_api::v1;
 use v1::conversation_service_client::ConversationServiceClient;
+use v1::investigation_service_client::InvestigationServiceClient;
 use v1::triage_service_client::TriageServiceClient;
 use v1::workflow_service_client::WorkflowServiceClient;
 
@@ -160,6 +188,178 @@ impl TriageEvent {
 /// or with an `Err` when the server ends the triage with an error status.
 pub type TriageStream = Pin<Box<dyn Stream<Item = Result<TriageEvent, ClientError>> + Send>>;
 
+/// Which HR mutation [`Client::start_investigation`] investigates. `"1002".into()` names one of
+/// the imported HR data; an [`v1::HrMutation`] is given inline (and recorded with the HR data).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MutationRef {
+    /// A mutation of the imported HR data, by id (such as `"1002"`).
+    Id(String),
+    /// A mutation given inline. An existing mutation id with other values is `ALREADY_EXISTS`.
+    Inline(v1::HrMutation),
+}
+
+impl From<&str> for MutationRef {
+    fn from(id: &str) -> Self {
+        MutationRef::Id(id.to_string())
+    }
+}
+
+impl From<String> for MutationRef {
+    fn from(id: String) -> Self {
+        MutationRef::Id(id)
+    }
+}
+
+impl From<&String> for MutationRef {
+    fn from(id: &String) -> Self {
+        MutationRef::Id(id.clone())
+    }
+}
+
+impl From<v1::HrMutation> for MutationRef {
+    fn from(m: v1::HrMutation) -> Self {
+        MutationRef::Inline(m)
+    }
+}
+
+/// A reply to a pending action, for [`Client::respond`]: the changer's clarification
+/// ([`Reply::changer`]) or the manager's decision ([`Reply::manager`], with an optional comment).
+/// The server checks it: the role and responder must be the ones the action awaits
+/// (`PERMISSION_DENIED`, reason `WRONG_RESPONDER`), the changer must send text and the manager a
+/// decision (`INVALID_ARGUMENT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Who answers: the changer or the manager.
+    pub role: v1::ResponderRole,
+    /// The user answering; must be the action's recipient.
+    pub responder_id: String,
+    /// The changer's clarification, or the manager's comment.
+    pub text: Option<String>,
+    /// The manager's decision.
+    pub decision: Option<v1::ManagerDecision>,
+    /// A retried call with the same key and reply returns the first call's outcome.
+    pub idempotency_key: Option<String>,
+}
+
+impl Reply {
+    /// The changer's clarification.
+    pub fn changer(responder_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Reply {
+            role: v1::ResponderRole::Changer,
+            responder_id: responder_id.into(),
+            text: Some(text.into()),
+            decision: None,
+            idempotency_key: None,
+        }
+    }
+
+    /// The manager's decision (add a comment with [`Reply::with_text`]).
+    pub fn manager(responder_id: impl Into<String>, decision: v1::ManagerDecision) -> Self {
+        Reply {
+            role: v1::ResponderRole::Manager,
+            responder_id: responder_id.into(),
+            text: None,
+            decision: Some(decision),
+            idempotency_key: None,
+        }
+    }
+
+    /// Sets the text: the changer's clarification or the manager's comment.
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Sets the idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+/// One item of an investigation's stream ([`Client::start_investigation`], [`Client::respond`]):
+/// run events, each agent message and status change right after the node event that produced
+/// it, and last the [`InvestigationEvent::Investigation`].
+// Unboxed on purpose, as `TurnEvent`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum InvestigationEvent {
+    /// A progress event of the run (node started/finished, model call, tool call, ...).
+    Event(v1::RunEvent),
+    /// A message one agent sent another.
+    Message(v1::AgentMessage),
+    /// A change of the investigation's status.
+    StatusChange(v1::StatusChange),
+    /// The last item: the investigation as the run left it (finished, or awaiting a reply).
+    Investigation(v1::Investigation),
+}
+
+impl InvestigationEvent {
+    /// The run event, if this is one.
+    pub fn as_event(&self) -> Option<&v1::RunEvent> {
+        match self {
+            InvestigationEvent::Event(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The agent message, if this is one.
+    pub fn as_message(&self) -> Option<&v1::AgentMessage> {
+        match self {
+            InvestigationEvent::Message(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The status change, if this is one.
+    pub fn as_status_change(&self) -> Option<&v1::StatusChange> {
+        match self {
+            InvestigationEvent::StatusChange(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The investigation, if this is it.
+    pub fn as_investigation(&self) -> Option<&v1::Investigation> {
+        match self {
+            InvestigationEvent::Investigation(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// The stream returned by [`Client::start_investigation`] and [`Client::respond`]. It ends after
+/// the [`InvestigationEvent::Investigation`], or with an `Err` when the server ends the run with
+/// an error status.
+pub type InvestigationStream = Pin<Box<dyn Stream<Item = Result<InvestigationEvent, ClientError>> + Send>>;
+
+/// Everything one investigation run streamed, collected by
+/// [`Client::start_investigation_and_wait`] and [`Client::respond_and_wait`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InvestigationRun {
+    /// The run's events, in order.
+    pub events: Vec<v1::RunEvent>,
+    /// The agent messages, in order.
+    pub messages: Vec<v1::AgentMessage>,
+    /// The status changes, in order.
+    pub status_changes: Vec<v1::StatusChange>,
+    /// The investigation as the run left it (finished, or awaiting a reply).
+    pub investigation: v1::Investigation,
+}
+
+/// The stream returned by [`Client::watch_investigation`]: audit entries in `seq` order. It ends
+/// once the advisory report is generated, or with an `Err`.
+pub type AuditStream = Pin<Box<dyn Stream<Item = Result<v1::AuditEntry, ClientError>> + Send>>;
+
+/// Whose audit trail [`Client::get_audit_trail`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditTrailKey {
+    /// The whole trail of one investigation (such as `INV-1002`).
+    Investigation(String),
+    /// One message exchange: a request and its result (such as `corr-INV-1002-1`).
+    Correlation(String),
+}
+
 /// Everything that can go wrong in a client call.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -169,8 +369,8 @@ pub enum ClientError {
     /// The server answered with an error status.
     #[error("{0}")]
     Status(Box<ApiError>),
-    /// A turn's or triage's stream ended without its result (or a triage without its ticket
-    /// resolution).
+    /// A turn's, triage's or investigation's stream ended without its result (or a triage
+    /// without its ticket resolution).
     #[error("the stream ended without a result")]
     StreamEndedWithoutResult,
 }
@@ -318,6 +518,7 @@ pub struct Client {
     conversations: ConversationServiceClient<Channel>,
     workflows: WorkflowServiceClient<Channel>,
     triage: TriageServiceClient<Channel>,
+    investigations: InvestigationServiceClient<Channel>,
 }
 
 impl Client {
@@ -332,7 +533,8 @@ impl Client {
         Client {
             conversations: ConversationServiceClient::new(channel.clone()),
             workflows: WorkflowServiceClient::new(channel.clone()),
-            triage: TriageServiceClient::new(channel),
+            triage: TriageServiceClient::new(channel.clone()),
+            investigations: InvestigationServiceClient::new(channel),
         }
     }
 
@@ -349,6 +551,11 @@ impl Client {
     /// The raw `TriageService` stub.
     pub fn triage(&self) -> TriageServiceClient<Channel> {
         self.triage.clone()
+    }
+
+    /// The raw `InvestigationService` stub.
+    pub fn investigations(&self) -> InvestigationServiceClient<Channel> {
+        self.investigations.clone()
     }
 
     /// Creates a conversation on `workflow` and returns it with its welcome message.
@@ -561,6 +768,181 @@ impl Client {
         let req = v1::ListActiveTicketsRequest { customer_id: customer_id.to_string() };
         Ok(self.triage().list_active_tickets(req).await?.into_inner().tickets)
     }
+
+    /// Starts the investigation of one HR mutation (by id, or inline) and streams it:
+    /// [`InvestigationEvent::Event`]s, [`InvestigationEvent::Message`]s and
+    /// [`InvestigationEvent::StatusChange`]s as the run progresses, then one
+    /// [`InvestigationEvent::Investigation`] (finished, or awaiting a reply). An unknown mutation
+    /// is `NOT_FOUND`; a second investigation of one mutation is `ALREADY_EXISTS`. A retry with
+    /// the same `idempotency_key` and mutation returns the first call's outcome.
+    pub async fn start_investigation(
+        &self,
+        mutation: impl Into<MutationRef>,
+        idempotency_key: Option<String>,
+    ) -> Result<InvestigationStream, ClientError> {
+        use v1::start_investigation_request::Mutation;
+        let mutation = match mutation.into() {
+            MutationRef::Id(id) => Mutation::MutationId(id),
+            MutationRef::Inline(m) => Mutation::InlineMutation(m),
+        };
+        let req =
+            v1::StartInvestigationRequest { mutation: Some(mutation), idempotency_key: non_empty(idempotency_key) };
+        let stream = self.investigations().start_investigation(req).await?.into_inner();
+        Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+    }
+
+    /// Starts an investigation and waits for its run: returns everything it streamed and the
+    /// investigation (finished, or awaiting a reply). Fails with the server's status if the run
+    /// fails, or [`ClientError::StreamEndedWithoutResult`].
+    pub async fn start_investigation_and_wait(
+        &self,
+        mutation: impl Into<MutationRef>,
+        idempotency_key: Option<String>,
+    ) -> Result<InvestigationRun, ClientError> {
+        collect_investigation(self.start_investigation(mutation, idempotency_key).await?).await
+    }
+
+    /// Answers a pending action of an investigation (the changer's clarification or the
+    /// manager's decision) and streams the continuation as [`Client::start_investigation`] does.
+    /// An unknown action is `NOT_FOUND` (`INTERRUPT_NOT_FOUND`), one already answered
+    /// `FAILED_PRECONDITION` (`INTERRUPT_ANSWERED`), a reply from someone else
+    /// `PERMISSION_DENIED` (`WRONG_RESPONDER`).
+    pub async fn respond(
+        &self,
+        investigation_id: &str,
+        action_id: &str,
+        reply: Reply,
+    ) -> Result<InvestigationStream, ClientError> {
+        let req = v1::RespondRequest {
+            investigation_id: investigation_id.to_string(),
+            action_id: action_id.to_string(),
+            role: reply.role as i32,
+            responder_id: reply.responder_id,
+            text: non_empty(reply.text),
+            decision: reply.decision.unwrap_or(v1::ManagerDecision::Unspecified) as i32,
+            idempotency_key: non_empty(reply.idempotency_key),
+        };
+        let stream = self.investigations().respond(req).await?.into_inner();
+        Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+    }
+
+    /// Answers a pending action and waits for the continuation: returns everything it streamed
+    /// and the investigation (finished, or awaiting the next reply).
+    pub async fn respond_and_wait(
+        &self,
+        investigation_id: &str,
+        action_id: &str,
+        reply: Reply,
+    ) -> Result<InvestigationRun, ClientError> {
+        collect_investigation(self.respond(investigation_id, action_id, reply).await?).await
+    }
+
+    /// Returns an investigation (such as `INV-1002`): status, history, the actions it awaits,
+    /// findings and report.
+    pub async fn get_investigation(&self, investigation_id: &str) -> Result<v1::Investigation, ClientError> {
+        let req = v1::GetInvestigationRequest { investigation_id: investigation_id.to_string() };
+        let resp = self.investigations().get_investigation(req).await?.into_inner();
+        Ok(resp.investigation.unwrap_or_default())
+    }
+
+    /// Lists investigations, most recently started first; `status` `None` lists every status.
+    /// `page_size` 0 means the server default.
+    pub async fn list_investigations(
+        &self,
+        status: Option<v1::InvestigationStatus>,
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListInvestigationsResponse, ClientError> {
+        let req = v1::ListInvestigationsRequest {
+            status: status.unwrap_or(v1::InvestigationStatus::Unspecified) as i32,
+            page_size,
+            page_token: non_empty(page_token),
+        };
+        Ok(self.investigations().list_investigations(req).await?.into_inner())
+    }
+
+    /// Streams an investigation's audit entries with a `seq` above `after_seq` (0: the whole
+    /// trail), then each new one as it is written; the stream ends once the advisory report is
+    /// generated.
+    pub async fn watch_investigation(
+        &self,
+        investigation_id: &str,
+        after_seq: u32,
+    ) -> Result<AuditStream, ClientError> {
+        let req = v1::WatchInvestigationRequest { investigation_id: investigation_id.to_string(), after_seq };
+        let stream = self.investigations().watch_investigation(req).await?.into_inner();
+        let stream = stream.filter_map(|item| {
+            futures::future::ready(match item {
+                Ok(v1::WatchInvestigationResponse { entry: Some(e) }) => Some(Ok(e)),
+                Ok(v1::WatchInvestigationResponse { entry: None }) => None,
+                Err(status) => Some(Err(ClientError::from(status))),
+            })
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// The audit trail of one investigation, or of one message exchange by correlation id, in
+    /// order.
+    pub async fn get_audit_trail(&self, key: AuditTrailKey) -> Result<Vec<v1::AuditEntry>, ClientError> {
+        use v1::get_audit_trail_request::Key;
+        let key = match key {
+            AuditTrailKey::Investigation(id) => Key::InvestigationId(id),
+            AuditTrailKey::Correlation(id) => Key::CorrelationId(id),
+        };
+        let req = v1::GetAuditTrailRequest { key: Some(key) };
+        Ok(self.investigations().get_audit_trail(req).await?.into_inner().entries)
+    }
+
+    /// The pending actions (notifications) of `recipient_id`, or of everyone when `None`, with
+    /// `status` (awaiting a reply when `None`).
+    pub async fn list_pending_actions(
+        &self,
+        recipient_id: Option<&str>,
+        status: Option<v1::PendingActionStatus>,
+    ) -> Result<Vec<v1::PendingAction>, ClientError> {
+        let req = v1::ListPendingActionsRequest {
+            recipient_id: recipient_id.unwrap_or_default().to_string(),
+            status: status.unwrap_or(v1::PendingActionStatus::Unspecified) as i32,
+        };
+        Ok(self.investigations().list_pending_actions(req).await?.into_inner().actions)
+    }
+}
+
+/// Maps the `progress` of StartInvestigation and Respond responses to [`InvestigationEvent`]s,
+/// skipping empty ones.
+fn progress_stream<S>(stream: S) -> InvestigationStream
+where
+    S: Stream<Item = Result<Option<v1::InvestigationProgress>, tonic::Status>> + Send + 'static,
+{
+    use v1::investigation_progress::Payload;
+    Box::pin(stream.filter_map(|item| {
+        futures::future::ready(match item {
+            Ok(progress) => progress.and_then(|p| p.payload).map(|payload| {
+                Ok(match payload {
+                    Payload::Event(e) => InvestigationEvent::Event(e),
+                    Payload::Message(m) => InvestigationEvent::Message(m),
+                    Payload::StatusChange(c) => InvestigationEvent::StatusChange(c),
+                    Payload::Investigation(i) => InvestigationEvent::Investigation(i),
+                })
+            }),
+            Err(status) => Some(Err(ClientError::from(status))),
+        })
+    }))
+}
+
+async fn collect_investigation(mut stream: InvestigationStream) -> Result<InvestigationRun, ClientError> {
+    let mut run = InvestigationRun::default();
+    let mut investigation = None;
+    while let Some(item) = stream.next().await {
+        match item? {
+            InvestigationEvent::Event(e) => run.events.push(e),
+            InvestigationEvent::Message(m) => run.messages.push(m),
+            InvestigationEvent::StatusChange(c) => run.status_changes.push(c),
+            InvestigationEvent::Investigation(i) => investigation = Some(i),
+        }
+    }
+    run.investigation = investigation.ok_or(ClientError::StreamEndedWithoutResult)?;
+    Ok(run)
 }
 
 /// Formats a duration compactly: `850µs`, `12ms`, `1.25s`, `2m05s`.
@@ -735,6 +1117,150 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
     }
 }
 
+/// A proto enum value's name without its prefix, lower-cased (`AGENT_RIGHTS_CHECK` →
+/// `rights_check`); `-` when unspecified or unknown.
+fn enum_label(name: Option<&str>, prefix: &str) -> String {
+    match name.map(|n| n.strip_prefix(prefix).unwrap_or(n)) {
+        Some("UNSPECIFIED") | None => "-".to_string(),
+        Some(n) => n.to_lowercase(),
+    }
+}
+
+fn agent_label(v: i32) -> String {
+    enum_label(v1::Agent::try_from(v).ok().map(|e| e.as_str_name()), "AGENT_")
+}
+
+fn agent_action_label(v: i32) -> String {
+    enum_label(v1::AgentAction::try_from(v).ok().map(|e| e.as_str_name()), "AGENT_ACTION_")
+}
+
+fn message_status_label(v: i32) -> String {
+    enum_label(v1::AgentMessageStatus::try_from(v).ok().map(|e| e.as_str_name()), "AGENT_MESSAGE_STATUS_")
+}
+
+fn investigation_status_label(v: i32) -> String {
+    enum_label(v1::InvestigationStatus::try_from(v).ok().map(|e| e.as_str_name()), "INVESTIGATION_STATUS_")
+}
+
+fn responder_role_label(v: i32) -> String {
+    enum_label(v1::ResponderRole::try_from(v).ok().map(|e| e.as_str_name()), "RESPONDER_ROLE_")
+}
+
+fn decision_label(v: i32) -> String {
+    enum_label(v1::ManagerDecision::try_from(v).ok().map(|e| e.as_str_name()), "MANAGER_DECISION_")
+}
+
+/// Free text on one line (newlines and runs of spaces become one space), at most `TEXT_PREVIEW`
+/// characters.
+fn one_line(s: &str) -> String {
+    truncate(&s.split_whitespace().collect::<Vec<_>>().join(" "), TEXT_PREVIEW)
+}
+
+const TEXT_PREVIEW: usize = 160;
+
+/// Renders an agent's error as `REASON: message (3 attempts)`.
+pub fn describe_agent_error(e: &v1::AgentError) -> String {
+    let mut out = if e.reason.is_empty() { "ERROR".to_string() } else { e.reason.clone() };
+    if !e.message.trim().is_empty() {
+        out.push_str(": ");
+        out.push_str(&one_line(&e.message));
+    }
+    if e.attempts > 1 {
+        out.push_str(&format!(" ({} attempts)", e.attempts));
+    }
+    out
+}
+
+/// Renders an agent message as one line: `sender -> receiver: action (status)`, such as
+/// `investigation -> rights_check: check_rights (pending)`; an error result ends with its
+/// error, such as `[MODEL_UNAVAILABLE: model down (3 attempts)]`.
+pub fn describe_agent_message(m: &v1::AgentMessage) -> String {
+    let mut out = format!(
+        "{} -> {}: {} ({})",
+        agent_label(m.sender),
+        agent_label(m.receiver),
+        agent_action_label(m.action),
+        message_status_label(m.status)
+    );
+    if let Some(e) = &m.error {
+        out.push_str(&format!(" [{}]", describe_agent_error(e)));
+    }
+    out
+}
+
+/// Renders a status change as one line: `status: FROM -> TO`, such as
+/// `status: investigation_started -> clarification_requested` (`-` as FROM for the first status).
+pub fn describe_status_change(c: &v1::StatusChange) -> String {
+    format!("status: {}", status_transition(c))
+}
+
+fn status_transition(c: &v1::StatusChange) -> String {
+    format!("{} -> {}", investigation_status_label(c.from), investigation_status_label(c.to))
+}
+
+/// The kind of an audit entry: `message`, `status_change`, `tool`, `notification`, `reply`,
+/// `error` (or `unknown` for an entry this client does not know).
+pub fn audit_entry_kind(e: &v1::AuditEntry) -> &'static str {
+    use v1::audit_entry::Entry;
+    match &e.entry {
+        Some(Entry::Message(_)) => "message",
+        Some(Entry::StatusChange(_)) => "status_change",
+        Some(Entry::Tool(_)) => "tool",
+        Some(Entry::Notification(_)) => "notification",
+        Some(Entry::Reply(_)) => "reply",
+        Some(Entry::Error(_)) => "error",
+        None => "unknown",
+    }
+}
+
+/// Summarises an audit entry on one line (its kind is [`audit_entry_kind`]):
+///
+/// - message: as [`describe_agent_message`];
+/// - status change: `pending -> investigation_started`;
+/// - tool: `check_authorization({"user_id":"u003"}) → {"authorized":false}` (JSON compacted and
+///   cut to 160 characters);
+/// - notification: `INV-1002-changer to u003 (changer): <subject>`;
+/// - reply: `INV-1002-manager from u001 (manager): approve: <comment>`;
+/// - error: as [`describe_agent_error`].
+pub fn describe_audit_entry(e: &v1::AuditEntry) -> String {
+    use v1::audit_entry::Entry;
+    match &e.entry {
+        Some(Entry::Message(m)) => describe_agent_message(m),
+        Some(Entry::StatusChange(c)) => status_transition(c),
+        Some(Entry::Tool(t)) => format!(
+            "{}({}) → {}",
+            t.name,
+            truncate(&compact_json(&t.arguments_json), JSON_PREVIEW),
+            truncate(&compact_json(&t.result_json), JSON_PREVIEW)
+        ),
+        Some(Entry::Notification(n)) => {
+            let mut out = format!("{} to {} ({})", n.action_id, n.recipient_id, responder_role_label(n.recipient_role));
+            if !n.subject.trim().is_empty() {
+                out.push_str(": ");
+                out.push_str(&one_line(&n.subject));
+            }
+            out
+        }
+        Some(Entry::Reply(r)) => {
+            let mut parts = Vec::new();
+            if r.decision != v1::ManagerDecision::Unspecified as i32 {
+                parts.push(decision_label(r.decision));
+            }
+            if !r.text.trim().is_empty() {
+                parts.push(one_line(&r.text));
+            }
+            let mut out = format!("{} from {} ({})", r.action_id, r.responder_id, responder_role_label(r.role));
+            if !parts.is_empty() {
+                out.push_str(": ");
+                out.push_str(&parts.join(": "));
+            }
+            out
+        }
+        Some(Entry::Error(err)) => describe_agent_error(err),
+        None => "(unknown entry)".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -899,6 +1425,148 @@ mod tests {
         let result = TriageEvent::Result(v1::TriageResult { ticket_id: "TKT-1".into(), ..Default::default() });
         assert_eq!(result.as_result().map(|r| r.ticket_id.as_str()), Some("TKT-1"));
         assert!(TriageEvent::Event(v1::RunEvent::default()).as_event().is_some());
+    }
+
+    fn message(action: v1::AgentAction, status: v1::AgentMessageStatus) -> v1::AgentMessage {
+        v1::AgentMessage {
+            sender: v1::Agent::Investigation as i32,
+            receiver: v1::Agent::RightsCheck as i32,
+            action: action as i32,
+            context_json: "{}".into(),
+            correlation_id: "corr-INV-1002-1".into(),
+            timestamp: None,
+            status: status as i32,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn describes_agent_messages_and_status_changes() {
+        let m = message(v1::AgentAction::CheckRights, v1::AgentMessageStatus::Pending);
+        assert_eq!(describe_agent_message(&m), "investigation -> rights_check: check_rights (pending)");
+        let failed = v1::AgentMessage {
+            sender: v1::Agent::RequestForInformation as i32,
+            receiver: v1::Agent::Investigation as i32,
+            error: Some(v1::AgentError {
+                reason: "MODEL_UNAVAILABLE".into(),
+                message: "model down\nretry later".into(),
+                attempts: 3,
+            }),
+            ..message(v1::AgentAction::ManagerValidationResponse, v1::AgentMessageStatus::Error)
+        };
+        assert_eq!(
+            describe_agent_message(&failed),
+            "request_for_information -> investigation: manager_validation_response (error) \
+             [MODEL_UNAVAILABLE: model down retry later (3 attempts)]"
+        );
+        let first = v1::StatusChange {
+            from: v1::InvestigationStatus::Unspecified as i32,
+            to: v1::InvestigationStatus::Pending as i32,
+            time: None,
+            agent: v1::Agent::Investigation as i32,
+        };
+        assert_eq!(describe_status_change(&first), "status: - -> pending");
+        let next = v1::StatusChange {
+            from: v1::InvestigationStatus::AwaitingManagerResponse as i32,
+            to: v1::InvestigationStatus::RejectedManagerDenied as i32,
+            ..first
+        };
+        assert_eq!(describe_status_change(&next), "status: awaiting_manager_response -> rejected_manager_denied");
+        let unknown = v1::AgentMessage { action: 99, ..m };
+        assert_eq!(describe_agent_message(&unknown), "investigation -> rights_check: - (pending)");
+    }
+
+    #[test]
+    fn describes_audit_entries() {
+        use v1::audit_entry::Entry;
+        let entry = |e: Entry| v1::AuditEntry {
+            investigation_id: "INV-1002".into(),
+            seq: 1,
+            correlation_id: "corr-INV-1002-1".into(),
+            time: None,
+            actor: "investigation".into(),
+            entry: Some(e),
+        };
+        let m = entry(Entry::Message(message(v1::AgentAction::CheckRights, v1::AgentMessageStatus::Pending)));
+        assert_eq!(audit_entry_kind(&m), "message");
+        assert_eq!(describe_audit_entry(&m), "investigation -> rights_check: check_rights (pending)");
+        let change = entry(Entry::StatusChange(v1::StatusChange {
+            from: v1::InvestigationStatus::Pending as i32,
+            to: v1::InvestigationStatus::InvestigationStarted as i32,
+            ..Default::default()
+        }));
+        assert_eq!(audit_entry_kind(&change), "status_change");
+        assert_eq!(describe_audit_entry(&change), "pending -> investigation_started");
+        let tool = entry(Entry::Tool(v1::ToolInvocation {
+            name: "check_authorization".into(),
+            arguments_json: "{\n  \"user_id\": \"u003\"\n}".into(),
+            result_json: "{\"authorized\": false}".into(),
+        }));
+        assert_eq!(audit_entry_kind(&tool), "tool");
+        assert_eq!(describe_audit_entry(&tool), "check_authorization({\"user_id\":\"u003\"}) → {\"authorized\":false}");
+        let notification = entry(Entry::Notification(v1::PendingAction {
+            action_id: "INV-1002-changer".into(),
+            recipient_id: "u003".into(),
+            recipient_role: v1::ResponderRole::Changer as i32,
+            subject: "Your Payroll change\nof 3 May".into(),
+            ..Default::default()
+        }));
+        assert_eq!(audit_entry_kind(&notification), "notification");
+        assert_eq!(
+            describe_audit_entry(&notification),
+            "INV-1002-changer to u003 (changer): Your Payroll change of 3 May"
+        );
+        let reply = entry(Entry::Reply(v1::HumanReply {
+            action_id: "INV-1002-manager".into(),
+            role: v1::ResponderRole::Manager as i32,
+            responder_id: "u001".into(),
+            text: "ok, covered".into(),
+            decision: v1::ManagerDecision::Approve as i32,
+        }));
+        assert_eq!(audit_entry_kind(&reply), "reply");
+        assert_eq!(describe_audit_entry(&reply), "INV-1002-manager from u001 (manager): approve: ok, covered");
+        let changer = entry(Entry::Reply(v1::HumanReply {
+            action_id: "INV-1002-changer".into(),
+            role: v1::ResponderRole::Changer as i32,
+            responder_id: "u003".into(),
+            text: "I stood in for u006".into(),
+            decision: 0,
+        }));
+        assert_eq!(describe_audit_entry(&changer), "INV-1002-changer from u003 (changer): I stood in for u006");
+        let error = entry(Entry::Error(v1::AgentError {
+            reason: "TIMEOUT".into(),
+            message: "rights check timed out".into(),
+            attempts: 1,
+        }));
+        assert_eq!(audit_entry_kind(&error), "error");
+        assert_eq!(describe_audit_entry(&error), "TIMEOUT: rights check timed out");
+        let empty = v1::AuditEntry::default();
+        assert_eq!((audit_entry_kind(&empty), describe_audit_entry(&empty).as_str()), ("unknown", "(unknown entry)"));
+    }
+
+    #[test]
+    fn investigation_event_accessors_and_replies() {
+        let inv = InvestigationEvent::Investigation(v1::Investigation {
+            investigation_id: "INV-1002".into(),
+            ..Default::default()
+        });
+        assert_eq!(inv.as_investigation().map(|i| i.investigation_id.as_str()), Some("INV-1002"));
+        assert!(inv.as_event().is_none() && inv.as_message().is_none() && inv.as_status_change().is_none());
+        assert!(InvestigationEvent::Event(v1::RunEvent::default()).as_event().is_some());
+        assert!(InvestigationEvent::Message(v1::AgentMessage::default()).as_message().is_some());
+        assert!(InvestigationEvent::StatusChange(v1::StatusChange::default()).as_status_change().is_some());
+
+        assert_eq!(MutationRef::from("1002"), MutationRef::Id("1002".into()));
+        let inline = v1::HrMutation { mutation_id: "2001".into(), ..Default::default() };
+        assert_eq!(MutationRef::from(inline.clone()), MutationRef::Inline(inline));
+
+        let changer = Reply::changer("u003", "I stood in for u006");
+        assert_eq!(changer.role, v1::ResponderRole::Changer);
+        assert_eq!((changer.text.as_deref(), changer.decision), (Some("I stood in for u006"), None));
+        let manager = Reply::manager("u001", v1::ManagerDecision::Deny).with_text("no").with_idempotency_key("k1");
+        assert_eq!(manager.role, v1::ResponderRole::Manager);
+        assert_eq!(manager.decision, Some(v1::ManagerDecision::Deny));
+        assert_eq!((manager.text.as_deref(), manager.idempotency_key.as_deref()), (Some("no"), Some("k1")));
     }
 
     #[test]

@@ -3,10 +3,11 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use frontdesk_client::{
-    code_name, describe_event, format_duration, v1, Client, ClientError, SendOptions, StartOptions, TriageEvent,
-    TriageOptions, TurnEvent,
+    audit_entry_kind, code_name, describe_agent_message, describe_audit_entry, describe_event, describe_status_change,
+    format_duration, v1, AuditTrailKey, Client, ClientError, InvestigationEvent, InvestigationStream, Reply,
+    SendOptions, StartOptions, TriageEvent, TriageOptions, TurnEvent,
 };
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
@@ -110,6 +111,170 @@ enum Command {
     /// Inspect a support ticket.
     #[command(subcommand)]
     Ticket(TicketCommand),
+    /// Investigate HR mutations: start an investigation, answer its pending actions, inspect it.
+    #[command(subcommand)]
+    Investigate(InvestigateCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum InvestigateCommand {
+    /// Start the investigation of an HR mutation and stream it.
+    ///
+    /// Streams the run's node events, each agent message (`sender -> receiver: action (status)`)
+    /// and status change (`status: FROM -> TO`), then the investigation: its status, the actions
+    /// it awaits (answer them with `frontdesk investigate respond`) and, once finished, the
+    /// advisory report.
+    Start {
+        /// Mutation id, as known to the HR data (such as 1002).
+        mutation_id: String,
+        /// Idempotency key: a retry with the same key returns the first call's outcome.
+        #[arg(long, visible_alias = "idempotency-key", value_name = "K")]
+        key: Option<String>,
+        /// Do not print the run's node events (agent messages and status changes still print).
+        #[arg(long)]
+        quiet_events: bool,
+    },
+    /// Answer a pending action (the changer's clarification or the manager's decision) and
+    /// stream the continuation, as `start` does.
+    Respond {
+        /// Investigation id (such as INV-1002).
+        investigation_id: String,
+        /// The pending action answered (such as INV-1002-changer).
+        action_id: String,
+        /// Who answers.
+        #[arg(long = "as", value_enum, value_name = "ROLE")]
+        role: RoleArg,
+        /// The user answering; must be the action's recipient.
+        #[arg(long, value_name = "USER_ID")]
+        responder: String,
+        /// The changer's clarification (required for the changer), or the manager's comment.
+        #[arg(long, value_name = "T")]
+        text: Option<String>,
+        /// The manager approves the change.
+        #[arg(long, conflicts_with = "deny")]
+        approve: bool,
+        /// The manager denies the change.
+        #[arg(long)]
+        deny: bool,
+        /// Idempotency key: a retry with the same key and reply returns the first call's outcome.
+        #[arg(long, visible_alias = "idempotency-key", value_name = "K")]
+        key: Option<String>,
+        /// Do not print the run's node events (agent messages and status changes still print).
+        #[arg(long)]
+        quiet_events: bool,
+    },
+    /// Print an investigation: mutation, status and its history, awaited actions, findings,
+    /// report.
+    Show {
+        /// Investigation id (such as INV-1002).
+        investigation_id: String,
+    },
+    /// List investigations, most recently started first.
+    List {
+        /// Only investigations with this status (such as awaiting_user_response).
+        #[arg(long, value_name = "S", value_parser = parse_investigation_status)]
+        status: Option<v1::InvestigationStatus>,
+        /// Investigations per page (server default when 0).
+        #[arg(long, default_value_t = 0)]
+        page_size: i32,
+        /// Continue from a previous listing's next page token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Fetch every page.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Print an investigation's audit trail, or one message exchange's by correlation id.
+    #[command(group(ArgGroup::new("trail").required(true).args(["investigation_id", "correlation"])))]
+    Audit {
+        /// Investigation id (such as INV-1002).
+        investigation_id: Option<String>,
+        /// Only the entries of this correlation id (a request and its result).
+        #[arg(long, value_name = "C")]
+        correlation: Option<String>,
+        /// Print CSV: seq,time,correlation_id,actor,kind,summary.
+        #[arg(long)]
+        csv: bool,
+    },
+    /// List pending actions (notifications awaiting a reply).
+    Pending {
+        /// Only the actions sent to this user.
+        #[arg(long, value_name = "U")]
+        recipient: Option<String>,
+        /// The answered actions instead, with their replies.
+        #[arg(long)]
+        answered: bool,
+    },
+    /// Print an investigation's audit trail and follow it until the advisory report is
+    /// generated.
+    Watch {
+        /// Investigation id (such as INV-1002).
+        investigation_id: String,
+        /// Only entries after this sequence number (0: the whole trail).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        after: u32,
+    },
+}
+
+/// Who answers a pending action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RoleArg {
+    /// The person who made the change.
+    Changer,
+    /// The changer's manager.
+    Manager,
+}
+
+impl From<RoleArg> for v1::ResponderRole {
+    fn from(role: RoleArg) -> Self {
+        match role {
+            RoleArg::Changer => v1::ResponderRole::Changer,
+            RoleArg::Manager => v1::ResponderRole::Manager,
+        }
+    }
+}
+
+/// Parses an investigation status given as the CLI prints it (`awaiting_user_response`), in
+/// kebab case, upper case, with its `INVESTIGATION_STATUS_` prefix, or in camel case
+/// (`AwaitingUserResponse`).
+fn parse_investigation_status(s: &str) -> Result<v1::InvestigationStatus, String> {
+    let mut name = String::new();
+    let mut previous_lower = false;
+    for c in s.trim().chars() {
+        if c.is_uppercase() && previous_lower {
+            name.push('_');
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        name.push(if c == '-' || c == ' ' { '_' } else { c.to_ascii_uppercase() });
+    }
+    let full = if name.starts_with("INVESTIGATION_STATUS_") { name } else { format!("INVESTIGATION_STATUS_{name}") };
+    match v1::InvestigationStatus::from_str_name(&full) {
+        Some(v1::InvestigationStatus::Unspecified) | None => {
+            let known: Vec<String> = (1..)
+                .map_while(|v| v1::InvestigationStatus::try_from(v).ok())
+                .map(|st| investigation_status_name(st as i32))
+                .collect();
+            Err(format!("unknown status; one of: {}", known.join(", ")))
+        }
+        Some(status) => Ok(status),
+    }
+}
+
+/// The reply `frontdesk investigate respond` sends.
+fn build_reply(
+    role: RoleArg,
+    responder: String,
+    text: Option<String>,
+    approve: bool,
+    deny: bool,
+    key: Option<String>,
+) -> Reply {
+    let decision = match (approve, deny) {
+        (true, _) => Some(v1::ManagerDecision::Approve),
+        (false, true) => Some(v1::ManagerDecision::Deny),
+        (false, false) => None,
+    };
+    Reply { role: role.into(), responder_id: responder, text, decision, idempotency_key: key }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -277,6 +442,7 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             list_tickets(&client, &customer, status, page_size, page_token, all).await?
         }
         Command::Ticket(TicketCommand::Show { customer, ticket }) => show_ticket(&client, &customer, &ticket).await?,
+        Command::Investigate(cmd) => investigate(&client, cmd).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -620,6 +786,54 @@ impl Printer {
         result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
     }
 
+    fn agent_message(&mut self, m: &v1::AgentMessage) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        self.end_delta_line(&mut out)?;
+        writeln!(out, "{}", describe_agent_message(m))?;
+        out.flush()
+    }
+
+    fn status_change(&mut self, c: &v1::StatusChange) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        self.end_delta_line(&mut out)?;
+        writeln!(out, "{}", describe_status_change(c))?;
+        out.flush()
+    }
+
+    fn investigation_result(&mut self, inv: &v1::Investigation) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        self.end_delta_line(&mut out)?;
+        writeln!(out)?;
+        write_investigation(&mut out, inv, false)?;
+        out.flush()
+    }
+
+    /// Prints an investigation's run as it streams: node events, agent messages, status changes,
+    /// then the investigation.
+    async fn investigation(&mut self, mut stream: InvestigationStream) -> Result<v1::Investigation, CliError> {
+        let mut result = None;
+        while let Some(item) = stream.next().await {
+            let item = match item {
+                Ok(item) => item,
+                Err(e) => {
+                    self.end_delta_line(&mut std::io::stdout().lock())?;
+                    return Err(e.into());
+                }
+            };
+            match item {
+                InvestigationEvent::Event(e) => self.event(&e)?,
+                InvestigationEvent::Message(m) => self.agent_message(&m)?,
+                InvestigationEvent::StatusChange(c) => self.status_change(&c)?,
+                InvestigationEvent::Investigation(inv) => {
+                    self.investigation_result(&inv)?;
+                    result = Some(inv);
+                }
+            }
+        }
+        self.end_delta_line(&mut std::io::stdout().lock())?;
+        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+    }
+
     /// Runs one turn, printing as it streams.
     async fn turn(
         &mut self,
@@ -878,6 +1092,389 @@ async fn show_ticket(client: &Client, customer: &str, ticket_id: &str) -> Result
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Investigations
+
+fn investigation_status_name(v: i32) -> String {
+    enum_label(v1::InvestigationStatus::try_from(v).ok().map(|e| e.as_str_name()), "INVESTIGATION_STATUS_")
+}
+
+fn responder_role_name(v: i32) -> String {
+    enum_label(v1::ResponderRole::try_from(v).ok().map(|e| e.as_str_name()), "RESPONDER_ROLE_")
+}
+
+fn decision_name(v: i32) -> String {
+    enum_label(v1::ManagerDecision::try_from(v).ok().map(|e| e.as_str_name()), "MANAGER_DECISION_")
+}
+
+fn recommendation_name(v: i32) -> String {
+    enum_label(v1::Recommendation::try_from(v).ok().map(|e| e.as_str_name()), "RECOMMENDATION_")
+}
+
+fn agent_name(v: i32) -> String {
+    enum_label(v1::Agent::try_from(v).ok().map(|e| e.as_str_name()), "AGENT_")
+}
+
+fn pending_status_name(v: i32) -> String {
+    enum_label(v1::PendingActionStatus::try_from(v).ok().map(|e| e.as_str_name()), "PENDING_ACTION_STATUS_")
+}
+
+fn dash(s: &str) -> &str {
+    if s.trim().is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
+
+/// `1002 · changer u003 · target u005 · Payroll Write · salary_change · changed 2026-05-03T09:00:00Z`
+/// (empty parts left out).
+fn mutation_summary(m: &v1::HrMutation) -> String {
+    let mut parts = vec![dash(&m.mutation_id).to_string()];
+    if !m.changer_id.is_empty() {
+        parts.push(format!("changer {}", m.changer_id));
+    }
+    if !m.target_user_id.is_empty() {
+        parts.push(format!("target {}", m.target_user_id));
+    }
+    let access =
+        [m.system.as_str(), m.access_level.as_str()].iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>();
+    if !access.is_empty() {
+        parts.push(access.join(" "));
+    }
+    if !m.change_type.is_empty() {
+        parts.push(m.change_type.clone());
+    }
+    if m.changed_at.is_some() {
+        parts.push(format!("changed {}", timestamp(m.changed_at.as_ref())));
+    }
+    parts.join(" · ")
+}
+
+/// The command that answers a pending action (the values a person fills in in capitals).
+fn respond_hint(investigation_id: &str, a: &v1::PendingAction) -> String {
+    let investigation = if a.investigation_id.is_empty() { investigation_id } else { &a.investigation_id };
+    let reply = match v1::ResponderRole::try_from(a.recipient_role) {
+        Ok(v1::ResponderRole::Manager) => "--as manager --responder {who} --approve|--deny [--text COMMENT]",
+        _ => "--as changer --responder {who} --text TEXT",
+    };
+    format!(
+        "frontdesk investigate respond {investigation} {} {}",
+        a.action_id,
+        reply.replace("{who}", dash(&a.recipient_id))
+    )
+}
+
+/// An investigation, readably: mutation, status, the actions it awaits (with the command that
+/// answers each), findings and report. `full` adds the mutation's description, the report's
+/// details, the rights-check evidence, the status history and the timestamps.
+fn write_investigation(out: &mut impl Write, inv: &v1::Investigation, full: bool) -> std::io::Result<()> {
+    writeln!(out, "investigation: {}", dash(&inv.investigation_id))?;
+    if let Some(m) = &inv.mutation {
+        writeln!(out, "mutation:      {}", mutation_summary(m))?;
+        if full && !m.description.trim().is_empty() {
+            writeln!(out, "description:   {}", m.description.trim())?;
+        }
+    }
+    let finished = if inv.finished { " (finished)" } else { "" };
+    writeln!(out, "status:        {}{finished}", investigation_status_name(inv.status))?;
+    if inv.awaiting.is_empty() {
+        if !inv.finished {
+            writeln!(out, "awaiting:      nothing")?;
+        }
+    } else {
+        writeln!(out, "awaiting:")?;
+        for a in &inv.awaiting {
+            writeln!(
+                out,
+                "  {}  {} {}: {}",
+                a.action_id,
+                responder_role_name(a.recipient_role),
+                dash(&a.recipient_id),
+                dash(a.subject.trim())
+            )?;
+            writeln!(out, "    answer: {}", respond_hint(&inv.investigation_id, a))?;
+        }
+    }
+    if let Some(r) = &inv.rights_check {
+        let verdict = if r.authorized { "authorised" } else { "not authorised" };
+        if r.message.trim().is_empty() {
+            writeln!(out, "rights check:  {verdict}")?;
+        } else {
+            writeln!(out, "rights check:  {verdict}: {}", r.message.trim())?;
+        }
+        if full && !r.evidence_json.trim().is_empty() {
+            writeln!(out, "  evidence: {}", compact_json(&r.evidence_json))?;
+        }
+    }
+    if let Some(c) = &inv.claim {
+        let mut parts = vec![if c.valid { "valid".to_string() } else { "invalid".to_string() }];
+        if !c.covered_user_id.is_empty() {
+            parts.push(format!("stood in for {}", c.covered_user_id));
+        }
+        if !c.absence.is_empty() && c.absence != "none" {
+            parts.push(c.absence.replace('_', " "));
+        }
+        writeln!(out, "claim:         {}", parts.join(" · "))?;
+        if !c.explanation.trim().is_empty() {
+            writeln!(out, "  {}", c.explanation.trim())?;
+        }
+        if full && !c.reply.trim().is_empty() {
+            print_block(out, "  changer's reply:", &format!("  {}", c.reply.trim()))?;
+        }
+    }
+    if let Some(m) = &inv.manager {
+        let comment = if m.comment.trim().is_empty() { String::new() } else { format!(": {}", m.comment.trim()) };
+        writeln!(out, "manager:       {} {}{comment}", dash(&m.manager_id), decision_name(m.decision))?;
+    }
+    match &inv.report {
+        Some(r) => {
+            writeln!(
+                out,
+                "report:        {} · recommendation {}",
+                dash(&r.report_id),
+                recommendation_name(r.recommendation)
+            )?;
+            if !r.summary.trim().is_empty() {
+                for line in r.summary.trim().lines() {
+                    writeln!(out, "  {line}")?;
+                }
+            }
+            if full && !r.details.trim().is_empty() {
+                print_block(out, "report details:", &r.details)?;
+            }
+        }
+        None => writeln!(out, "report:        -")?,
+    }
+    if full {
+        if !inv.status_history.is_empty() {
+            writeln!(out, "status history:")?;
+            for c in &inv.status_history {
+                writeln!(
+                    out,
+                    "  {}  {} -> {}  ({})",
+                    timestamp(c.time.as_ref()),
+                    investigation_status_name(c.from),
+                    investigation_status_name(c.to),
+                    agent_name(c.agent)
+                )?;
+            }
+        }
+        writeln!(out, "created:       {}", timestamp(inv.created_at.as_ref()))?;
+        writeln!(out, "updated:       {}", timestamp(inv.updated_at.as_ref()))?;
+    }
+    Ok(())
+}
+
+/// Compact one-line JSON (or the text with its whitespace collapsed when it is not JSON).
+fn compact_json(s: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(v) => v.to_string(),
+        Err(_) => s.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
+const INVESTIGATION_HEADER: &str =
+    "ID              MUTATION  STATUS                          UPDATED               REPORT               AWAITING";
+
+fn investigation_row(inv: &v1::Investigation) -> String {
+    let mutation = inv.mutation.as_ref().map(|m| m.mutation_id.as_str()).unwrap_or_default();
+    let report = inv.report.as_ref().map(|r| recommendation_name(r.recommendation)).unwrap_or_else(|| "-".into());
+    let awaiting: Vec<String> =
+        inv.awaiting.iter().map(|a| format!("{} ({})", a.action_id, dash(&a.recipient_id))).collect();
+    format!(
+        "{:<14}  {:<8}  {:<30}  {:<20}  {:<19}  {}",
+        dash(&inv.investigation_id),
+        dash(mutation),
+        investigation_status_name(inv.status),
+        timestamp(inv.updated_at.as_ref()),
+        report,
+        if awaiting.is_empty() { "-".to_string() } else { awaiting.join(", ") }
+    )
+}
+
+/// The columns of `frontdesk investigate audit` and `watch` (the actor is an agent, such as
+/// `RequestForInformationAgent`, or a person, such as `changer:u003`).
+fn audit_columns(seq: &str, time: &str, correlation: &str, actor: &str, kind: &str, summary: &str) -> String {
+    format!("{seq:>3}  {time:<20}  {correlation:<18}  {actor:<26}  {kind:<13}  {summary}")
+}
+
+fn audit_header() -> String {
+    audit_columns("SEQ", "TIME", "CORRELATION", "ACTOR", "KIND", "SUMMARY")
+}
+
+/// One audit entry as a row of `frontdesk investigate audit` and `watch`.
+fn audit_row(e: &v1::AuditEntry) -> String {
+    audit_columns(
+        &e.seq.to_string(),
+        &timestamp(e.time.as_ref()),
+        dash(&e.correlation_id),
+        dash(&e.actor),
+        audit_entry_kind(e),
+        &describe_audit_entry(e),
+    )
+}
+
+/// A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+const AUDIT_CSV_HEADER: &str = "seq,time,correlation_id,actor,kind,summary";
+
+/// The audit trail as CSV: a header, then one line per entry (time in RFC 3339, empty when
+/// unknown).
+fn write_audit_csv(out: &mut impl Write, entries: &[v1::AuditEntry]) -> std::io::Result<()> {
+    writeln!(out, "{AUDIT_CSV_HEADER}")?;
+    for e in entries {
+        let time = e.time.as_ref().map(|t| t.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            "{},{},{},{},{},{}",
+            e.seq,
+            csv_field(&time),
+            csv_field(&e.correlation_id),
+            csv_field(&e.actor),
+            audit_entry_kind(e),
+            csv_field(&describe_audit_entry(e))
+        )?;
+    }
+    Ok(())
+}
+
+const PENDING_HEADER: &str =
+    "ACTION              INVESTIGATION   RECIPIENT  ROLE     STATUS    CREATED               SUBJECT";
+
+/// A pending action as a row of `frontdesk investigate pending`, with its reply on a second line
+/// once answered.
+fn write_pending_action(out: &mut impl Write, a: &v1::PendingAction) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<18}  {:<14}  {:<9}  {:<7}  {:<8}  {:<20}  {}",
+        dash(&a.action_id),
+        dash(&a.investigation_id),
+        dash(&a.recipient_id),
+        responder_role_name(a.recipient_role),
+        pending_status_name(a.status),
+        timestamp(a.created_at.as_ref()),
+        dash(a.subject.trim())
+    )?;
+    if a.answered_at.is_some() || !a.reply_json.is_empty() {
+        let reply = if a.reply_json.is_empty() { "-".to_string() } else { compact_json(&a.reply_json) };
+        writeln!(out, "    answered {}: {reply}", timestamp(a.answered_at.as_ref()))?;
+    }
+    Ok(())
+}
+
+async fn investigate(client: &Client, cmd: InvestigateCommand) -> Result<(), CliError> {
+    match cmd {
+        InvestigateCommand::Start { mutation_id, key, quiet_events } => {
+            let stream = client.start_investigation(mutation_id, key).await?;
+            Printer::new(quiet_events).investigation(stream).await?;
+        }
+        InvestigateCommand::Respond {
+            investigation_id,
+            action_id,
+            role,
+            responder,
+            text,
+            approve,
+            deny,
+            key,
+            quiet_events,
+        } => {
+            let reply = build_reply(role, responder, text, approve, deny, key);
+            let stream = client.respond(&investigation_id, &action_id, reply).await?;
+            Printer::new(quiet_events).investigation(stream).await?;
+        }
+        InvestigateCommand::Show { investigation_id } => {
+            let inv = client.get_investigation(&investigation_id).await?;
+            let mut out = std::io::stdout().lock();
+            write_investigation(&mut out, &inv, true)?;
+            out.flush()?;
+        }
+        InvestigateCommand::List { status, page_size, page_token, all } => {
+            let mut token = page_token;
+            let mut shown = 0usize;
+            loop {
+                let resp = client.list_investigations(status, page_size, token.take()).await?;
+                if shown == 0 && !resp.investigations.is_empty() {
+                    println!("{INVESTIGATION_HEADER}");
+                }
+                for inv in &resp.investigations {
+                    println!("{}", investigation_row(inv));
+                }
+                shown += resp.investigations.len();
+                if resp.next_page_token.is_empty() {
+                    break;
+                }
+                if !all {
+                    println!("more: --page-token {}", resp.next_page_token);
+                    break;
+                }
+                token = Some(resp.next_page_token);
+            }
+            if shown == 0 {
+                println!("no investigations");
+            }
+        }
+        InvestigateCommand::Audit { investigation_id, correlation, csv } => {
+            let key = match (investigation_id, correlation) {
+                (_, Some(c)) => AuditTrailKey::Correlation(c),
+                (Some(id), None) => AuditTrailKey::Investigation(id),
+                // clap requires one of the two.
+                (None, None) => unreachable!("an investigation id or --correlation is required"),
+            };
+            let entries = client.get_audit_trail(key).await?;
+            let mut out = std::io::stdout().lock();
+            if csv {
+                write_audit_csv(&mut out, &entries)?;
+            } else if entries.is_empty() {
+                writeln!(out, "no audit entries")?;
+            } else {
+                writeln!(out, "{}", audit_header())?;
+                for e in &entries {
+                    writeln!(out, "{}", audit_row(e))?;
+                }
+            }
+            out.flush()?;
+        }
+        InvestigateCommand::Pending { recipient, answered } => {
+            let status = if answered { v1::PendingActionStatus::Answered } else { v1::PendingActionStatus::Awaiting };
+            let actions = client.list_pending_actions(recipient.as_deref(), Some(status)).await?;
+            let mut out = std::io::stdout().lock();
+            if actions.is_empty() {
+                let what = if answered { "no answered actions" } else { "no pending actions" };
+                writeln!(out, "{what}")?;
+            } else {
+                writeln!(out, "{PENDING_HEADER}")?;
+                for a in &actions {
+                    write_pending_action(&mut out, a)?;
+                }
+            }
+            out.flush()?;
+        }
+        InvestigateCommand::Watch { investigation_id, after } => {
+            let mut stream = client.watch_investigation(&investigation_id, after).await?;
+            println!("{}", audit_header());
+            let mut last = after;
+            while let Some(entry) = stream.next().await {
+                let entry = entry?;
+                last = last.max(entry.seq);
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", audit_row(&entry))?;
+                out.flush()?;
+            }
+            println!("watch ended after seq {last}");
+        }
+    }
+    Ok(())
+}
+
 const CHAT_HELP: &str =
     "commands: /show (state), /history (messages), /reset, /quit — anything else is sent as a message";
 
@@ -978,4 +1575,427 @@ async fn start_chat(client: &Client, workflow: &str, id: Option<String>) -> Resu
         println!("assistant: {}", w.text);
     }
     Ok(c.conversation_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<InvestigateCommand, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))?;
+        match cli.command {
+            Command::Investigate(cmd) => Ok(cmd),
+            other => panic!("not an investigate command: {other:?}"),
+        }
+    }
+
+    fn ts(seconds: i64) -> Option<prost_types::Timestamp> {
+        Some(prost_types::Timestamp { seconds, nanos: 0 })
+    }
+
+    fn render(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+        let mut out = Vec::new();
+        f(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_start_and_respond() {
+        match parse(&["investigate", "start", "1002", "--key", "k1"]).unwrap() {
+            InvestigateCommand::Start { mutation_id, key, quiet_events } => {
+                assert_eq!((mutation_id.as_str(), key.as_deref(), quiet_events), ("1002", Some("k1"), false));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["investigate", "start", "1003", "--idempotency-key", "k2", "--quiet-events"]).unwrap() {
+            InvestigateCommand::Start { key, quiet_events, .. } => {
+                assert_eq!((key.as_deref(), quiet_events), (Some("k2"), true))
+            }
+            other => panic!("{other:?}"),
+        }
+
+        let changer = [
+            "investigate",
+            "respond",
+            "INV-1002",
+            "INV-1002-changer",
+            "--as",
+            "changer",
+            "--responder",
+            "u003",
+            "--text",
+            "I stood in for u006",
+        ];
+        match parse(&changer).unwrap() {
+            InvestigateCommand::Respond {
+                investigation_id,
+                action_id,
+                role,
+                responder,
+                text,
+                approve,
+                deny,
+                key,
+                ..
+            } => {
+                assert_eq!((investigation_id.as_str(), action_id.as_str()), ("INV-1002", "INV-1002-changer"));
+                assert_eq!(
+                    (role, responder.as_str(), text.as_deref()),
+                    (RoleArg::Changer, "u003", Some("I stood in for u006"))
+                );
+                let reply = build_reply(role, responder, text, approve, deny, key);
+                assert_eq!(reply, Reply::changer("u003", "I stood in for u006"));
+            }
+            other => panic!("{other:?}"),
+        }
+
+        let manager =
+            ["investigate", "respond", "INV-1002", "INV-1002-manager", "--as", "manager", "--responder", "u001"];
+        let with = |extra: &[&str]| parse(&[&manager[..], extra].concat());
+        match with(&["--deny", "--text", "not covered", "--key", "k3"]).unwrap() {
+            InvestigateCommand::Respond { role, responder, text, approve, deny, key, .. } => {
+                let reply = build_reply(role, responder, text, approve, deny, key);
+                let expected = Reply::manager("u001", v1::ManagerDecision::Deny)
+                    .with_text("not covered")
+                    .with_idempotency_key("k3");
+                assert_eq!(reply, expected);
+            }
+            other => panic!("{other:?}"),
+        }
+        match with(&["--approve"]).unwrap() {
+            InvestigateCommand::Respond { role, responder, text, approve, deny, key, .. } => {
+                assert_eq!(
+                    build_reply(role, responder, text, approve, deny, key),
+                    Reply::manager("u001", v1::ManagerDecision::Approve)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // No decision: sent as such, the server says what is missing.
+        match with(&[]).unwrap() {
+            InvestigateCommand::Respond { role, responder, text, approve, deny, key, .. } => {
+                assert_eq!(build_reply(role, responder, text, approve, deny, key).decision, None);
+            }
+            other => panic!("{other:?}"),
+        }
+
+        assert_eq!(with(&["--approve", "--deny"]).unwrap_err().kind(), clap::error::ErrorKind::ArgumentConflict);
+        let no_role = ["investigate", "respond", "INV-1002", "INV-1002-changer", "--responder", "u003"];
+        assert_eq!(parse(&no_role).unwrap_err().kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let no_responder = ["investigate", "respond", "INV-1002", "INV-1002-changer", "--as", "changer"];
+        assert_eq!(parse(&no_responder).unwrap_err().kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let bad_role = ["investigate", "respond", "INV-1002", "A", "--as", "boss", "--responder", "u001"];
+        assert_eq!(parse(&bad_role).unwrap_err().kind(), clap::error::ErrorKind::InvalidValue);
+    }
+
+    #[test]
+    fn parses_the_inspection_commands() {
+        assert!(matches!(
+            parse(&["investigate", "show", "INV-1002"]).unwrap(),
+            InvestigateCommand::Show { investigation_id } if investigation_id == "INV-1002"
+        ));
+        match parse(&["investigate", "list", "--status", "awaiting_user_response", "--all"]).unwrap() {
+            InvestigateCommand::List { status, page_size, page_token, all } => {
+                assert_eq!(
+                    (status, page_size, page_token, all),
+                    (Some(v1::InvestigationStatus::AwaitingUserResponse), 0, None, true)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse(&["investigate", "list"]).unwrap(), InvestigateCommand::List { status: None, .. }));
+        assert_eq!(
+            parse(&["investigate", "list", "--status", "nope"]).unwrap_err().kind(),
+            clap::error::ErrorKind::ValueValidation
+        );
+
+        match parse(&["investigate", "audit", "INV-1002", "--csv"]).unwrap() {
+            InvestigateCommand::Audit { investigation_id, correlation, csv } => {
+                assert_eq!((investigation_id.as_deref(), correlation, csv), (Some("INV-1002"), None, true));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["investigate", "audit", "--correlation", "corr-INV-1002-1"]).unwrap() {
+            InvestigateCommand::Audit { investigation_id, correlation, csv } => {
+                assert_eq!((investigation_id, correlation.as_deref(), csv), (None, Some("corr-INV-1002-1"), false));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse(&["investigate", "audit"]).unwrap_err().kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            parse(&["investigate", "audit", "INV-1002", "--correlation", "c"]).unwrap_err().kind(),
+            clap::error::ErrorKind::ArgumentConflict
+        );
+
+        match parse(&["investigate", "pending", "--recipient", "u003", "--answered"]).unwrap() {
+            InvestigateCommand::Pending { recipient, answered } => {
+                assert_eq!((recipient.as_deref(), answered), (Some("u003"), true))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["investigate", "pending"]).unwrap(),
+            InvestigateCommand::Pending { recipient: None, answered: false }
+        ));
+        assert!(matches!(
+            parse(&["investigate", "watch", "INV-1002", "--after", "7"]).unwrap(),
+            InvestigateCommand::Watch { investigation_id, after: 7 } if investigation_id == "INV-1002"
+        ));
+        assert!(matches!(
+            parse(&["investigate", "watch", "INV-1002"]).unwrap(),
+            InvestigateCommand::Watch { after: 0, .. }
+        ));
+        assert_eq!(
+            parse(&["investigate", "watch", "INV-1002", "--after", "-1"]).unwrap_err().kind(),
+            clap::error::ErrorKind::UnknownArgument
+        );
+    }
+
+    #[test]
+    fn parses_statuses_in_every_spelling() {
+        use v1::InvestigationStatus as S;
+        for (text, status) in [
+            ("awaiting_user_response", S::AwaitingUserResponse),
+            ("awaiting-user-response", S::AwaitingUserResponse),
+            ("AWAITING_USER_RESPONSE", S::AwaitingUserResponse),
+            ("AwaitingUserResponse", S::AwaitingUserResponse),
+            ("INVESTIGATION_STATUS_APPROVED", S::Approved),
+            (" advisory_report_generated ", S::AdvisoryReportGenerated),
+            ("pending", S::Pending),
+        ] {
+            assert_eq!(parse_investigation_status(text), Ok(status), "{text}");
+        }
+        for bad in ["", "unspecified", "INVESTIGATION_STATUS_UNSPECIFIED", "done"] {
+            let err = parse_investigation_status(bad).unwrap_err();
+            assert!(err.contains("one of: pending, investigation_started,"), "{err}");
+        }
+    }
+
+    fn awaiting_investigation() -> v1::Investigation {
+        v1::Investigation {
+            investigation_id: "INV-1002".into(),
+            mutation: Some(v1::HrMutation {
+                mutation_id: "1002".into(),
+                changer_id: "u003".into(),
+                target_user_id: "u005".into(),
+                system: "Payroll".into(),
+                access_level: "Write".into(),
+                change_type: "salary_change".into(),
+                description: "Raised the salary of u005".into(),
+                changed_at: ts(1_746_262_800),
+                change_investigation: v1::InvestigationStatus::AwaitingUserResponse as i32,
+            }),
+            status: v1::InvestigationStatus::AwaitingUserResponse as i32,
+            status_history: vec![
+                v1::StatusChange {
+                    from: 0,
+                    to: v1::InvestigationStatus::Pending as i32,
+                    time: ts(1_764_000_000),
+                    agent: v1::Agent::Investigation as i32,
+                },
+                v1::StatusChange {
+                    from: v1::InvestigationStatus::ClarificationRequested as i32,
+                    to: v1::InvestigationStatus::AwaitingUserResponse as i32,
+                    time: ts(1_764_000_005),
+                    agent: v1::Agent::RequestForInformation as i32,
+                },
+            ],
+            awaiting: vec![v1::PendingAction {
+                action_id: "INV-1002-changer".into(),
+                investigation_id: "INV-1002".into(),
+                mutation_id: "1002".into(),
+                recipient_id: "u003".into(),
+                recipient_role: v1::ResponderRole::Changer as i32,
+                subject: "Your change to Payroll".into(),
+                status: v1::PendingActionStatus::Awaiting as i32,
+                created_at: ts(1_764_000_005),
+                ..Default::default()
+            }],
+            rights_check: Some(v1::RightsCheck {
+                authorized: false,
+                evidence_json: "{\n  \"grants\": []\n}".into(),
+                message: "u003 holds Read on Payroll, the change needs Write.".into(),
+            }),
+            created_at: ts(1_764_000_000),
+            updated_at: ts(1_764_000_005),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn writes_an_investigation_awaiting_a_reply() {
+        let inv = awaiting_investigation();
+        let out = render(|o| write_investigation(o, &inv, false));
+        assert_eq!(
+            out,
+            "investigation: INV-1002\n\
+             mutation:      1002 · changer u003 · target u005 · Payroll Write · salary_change · changed 2025-05-03T09:00:00Z\n\
+             status:        awaiting_user_response\n\
+             awaiting:\n\
+             \x20 INV-1002-changer  changer u003: Your change to Payroll\n\
+             \x20   answer: frontdesk investigate respond INV-1002 INV-1002-changer --as changer --responder u003 --text TEXT\n\
+             rights check:  not authorised: u003 holds Read on Payroll, the change needs Write.\n\
+             report:        -\n"
+        );
+        let full = render(|o| write_investigation(o, &inv, true));
+        assert!(full.contains("description:   Raised the salary of u005\n"), "{full}");
+        assert!(full.contains("  evidence: {\"grants\":[]}\n"), "{full}");
+        assert!(full.contains("status history:\n  2025-11-24T16:00:00Z  - -> pending  (investigation)\n"), "{full}");
+        assert!(
+            full.contains("  2025-11-24T16:00:05Z  clarification_requested -> awaiting_user_response  (request_for_information)\n"),
+            "{full}"
+        );
+        assert!(full.ends_with("created:       2025-11-24T16:00:00Z\nupdated:       2025-11-24T16:00:05Z\n"), "{full}");
+    }
+
+    #[test]
+    fn writes_a_finished_investigation() {
+        let inv = v1::Investigation {
+            status: v1::InvestigationStatus::AdvisoryReportGenerated as i32,
+            awaiting: vec![],
+            finished: true,
+            claim: Some(v1::ClaimValidation {
+                reply: "I stood in for u006".into(),
+                valid: true,
+                covered_user_id: "u006".into(),
+                absence: "vacation".into(),
+                explanation: "u006 was on vacation that day.".into(),
+            }),
+            manager: Some(v1::ManagerVerdict {
+                manager_id: "u001".into(),
+                decision: v1::ManagerDecision::Approve as i32,
+                comment: "Fine".into(),
+            }),
+            report: Some(v1::AdvisoryReport {
+                report_id: "RPT-1002".into(),
+                summary: "The change was covered.\nAccept it.".into(),
+                recommendation: v1::Recommendation::Accept as i32,
+                details: "evidence".into(),
+            }),
+            ..awaiting_investigation()
+        };
+        let out = render(|o| write_investigation(o, &inv, false));
+        assert!(out.contains("status:        advisory_report_generated (finished)\n"), "{out}");
+        assert!(!out.contains("awaiting"), "{out}");
+        assert!(
+            out.contains("claim:         valid · stood in for u006 · vacation\n  u006 was on vacation that day.\n"),
+            "{out}"
+        );
+        assert!(out.contains("manager:       u001 approve: Fine\n"), "{out}");
+        assert!(
+            out.ends_with("report:        RPT-1002 · recommendation accept\n  The change was covered.\n  Accept it.\n"),
+            "{out}"
+        );
+        let full = render(|o| write_investigation(o, &inv, true));
+        assert!(full.contains("report details:\n  evidence\n"), "{full}");
+        assert!(full.contains("  changer's reply:\n    I stood in for u006\n"), "{full}");
+
+        let manager = v1::PendingAction {
+            action_id: "INV-1002-manager".into(),
+            recipient_id: "u001".into(),
+            recipient_role: v1::ResponderRole::Manager as i32,
+            ..Default::default()
+        };
+        assert_eq!(
+            respond_hint("INV-1002", &manager),
+            "frontdesk investigate respond INV-1002 INV-1002-manager --as manager --responder u001 --approve|--deny [--text COMMENT]"
+        );
+    }
+
+    #[test]
+    fn writes_investigation_rows() {
+        let inv = awaiting_investigation();
+        assert_eq!(
+            investigation_row(&inv),
+            "INV-1002        1002      awaiting_user_response          2025-11-24T16:00:05Z  -                    INV-1002-changer (u003)"
+        );
+        assert_eq!(INVESTIGATION_HEADER.find("MUTATION"), investigation_row(&inv).find(" 1002 ").map(|i| i + 1));
+        assert_eq!(INVESTIGATION_HEADER.find("AWAITING"), investigation_row(&inv).find("INV-1002-changer"));
+    }
+
+    fn audit_entries() -> Vec<v1::AuditEntry> {
+        use v1::audit_entry::Entry;
+        vec![
+            v1::AuditEntry {
+                investigation_id: "INV-1002".into(),
+                seq: 1,
+                correlation_id: "corr-INV-1002-1".into(),
+                time: Some(prost_types::Timestamp { seconds: 1_764_000_000, nanos: 250_000_000 }),
+                actor: "InvestigationAgent".into(),
+                entry: Some(Entry::Message(v1::AgentMessage {
+                    sender: v1::Agent::Investigation as i32,
+                    receiver: v1::Agent::RightsCheck as i32,
+                    action: v1::AgentAction::CheckRights as i32,
+                    status: v1::AgentMessageStatus::Pending as i32,
+                    ..Default::default()
+                })),
+            },
+            v1::AuditEntry {
+                investigation_id: "INV-1002".into(),
+                seq: 12,
+                correlation_id: "corr-INV-1002-2".into(),
+                time: ts(1_764_000_009),
+                actor: "changer:u003".into(),
+                entry: Some(Entry::Reply(v1::HumanReply {
+                    action_id: "INV-1002-changer".into(),
+                    role: v1::ResponderRole::Changer as i32,
+                    responder_id: "u003".into(),
+                    text: "I stood in for \"Frank\", u006".into(),
+                    decision: 0,
+                })),
+            },
+        ]
+    }
+
+    #[test]
+    fn writes_audit_rows_and_csv() {
+        let entries = audit_entries();
+        assert_eq!(
+            audit_row(&entries[0]),
+            "  1  2025-11-24T16:00:00Z  corr-INV-1002-1     InvestigationAgent          message        \
+             investigation -> rights_check: check_rights (pending)"
+        );
+        assert_eq!(audit_header().find("KIND"), audit_row(&entries[1]).find("reply"));
+        assert_eq!(audit_header().find("ACTOR"), audit_row(&entries[1]).find("changer:u003"));
+        let csv = render(|o| write_audit_csv(o, &entries));
+        assert_eq!(
+            csv,
+            "seq,time,correlation_id,actor,kind,summary\n\
+             1,2025-11-24T16:00:00.250Z,corr-INV-1002-1,InvestigationAgent,message,\
+             investigation -> rights_check: check_rights (pending)\n\
+             12,2025-11-24T16:00:09Z,corr-INV-1002-2,changer:u003,reply,\
+             \"INV-1002-changer from u003 (changer): I stood in for \"\"Frank\"\", u006\"\n"
+        );
+        assert_eq!(render(|o| write_audit_csv(o, &[])), "seq,time,correlation_id,actor,kind,summary\n");
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("line\nbreak"), "\"line\nbreak\"");
+    }
+
+    #[test]
+    fn writes_pending_actions() {
+        let mut action = awaiting_investigation().awaiting.remove(0);
+        let out = render(|o| write_pending_action(o, &action));
+        assert_eq!(
+            out,
+            "INV-1002-changer    INV-1002        u003       changer  awaiting  2025-11-24T16:00:05Z  Your change to Payroll\n"
+        );
+        assert_eq!(PENDING_HEADER.find("SUBJECT"), out.find("Your change"));
+        assert_eq!(PENDING_HEADER.find("CREATED"), out.find("2025-"));
+        action.status = v1::PendingActionStatus::Answered as i32;
+        action.answered_at = ts(1_764_000_009);
+        action.reply_json = "{\n  \"text\": \"I stood in for u006\"\n}".into();
+        let out = render(|o| write_pending_action(o, &action));
+        assert!(out.contains("  answered  "), "{out}");
+        assert!(out.ends_with("\n    answered 2025-11-24T16:00:09Z: {\"text\":\"I stood in for u006\"}\n"), "{out}");
+    }
 }
