@@ -18,6 +18,7 @@ use frontdesk_server::{
 
 struct EmbeddedServer {
     client: Client,
+    addr: std::net::SocketAddr,
     _server: RunningServer,
     _dir: tempfile::TempDir,
     /// One server (one model on the 2 cores) at a time: two models sharing the cores would
@@ -56,7 +57,7 @@ async fn start() -> Option<EmbeddedServer> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = app.serve_on(listener).await.expect("server starts");
     let client = Client::connect(format!("http://{}", server.addr)).await.expect("client connects");
-    Some(EmbeddedServer { client, _server: server, _dir: dir, _turn: turn })
+    Some(EmbeddedServer { client, addr: server.addr, _server: server, _dir: dir, _turn: turn })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,4 +95,85 @@ async fn intake_turns_run_end_to_end_on_the_embedded_model() {
         assert!(!events.is_empty());
         assert!(result.reply.is_some_and(|r| !r.text.is_empty()), "every turn ends with a reply");
     }
+}
+
+/// Collects an investigation stream; the last item is the investigation.
+async fn investigation_of(
+    stream: impl futures::Stream<Item = Result<frontdesk_api::v1::InvestigationProgress, tonic::Status>>,
+) -> frontdesk_api::v1::Investigation {
+    use frontdesk_api::v1::investigation_progress::Payload;
+    use futures::StreamExt;
+    let mut stream = std::pin::pin!(stream);
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        if let Some(Payload::Investigation(i)) = item.expect("the run succeeds").payload {
+            last = Some(i);
+        }
+    }
+    last.expect("the stream ends with the investigation")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn investigations_run_end_to_end_on_the_embedded_model() {
+    use frontdesk_api::v1::{
+        self as pb, investigation_service_client::InvestigationServiceClient, start_investigation_request::Mutation,
+    };
+    use futures::StreamExt;
+    let Some(s) = start().await else { return };
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.addr)).unwrap().connect().await.unwrap();
+    let client = InvestigationServiceClient::new(channel);
+    let start = |id: &str| {
+        let mut client = client.clone();
+        let request = pb::StartInvestigationRequest {
+            mutation: Some(Mutation::MutationId(id.into())),
+            idempotency_key: String::new(),
+        };
+        async move {
+            client.start_investigation(request).await.unwrap().into_inner().map(|r| r.map(|r| r.progress.unwrap()))
+        }
+    };
+    let respond = |request: pb::RespondRequest| {
+        let mut client = client.clone();
+        async move { client.respond(request).await.unwrap().into_inner().map(|r| r.map(|r| r.progress.unwrap())) }
+    };
+    // Authorised: the rights check (offered lookup_data by function calling) and the report.
+    let done = investigation_of(start("1001").await).await;
+    assert!(done.finished, "{done:?}");
+    assert_eq!(done.report.unwrap().recommendation(), pb::Recommendation::Accept);
+
+    // Not authorised: the changer is asked; whatever the small model makes of the reply, the
+    // investigation goes on to the manager or to a report.
+    let waiting = investigation_of(start("1002").await).await;
+    assert_eq!(waiting.status(), pb::InvestigationStatus::AwaitingUserResponse);
+    let mut inv = investigation_of(
+        respond(pb::RespondRequest {
+            investigation_id: "INV-1002".into(),
+            action_id: "INV-1002-changer".into(),
+            role: pb::ResponderRole::Changer as i32,
+            responder_id: "u003".into(),
+            text: "I stood in for Frank Visser (u006), who was on vacation that week.".into(),
+            decision: 0,
+            idempotency_key: String::new(),
+        })
+        .await,
+    )
+    .await;
+    if inv.status() == pb::InvestigationStatus::AwaitingManagerResponse {
+        inv = investigation_of(
+            respond(pb::RespondRequest {
+                investigation_id: "INV-1002".into(),
+                action_id: "INV-1002-manager".into(),
+                role: pb::ResponderRole::Manager as i32,
+                responder_id: "u001".into(),
+                text: String::new(),
+                decision: pb::ManagerDecision::Approve as i32,
+                idempotency_key: String::new(),
+            })
+            .await,
+        )
+        .await;
+    }
+    assert!(inv.finished, "{inv:?}");
+    assert!(!inv.report.unwrap().summary.is_empty());
 }

@@ -223,7 +223,11 @@ use pb::{AgentAction as A, AgentMessageStatus as M};
 async fn an_authorised_change_is_approved_and_reported() {
     let cluster = Cluster::new().await;
     let r = cluster.replica().await;
-    r.script(&[brief(), explain(), report()]);
+    r.script(&[brief()]);
+    // The rights-check agent is offered lookup_data by function calling and uses it once.
+    let lookup = json!({"table": "role_authorisations", "key": "r_hr_clerk"});
+    r.model.push_reply(ScriptedReply::tool_call("lookup_data", lookup).for_purpose(EXPLAIN));
+    r.script(&[explain(), report()]);
     let run = r.start("1001").await.unwrap();
     let inv = run.investigation();
     assert_eq!(inv.investigation_id, "INV-1001");
@@ -244,7 +248,15 @@ async fn an_authorised_change_is_approved_and_reported() {
         ]
     );
     assert_eq!(run.changes.len(), 3, "every status change is streamed");
-    assert_eq!(run.tools(), ["lookup_data", "lookup_data", "check_authorization", "generate_report"]);
+    assert_eq!(run.tools(), ["lookup_data", "lookup_data", "check_authorization", "lookup_data", "generate_report"]);
+    let explains: Vec<_> = r.model.requests().into_iter().filter(|q| q.purpose == EXPLAIN).collect();
+    assert_eq!(explains.len(), 2);
+    assert_eq!(explains[0].tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["lookup_data"]);
+    let result = explains[1].messages.last().unwrap();
+    assert!(result.content.contains("HRPortal") && result.content.contains("Write"), "the tool's rows: {result:?}");
+    let trail = r.trail("INV-1001").await;
+    assert!(trail.iter().any(|e| matches!(&e.entry, Some(pb::audit_entry::Entry::Tool(t))
+        if t.name == "lookup_data" && t.arguments_json.contains("r_hr_clerk"))));
     assert_eq!(r.model.remaining(), 0);
     r.stop().await;
 }
@@ -566,4 +578,51 @@ async fn listing_paging_idempotency_and_inline_mutations() {
     let request = pb::ListInvestigationsRequest { status: 0, page_size: 0, page_token: "garbage".into() };
     assert_eq!(r.client.clone().list_investigations(request).await.unwrap_err().code(), Code::InvalidArgument);
     r.stop().await;
+}
+
+/// `frontdesk-server import-hr-data` and `export`, the real binary on the test's database.
+#[tokio::test]
+async fn the_import_and_export_commands() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    r.script(&[brief(), explain(), notice(CLARIFY)]);
+    r.start("1002").await.unwrap();
+    r.stop().await;
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_frontdesk-server"))
+            .args(["--database-url", &cluster.url])
+            .args(args)
+            .env_remove("FRONTDESK_CONFIG")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, audit, _) = run(&["export", "audit"]);
+    assert_eq!(code, Some(0));
+    let mut lines = audit.lines();
+    assert!(lines.next().unwrap().starts_with("investigation_id,seq,"), "{audit}");
+    assert!(lines.clone().count() >= 8 && lines.all(|l| l.starts_with("INV-1002,")), "{audit}");
+    let (code, pending, _) = run(&["export", "pending-actions"]);
+    assert_eq!(code, Some(0));
+    assert!(pending.lines().any(|l| l.starts_with("INV-1002-changer,INV-1002,1002,u003,changer,")), "{pending}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../../", "config/investigation");
+    for entry in std::fs::read_dir(shipped).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "csv") {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let (code, _, err) = run(&["import-hr-data", dir.path().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("mutations: 6"), "{err}");
+    std::fs::write(dir.path().join("vacation.csv"), "user_id,start_date\nu006,2025-11-03\n").unwrap();
+    let (code, _, err) = run(&["import-hr-data", dir.path().to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("vacation.csv") && err.contains("end_date"), "{err}");
 }

@@ -2,6 +2,7 @@
 //! models and workflows. `main.rs` is a thin shell over [`app::Server`], which tests start
 //! in-process on `127.0.0.1:0`.
 
+pub mod admin;
 pub mod app;
 pub mod config;
 pub mod convert;

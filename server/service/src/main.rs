@@ -8,8 +8,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
-use clap::Parser;
+use clap::{Parser, Subcommand, ValueEnum};
 use frontdesk_server::{
+    admin::{self, Export},
     app::{App, Overrides as Injected},
     config::{Config, Overrides},
     telemetry,
@@ -53,6 +54,34 @@ struct Args {
     /// the printed file back.
     #[arg(long)]
     print_config: bool,
+    /// Run a one-off command on the configured database instead of serving.
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Import HR data for the investigation workflow: users.csv, roles.csv,
+    /// role_authorisations.csv, authorisations.csv, sickLeave.csv, vacation.csv and
+    /// hr_mutations.csv of DIR (columns in config/investigation/README.md). Validated first,
+    /// written in one transaction; importing again updates rows in place.
+    ImportHrData {
+        /// Directory with the seven CSV files, such as config/investigation.
+        dir: PathBuf,
+    },
+    /// Write the investigation workflow's audit trail or pending actions as CSV to stdout.
+    Export {
+        #[arg(value_enum)]
+        what: ExportWhat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ExportWhat {
+    /// Every investigation's audit trail, by investigation and position.
+    Audit,
+    /// Every pending action (the mocked notifications), awaiting or answered.
+    PendingActions,
 }
 
 impl Args {
@@ -87,6 +116,9 @@ async fn main() -> ExitCode {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
     }
+    if let Some(command) = &args.command {
+        return run_command(&config, command).await;
+    }
     telemetry::init(&config.log);
     let app = match App::build(config, Injected::default()).await {
         Ok(app) => app,
@@ -97,6 +129,28 @@ async fn main() -> ExitCode {
         }
     };
     match app.serve(shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("frontdesk-server: {}", report(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_command(config: &Config, command: &Command) -> ExitCode {
+    let done = match command {
+        Command::ImportHrData { dir } => admin::import_hr_data(config, dir).await.map(|counts| {
+            eprintln!("frontdesk-server: imported {counts:?}");
+        }),
+        Command::Export { what } => {
+            let what = match what {
+                ExportWhat::Audit => Export::Audit,
+                ExportWhat::PendingActions => Export::PendingActions,
+            };
+            admin::export(config, what, std::io::stdout().lock()).await
+        }
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("frontdesk-server: {}", report(&error));

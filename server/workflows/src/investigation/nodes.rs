@@ -30,6 +30,13 @@ pub const AWAITING_MANAGER: &str = "awaiting_manager";
 /// Model calls that may choose tools get at most this many rounds of tool calls.
 const TOOL_ROUNDS: usize = 2;
 
+/// Token budgets of the structured replies. A small model can spend a token per character, so
+/// each budget covers its reply's longest strings (`maxLength` in the schemas below) plus the
+/// JSON around them: a reply cut short is invalid output, not a shorter answer.
+const BUDGET_SHORT: u32 = 400;
+const BUDGET_NOTICE: u32 = 600;
+const BUDGET_REPORT: u32 = 1200;
+
 type Output = Result<NodeOutput<InvestigationUpdate>, NodeError>;
 
 fn internal(message: impl Into<String>) -> NodeError {
@@ -249,7 +256,7 @@ async fn run_tool(deps: &InvestigationDeps, call: &ToolCall) -> Result<serde_jso
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Brief {
     /// Two or three sentences for the other agents.
-    #[schemars(length(max = 400))]
+    #[schemars(length(max = 300))]
     summary: String,
 }
 
@@ -294,7 +301,7 @@ impl Node<InvestigationState> for InvestigationAgent {
                         )),
                     ],
                     temperature: Some(0.0),
-                    max_tokens: Some(200),
+                    max_tokens: Some(BUDGET_SHORT),
                     ..Default::default()
                 };
                 let brief: Brief = llm_node::structured(ctx, &deps.llm, request).await?;
@@ -416,7 +423,7 @@ impl Node<InvestigationState> for Escalate {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct RightsExplanation {
     /// One or two sentences citing the grants found.
-    #[schemars(length(max = 400))]
+    #[schemars(length(max = 300))]
     message: String,
 }
 
@@ -453,7 +460,7 @@ impl Node<InvestigationState> for RightsCheckAgent {
                 ChatMessage::user(format!("{}\nAuthorisation check: {}", describe(mutation), json(&result))),
             ],
             temperature: Some(0.0),
-            max_tokens: Some(200),
+            max_tokens: Some(BUDGET_SHORT),
             ..Default::default()
         };
         let explanation: RightsExplanation =
@@ -478,9 +485,9 @@ impl Node<InvestigationState> for RightsCheckAgent {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct NotificationDraft {
-    #[schemars(length(max = 120))]
+    #[schemars(length(max = 100))]
     subject: String,
-    #[schemars(length(max = 600))]
+    #[schemars(length(max = 400))]
     body: String,
 }
 
@@ -500,7 +507,7 @@ fn claim_schema(user_ids: &[String]) -> OutputSchema {
         "properties": {
             "covered_user_id": {"enum": ids, "description": "The colleague the user stood in for, or null"},
             "absence": {"type": "string", "enum": ["sick_leave", "vacation", "none"]},
-            "summary": {"type": "string", "maxLength": 200},
+            "summary": {"type": "string", "maxLength": 160},
         },
         "required": ["covered_user_id", "absence", "summary"],
     }))
@@ -545,7 +552,7 @@ impl RequestForInformationAgent {
             purpose: purpose.into(),
             messages: vec![ChatMessage::system(prompt), ChatMessage::user(facts)],
             temperature: Some(0.0),
-            max_tokens: Some(300),
+            max_tokens: Some(BUDGET_NOTICE),
             ..Default::default()
         };
         let draft: NotificationDraft = llm_node::structured(ctx, &deps.llm, request).await?;
@@ -630,7 +637,7 @@ impl RequestForInformationAgent {
                 )),
             ],
             temperature: Some(0.0),
-            max_tokens: Some(200),
+            max_tokens: Some(BUDGET_SHORT),
             ..Default::default()
         };
         let (claim, record) = deps
@@ -779,10 +786,10 @@ impl Node<InvestigationState> for RequestForInformationAgent {
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReportDraft {
     /// One to three sentences.
-    #[schemars(length(max = 400))]
+    #[schemars(length(max = 300))]
     summary: String,
     /// The change, the checks, the replies and the outcome.
-    #[schemars(length(max = 1200))]
+    #[schemars(length(max = 800))]
     details: String,
 }
 
@@ -837,7 +844,7 @@ impl Node<InvestigationState> for AdvisoryAgent {
                 ChatMessage::user(format!("{findings}\nRecommendation: {recommendation:?}")),
             ],
             temperature: Some(0.0),
-            max_tokens: Some(600),
+            max_tokens: Some(BUDGET_REPORT),
             ..Default::default()
         };
         let draft = match answer_with_tools::<ReportDraft>(ctx, deps, &mut journal, me, &correlation_id, request).await
