@@ -9,6 +9,7 @@ const PROTOS: &[&str] = &[
     "proto/frontdesk/v1/workflow.proto",
     "proto/frontdesk/v1/triage.proto",
     "proto/frontdesk/v1/investigation.proto",
+    "proto/frontdesk/v1/research.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
