@@ -128,7 +128,8 @@ impl fmt::Debug for KnowledgeBase {
     }
 }
 
-fn analyzer() -> TextAnalyzer {
+/// How titles, bodies and queries are tokenised (the research corpus uses it too).
+pub(crate) fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(AsciiFoldingFilter)
