@@ -62,6 +62,26 @@ pub mod reducer {
         }
     }
 
+    /// Each written entry replaces the entry of its key; other keys are kept. For state that
+    /// concurrent tasks write one key each (a fan-out's per-task results), so that applying
+    /// their updates in order loses none of them.
+    pub struct Merge;
+    impl<K: Ord, V> Reducer<BTreeMap<K, V>> for Merge {
+        fn reduce(current: &mut BTreeMap<K, V>, written: BTreeMap<K, V>) {
+            current.extend(written);
+        }
+    }
+
+    /// A [`crate::state::Keyed`] write merges its entries, after clearing the map when it asks to.
+    impl<K: Ord, V> Reducer<crate::state::Keyed<K, V>> for Merge {
+        fn reduce(current: &mut crate::state::Keyed<K, V>, written: crate::state::Keyed<K, V>) {
+            if written.reset {
+                current.entries.clear();
+            }
+            current.entries.extend(written.entries);
+        }
+    }
+
     /// Keys of the written map overwrite the current ones; empty values never overwrite, so a
     /// partial extraction cannot erase what is already known (non-destructive merge).
     pub struct MergeNonEmpty;
@@ -89,6 +109,39 @@ pub mod reducer {
                 }
             }
         }
+    }
+}
+
+/// A map merged by key (the [`reducer::Merge`] reducer) whose writes can also clear it: for
+/// per-task results that a later step starts over (a new plan's research steps).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(bound(
+    serialize = "K: Serialize + Ord, V: Serialize",
+    deserialize = "K: DeserializeOwned + Ord, V: DeserializeOwned"
+))]
+pub struct Keyed<K, V> {
+    /// In a write: clear the map before merging. Always false in state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+    #[serde(default = "std::collections::BTreeMap::new")]
+    pub entries: std::collections::BTreeMap<K, V>,
+}
+
+impl<K, V> Default for Keyed<K, V> {
+    fn default() -> Self {
+        Self { reset: false, entries: std::collections::BTreeMap::new() }
+    }
+}
+
+impl<K: Ord, V> Keyed<K, V> {
+    /// A write that merges `entries`.
+    pub fn merge(entries: impl IntoIterator<Item = (K, V)>) -> Self {
+        Self { reset: false, entries: entries.into_iter().collect() }
+    }
+
+    /// A write that clears the map, then merges `entries`.
+    pub fn replace(entries: impl IntoIterator<Item = (K, V)>) -> Self {
+        Self { reset: true, entries: entries.into_iter().collect() }
     }
 }
 
@@ -185,6 +238,20 @@ mod tests {
             log: Vec<u32> => Append,
             fields: BTreeMap<String, String> => MergeNonEmpty,
         }
+    }
+
+    #[test]
+    fn keyed_merges_by_key_and_resets_on_request() {
+        use crate::Reducer;
+        let mut map: Keyed<u32, &str> = Keyed::default();
+        reducer::Merge::reduce(&mut map, Keyed::merge([(1, "a"), (2, "b")]));
+        reducer::Merge::reduce(&mut map, Keyed::merge([(2, "B"), (3, "c")]));
+        assert_eq!(map.entries.into_iter().collect::<Vec<_>>(), [(1, "a"), (2, "B"), (3, "c")]);
+        let mut map: Keyed<u32, String> = Keyed::merge([(1, "a".to_owned())]);
+        reducer::Merge::reduce(&mut map, Keyed::replace([(7, "z".to_owned())]));
+        assert_eq!(map.entries.keys().copied().collect::<Vec<_>>(), [7]);
+        let json = serde_json::to_string(&map).unwrap();
+        assert_eq!(serde_json::from_str::<Keyed<u32, String>>(&json).unwrap(), map);
     }
 
     #[test]

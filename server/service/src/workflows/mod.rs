@@ -36,7 +36,7 @@ macro_rules! workflows {
 }
 
 // The one line where workflows are listed.
-workflows![intake, triage, investigation];
+workflows![intake, triage, investigation, research];
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

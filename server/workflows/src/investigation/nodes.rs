@@ -2,7 +2,7 @@
 //! trail, and the graph's router delivers each message to its receiver.
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatMessage, ChatRequest, JsonSchemaFormat, OutputSchema, ToolCall};
+use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, State};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -14,7 +14,10 @@ use super::{
     types::*,
     InvestigationDeps, InvestigationState, InvestigationUpdate,
 };
-use crate::llm_node;
+use crate::{
+    llm_node,
+    tool_loop::{self, ToolResult},
+};
 
 pub const INVESTIGATION: &str = "investigation_agent";
 pub const RIGHTS_CHECK: &str = "rights_check_agent";
@@ -122,7 +125,19 @@ impl<'a> Journal<'a> {
         arguments: serde_json::Value,
         result: serde_json::Value,
     ) {
-        tools::announce(ctx, name, &arguments, &result).await;
+        tool_loop::announce(ctx, name, &arguments, &ToolResult::ok(&result)).await;
+        self.record_tool(actor, correlation_id, name, arguments, result);
+    }
+
+    /// Writes a tool call that was already streamed to the trail.
+    fn record_tool(
+        &mut self,
+        actor: Agent,
+        correlation_id: &str,
+        name: &str,
+        arguments: serde_json::Value,
+        result: serde_json::Value,
+    ) {
         self.push(actor.as_str(), correlation_id, AuditRecord::Tool { name: name.to_owned(), arguments, result });
     }
 
@@ -187,68 +202,44 @@ fn describe(mutation: &HrMutation) -> String {
     )
 }
 
-/// A model call that may first look things up: the model is offered `offered` by function
-/// calling for at most [`TOOL_ROUNDS`] rounds, each call run and written to the trail; the
-/// answer is then a structured reply of type `T` (asked for without tools if the model has not
-/// given a valid one yet, with the client's repair attempt).
-async fn answer_with_tools<T>(
+/// The tools a model may choose from: `lookup_data`.
+struct Lookups<'a>(&'a InvestigationDeps);
+
+#[async_trait]
+impl tool_loop::Tools for Lookups<'_> {
+    fn specs(&self) -> Vec<frontdesk_llm::ToolSpec> {
+        vec![tools::lookup_data_spec()]
+    }
+
+    async fn call(&self, name: &str, arguments: &str) -> Result<ToolResult, NodeError> {
+        if name != tools::LOOKUP_DATA {
+            return Ok(ToolResult::error(format!("no tool named {name}")));
+        }
+        match tool_loop::arguments::<LookupDataArgs>(arguments) {
+            Ok(args) => Ok(ToolResult::ok(self.0.tools.lookup_data(&args).await?)),
+            Err(error) => Ok(error),
+        }
+    }
+}
+
+/// A model call that may first look things up ([`tool_loop::answer`]); every lookup the model
+/// chose is written to the trail.
+async fn answer_with_lookups<T>(
     ctx: &NodeContext,
     deps: &InvestigationDeps,
     journal: &mut Journal<'_>,
     actor: Agent,
     correlation_id: &str,
-    mut request: ChatRequest,
+    request: ChatRequest,
 ) -> Result<T, NodeError>
 where
     T: serde::de::DeserializeOwned + JsonSchema + 'static,
 {
-    let schema = OutputSchema::of::<T>();
-    for round in 0..TOOL_ROUNDS {
-        let mut offer = request.clone();
-        offer.tools = vec![tools::lookup_data_spec()];
-        offer.response_format = Some(JsonSchemaFormat {
-            name: frontdesk_llm::schema_name(&request.purpose),
-            schema: std::sync::Arc::new(schema.schema().clone()),
-        });
-        let (response, record) = deps
-            .llm
-            .complete(offer, &llm_node::call_options(ctx))
-            .await
-            .map_err(|e| llm_node::node_error(&request.purpose, e))?;
-        llm_node::record_call(ctx, &record).await;
-        if response.tool_calls.is_empty() {
-            if let Ok(value) = frontdesk_llm::extract_json(&response.content)
-                .and_then(|value| serde_json::from_value::<T>(value).map_err(|e| e.to_string()))
-            {
-                return Ok(value);
-            }
-            break;
-        }
-        debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
-        for call in response.tool_calls {
-            let result = run_tool(deps, &call).await?;
-            let arguments =
-                serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::String(call.arguments.clone()));
-            request.messages.push(ChatMessage::assistant(
-                serde_json::json!({"tool": call.name, "arguments": arguments}).to_string(),
-            ));
-            request.messages.push(ChatMessage::tool(result.to_string()));
-            journal.tool(ctx, actor, correlation_id, &call.name, arguments, result).await;
-        }
+    let (answer, used) = tool_loop::answer(ctx, &deps.llm, request, &Lookups(deps), TOOL_ROUNDS).await?;
+    for use_ in used {
+        journal.record_tool(actor, correlation_id, &use_.name, use_.arguments, use_.result);
     }
-    llm_node::structured(ctx, &deps.llm, request).await
-}
-
-/// Runs a tool the model chose. Arguments that do not fit the tool's schema are the model's
-/// mistake: the result tells it so, and it answers without the lookup.
-async fn run_tool(deps: &InvestigationDeps, call: &ToolCall) -> Result<serde_json::Value, NodeError> {
-    match call.name.as_str() {
-        tools::LOOKUP_DATA => match serde_json::from_str::<LookupDataArgs>(&call.arguments) {
-            Ok(args) => deps.tools.lookup_data(&args).await,
-            Err(e) => Ok(serde_json::json!({"error": format!("invalid arguments: {e}")})),
-        },
-        other => Ok(serde_json::json!({"error": format!("no tool named {other}")})),
-    }
+    Ok(answer)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,7 +455,7 @@ impl Node<InvestigationState> for RightsCheckAgent {
             ..Default::default()
         };
         let explanation: RightsExplanation =
-            answer_with_tools(ctx, deps, &mut journal, me, &correlation_id, request).await?;
+            answer_with_lookups(ctx, deps, &mut journal, me, &correlation_id, request).await?;
         let rights =
             RightsCheck { authorized: result.authorized, evidence: result.grants, message: explanation.message };
         info!(investigation_id = %state.investigation_id, authorized = rights.authorized, "rights checked");
@@ -847,29 +838,29 @@ impl Node<InvestigationState> for AdvisoryAgent {
             max_tokens: Some(BUDGET_REPORT),
             ..Default::default()
         };
-        let draft = match answer_with_tools::<ReportDraft>(ctx, deps, &mut journal, me, &correlation_id, request).await
-        {
-            Ok(draft) => draft,
-            // Escalation must end in a report even when the model is what failed: this one is
-            // written from the findings alone, and says so; the failure is in the trail.
-            Err(error) if state.status == Status::ManualInterventionRequired => {
-                let failure = AgentFailure {
-                    kind: format!("{:?}", error.kind),
-                    message: error.message.clone(),
-                    attempts: ctx.attempt(),
-                };
-                journal.push(me.as_str(), &correlation_id, AuditRecord::Error(failure));
-                ReportDraft {
-                    summary: format!(
-                        "Mutation {} needs manual review: the investigation could not complete (the report was \
+        let draft =
+            match answer_with_lookups::<ReportDraft>(ctx, deps, &mut journal, me, &correlation_id, request).await {
+                Ok(draft) => draft,
+                // Escalation must end in a report even when the model is what failed: this one is
+                // written from the findings alone, and says so; the failure is in the trail.
+                Err(error) if state.status == Status::ManualInterventionRequired => {
+                    let failure = AgentFailure {
+                        kind: format!("{:?}", error.kind),
+                        message: error.message.clone(),
+                        attempts: ctx.attempt(),
+                    };
+                    journal.push(me.as_str(), &correlation_id, AuditRecord::Error(failure));
+                    ReportDraft {
+                        summary: format!(
+                            "Mutation {} needs manual review: the investigation could not complete (the report was \
                          written without the model, which also failed).",
-                        mutation.mutation_id
-                    ),
-                    details: findings.clone(),
+                            mutation.mutation_id
+                        ),
+                        details: findings.clone(),
+                    }
                 }
-            }
-            Err(error) => return Err(error),
-        };
+                Err(error) => return Err(error),
+            };
         let args = GenerateReportArgs {
             mutation_id: mutation.mutation_id.clone(),
             recommendation,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use frontdesk_llm::ToolSpec;
-use frontdesk_runtime::{EventKind, NodeContext, NodeError, NodeErrorKind};
+use frontdesk_runtime::{NodeError, NodeErrorKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -199,22 +199,4 @@ pub fn lookup_data_spec() -> ToolSpec {
             .into(),
         parameters: frontdesk_llm::schema_for::<LookupDataArgs>(),
     }
-}
-
-/// Streams a tool call and its result as events; returns the call id.
-pub async fn announce(ctx: &NodeContext, name: &str, arguments: &serde_json::Value, result: &serde_json::Value) {
-    let call_id = uuid::Uuid::now_v7().simple().to_string();
-    ctx.emit(EventKind::ToolCalled {
-        call_id: call_id.clone(),
-        name: name.to_owned(),
-        arguments_json: arguments.to_string(),
-    })
-    .await;
-    ctx.emit(EventKind::ToolReturned {
-        call_id,
-        name: name.to_owned(),
-        result_json: result.to_string(),
-        is_error: false,
-    })
-    .await;
 }

@@ -1,0 +1,132 @@
+//! Function calling from nodes: the model is offered a node's tools, each call it makes is run
+//! and streamed (a tool-call and a tool-result event), its result goes back to the model, and
+//! after at most a few rounds the answer is a structured reply.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use frontdesk_llm::{ChatMessage, ChatRequest, JsonSchemaFormat, LlmClient, OutputSchema, ToolCall, ToolSpec};
+use frontdesk_runtime::{EventKind, NodeContext, NodeError};
+use schemars::JsonSchema;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tracing::debug;
+
+use crate::llm_node;
+
+/// What a tool returned: a result, or an error the model is told about (a document that does
+/// not exist, an expression that does not parse) rather than a failure of the node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub value: serde_json::Value,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn ok(value: impl Serialize) -> Self {
+        Self { value: serde_json::to_value(value).unwrap_or(serde_json::Value::Null), is_error: false }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Self { value: serde_json::json!({ "error": message.into() }), is_error: true }
+    }
+}
+
+/// One tool call a model made, with its result: the transcript a node keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolUse {
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub result: serde_json::Value,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// The tools a node offers. `call` fails only when the node cannot go on (its data store is
+/// down); a call the model got wrong is a [`ToolResult::error`].
+#[async_trait]
+pub trait Tools: Send + Sync {
+    fn specs(&self) -> Vec<ToolSpec>;
+    async fn call(&self, name: &str, arguments: &str) -> Result<ToolResult, NodeError>;
+}
+
+/// Arguments of a tool call, parsed for the tool; a reply the model got wrong becomes the
+/// error result it is shown.
+pub fn arguments<T: DeserializeOwned>(raw: &str) -> Result<T, ToolResult> {
+    serde_json::from_str(raw).map_err(|e| ToolResult::error(format!("invalid arguments: {e}")))
+}
+
+/// Streams one tool call and its result as events.
+pub async fn announce(ctx: &NodeContext, name: &str, arguments: &serde_json::Value, result: &ToolResult) {
+    let call_id = uuid::Uuid::now_v7().simple().to_string();
+    ctx.emit(EventKind::ToolCalled {
+        call_id: call_id.clone(),
+        name: name.to_owned(),
+        arguments_json: arguments.to_string(),
+    })
+    .await;
+    ctx.emit(EventKind::ToolReturned {
+        call_id,
+        name: name.to_owned(),
+        result_json: result.value.to_string(),
+        is_error: result.is_error,
+    })
+    .await;
+}
+
+/// Asks for a structured reply of type `T`, offering `tools` by function calling for at most
+/// `rounds` rounds: each call is run, streamed and answered; a reply without calls that parses
+/// as `T` is the answer. Otherwise the answer is asked for once more without tools, with the
+/// client's repair attempt. Returns the answer and every call made.
+pub async fn answer<T>(
+    ctx: &NodeContext,
+    llm: &LlmClient,
+    mut request: ChatRequest,
+    tools: &dyn Tools,
+    rounds: usize,
+) -> Result<(T, Vec<ToolUse>), NodeError>
+where
+    T: DeserializeOwned + JsonSchema + 'static,
+{
+    let schema = OutputSchema::of::<T>();
+    let format = JsonSchemaFormat {
+        name: frontdesk_llm::schema_name(&request.purpose),
+        schema: Arc::new(schema.schema().clone()),
+    };
+    let mut used = Vec::new();
+    for round in 0..rounds {
+        let mut offer = request.clone();
+        offer.tools = tools.specs();
+        offer.response_format = Some(format.clone());
+        let (response, record) = llm
+            .complete(offer, &llm_node::call_options(ctx))
+            .await
+            .map_err(|e| llm_node::node_error(&request.purpose, e))?;
+        llm_node::record_call(ctx, &record).await;
+        if response.tool_calls.is_empty() {
+            let parsed = frontdesk_llm::extract_json(&response.content)
+                .and_then(|value| serde_json::from_value::<T>(value).map_err(|e| e.to_string()));
+            if let Ok(value) = parsed {
+                return Ok((value, used));
+            }
+            break;
+        }
+        debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
+        for ToolCall { name, arguments, .. } in response.tool_calls {
+            let result = tools.call(&name, &arguments).await?;
+            let arguments = serde_json::from_str(&arguments).unwrap_or(serde_json::Value::String(arguments));
+            announce(ctx, &name, &arguments, &result).await;
+            request
+                .messages
+                .push(ChatMessage::assistant(serde_json::json!({"tool": name, "arguments": arguments}).to_string()));
+            request.messages.push(ChatMessage::tool(result.value.to_string()));
+            used.push(ToolUse { name, arguments, result: result.value, is_error: result.is_error });
+        }
+    }
+    let value = llm_node::structured(ctx, llm, request).await?;
+    Ok((value, used))
+}
+
+/// A tool reply that could not be serialized is a bug, not the model's mistake.
+pub fn encode(value: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}

@@ -1,0 +1,73 @@
+//! The real `frontdesk-server` binary as a child process, for tests that restart or kill it.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use frontdesk_client::Client;
+
+pub struct ServerProcess {
+    child: Child,
+    pub addr: String,
+}
+
+/// Starts the binary on 127.0.0.1:0 with a scripted model (a test double) and waits for the
+/// address it logs.
+pub fn spawn_server(db: &Path, script: &serde_json::Value, dir: &Path, name: &str) -> ServerProcess {
+    let script_path = dir.join(format!("{name}.json"));
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_frontdesk-server"))
+        .args(["--listen", "127.0.0.1:0", "--log-format", "json", "--model-provider", "scripted"])
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", db.display()))
+        .arg("--model-script")
+        .arg(&script_path)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("frontdesk-server starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) {
+                if value["message"] == "frontdesk-server listening" {
+                    let _ = tx.send(value["addr"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("server logs its address");
+    ServerProcess { child, addr }
+}
+
+impl ServerProcess {
+    pub async fn client(&self) -> Client {
+        Client::connect(format!("http://{}", self.addr)).await.unwrap()
+    }
+
+    pub fn kill(mut self) {
+        // SIGKILL: no shutdown hook, no flush, no chance to finish the turn.
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn terminate(mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "graceful shutdown exits cleanly: {status:?}");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
