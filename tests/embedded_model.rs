@@ -177,3 +177,35 @@ async fn investigations_run_end_to_end_on_the_embedded_model() {
     assert!(inv.finished, "{inv:?}");
     assert!(!inv.report.unwrap().summary.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn research_runs_end_to_end_on_the_embedded_model() {
+    use frontdesk_api::v1::{self as pb, ask_response::Payload, research_service_client::ResearchServiceClient};
+    use futures::StreamExt;
+    let Some(s) = start().await else { return };
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.addr)).unwrap().connect().await.unwrap();
+    let mut client = ResearchServiceClient::new(channel);
+    // A small retry limit keeps the run short: the 270M model's critics may reject anything.
+    let request = pb::AskRequest {
+        question: "When did Apollo 11 land on the Moon?".into(),
+        retry_limit: 2,
+        corpus: String::new(),
+        idempotency_key: String::new(),
+    };
+    let mut stream = client.ask(request).await.unwrap().into_inner();
+    let mut research = None;
+    while let Some(item) = stream.next().await {
+        if let Some(Payload::Research(r)) = item.expect("the run succeeds").payload {
+            research = Some(r);
+        }
+    }
+    let research = research.expect("the stream ends with the research");
+    // Every structured reply decoded under its grammar: the run reached the finalizer rather
+    // than failing a component on invalid output.
+    assert!(
+        matches!(research.outcome(), pb::ResearchOutcome::Answered | pb::ResearchOutcome::RetryLimit),
+        "{research:?}"
+    );
+    assert!(!research.final_answer.is_empty());
+}
