@@ -170,6 +170,24 @@ investigation_example_ok() {
     || { echo "investigation example output lacks the pending actions, the statuses, the report or the trail"; return 1; }
 }
 
+# research_example_ok LOGFILE: the research example printed the plan, both research results with
+# their citations, every critic's decision as it came, then the outcome, the final answer and the
+# reasoning trace (the scripted model answers the research purposes; every critic approves).
+research_example_ok() {
+  local log="$1"
+  cat "$log"
+  grep -q "plan (attempt 1):" "$log" \
+    && grep -q "research 0: Find who invented CRISPR gene editing" "$log" \
+    && grep -q "result \[step 0\] Find who invented CRISPR gene editing" "$log" \
+    && grep -q "result \[step 1\] Find when the transistor was invented" "$log" \
+    && grep -q "^  \[crispr#0\] " "$log" \
+    && grep -q "critic_planner: APPROVE (retry 0) Looks complete." "$log" \
+    && grep -q "critic_researcher: APPROVE" "$log" && grep -q "critic_expert: APPROVE" "$log" \
+    && grep -q "research RES-.* -> ANSWERED" "$log" \
+    && grep -q "final answer: Scripted demo" "$log" && grep -q "reasoning trace: Scripted demo" "$log" \
+    || { echo "research example output lacks the plan, the results, the critic decisions or the answer"; return 1; }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Python
 suite "python-tests" "$PY" -m pytest -q -p no:cacheprovider client/python/tests
@@ -188,6 +206,11 @@ python_investigation_example() {
   investigation_example_ok "$TMP/py-investigation.log"
 }
 suite "python-investigation-example" python_investigation_example
+python_research_example() {
+  "$PY" client/python/examples/research.py "$ADDR" >"$TMP/py-research.log" 2>&1 || { cat "$TMP/py-research.log"; return 1; }
+  research_example_ok "$TMP/py-research.log"
+}
+suite "python-research-example" python_research_example
 
 # ---------------------------------------------------------------------------------------------
 # TypeScript
@@ -207,6 +230,11 @@ typescript_investigation_example() {
   investigation_example_ok "$TMP/ts-investigation.log"
 }
 suite "typescript-investigation-example" typescript_investigation_example
+typescript_research_example() {
+  (cd client/typescript && node build/examples/research.js "$ADDR") >"$TMP/ts-research.log" 2>&1 || { cat "$TMP/ts-research.log"; return 1; }
+  research_example_ok "$TMP/ts-research.log"
+}
+suite "typescript-research-example" typescript_research_example
 
 # ---------------------------------------------------------------------------------------------
 # Go
@@ -226,6 +254,11 @@ go_investigation_example() {
   investigation_example_ok "$TMP/go-investigation.log"
 }
 suite "go-investigation-example" go_investigation_example
+go_research_example() {
+  (cd client/go && go run ./examples/research -addr "$ADDR") >"$TMP/go-research.log" 2>&1 || { cat "$TMP/go-research.log"; return 1; }
+  research_example_ok "$TMP/go-research.log"
+}
+suite "go-research-example" go_research_example
 
 # ---------------------------------------------------------------------------------------------
 # grpcurl, by server reflection alone: run from an empty dir with no proto files around
@@ -237,7 +270,7 @@ grpcurl_checks() {
     set -e
     "$GRPCURL" -plaintext "$ADDR" list | tee list.txt
     for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService frontdesk.v1.InvestigationService \
-               grpc.health.v1.Health; do
+               frontdesk.v1.ResearchService grpc.health.v1.Health; do
       grep -qx "$svc" list.txt || { echo "list lacks $svc"; exit 1; }
     done
     for svc in frontdesk.v1.ConversationService frontdesk.v1.WorkflowService grpc.health.v1.Health; do

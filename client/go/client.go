@@ -27,14 +27,15 @@ import (
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
 
-// Client calls ConversationService, TriageService, InvestigationService and WorkflowService.
-// It is safe for concurrent use.
+// Client calls ConversationService, TriageService, InvestigationService, ResearchService and
+// WorkflowService. It is safe for concurrent use.
 type Client struct {
-	// Conversations, Triage, Investigations and Workflows are the generated stubs, for what
-	// the wrapper lacks.
+	// Conversations, Triage, Investigations, Research and Workflows are the generated stubs,
+	// for what the wrapper lacks.
 	Conversations  v1.ConversationServiceClient
 	Triage         v1.TriageServiceClient
 	Investigations v1.InvestigationServiceClient
+	Research       v1.ResearchServiceClient
 	Workflows      v1.WorkflowServiceClient
 
 	conn  *grpc.ClientConn
@@ -63,6 +64,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Conversations:  v1.NewConversationServiceClient(conn),
 		Triage:         v1.NewTriageServiceClient(conn),
 		Investigations: v1.NewInvestigationServiceClient(conn),
+		Research:       v1.NewResearchServiceClient(conn),
 		Workflows:      v1.NewWorkflowServiceClient(conn),
 		conn:           conn,
 	}

@@ -42,6 +42,18 @@ import {
   type WatchInvestigationResponse,
 } from "./gen/frontdesk/v1/investigation_pb.js";
 import {
+  AskRequestSchema,
+  ResearchService,
+  type AskResponse,
+  type CriticVerdict,
+  type ExpertAnswer,
+  type ListResearchResponse,
+  type OrchestratorMessage,
+  type Plan,
+  type Research,
+  type ResearchResult,
+} from "./gen/frontdesk/v1/research_pb.js";
+import {
   TicketStatus,
   TriageService,
   TriageTicketRequestSchema,
@@ -123,6 +135,30 @@ export type InvestigationItem =
   | { type: "message"; message: AgentMessage }
   | { type: "statusChange"; statusChange: StatusChange }
   | { type: "investigation"; investigation: Investigation };
+
+/**
+ * What an Ask stream yields: the run's events, each orchestrator message, plan, research result,
+ * critic decision and expert answer right after the node event that produced it, then one
+ * Research.
+ */
+export type ResearchItem =
+  | { type: "event"; event: RunEvent }
+  | { type: "message"; message: OrchestratorMessage }
+  | { type: "plan"; plan: Plan }
+  | { type: "researchResult"; researchResult: ResearchResult }
+  | { type: "criticDecision"; criticDecision: CriticVerdict }
+  | { type: "expertAnswer"; expertAnswer: ExpertAnswer }
+  | { type: "research"; research: Research };
+
+/** Options of ask (besides the per-call ones). */
+export interface AskOpts {
+  /** Rejections allowed before the question is given up; omitted: the default (5), at most 20. */
+  retryLimit?: number;
+  /** The document corpus to research; omitted: "sample", the shipped documents. */
+  corpus?: string;
+  /** A retried call with the same key and request returns the first call's outcome. */
+  idempotencyKey?: string;
+}
 
 /**
  * An HR mutation given inline to startInvestigation (or pass an `HrMutation` message). Its id
@@ -379,6 +415,89 @@ export class InvestigationStream implements AsyncIterable<InvestigationItem> {
 }
 
 /**
+ * One Ask call. `for await` over it for each RunEvent, OrchestratorMessage, Plan,
+ * ResearchResult, CriticVerdict and ExpertAnswer as the run produces them, then the Research
+ * (its outcome, final answer and reasoning trace); or `await stream.result()`. Breaking out of
+ * the loop, or aborting the signal given to ask, cancels the call. Errors are thrown as
+ * FrontdeskError.
+ */
+export class ResearchStream implements AsyncIterable<ResearchItem> {
+  /** Events received so far. */
+  readonly events: RunEvent[] = [];
+  /** Orchestrator messages received so far. */
+  readonly messages: OrchestratorMessage[] = [];
+  /** Plans received so far (a rejected plan is followed by a new one). */
+  readonly plans: Plan[] = [];
+  /** Research results received so far, as they finished (Research.results is in plan order). */
+  readonly results: ResearchResult[] = [];
+  /** Critic decisions received so far. */
+  readonly criticDecisions: CriticVerdict[] = [];
+  /** Expert answers received so far. */
+  readonly expertAnswers: ExpertAnswer[] = [];
+  private research: Research | undefined;
+  private started = false;
+
+  constructor(private readonly responses: AsyncIterable<AskResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<ResearchItem> {
+    if (this.started) throw new Error("a ResearchStream can be iterated only once");
+    this.started = true;
+    try {
+      for await (const response of this.responses) {
+        const payload = response.payload;
+        switch (payload.case) {
+          case "event":
+            this.events.push(payload.value);
+            yield { type: "event", event: payload.value };
+            break;
+          case "message":
+            this.messages.push(payload.value);
+            yield { type: "message", message: payload.value };
+            break;
+          case "plan":
+            this.plans.push(payload.value);
+            yield { type: "plan", plan: payload.value };
+            break;
+          case "researchResult":
+            this.results.push(payload.value);
+            yield { type: "researchResult", researchResult: payload.value };
+            break;
+          case "criticDecision":
+            this.criticDecisions.push(payload.value);
+            yield { type: "criticDecision", criticDecision: payload.value };
+            break;
+          case "expertAnswer":
+            this.expertAnswers.push(payload.value);
+            yield { type: "expertAnswer", expertAnswer: payload.value };
+            break;
+          case "research":
+            this.research = payload.value;
+            yield { type: "research", research: payload.value };
+            break;
+          default:
+          // a payload kind newer than this client (or none) is skipped
+        }
+      }
+    } catch (e) {
+      throw FrontdeskError.from(e);
+    }
+  }
+
+  /** Consumes the rest of the stream and returns the research. */
+  async result(): Promise<Research> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    if (this.research === undefined) {
+      throw new Error("Ask stream ended without a Research");
+    }
+    return this.research;
+  }
+}
+
+/**
  * One WatchInvestigation call: `for await` yields each AuditEntry, the trail written so far
  * first, then each new one as it is written; it ends once the advisory report is generated.
  * Breaking out of the loop, or aborting the signal, cancels the call.
@@ -416,9 +535,9 @@ export class AuditStream implements AsyncIterable<AuditEntry> {
 }
 
 /**
- * Client for Frontdesk's ConversationService, TriageService, InvestigationService and
- * WorkflowService over gRPC (HTTP/2), built on Connect-ES. The generated Connect clients are
- * `conversations`, `triage`, `investigations` and `workflows`.
+ * Client for Frontdesk's ConversationService, TriageService, InvestigationService,
+ * ResearchService and WorkflowService over gRPC (HTTP/2), built on Connect-ES. The generated
+ * Connect clients are `conversations`, `triage`, `investigations`, `research` and `workflows`.
  * Call close() when done, to release the HTTP/2 connection.
  */
 export class FrontdeskClient {
@@ -426,6 +545,7 @@ export class FrontdeskClient {
   readonly workflows: Client<typeof WorkflowService>;
   readonly triage: Client<typeof TriageService>;
   readonly investigations: Client<typeof InvestigationService>;
+  readonly research: Client<typeof ResearchService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: HeadersInit | undefined;
   private readonly timeoutMs: number | undefined;
@@ -442,6 +562,7 @@ export class FrontdeskClient {
     this.workflows = createClient(WorkflowService, transport);
     this.triage = createClient(TriageService, transport);
     this.investigations = createClient(InvestigationService, transport);
+    this.research = createClient(ResearchService, transport);
     this.headers = options.headers;
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
@@ -767,6 +888,59 @@ export class FrontdeskClient {
       ),
     );
     return res.actions;
+  }
+
+  /**
+   * Asks a research question and streams the run: `for await (const item of stream)` yields
+   * `{type: "event"}`, `{type: "message"}`, `{type: "plan"}`, `{type: "researchResult"}`,
+   * `{type: "criticDecision"}` and `{type: "expertAnswer"}` items as they are produced, then
+   * `{type: "research"}`; or `await stream.result()`. An empty question, a retry limit over 20
+   * or an unknown corpus is INVALID_ARGUMENT.
+   */
+  ask(question: string, o?: CallOpts & AskOpts): ResearchStream {
+    const request = create(AskRequestSchema, {
+      question,
+      retryLimit: o?.retryLimit ?? 0,
+      corpus: o?.corpus ?? "",
+      idempotencyKey: o?.idempotencyKey ?? "",
+    });
+    return new ResearchStream(this.research.ask(request, this.opts(o, false)));
+  }
+
+  /** The research ("RES-...") as it stands; an unknown one is NOT_FOUND. */
+  async getResearch(researchId: string, o?: CallOpts): Promise<Research> {
+    const res = await this.unary(() =>
+      this.research.getResearch({ researchId }, this.opts(o, true)),
+    );
+    if (res.research === undefined) {
+      throw new FrontdeskError(
+        new ConnectError("GetResearch answered without a research", Code.Internal),
+      );
+    }
+    return res.research;
+  }
+
+  /** One page of research, ordered by research id; nextPageToken is "" on the last page. */
+  listResearch(
+    req: { pageSize?: number; pageToken?: string } = {},
+    o?: CallOpts,
+  ): Promise<ListResearchResponse> {
+    return this.unary(() =>
+      this.research.listResearch(
+        { pageSize: req.pageSize ?? 0, pageToken: req.pageToken ?? "" },
+        this.opts(o, true),
+      ),
+    );
+  }
+
+  /** Every research, ordered by research id, fetching pages as needed. */
+  async *allResearch(req: { pageSize?: number } = {}, o?: CallOpts): AsyncGenerator<Research> {
+    let pageToken = "";
+    do {
+      const page = await this.listResearch({ ...req, pageToken }, o);
+      yield* page.research;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
   }
 
   async listWorkflows(o?: CallOpts): Promise<Workflow[]> {

@@ -3,9 +3,11 @@ export {
   DEFAULT_BASE_URL,
   FrontdeskClient,
   InvestigationStream,
+  ResearchStream,
   TriageStream,
   TurnStream,
   eventKind,
+  type AskOpts,
   type BusyPolicyName,
   type CallOpts,
   type FrontdeskClientOptions,
@@ -15,6 +17,7 @@ export {
   type ManagerDecisionName,
   type PendingActionStatusFilter,
   type RespondInput,
+  type ResearchItem,
   type ResponderRoleName,
   type StreamItem,
   type TicketStatusFilter,
@@ -27,5 +30,6 @@ export { Code } from "@connectrpc/connect";
 export * from "./gen/frontdesk/v1/common_pb.js";
 export * from "./gen/frontdesk/v1/conversation_pb.js";
 export * from "./gen/frontdesk/v1/investigation_pb.js";
+export * from "./gen/frontdesk/v1/research_pb.js";
 export * from "./gen/frontdesk/v1/triage_pb.js";
 export * from "./gen/frontdesk/v1/workflow_pb.js";

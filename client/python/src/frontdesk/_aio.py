@@ -15,6 +15,8 @@ from frontdesk.v1 import (
     conversation_pb2_grpc,
     investigation_pb2,
     investigation_pb2_grpc,
+    research_pb2,
+    research_pb2_grpc,
     triage_pb2,
     triage_pb2_grpc,
     workflow_pb2,
@@ -218,11 +220,57 @@ class AsyncAuditStream(AsyncIterator[investigation_pb2.AuditEntry]):
         self.cancel()
 
 
+class AsyncResearchStream(c.ResearchProgress, AsyncIterator[c.ResearchItem]):
+    """One Ask call: ``async for`` yields each RunEvent, OrchestratorMessage, Plan,
+    ResearchResult, CriticVerdict and ExpertAnswer as the run produces them, then the Research.
+    ``await result()`` drains the rest and returns the Research; ``events``, ``messages``,
+    ``plans``, ``results``, ``critic_decisions`` and ``expert_answers`` hold what arrived so
+    far; ``cancel()`` stops the call. Errors raise FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__()
+        self._call = call
+        self._iter: Optional[AsyncIterator[Any]] = None
+
+    def __aiter__(self) -> "AsyncResearchStream":
+        return self
+
+    async def __anext__(self) -> c.ResearchItem:
+        if self._iter is None:
+            self._iter = self._call.__aiter__()
+        while True:
+            try:
+                response = await self._iter.__anext__()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_research(response)
+            if item is None:
+                continue
+            self._record(item)
+            return item
+
+    async def result(self) -> research_pb2.Research:
+        async for _ in self:
+            pass
+        if self._research is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a Research")
+        return self._research
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncResearchStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class AsyncFrontdeskClient:
     """asyncio client with the same methods as FrontdeskClient, as coroutines; send_message
     returns an AsyncTurnStream, triage_ticket an AsyncTriageStream, start_investigation and
-    respond an AsyncInvestigationStream and watch_investigation an AsyncAuditStream. Use
-    ``async with``, or ``await close()``."""
+    respond an AsyncInvestigationStream, watch_investigation an AsyncAuditStream and ask an
+    AsyncResearchStream. Use ``async with``, or ``await close()``."""
 
     def __init__(
         self,
@@ -249,6 +297,7 @@ class AsyncFrontdeskClient:
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
         self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
+        self.research = research_pb2_grpc.ResearchServiceStub(channel)
 
     async def close(self) -> None:
         if self._owns_channel:
@@ -501,6 +550,50 @@ class AsyncFrontdeskClient:
         )
         response = await self._unary(self.investigations.ListPendingActions, request, timeout)
         return list(response.actions)
+
+    def ask(
+        self,
+        question: str,
+        retry_limit: Optional[int] = None,
+        corpus: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> AsyncResearchStream:
+        """Asks a research question; ``async for`` over the result (not awaited itself), or
+        ``await result()`` for the Research."""
+        request = c.ask_request(question, retry_limit, corpus, idempotency_key)
+        call = self.research.Ask(request, timeout=timeout, metadata=self._metadata)
+        return AsyncResearchStream(call)
+
+    async def get_research(
+        self, research_id: str, *, timeout: Optional[float] = None
+    ) -> research_pb2.Research:
+        request = research_pb2.GetResearchRequest(research_id=research_id)
+        response = await self._unary(self.research.GetResearch, request, timeout)
+        return response.research
+
+    async def list_research(
+        self,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> research_pb2.ListResearchResponse:
+        request = c.list_research_request(page_size, page_token)
+        return await self._unary(self.research.ListResearch, request, timeout)
+
+    async def iter_research(
+        self, *, page_size: Optional[int] = None
+    ) -> AsyncIterator[research_pb2.Research]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_research(page_size=page_size, page_token=token)
+            for research in page.research:
+                yield research
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
 
     async def list_workflows(
         self, *, timeout: Optional[float] = None

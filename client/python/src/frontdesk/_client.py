@@ -14,6 +14,8 @@ from frontdesk.v1 import (
     conversation_pb2_grpc,
     investigation_pb2,
     investigation_pb2_grpc,
+    research_pb2,
+    research_pb2_grpc,
     triage_pb2,
     triage_pb2_grpc,
     workflow_pb2,
@@ -182,6 +184,54 @@ class InvestigationStream(Iterator[c.InvestigationItem]):
         self.cancel()
 
 
+class ResearchStream(c.ResearchProgress, Iterator[c.ResearchItem]):
+    """One Ask call: iterate it for each RunEvent, OrchestratorMessage, Plan, ResearchResult,
+    CriticVerdict and ExpertAnswer as the run produces them (each right after the node event
+    that produced it), then the Research: its outcome, final answer and reasoning trace.
+
+    ``result()`` drains what is left and returns the Research; ``events``, ``messages``,
+    ``plans``, ``results``, ``critic_decisions`` and ``expert_answers`` hold what arrived so
+    far; ``cancel()`` stops the call. Errors, before or during the stream, raise
+    FrontdeskError.
+    """
+
+    def __init__(self, call: Any) -> None:
+        super().__init__()
+        self._call = call
+
+    def __iter__(self) -> "ResearchStream":
+        return self
+
+    def __next__(self) -> c.ResearchItem:
+        while True:
+            try:
+                response = next(self._call)
+            except grpc.RpcError as e:
+                raise FrontdeskError.from_rpc_error(e) from None
+            item = c.unpack_research(response)
+            if item is None:
+                continue
+            self._record(item)
+            return item
+
+    def result(self) -> research_pb2.Research:
+        """Consumes the rest of the stream and returns the research."""
+        for _ in self:
+            pass
+        if self._research is None:
+            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a Research")
+        return self._research
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "ResearchStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class AuditStream(Iterator[investigation_pb2.AuditEntry]):
     """One WatchInvestigation call: iterate it for each AuditEntry, the trail written so far
     first, then each new entry as it is written; it ends once the advisory report is generated.
@@ -219,7 +269,7 @@ class AuditStream(Iterator[investigation_pb2.AuditEntry]):
 
 class FrontdeskClient:
     """Blocking client for Frontdesk's ConversationService, TriageService,
-    InvestigationService and WorkflowService.
+    InvestigationService, ResearchService and WorkflowService.
 
     ``target`` is host:port. Without ``credentials`` the channel is plaintext; pass
     ``grpc.ssl_channel_credentials()`` (or others) for TLS. ``metadata`` is sent with every
@@ -253,6 +303,7 @@ class FrontdeskClient:
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
         self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
+        self.research = research_pb2_grpc.ResearchServiceStub(channel)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -530,6 +581,56 @@ class FrontdeskClient:
             recipient_id=recipient_id or "", status=c.pending_action_status(status)
         )
         return list(self._unary(self.investigations.ListPendingActions, request, timeout).actions)
+
+    # -- ResearchService -------------------------------------------------------------------
+    def ask(
+        self,
+        question: str,
+        retry_limit: Optional[int] = None,
+        corpus: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> ResearchStream:
+        """Asks a research question. Iterate the returned stream for the run's events, the
+        orchestrator's messages, each Plan, ResearchResult (with its citations), CriticVerdict
+        and ExpertAnswer as they are produced, then the Research (its outcome, final answer and
+        reasoning trace); or call ``.result()``. ``retry_limit`` is the rejections allowed
+        before the question is given up (None: the server's default, 5; at most 20);
+        ``corpus`` the document corpus (None: "sample"). An empty question, a retry limit over
+        20 or an unknown corpus is INVALID_ARGUMENT."""
+        request = c.ask_request(question, retry_limit, corpus, idempotency_key)
+        call = self.research.Ask(request, timeout=timeout, metadata=self._metadata)
+        return ResearchStream(call)
+
+    def get_research(
+        self, research_id: str, *, timeout: Optional[float] = None
+    ) -> research_pb2.Research:
+        """The research ("RES-...") as it stands; unknown is NOT_FOUND."""
+        request = research_pb2.GetResearchRequest(research_id=research_id)
+        return self._unary(self.research.GetResearch, request, timeout).research
+
+    def list_research(
+        self,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> research_pb2.ListResearchResponse:
+        """One page of research, ordered by research id (``.research``);
+        ``.next_page_token`` is empty on the last page."""
+        request = c.list_research_request(page_size, page_token)
+        return self._unary(self.research.ListResearch, request, timeout)
+
+    def iter_research(self, *, page_size: Optional[int] = None) -> Iterator[research_pb2.Research]:
+        """Every research, ordered by research id, fetching pages as needed."""
+        token: Optional[str] = None
+        while True:
+            page = self.list_research(page_size=page_size, page_token=token)
+            yield from page.research
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
 
     # -- WorkflowService -------------------------------------------------------------------
     def list_workflows(self, *, timeout: Optional[float] = None) -> List[workflow_pb2.Workflow]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
     investigation_pb2,
+    research_pb2,
     triage_pb2,
     workflow_pb2,
 )
@@ -34,6 +35,25 @@ InvestigationItem = Union[
     investigation_pb2.AgentMessage,
     investigation_pb2.StatusChange,
     investigation_pb2.Investigation,
+]
+Research = research_pb2.Research
+OrchestratorMessage = research_pb2.OrchestratorMessage
+Plan = research_pb2.Plan
+ResearchResult = research_pb2.ResearchResult
+Citation = research_pb2.Citation
+CriticVerdict = research_pb2.CriticVerdict
+ExpertAnswer = research_pb2.ExpertAnswer
+#: What an Ask stream yields: RunEvents, each OrchestratorMessage, Plan, ResearchResult,
+#: CriticVerdict and ExpertAnswer right after the node event that produced it, then one
+#: Research.
+ResearchItem = Union[
+    common_pb2.RunEvent,
+    research_pb2.OrchestratorMessage,
+    research_pb2.Plan,
+    research_pb2.ResearchResult,
+    research_pb2.CriticVerdict,
+    research_pb2.ExpertAnswer,
+    research_pb2.Research,
 ]
 Metadata = Sequence[Tuple[str, Union[str, bytes]]]
 
@@ -305,6 +325,76 @@ def unpack_investigation(
     return None  # a payload kind newer than this client (or none): skipped
 
 
+def ask_request(
+    question: str,
+    retry_limit: Optional[int],
+    corpus: Optional[str],
+    idempotency_key: Optional[str],
+) -> research_pb2.AskRequest:
+    return research_pb2.AskRequest(
+        question=question,
+        retry_limit=retry_limit or 0,
+        corpus=corpus or "",
+        idempotency_key=idempotency_key or "",
+    )
+
+
+def list_research_request(
+    page_size: Optional[int], page_token: Optional[str]
+) -> research_pb2.ListResearchRequest:
+    return research_pb2.ListResearchRequest(
+        page_size=page_size or 0, page_token=page_token or ""
+    )
+
+
+_ASK_PAYLOADS = (
+    "event",
+    "message",
+    "plan",
+    "research_result",
+    "critic_decision",
+    "expert_answer",
+    "research",
+)
+
+
+def unpack_research(response: research_pb2.AskResponse) -> Optional[ResearchItem]:
+    which = response.WhichOneof("payload")
+    if which in _ASK_PAYLOADS:
+        return cast(ResearchItem, getattr(response, which))
+    return None  # a payload kind newer than this client (or none): skipped
+
+
+class ResearchProgress:
+    """What an Ask stream delivered so far, sorted by kind (shared by the sync and asyncio
+    streams)."""
+
+    def __init__(self) -> None:
+        self._research: Optional[research_pb2.Research] = None
+        self.events: List[common_pb2.RunEvent] = []
+        self.messages: List[research_pb2.OrchestratorMessage] = []
+        self.plans: List[research_pb2.Plan] = []
+        self.results: List[research_pb2.ResearchResult] = []
+        self.critic_decisions: List[research_pb2.CriticVerdict] = []
+        self.expert_answers: List[research_pb2.ExpertAnswer] = []
+
+    def _record(self, item: ResearchItem) -> None:
+        if isinstance(item, research_pb2.Research):
+            self._research = item
+        elif isinstance(item, research_pb2.OrchestratorMessage):
+            self.messages.append(item)
+        elif isinstance(item, research_pb2.Plan):
+            self.plans.append(item)
+        elif isinstance(item, research_pb2.ResearchResult):
+            self.results.append(item)
+        elif isinstance(item, research_pb2.CriticVerdict):
+            self.critic_decisions.append(item)
+        elif isinstance(item, research_pb2.ExpertAnswer):
+            self.expert_answers.append(item)
+        else:
+            self.events.append(item)
+
+
 def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamItem]:
     which = response.WhichOneof("payload")
     if which == "event":
@@ -318,11 +408,19 @@ __all__ = [
     "DEFAULT_TARGET",
     "AgentMessage",
     "AuditEntry",
+    "Citation",
+    "CriticVerdict",
+    "ExpertAnswer",
     "HrMutation",
     "Investigation",
     "InvestigationItem",
     "Metadata",
+    "OrchestratorMessage",
     "PendingAction",
+    "Plan",
+    "Research",
+    "ResearchItem",
+    "ResearchResult",
     "StatusChange",
     "RunEvent",
     "StreamItem",

@@ -1,0 +1,223 @@
+package frontdesk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+// AskOption configures Ask.
+type AskOption func(*v1.AskRequest)
+
+// WithRetryLimit sets the critics' rejections allowed before the question is given up (0 for
+// the server's default, 5; at most 20).
+func WithRetryLimit(n uint32) AskOption {
+	return func(r *v1.AskRequest) { r.RetryLimit = n }
+}
+
+// WithCorpus names the document corpus to research ("" for the default, "sample").
+func WithCorpus(name string) AskOption {
+	return func(r *v1.AskRequest) { r.Corpus = name }
+}
+
+// WithAskIdempotencyKey makes a retried Ask with the same key and request return the first
+// call's outcome.
+func WithAskIdempotencyKey(key string) AskOption {
+	return func(r *v1.AskRequest) { r.IdempotencyKey = key }
+}
+
+// Ask asks a research question. It returns once the run has begun, or with the error that
+// failed the call before that (a *Error: INVALID_ARGUMENT for an empty question, a retry limit
+// over 20 or an unknown corpus, ...). Then range over Researching.Progress for the run's
+// events, the orchestrator's messages, each plan, research result, critic decision and expert
+// answer as they arrive, and call Researching.Result for the research: its outcome, final
+// answer and reasoning trace. Cancelling ctx (or calling Researching.Cancel) stops the call.
+func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*Researching, error) {
+	req := &v1.AskRequest{Question: question}
+	for _, o := range opts {
+		o(req)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Research.Ask(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, wrapError(err)
+	}
+	r := &Researching{recv: stream.Recv, ctx: ctx, cancel: cancel}
+	// Receive the first response, so that a call refused by the server fails with its error
+	// before any progress is handed out.
+	for len(r.pending) == 0 && r.result == nil {
+		p := r.receive()
+		if p != nil {
+			r.pending = append(r.pending, p)
+		} else if r.done {
+			if r.err != nil {
+				return nil, r.err
+			}
+			break
+		}
+	}
+	return r, nil
+}
+
+// Researching is one Ask call in progress.
+type Researching struct {
+	recv    func() (*v1.AskResponse, error)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	pending []*v1.AskResponse
+	result  *v1.Research
+	err     error
+	done    bool
+	// Received holds every run event received so far, in order.
+	Received []*v1.RunEvent
+	// Messages holds every orchestrator message received so far, in order.
+	Messages []*v1.OrchestratorMessage
+	// Plans holds every plan received so far (a rejected plan is followed by a new one).
+	Plans []*v1.Plan
+	// Results holds every research result received so far, as they finished (the research's
+	// Results are in plan order).
+	Results []*v1.ResearchResult
+	// CriticDecisions holds every critic decision received so far, in order.
+	CriticDecisions []*v1.CriticVerdict
+	// ExpertAnswers holds every expert answer received so far, in order.
+	ExpertAnswers []*v1.ExpertAnswer
+}
+
+// receive receives one response: the progress it carries, or nil when it carried the research
+// (or nothing this client knows), or when the stream has ended (done, with err set on
+// failure).
+func (r *Researching) receive() *v1.AskResponse {
+	if r.done {
+		return nil
+	}
+	if err := r.ctx.Err(); err != nil {
+		// cancelled: deliver nothing more, even what had already arrived
+		r.done = true
+		r.err = wrapError(status.FromContextError(err).Err())
+		return nil
+	}
+	p, err := r.recv()
+	if err != nil {
+		r.done = true
+		r.cancel()
+		if errors.Is(err, io.EOF) {
+			if r.result == nil {
+				r.err = &Error{Code: codes.Internal, Message: "Ask stream ended without a Research"}
+			}
+		} else {
+			r.err = wrapError(err)
+		}
+		return nil
+	}
+	switch x := p.GetPayload().(type) {
+	case *v1.AskResponse_Event:
+		r.Received = append(r.Received, x.Event)
+	case *v1.AskResponse_Message:
+		r.Messages = append(r.Messages, x.Message)
+	case *v1.AskResponse_Plan:
+		r.Plans = append(r.Plans, x.Plan)
+	case *v1.AskResponse_ResearchResult:
+		r.Results = append(r.Results, x.ResearchResult)
+	case *v1.AskResponse_CriticDecision:
+		r.CriticDecisions = append(r.CriticDecisions, x.CriticDecision)
+	case *v1.AskResponse_ExpertAnswer:
+		r.ExpertAnswers = append(r.ExpertAnswers, x.ExpertAnswer)
+	case *v1.AskResponse_Research:
+		r.result = x.Research
+		return nil
+	default:
+		return nil // a payload kind newer than this client: skipped
+	}
+	return p
+}
+
+// next returns the next progress item; nil when the stream has ended.
+func (r *Researching) next() *v1.AskResponse {
+	if len(r.pending) > 0 {
+		p := r.pending[0]
+		r.pending = r.pending[1:]
+		return p
+	}
+	for !r.done {
+		if p := r.receive(); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// Progress yields the run's progress as it arrives: each item holds a RunEvent (GetEvent), an
+// OrchestratorMessage (GetMessage), a Plan (GetPlan), a ResearchResult (GetResearchResult), a
+// CriticVerdict (GetCriticDecision) or an ExpertAnswer (GetExpertAnswer), each right after the
+// node event that produced it; never the Research, which Result returns. It ends when the
+// stream does; then Result tells how. Stopping the loop early leaves the rest for Result (or
+// Cancel) to deal with.
+func (r *Researching) Progress() iter.Seq[*v1.AskResponse] {
+	return func(yield func(*v1.AskResponse) bool) {
+		for p := r.next(); p != nil; p = r.next() {
+			if !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+// Result drains any progress not yet received and returns the research with its outcome,
+// final answer and reasoning trace, or the error that ended the stream (a *Error).
+func (r *Researching) Result() (*v1.Research, error) {
+	for r.next() != nil {
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.result, nil
+}
+
+// Cancel stops the call.
+func (r *Researching) Cancel() { r.cancel() }
+
+// GetResearch returns the research ("RES-...") as it stands; an unknown one is NOT_FOUND.
+func (c *Client) GetResearch(ctx context.Context, researchID string) (*v1.Research, error) {
+	res, err := c.Research.GetResearch(ctx, &v1.GetResearchRequest{ResearchId: researchID})
+	return res.GetResearch(), wrapError(err)
+}
+
+// ListResearch returns one page of research, ordered by research id; NextPageToken is empty on
+// the last page.
+func (c *Client) ListResearch(ctx context.Context, req *v1.ListResearchRequest) (*v1.ListResearchResponse, error) {
+	if req == nil {
+		req = &v1.ListResearchRequest{}
+	}
+	res, err := c.Research.ListResearch(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllResearch yields every research, ordered by research id, fetching pages of pageSize (0 for
+// the server's default) as needed. A failure is yielded last, as (nil, *Error).
+func (c *Client) AllResearch(ctx context.Context, pageSize int32) iter.Seq2[*v1.Research, error] {
+	return func(yield func(*v1.Research, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListResearch(ctx, &v1.ListResearchRequest{PageSize: pageSize, PageToken: token})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, r := range page.GetResearch() {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
+}
