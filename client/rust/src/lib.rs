@@ -1,13 +1,14 @@
 //! Rust client for the Frontdesk gRPC service (`frontdesk.v1`).
 //!
-//! [`Client`] wraps the generated `ConversationService`, `WorkflowService`, `TriageService` and
-//! `InvestigationService` stubs with typed options, streaming turn, triage and investigation APIs
-//! ([`Client::send_message`], [`Client::triage_ticket`], [`Client::start_investigation`],
-//! [`Client::respond`]) and errors whose `google.rpc` details are already decoded
-//! ([`ApiError`]). [`describe_event`] renders a [`v1::RunEvent`] as one human line
-//! ([`describe_agent_message`], [`describe_status_change`] and [`describe_audit_entry`] do the
-//! same for an investigation's progress and audit trail); the `frontdesk` CLI uses them to show
-//! progress live.
+//! [`Client`] wraps the generated `ConversationService`, `WorkflowService`, `TriageService`,
+//! `InvestigationService` and `ResearchService` stubs with typed options, streaming turn, triage,
+//! investigation and research APIs ([`Client::send_message`], [`Client::triage_ticket`],
+//! [`Client::start_investigation`], [`Client::respond`], [`Client::ask`]) and errors whose
+//! `google.rpc` details are already decoded ([`ApiError`]). [`describe_event`] renders a
+//! [`v1::RunEvent`] as one human line ([`describe_agent_message`], [`describe_status_change`] and
+//! [`describe_audit_entry`] do the same for an investigation's progress and audit trail,
+//! [`describe_orchestrator_message`], [`describe_critic_verdict`] and [`describe_citation`] for a
+//! research question's); the `frontdesk` CLI uses them to show progress live.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
@@ -62,6 +63,34 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Asking a research question streams the critic loop live (each plan, research result, critic
+//! decision and expert answer as it is produced), then the research with its final answer:
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! use frontdesk_client::{AskOptions, ResearchEvent};
+//! use futures::StreamExt;
+//!
+//! let opts = AskOptions { retry_limit: Some(3), ..AskOptions::default() };
+//! let mut stream = client.ask("Who invented CRISPR gene editing?", opts).await?;
+//! while let Some(item) = stream.next().await {
+//!     match item? {
+//!         ResearchEvent::CriticDecision(v) => println!("{}", frontdesk_client::describe_critic_verdict(&v)),
+//!         ResearchEvent::Result(r) => {
+//!             println!("[step {}] {}", r.step_id, r.answer);
+//!             for c in &r.citations {
+//!                 println!("  {}", frontdesk_client::describe_citation(c));
+//!             }
+//!         }
+//!         ResearchEvent::Research(r) => println!("{:?}: {}", r.outcome(), r.final_answer),
+//!         _ => {}
+//!     }
+//! }
+//! // Or collect it all: client.ask_and_wait(question, opts).await?.research
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -76,6 +105,7 @@ use tonic_types::StatusExt;
 pub use frontdesk_api::v1;
 use v1::conversation_service_client::ConversationServiceClient;
 use v1::investigation_service_client::InvestigationServiceClient;
+use v1::research_service_client::ResearchServiceClient;
 use v1::triage_service_client::TriageServiceClient;
 use v1::workflow_service_client::WorkflowServiceClient;
 
@@ -360,6 +390,123 @@ pub enum AuditTrailKey {
     Correlation(String),
 }
 
+/// Options of [`Client::ask`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AskOptions {
+    /// Rejections allowed before the question is given up; `None` means the server's default (5),
+    /// at most 20.
+    pub retry_limit: Option<u32>,
+    /// The document corpus to research; `None` means the default (`sample`, the shipped
+    /// documents).
+    pub corpus: Option<String>,
+    /// A retried call with the same key and request returns the first call's outcome.
+    pub idempotency_key: Option<String>,
+}
+
+/// One item of a research question's stream ([`Client::ask`]): run events, each orchestrator
+/// message, plan, research result, critic decision and expert answer right after the node (or
+/// task) event that produced it, and last the [`ResearchEvent::Research`].
+// Unboxed on purpose, as `TurnEvent`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResearchEvent {
+    /// A progress event of the run (node started/finished, model call, tool call, ...).
+    Event(v1::RunEvent),
+    /// An instruction of the orchestrator to an agent, or an agent's response.
+    Message(v1::OrchestratorMessage),
+    /// A plan (a rejected plan is followed by a new one).
+    Plan(v1::Plan),
+    /// One research step's result, with its citations.
+    Result(v1::ResearchResult),
+    /// A critic's decision on the planner's, a researcher's or the expert's work.
+    CriticDecision(v1::CriticVerdict),
+    /// The expert's answer.
+    ExpertAnswer(v1::ExpertAnswer),
+    /// The last item: the research with its outcome, final answer and reasoning trace.
+    Research(v1::Research),
+}
+
+impl ResearchEvent {
+    /// The run event, if this is one.
+    pub fn as_event(&self) -> Option<&v1::RunEvent> {
+        match self {
+            ResearchEvent::Event(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The orchestrator message, if this is one.
+    pub fn as_message(&self) -> Option<&v1::OrchestratorMessage> {
+        match self {
+            ResearchEvent::Message(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The plan, if this is one.
+    pub fn as_plan(&self) -> Option<&v1::Plan> {
+        match self {
+            ResearchEvent::Plan(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The research result, if this is one.
+    pub fn as_result(&self) -> Option<&v1::ResearchResult> {
+        match self {
+            ResearchEvent::Result(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The critic decision, if this is one.
+    pub fn as_critic_decision(&self) -> Option<&v1::CriticVerdict> {
+        match self {
+            ResearchEvent::CriticDecision(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The expert answer, if this is one.
+    pub fn as_expert_answer(&self) -> Option<&v1::ExpertAnswer> {
+        match self {
+            ResearchEvent::ExpertAnswer(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The research, if this is it.
+    pub fn as_research(&self) -> Option<&v1::Research> {
+        match self {
+            ResearchEvent::Research(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The stream returned by [`Client::ask`]. It ends after the [`ResearchEvent::Research`], or
+/// with an `Err` when the server ends the run with an error status.
+pub type ResearchStream = Pin<Box<dyn Stream<Item = Result<ResearchEvent, ClientError>> + Send>>;
+
+/// Everything one research question streamed, collected by [`Client::ask_and_wait`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResearchRun {
+    /// The run's events, in order.
+    pub events: Vec<v1::RunEvent>,
+    /// The orchestrator's messages, in order.
+    pub messages: Vec<v1::OrchestratorMessage>,
+    /// The plans, in order (more than one when the planner's critic rejected one).
+    pub plans: Vec<v1::Plan>,
+    /// The research results as they finished (`research.results` has them in plan order).
+    pub results: Vec<v1::ResearchResult>,
+    /// The critics' decisions, in order.
+    pub critic_decisions: Vec<v1::CriticVerdict>,
+    /// The expert's answers, in order.
+    pub expert_answers: Vec<v1::ExpertAnswer>,
+    /// The research: outcome, final answer and reasoning trace, results in plan order.
+    pub research: v1::Research,
+}
+
 /// Everything that can go wrong in a client call.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -369,8 +516,8 @@ pub enum ClientError {
     /// The server answered with an error status.
     #[error("{0}")]
     Status(Box<ApiError>),
-    /// A turn's, triage's or investigation's stream ended without its result (or a triage
-    /// without its ticket resolution).
+    /// A turn's, triage's, investigation's or research question's stream ended without its
+    /// result (or a triage without its ticket resolution).
     #[error("the stream ended without a result")]
     StreamEndedWithoutResult,
 }
@@ -519,6 +666,7 @@ pub struct Client {
     workflows: WorkflowServiceClient<Channel>,
     triage: TriageServiceClient<Channel>,
     investigations: InvestigationServiceClient<Channel>,
+    research: ResearchServiceClient<Channel>,
 }
 
 impl Client {
@@ -534,7 +682,8 @@ impl Client {
             conversations: ConversationServiceClient::new(channel.clone()),
             workflows: WorkflowServiceClient::new(channel.clone()),
             triage: TriageServiceClient::new(channel.clone()),
-            investigations: InvestigationServiceClient::new(channel),
+            investigations: InvestigationServiceClient::new(channel.clone()),
+            research: ResearchServiceClient::new(channel),
         }
     }
 
@@ -556,6 +705,11 @@ impl Client {
     /// The raw `InvestigationService` stub.
     pub fn investigations(&self) -> InvestigationServiceClient<Channel> {
         self.investigations.clone()
+    }
+
+    /// The raw `ResearchService` stub.
+    pub fn research(&self) -> ResearchServiceClient<Channel> {
+        self.research.clone()
     }
 
     /// Creates a conversation on `workflow` and returns it with its welcome message.
@@ -906,6 +1060,81 @@ impl Client {
         };
         Ok(self.investigations().list_pending_actions(req).await?.into_inner().actions)
     }
+
+    /// Asks a research question and streams it: [`ResearchEvent::Event`]s as the run progresses,
+    /// each orchestrator message, plan, research result (with its citations), critic decision
+    /// and expert answer as it is produced, then one [`ResearchEvent::Research`] (its outcome,
+    /// final answer and reasoning trace). An empty question, a retry limit over 20 or an unknown
+    /// corpus is `INVALID_ARGUMENT`. A retry with the same `idempotency_key` and request returns
+    /// the first call's outcome.
+    pub async fn ask(&self, question: &str, opts: AskOptions) -> Result<ResearchStream, ClientError> {
+        let req = v1::AskRequest {
+            question: question.to_string(),
+            retry_limit: opts.retry_limit.unwrap_or(0),
+            corpus: non_empty(opts.corpus),
+            idempotency_key: non_empty(opts.idempotency_key),
+        };
+        let stream = self.research().ask(req).await?.into_inner();
+        let stream = stream.filter_map(|item| {
+            use v1::ask_response::Payload;
+            futures::future::ready(match item {
+                Ok(v1::AskResponse { payload }) => payload.map(|payload| {
+                    Ok(match payload {
+                        Payload::Event(e) => ResearchEvent::Event(e),
+                        Payload::Message(m) => ResearchEvent::Message(m),
+                        Payload::Plan(p) => ResearchEvent::Plan(p),
+                        Payload::ResearchResult(r) => ResearchEvent::Result(r),
+                        Payload::CriticDecision(v) => ResearchEvent::CriticDecision(v),
+                        Payload::ExpertAnswer(e) => ResearchEvent::ExpertAnswer(e),
+                        Payload::Research(r) => ResearchEvent::Research(r),
+                    })
+                }),
+                Err(status) => Some(Err(ClientError::from(status))),
+            })
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// Asks a research question and waits for the answer: returns everything the run streamed
+    /// and the research. Fails with the server's status if the run fails, or
+    /// [`ClientError::StreamEndedWithoutResult`]. (A question the critics never approve within
+    /// the retry limit is not an error: its outcome is `RETRY_LIMIT`.)
+    pub async fn ask_and_wait(&self, question: &str, opts: AskOptions) -> Result<ResearchRun, ClientError> {
+        let mut stream = self.ask(question, opts).await?;
+        let mut run = ResearchRun::default();
+        let mut research = None;
+        while let Some(item) = stream.next().await {
+            match item? {
+                ResearchEvent::Event(e) => run.events.push(e),
+                ResearchEvent::Message(m) => run.messages.push(m),
+                ResearchEvent::Plan(p) => run.plans.push(p),
+                ResearchEvent::Result(r) => run.results.push(r),
+                ResearchEvent::CriticDecision(v) => run.critic_decisions.push(v),
+                ResearchEvent::ExpertAnswer(e) => run.expert_answers.push(e),
+                ResearchEvent::Research(r) => research = Some(r),
+            }
+        }
+        run.research = research.ok_or(ClientError::StreamEndedWithoutResult)?;
+        Ok(run)
+    }
+
+    /// Returns a research (such as `RES-…`) as it stands: question, outcome, plan, results,
+    /// expert answer, final answer and reasoning trace, messages. An unknown one is `NOT_FOUND`.
+    pub async fn get_research(&self, research_id: &str) -> Result<v1::Research, ClientError> {
+        let req = v1::GetResearchRequest { research_id: research_id.to_string() };
+        let resp = self.research().get_research(req).await?.into_inner();
+        Ok(resp.research.unwrap_or_default())
+    }
+
+    /// Lists research, ordered by research id. `page_size` 0 means the server default (20).
+    pub async fn list_research(
+        &self,
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListResearchResponse, ClientError> {
+        let req = v1::ListResearchRequest { page_size, page_token: non_empty(page_token) };
+        Ok(self.research().list_research(req).await?.into_inner())
+    }
 }
 
 /// Maps the `progress` of StartInvestigation and Respond responses to [`InvestigationEvent`]s,
@@ -1157,6 +1386,74 @@ fn one_line(s: &str) -> String {
 }
 
 const TEXT_PREVIEW: usize = 160;
+
+/// The label of a critic decision, as the CLI prints it: `APPROVE`, `REJECT` (`-` when
+/// unspecified or unknown).
+pub fn critic_decision_label(v: i32) -> String {
+    enum_label(v1::CriticDecision::try_from(v).ok().map(|e| e.as_str_name()), "CRITIC_DECISION_").to_uppercase()
+}
+
+/// The label of a research outcome: `running`, `answered`, `retry_limit`, `failed` (`-` when
+/// unspecified or unknown).
+pub fn research_outcome_label(v: i32) -> String {
+    enum_label(v1::ResearchOutcome::try_from(v).ok().map(|e| e.as_str_name()), "RESEARCH_OUTCOME_")
+}
+
+/// The label of a research step: `input`, `planner`, ..., `finalizer`, `error` (`-` when
+/// unspecified or unknown).
+pub fn research_step_label(v: i32) -> String {
+    enum_label(v1::ResearchStep::try_from(v).ok().map(|e| e.as_str_name()), "RESEARCH_STEP_")
+}
+
+/// Renders an orchestrator message as one line: `sender -> receiver (type) [step N]: content`,
+/// such as `orchestrator -> researcher (instruction) [step 0]: Research: Find who invented
+/// CRISPR` (no `[step N]` when the message concerns no research step; the content on one line).
+pub fn describe_orchestrator_message(m: &v1::OrchestratorMessage) -> String {
+    let mut out =
+        format!("{} -> {} ({})", dash_if_empty(&m.sender), dash_if_empty(&m.receiver), dash_if_empty(&m.r#type));
+    if let Some(step) = m.step_id {
+        out.push_str(&format!(" [step {step}]"));
+    }
+    let content = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !content.is_empty() {
+        out.push_str(": ");
+        out.push_str(&content);
+    }
+    out
+}
+
+/// Renders a critic's decision as one line: `critic_x: APPROVE|REJECT (retry k) feedback`, such
+/// as `critic_planner: REJECT (retry 1) Also research the transistor.` (`k` is the question's
+/// retry count after the decision; the feedback on one line).
+pub fn describe_critic_verdict(v: &v1::CriticVerdict) -> String {
+    let mut out =
+        format!("{}: {} (retry {})", dash_if_empty(&v.critic), critic_decision_label(v.decision), v.retry_count);
+    let feedback = v.feedback.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !feedback.is_empty() {
+        out.push(' ');
+        out.push_str(&feedback);
+    }
+    out
+}
+
+/// Renders a citation as `[document_id#passage] title`, such as `[crispr#0] CRISPR gene
+/// editing` (no title when the server sent none).
+pub fn describe_citation(c: &v1::Citation) -> String {
+    let title = c.document_title.split_whitespace().collect::<Vec<_>>().join(" ");
+    if title.is_empty() {
+        format!("[{}#{}]", c.document_id, c.passage)
+    } else {
+        format!("[{}#{}] {title}", c.document_id, c.passage)
+    }
+}
+
+fn dash_if_empty(s: &str) -> &str {
+    if s.trim().is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
 
 /// Renders an agent's error as `REASON: message (3 attempts)`.
 pub fn describe_agent_error(e: &v1::AgentError) -> String {
@@ -1567,6 +1864,85 @@ mod tests {
         assert_eq!(manager.role, v1::ResponderRole::Manager);
         assert_eq!(manager.decision, Some(v1::ManagerDecision::Deny));
         assert_eq!((manager.text.as_deref(), manager.idempotency_key.as_deref()), (Some("no"), Some("k1")));
+    }
+
+    #[test]
+    fn describes_orchestrator_messages_critic_verdicts_and_citations() {
+        let instruction = v1::OrchestratorMessage {
+            sender: "orchestrator".into(),
+            receiver: "researcher".into(),
+            r#type: "instruction".into(),
+            content: "Research: Find who invented\n  CRISPR gene editing".into(),
+            step_id: Some(0),
+        };
+        assert_eq!(
+            describe_orchestrator_message(&instruction),
+            "orchestrator -> researcher (instruction) [step 0]: Research: Find who invented CRISPR gene editing"
+        );
+        let response = v1::OrchestratorMessage {
+            sender: "planner".into(),
+            receiver: "orchestrator".into(),
+            r#type: "response".into(),
+            content: "2 research steps, 1 expert steps".into(),
+            step_id: None,
+        };
+        assert_eq!(
+            describe_orchestrator_message(&response),
+            "planner -> orchestrator (response): 2 research steps, 1 expert steps"
+        );
+        assert_eq!(describe_orchestrator_message(&v1::OrchestratorMessage::default()), "- -> - (-)");
+
+        let approve = v1::CriticVerdict {
+            critic: "critic_planner".into(),
+            decision: v1::CriticDecision::Approve as i32,
+            feedback: "Looks complete.".into(),
+            step_id: None,
+            retry_count: 0,
+        };
+        assert_eq!(describe_critic_verdict(&approve), "critic_planner: APPROVE (retry 0) Looks complete.");
+        let reject = v1::CriticVerdict {
+            critic: "critic_researcher".into(),
+            decision: v1::CriticDecision::Reject as i32,
+            feedback: "Cite the passage\nwith the date.".into(),
+            step_id: Some(1),
+            retry_count: 2,
+        };
+        assert_eq!(
+            describe_critic_verdict(&reject),
+            "critic_researcher: REJECT (retry 2) Cite the passage with the date."
+        );
+        let unknown = v1::CriticVerdict { decision: 7, feedback: String::new(), ..approve };
+        assert_eq!(describe_critic_verdict(&unknown), "critic_planner: - (retry 0)");
+
+        let citation = v1::Citation {
+            document_id: "crispr".into(),
+            document_title: "CRISPR gene editing".into(),
+            passage: 2,
+            text: "Jennifer Doudna and Emmanuelle Charpentier ...".into(),
+        };
+        assert_eq!(describe_citation(&citation), "[crispr#2] CRISPR gene editing");
+        let untitled = v1::Citation { document_title: String::new(), ..citation };
+        assert_eq!(describe_citation(&untitled), "[crispr#2]");
+
+        assert_eq!(research_outcome_label(v1::ResearchOutcome::RetryLimit as i32), "retry_limit");
+        assert_eq!(research_outcome_label(0), "-");
+        assert_eq!(research_step_label(v1::ResearchStep::CriticExpert as i32), "critic_expert");
+        assert_eq!(critic_decision_label(v1::CriticDecision::Reject as i32), "REJECT");
+    }
+
+    #[test]
+    fn research_event_accessors() {
+        let research = ResearchEvent::Research(v1::Research { research_id: "RES-1".into(), ..Default::default() });
+        assert_eq!(research.as_research().map(|r| r.research_id.as_str()), Some("RES-1"));
+        assert!(research.as_event().is_none() && research.as_plan().is_none() && research.as_result().is_none());
+        assert!(ResearchEvent::Event(v1::RunEvent::default()).as_event().is_some());
+        assert!(ResearchEvent::Message(v1::OrchestratorMessage::default()).as_message().is_some());
+        assert!(ResearchEvent::Plan(v1::Plan::default()).as_plan().is_some());
+        assert!(ResearchEvent::Result(v1::ResearchResult::default()).as_result().is_some());
+        assert!(ResearchEvent::CriticDecision(v1::CriticVerdict::default()).as_critic_decision().is_some());
+        assert!(ResearchEvent::ExpertAnswer(v1::ExpertAnswer::default()).as_expert_answer().is_some());
+        assert!(ResearchEvent::Plan(v1::Plan::default()).as_critic_decision().is_none());
+        assert_eq!(AskOptions::default().retry_limit, None);
     }
 
     #[test]

@@ -5,9 +5,11 @@ use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use frontdesk_client::{
-    audit_entry_kind, code_name, describe_agent_message, describe_audit_entry, describe_event, describe_status_change,
-    format_duration, v1, AuditTrailKey, Client, ClientError, InvestigationEvent, InvestigationStream, Reply,
-    SendOptions, StartOptions, TriageEvent, TriageOptions, TurnEvent,
+    audit_entry_kind, code_name, describe_agent_message, describe_audit_entry, describe_citation,
+    describe_critic_verdict, describe_event, describe_orchestrator_message, describe_status_change, format_duration,
+    research_outcome_label, research_step_label, v1, AskOptions, AuditTrailKey, Client, ClientError,
+    InvestigationEvent, InvestigationStream, Reply, ResearchEvent, SendOptions, StartOptions, TriageEvent,
+    TriageOptions, TurnEvent,
 };
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
@@ -114,6 +116,63 @@ enum Command {
     /// Investigate HR mutations: start an investigation, answer its pending actions, inspect it.
     #[command(subcommand)]
     Investigate(InvestigateCommand),
+    /// Ask a research question and stream the critic loop.
+    ///
+    /// Streams the run's node events, the orchestrator's messages (`sender -> receiver (type)
+    /// [step N]: content`), each plan, each research result with its citations
+    /// (`[document_id#passage] title`), each critic decision (`critic_x: APPROVE|REJECT (retry k)
+    /// feedback`) and the expert's answer, then the research: its outcome, final answer and
+    /// reasoning trace.
+    Ask {
+        /// The question (several words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        question: Vec<String>,
+        /// Rejections allowed before the question is given up (server default 5 when omitted; at
+        /// most 20).
+        #[arg(long, value_name = "N")]
+        retry_limit: Option<u32>,
+        /// The document corpus to research (server default `sample` when omitted).
+        #[arg(long, value_name = "NAME")]
+        corpus: Option<String>,
+        /// Idempotency key: a retry with the same key and question returns the first call's
+        /// outcome.
+        #[arg(long, visible_alias = "idempotency-key", value_name = "K")]
+        key: Option<String>,
+        /// Do not print the run's node events (messages, plans, results and decisions still
+        /// print).
+        #[arg(long)]
+        quiet_events: bool,
+    },
+    /// Inspect research questions asked with `frontdesk ask`.
+    #[command(subcommand)]
+    Research(ResearchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ResearchCommand {
+    /// Print a research: question, outcome, plan, results with citations, expert answer, final
+    /// answer, reasoning trace and the orchestrator's messages.
+    Show {
+        /// Research id (such as RES-0190...).
+        research_id: String,
+    },
+    /// List research, ordered by research id.
+    List {
+        /// Research per page (server default when 0).
+        #[arg(long, default_value_t = 0)]
+        page_size: i32,
+        /// Continue from a previous listing's next page token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Fetch every page.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// The options `frontdesk ask` sends.
+fn ask_options(retry_limit: Option<u32>, corpus: Option<String>, key: Option<String>) -> AskOptions {
+    AskOptions { retry_limit, corpus, idempotency_key: key }
 }
 
 #[derive(Debug, Subcommand)]
@@ -443,6 +502,11 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Ticket(TicketCommand::Show { customer, ticket }) => show_ticket(&client, &customer, &ticket).await?,
         Command::Investigate(cmd) => investigate(&client, cmd).await?,
+        Command::Ask { question, retry_limit, corpus, key, quiet_events } => {
+            let opts = ask_options(retry_limit, corpus, key);
+            Printer::new(quiet_events).ask(&client, &question.join(" "), opts).await?;
+        }
+        Command::Research(cmd) => research(&client, cmd).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -828,6 +892,47 @@ impl Printer {
                     self.investigation_result(&inv)?;
                     result = Some(inv);
                 }
+            }
+        }
+        self.end_delta_line(&mut std::io::stdout().lock())?;
+        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+    }
+
+    /// Asks a research question, printing as it streams: node events (dimmed), orchestrator
+    /// messages, plans, research results with their citations, critic decisions and the expert's
+    /// answer, then the research.
+    async fn ask(&mut self, client: &Client, question: &str, opts: AskOptions) -> Result<v1::Research, CliError> {
+        let mut stream = client.ask(question, opts).await?;
+        let mut result = None;
+        while let Some(item) = stream.next().await {
+            let item = match item {
+                Ok(item) => item,
+                Err(e) => {
+                    self.end_delta_line(&mut std::io::stdout().lock())?;
+                    return Err(e.into());
+                }
+            };
+            if let ResearchEvent::Event(e) = &item {
+                self.event(e)?;
+                continue;
+            }
+            let mut out = std::io::stdout().lock();
+            self.end_delta_line(&mut out)?;
+            match &item {
+                ResearchEvent::Event(_) => {}
+                ResearchEvent::Message(m) => writeln!(out, "{}", describe_orchestrator_message(m))?,
+                ResearchEvent::Plan(p) => write_plan(&mut out, p)?,
+                ResearchEvent::Result(r) => write_research_result(&mut out, r)?,
+                ResearchEvent::CriticDecision(v) => writeln!(out, "{}", describe_critic_verdict(v))?,
+                ResearchEvent::ExpertAnswer(e) => write_expert_answer(&mut out, e)?,
+                ResearchEvent::Research(r) => {
+                    writeln!(out)?;
+                    write_research(&mut out, r, false)?;
+                }
+            }
+            out.flush()?;
+            if let ResearchEvent::Research(r) = item {
+                result = Some(r);
             }
         }
         self.end_delta_line(&mut std::io::stdout().lock())?;
@@ -1475,6 +1580,173 @@ async fn investigate(client: &Client, cmd: InvestigateCommand) -> Result<(), Cli
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Research
+
+/// A plan: `plan (attempt N):`, then each research step (`  research ID: step`, numbered by the
+/// step ids its results carry) and each expert step.
+fn write_plan(out: &mut impl Write, p: &v1::Plan) -> std::io::Result<()> {
+    writeln!(out, "plan (attempt {}):", p.attempt)?;
+    if p.research_steps.is_empty() {
+        writeln!(out, "  research: none")?;
+    }
+    for (i, step) in p.research_steps.iter().enumerate() {
+        writeln!(out, "  research {i}: {}", step.trim())?;
+    }
+    for (i, step) in p.expert_steps.iter().enumerate() {
+        writeln!(out, "  expert {i}: {}", step.trim())?;
+    }
+    Ok(())
+}
+
+/// A research result: `result [step N] STEP (attempt K):`, the answer indented, then each
+/// citation as `  [document_id#passage] title`.
+fn write_research_result(out: &mut impl Write, r: &v1::ResearchResult) -> std::io::Result<()> {
+    writeln!(out, "result [step {}] {} (attempt {}):", r.step_id, dash(r.step.trim()), r.attempt)?;
+    for line in r.answer.trim().lines().filter(|l| !l.trim().is_empty()) {
+        writeln!(out, "  {}", line.trim_end())?;
+    }
+    if r.citations.is_empty() {
+        writeln!(out, "  (no citations)")?;
+    }
+    for c in &r.citations {
+        writeln!(out, "  {}", describe_citation(c))?;
+    }
+    Ok(())
+}
+
+/// The expert's answer: `expert answer (attempt K):`, the answer, then its reasoning, indented.
+fn write_expert_answer(out: &mut impl Write, e: &v1::ExpertAnswer) -> std::io::Result<()> {
+    writeln!(out, "expert answer (attempt {}):", e.attempt)?;
+    for line in e.answer.trim().lines() {
+        writeln!(out, "  {line}")?;
+    }
+    if !e.reasoning.trim().is_empty() {
+        writeln!(out, "  reasoning:")?;
+        for line in e.reasoning.trim().lines() {
+            writeln!(out, "    {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `answered (retries 0 of 5)`, `retry_limit (retries 5 of 5)`, `failed in researcher (retries 1 of 5)`.
+fn outcome_summary(r: &v1::Research) -> String {
+    let mut out = research_outcome_label(r.outcome);
+    if !r.error_component.is_empty() {
+        out.push_str(&format!(" in {}", r.error_component));
+    }
+    out.push_str(&format!(" (retries {} of {})", r.retry_count, r.retry_limit));
+    out
+}
+
+/// A research, readably: id, question, outcome, error, the final answer and the reasoning trace.
+/// `full` adds the corpus, the current step, the plan, the results with their citations, the
+/// expert's answer, the orchestrator's messages and the timestamps.
+fn write_research(out: &mut impl Write, r: &v1::Research, full: bool) -> std::io::Result<()> {
+    writeln!(out, "research: {}", dash(&r.research_id))?;
+    writeln!(out, "question: {}", dash(r.question.trim()))?;
+    if full {
+        writeln!(out, "corpus:   {}", dash(&r.corpus))?;
+        writeln!(out, "step:     {}", research_step_label(r.current_step))?;
+    }
+    writeln!(out, "outcome:  {}", outcome_summary(r))?;
+    if !r.error.trim().is_empty() {
+        writeln!(out, "error:    {}", r.error.trim())?;
+    }
+    if full {
+        if let Some(p) = &r.plan {
+            write_plan(out, p)?;
+        }
+        for result in &r.results {
+            write_research_result(out, result)?;
+        }
+        if let Some(e) = &r.expert {
+            write_expert_answer(out, e)?;
+        }
+    }
+    if r.final_answer.trim().is_empty() {
+        writeln!(out, "final answer: -")?;
+    } else {
+        print_block(out, "final answer:", r.final_answer.trim())?;
+    }
+    if r.final_reasoning_trace.trim().is_empty() {
+        writeln!(out, "reasoning trace: -")?;
+    } else {
+        print_block(out, "reasoning trace:", r.final_reasoning_trace.trim())?;
+    }
+    if full {
+        if !r.messages.is_empty() {
+            writeln!(out, "messages ({}):", r.messages.len())?;
+            for m in &r.messages {
+                writeln!(out, "  {}", describe_orchestrator_message(m))?;
+            }
+        }
+        writeln!(out, "created:  {}", timestamp(r.created_at.as_ref()))?;
+        writeln!(out, "updated:  {}", timestamp(r.updated_at.as_ref()))?;
+    }
+    Ok(())
+}
+
+const RESEARCH_HEADER: &str =
+    "ID                                    OUTCOME      RETRIES  UPDATED               QUESTION";
+
+/// A research as a row of `frontdesk research list` (the question on one line, cut to 80
+/// characters).
+fn research_row(r: &v1::Research) -> String {
+    let question = r.question.split_whitespace().collect::<Vec<_>>().join(" ");
+    let question = if question.chars().count() > 80 {
+        format!("{}…", question.chars().take(79).collect::<String>())
+    } else {
+        question
+    };
+    format!(
+        "{:<36}  {:<11}  {:>7}  {:<20}  {}",
+        dash(&r.research_id),
+        research_outcome_label(r.outcome),
+        format!("{}/{}", r.retry_count, r.retry_limit),
+        timestamp(r.updated_at.as_ref()),
+        dash(&question)
+    )
+}
+
+async fn research(client: &Client, cmd: ResearchCommand) -> Result<(), CliError> {
+    match cmd {
+        ResearchCommand::Show { research_id } => {
+            let r = client.get_research(&research_id).await?;
+            let mut out = std::io::stdout().lock();
+            write_research(&mut out, &r, true)?;
+            out.flush()?;
+        }
+        ResearchCommand::List { page_size, page_token, all } => {
+            let mut token = page_token;
+            let mut shown = 0usize;
+            loop {
+                let resp = client.list_research(page_size, token.take()).await?;
+                if shown == 0 && !resp.research.is_empty() {
+                    println!("{RESEARCH_HEADER}");
+                }
+                for r in &resp.research {
+                    println!("{}", research_row(r));
+                }
+                shown += resp.research.len();
+                if resp.next_page_token.is_empty() {
+                    break;
+                }
+                if !all {
+                    println!("more: --page-token {}", resp.next_page_token);
+                    break;
+                }
+                token = Some(resp.next_page_token);
+            }
+            if shown == 0 {
+                println!("no research");
+            }
+        }
+    }
+    Ok(())
+}
+
 const CHAT_HELP: &str =
     "commands: /show (state), /history (messages), /reset, /quit — anything else is sent as a message";
 
@@ -1997,5 +2269,225 @@ mod tests {
         let out = render(|o| write_pending_action(o, &action));
         assert!(out.contains("  answered  "), "{out}");
         assert!(out.ends_with("\n    answered 2025-11-24T16:00:09Z: {\"text\":\"I stood in for u006\"}\n"), "{out}");
+    }
+
+    fn command(args: &[&str]) -> Result<Command, clap::Error> {
+        Ok(Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))?.command)
+    }
+
+    #[test]
+    fn parses_ask() {
+        let args = [
+            "ask",
+            "Who invented",
+            "CRISPR?",
+            "--retry-limit",
+            "3",
+            "--corpus",
+            "handbook",
+            "--key",
+            "k1",
+            "--quiet-events",
+        ];
+        match command(&args).unwrap() {
+            Command::Ask { question, retry_limit, corpus, key, quiet_events } => {
+                assert_eq!(question.join(" "), "Who invented CRISPR?");
+                assert!(quiet_events);
+                assert_eq!(
+                    ask_options(retry_limit, corpus, key),
+                    AskOptions {
+                        retry_limit: Some(3),
+                        corpus: Some("handbook".into()),
+                        idempotency_key: Some("k1".into())
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match command(&["ask", "What is CRISPR?", "--idempotency-key", "k2"]).unwrap() {
+            Command::Ask { question, retry_limit, corpus, key, quiet_events } => {
+                assert_eq!((question, quiet_events), (vec!["What is CRISPR?".to_string()], false));
+                let opts = ask_options(retry_limit, corpus, key);
+                assert_eq!(opts, AskOptions { idempotency_key: Some("k2".into()), ..AskOptions::default() });
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(command(&["ask"]).unwrap_err().kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            command(&["ask", "q", "--retry-limit", "many"]).unwrap_err().kind(),
+            clap::error::ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            command(&["ask", "q", "--retry-limit", "-1"]).unwrap_err().kind(),
+            clap::error::ErrorKind::UnknownArgument
+        );
+    }
+
+    #[test]
+    fn parses_research_show_and_list() {
+        assert!(matches!(
+            command(&["research", "show", "RES-1"]).unwrap(),
+            Command::Research(ResearchCommand::Show { research_id }) if research_id == "RES-1"
+        ));
+        match command(&["research", "list", "--page-size", "5", "--page-token", "t", "--all"]).unwrap() {
+            Command::Research(ResearchCommand::List { page_size, page_token, all }) => {
+                assert_eq!((page_size, page_token.as_deref(), all), (5, Some("t"), true));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            command(&["research", "list"]).unwrap(),
+            Command::Research(ResearchCommand::List { page_size: 0, page_token: None, all: false })
+        ));
+        assert_eq!(command(&["research", "show"]).unwrap_err().kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    fn answered_research() -> v1::Research {
+        let result = |step_id: u32, step: &str, answer: &str| v1::ResearchResult {
+            step_id,
+            step: step.into(),
+            answer: answer.into(),
+            citations: vec![v1::Citation {
+                document_id: "crispr".into(),
+                document_title: "CRISPR gene editing".into(),
+                passage: 2,
+                text: "Jennifer Doudna and Emmanuelle Charpentier ...".into(),
+            }],
+            attempt: 1,
+        };
+        v1::Research {
+            research_id: "RES-0190a1b2c3d4e5f60718293a4b5c6d7e".into(),
+            question: "Who invented CRISPR gene editing, and when was the transistor invented?".into(),
+            corpus: "sample".into(),
+            outcome: v1::ResearchOutcome::Answered as i32,
+            current_step: v1::ResearchStep::Finalizer as i32,
+            retry_count: 1,
+            retry_limit: 5,
+            plan: Some(v1::Plan {
+                research_steps: vec![
+                    "Find who invented CRISPR gene editing".into(),
+                    "Find when the transistor was invented".into(),
+                ],
+                expert_steps: vec!["Combine the findings".into()],
+                attempt: 2,
+            }),
+            results: vec![
+                result(0, "Find who invented CRISPR gene editing", "Doudna and Charpentier."),
+                result(1, "Find when the transistor was invented", "In 1947."),
+            ],
+            expert: Some(v1::ExpertAnswer {
+                answer: "Doudna and Charpentier; 1947.".into(),
+                reasoning: "From the findings.".into(),
+                attempt: 1,
+            }),
+            final_answer: "Doudna and Charpentier invented CRISPR; the transistor dates from 1947.".into(),
+            final_reasoning_trace: "Planned two steps.\nResearched both.".into(),
+            messages: vec![v1::OrchestratorMessage {
+                sender: "orchestrator".into(),
+                receiver: "planner".into(),
+                r#type: "instruction".into(),
+                content: "Develop a logical plan to answer: Who invented CRISPR?".into(),
+                step_id: None,
+            }],
+            created_at: ts(1_764_000_000),
+            updated_at: ts(1_764_000_009),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn writes_plans_results_and_expert_answers() {
+        let r = answered_research();
+        assert_eq!(
+            render(|o| write_plan(o, r.plan.as_ref().unwrap())),
+            "plan (attempt 2):\n\
+             \x20 research 0: Find who invented CRISPR gene editing\n\
+             \x20 research 1: Find when the transistor was invented\n\
+             \x20 expert 0: Combine the findings\n"
+        );
+        let no_research = v1::Plan { research_steps: vec![], expert_steps: vec!["Compute 2+2".into()], attempt: 1 };
+        assert_eq!(
+            render(|o| write_plan(o, &no_research)),
+            "plan (attempt 1):\n  research: none\n  expert 0: Compute 2+2\n"
+        );
+        assert_eq!(
+            render(|o| write_research_result(o, &r.results[0])),
+            "result [step 0] Find who invented CRISPR gene editing (attempt 1):\n\
+             \x20 Doudna and Charpentier.\n\
+             \x20 [crispr#2] CRISPR gene editing\n"
+        );
+        let uncited =
+            v1::ResearchResult { citations: vec![], answer: "Nothing\n\nfound.".into(), ..r.results[1].clone() };
+        assert_eq!(
+            render(|o| write_research_result(o, &uncited)),
+            "result [step 1] Find when the transistor was invented (attempt 1):\n  Nothing\n  found.\n  (no citations)\n"
+        );
+        assert_eq!(
+            render(|o| write_expert_answer(o, r.expert.as_ref().unwrap())),
+            "expert answer (attempt 1):\n  Doudna and Charpentier; 1947.\n  reasoning:\n    From the findings.\n"
+        );
+    }
+
+    #[test]
+    fn writes_a_research() {
+        let r = answered_research();
+        assert_eq!(
+            render(|o| write_research(o, &r, false)),
+            "research: RES-0190a1b2c3d4e5f60718293a4b5c6d7e\n\
+             question: Who invented CRISPR gene editing, and when was the transistor invented?\n\
+             outcome:  answered (retries 1 of 5)\n\
+             final answer:\n\
+             \x20 Doudna and Charpentier invented CRISPR; the transistor dates from 1947.\n\
+             reasoning trace:\n\
+             \x20 Planned two steps.\n\
+             \x20 Researched both.\n"
+        );
+        let full = render(|o| write_research(o, &r, true));
+        assert!(
+            full.contains("corpus:   sample\nstep:     finalizer\noutcome:  answered (retries 1 of 5)\n"),
+            "{full}"
+        );
+        assert!(full.contains("plan (attempt 2):\n"), "{full}");
+        assert!(full.contains("result [step 1] Find when the transistor was invented (attempt 1):\n"), "{full}");
+        assert!(full.contains("expert answer (attempt 1):\n"), "{full}");
+        assert!(
+            full.contains(
+                "messages (1):\n  orchestrator -> planner (instruction): Develop a logical plan to answer: Who invented CRISPR?\n"
+            ),
+            "{full}"
+        );
+        assert!(full.ends_with("created:  2025-11-24T16:00:00Z\nupdated:  2025-11-24T16:00:09Z\n"), "{full}");
+
+        let failed = v1::Research {
+            outcome: v1::ResearchOutcome::Failed as i32,
+            error: "model unavailable".into(),
+            error_component: "researcher".into(),
+            final_answer: "The question could not be answered.".into(),
+            final_reasoning_trace: String::new(),
+            ..answered_research()
+        };
+        let out = render(|o| write_research(o, &failed, false));
+        assert!(
+            out.contains("outcome:  failed in researcher (retries 1 of 5)\nerror:    model unavailable\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("reasoning trace: -\n"), "{out}");
+    }
+
+    #[test]
+    fn writes_research_rows() {
+        let r = answered_research();
+        let row = research_row(&r);
+        assert_eq!(
+            row,
+            "RES-0190a1b2c3d4e5f60718293a4b5c6d7e  answered         1/5  2025-11-24T16:00:09Z  \
+             Who invented CRISPR gene editing, and when was the transistor invented?"
+        );
+        assert_eq!(RESEARCH_HEADER.find("OUTCOME"), row.find("answered"));
+        assert_eq!(RESEARCH_HEADER.find("UPDATED"), row.find("2025-"));
+        assert_eq!(RESEARCH_HEADER.find("QUESTION"), row.find("Who invented"));
+        assert_eq!(RESEARCH_HEADER.find("RETRIES").map(|i| i + "RETRIES".len()), row.find("1/5").map(|i| i + 3));
+        let long = v1::Research { question: "why ".repeat(30), ..answered_research() };
+        assert!(research_row(&long).ends_with("why why…"), "{}", research_row(&long));
     }
 }
