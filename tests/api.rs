@@ -354,7 +354,15 @@ async fn a_page_token_not_handed_out_for_the_same_listing_is_an_invalid_argument
 async fn describe_lists_the_intake_graph() {
     let s = TestServer::start().await;
     let workflows = s.client.list_workflows().await.unwrap();
-    assert_eq!(workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["intake", "triage"]);
+    assert_eq!(
+        workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+        ["intake", "triage", "investigation", "research"]
+    );
+    // The task workflows' graphs are described too, fan-out nodes marked as such.
+    let research = s.client.describe_workflow("research").await.unwrap();
+    assert!(research.nodes.iter().any(|n| n.name == "researcher" && n.fan_out));
+    let investigation = s.client.describe_workflow("investigation").await.unwrap();
+    assert!(investigation.nodes.iter().any(|n| n.name == "escalate"));
     let graph = s.client.describe_workflow("intake").await.unwrap();
     let nodes: Vec<_> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(nodes, ["supervisor", "chat_agent", "elicitation_agent", "team_matching", "review_agent"]);
