@@ -99,6 +99,10 @@ impl Asked {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.database.url = common::database_url(dir.path()).await;
@@ -107,6 +111,7 @@ impl Server {
         let mut settings = config.workflows.settings::<research::Workflow>().unwrap();
         settings.retry_backoff_ms = 10;
         config.workflows.set::<research::Workflow>(&settings).unwrap();
+        configure(&mut config);
         let model = Arc::new(ScriptedModel::new("scripted-test"));
         let gauge = Arc::new(Gauge { inner: model.clone(), in_flight: AtomicUsize::new(0), max: AtomicUsize::new(0) });
         let overrides = Overrides { model: Some(gauge.clone()), parts: Parts::default() };
@@ -508,4 +513,63 @@ async fn a_crash_mid_research_reruns_only_the_unfinished_steps() {
         ["Find when Apollo 11 landed", "Find when the transistor was invented", "Find who invented CRISPR"]
     );
     assert!(research.results.iter().all(|r| r.attempt == 1), "no step was researched twice");
+}
+
+#[tokio::test]
+async fn a_configured_corpus_is_researched_by_name() {
+    let docs = tempfile::tempdir().unwrap();
+    std::fs::write(
+        docs.path().join("leave-policy.md"),
+        "# Leave policy\n\nEmployees get 25 days of paid leave a year.\n\nUnused days expire in March.\n",
+    )
+    .unwrap();
+    let dir = docs.path().to_owned();
+    let s = Server::start_with(move |config| {
+        let mut settings = config.workflows.settings::<research::Workflow>().unwrap();
+        settings.corpora.insert("handbook".into(), dir);
+        config.workflows.set::<research::Workflow>(&settings).unwrap();
+    })
+    .await;
+    s.script(&[
+        plan(&["Find how many days of paid leave employees get"]),
+        approve(CRITIC_PLAN),
+        found("25 days a year.", "leave-policy"),
+        approve(CRITIC_RESEARCH),
+        expert("25 days."),
+        approve(CRITIC_EXPERT),
+        finalize(),
+    ]);
+    let asked = s.ask(pb::AskRequest { corpus: "handbook".into(), ..question("How much paid leave?") }).await.unwrap();
+    let r = asked.research();
+    assert_eq!(r.corpus, "handbook");
+    let citation = &r.results[0].citations[0];
+    assert_eq!((citation.document_id.as_str(), citation.document_title.as_str()), ("leave-policy", "Leave policy"));
+    assert!(citation.text.contains("25 days"), "{citation:?}");
+    // The researcher was shown the configured corpus's hits, not the sample's.
+    let request = &requests(&s, RESEARCH)[0];
+    assert!(request.messages.iter().any(|m| m.content.contains("[leave-policy#0]")), "{request:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_corpus_that_cannot_be_loaded_stops_the_server_naming_the_setting() {
+    let mut config = Config::default();
+    let dir = tempfile::tempdir().unwrap();
+    config.database.url = format!("sqlite://{}/frontdesk.db", dir.path().display());
+    let mut settings = config.workflows.settings::<research::Workflow>().unwrap();
+    settings.corpora.insert("handbook".into(), dir.path().join("missing"));
+    config.workflows.set::<research::Workflow>(&settings).unwrap();
+    let model: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("scripted-test"));
+    let error = match App::build(config, Overrides { model: Some(model), parts: Parts::default() }).await {
+        Ok(_) => panic!("a missing corpus directory must stop the server"),
+        Err(error) => error,
+    };
+    let mut chain = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        chain.push_str(": ");
+        chain.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    assert!(chain.contains("workflows.research.corpora.handbook"), "{chain}");
 }
