@@ -13,8 +13,8 @@ pub mod investigation;
 pub mod llm_node;
 pub mod message;
 pub mod page_token;
-pub mod tool_loop;
 pub mod research;
+pub mod tool_loop;
 pub mod triage;
 
 pub use conversation::{ConversationView, ConversationWorkflow, TurnHandle, TurnOptions, TurnOutcome};
