@@ -31,6 +31,9 @@ pub const CRITIC_EXPERT: &str = "critic_expert";
 pub const FINALIZER: &str = "finalizer";
 pub const ERROR_HANDLER: &str = "error_handler";
 
+/// Token budgets below cover each reply's longest strings (the schemas' `maxLength`s) at a token
+/// per character, which a small model can spend: a reply cut short is invalid output.
+///
 /// Rounds of tool calls a researcher or the expert may make before answering.
 const TOOL_ROUNDS: usize = 3;
 /// Search hits a researcher sees per search.
@@ -275,7 +278,7 @@ impl Node<ResearchState> for Planner {
             purpose: "planner.plan".into(),
             messages,
             temperature: Some(0.0),
-            max_tokens: Some(600),
+            max_tokens: Some(1_200),
             ..Default::default()
         };
         let reply: PlanReply = llm_node::structured(ctx, &self.0.llm, request).await?;
@@ -517,7 +520,7 @@ impl TaskNode<ResearchState> for Researcher {
             purpose: "researcher.research".into(),
             messages,
             temperature: Some(0.0),
-            max_tokens: Some(700),
+            max_tokens: Some(900),
             ..Default::default()
         };
         let (reply, transcript) =
@@ -611,7 +614,7 @@ impl Node<ResearchState> for Expert {
             purpose: "expert.answer".into(),
             messages,
             temperature: Some(0.0),
-            max_tokens: Some(1000),
+            max_tokens: Some(1_500),
             ..Default::default()
         };
         let (reply, transcript) =
@@ -689,7 +692,7 @@ impl Node<ResearchState> for Finalizer {
                 )),
             ],
             temperature: Some(0.0),
-            max_tokens: Some(1200),
+            max_tokens: Some(1_800),
             ..Default::default()
         };
         let reply: FinalReply = llm_node::structured(ctx, &self.0.llm, request).await?;
