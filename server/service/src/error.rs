@@ -41,6 +41,7 @@ pub fn code_of(reason: ErrorReason) -> (Code, Option<Duration>) {
         ErrorReason::InterruptNotFound => (Code::NotFound, None),
         ErrorReason::InterruptAnswered => (Code::FailedPrecondition, None),
         ErrorReason::WrongResponder => (Code::PermissionDenied, None),
+        ErrorReason::ConversationEnded => (Code::FailedPrecondition, None),
         // Never sent: every error picks a real reason.
         ErrorReason::Unspecified => (Code::Unknown, None),
     }
@@ -177,6 +178,9 @@ fn failure(error: &WorkflowError) -> Failure {
         }
         WorkflowError::LimitExceeded { limit, max } => {
             Failure::new(ErrorReason::LimitExceeded, message).with("limit", *limit).with("max", max.to_string())
+        }
+        WorkflowError::ConversationEnded { id } => {
+            Failure::new(ErrorReason::ConversationEnded, message).about("conversation", id)
         }
         WorkflowError::WrongResponder { action_id, expected } => Failure::new(ErrorReason::WrongResponder, message)
             .with("action_id", action_id.clone())
@@ -471,6 +475,12 @@ mod tests {
         let error = RunError::InterruptAnswered { thread_id: "inv-1".into(), interrupt_id: "approve-1".into() };
         let status = to_status(WorkflowError::run_on("investigation", "inv-1", error));
         check(&status, Code::FailedPrecondition, ErrorReason::InterruptAnswered, &["kind", "id", "interrupt_id"]);
+    }
+
+    #[test]
+    fn conversation_ended() {
+        let status = to_status(WorkflowError::ConversationEnded { id: "conv-1".into() });
+        check(&status, Code::FailedPrecondition, ErrorReason::ConversationEnded, &["kind", "id"]);
     }
 
     #[test]

@@ -155,6 +155,11 @@ pub trait ConversationSpec: Send + Sync + 'static {
     fn view(&self, state: &Self::State) -> Self::View;
     /// The state after a reset (clear everything, messages included).
     fn reset(&self, state: &Self::State) -> Self::State;
+    /// Whether the conversation has ended and takes no more messages (a hung-up call).
+    fn ended(&self, state: &Self::State) -> bool {
+        let _ = state;
+        false
+    }
 }
 
 /// The graph output of every conversational workflow: the turn's reply and the new state view.
@@ -354,12 +359,17 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             return Err(not_found(id));
         }
         let turns = self.spec.turn_count(&state);
-        if turns >= self.limits.max_turns && cp.run.status != frontdesk_runtime::RunStatus::Running {
+        let at_limit = turns >= self.limits.max_turns;
+        let ended = self.spec.ended(&state);
+        if (at_limit || ended) && cp.run.status != frontdesk_runtime::RunStatus::Running {
             // A retry of a turn that already ran is a replay, not a new turn.
             let replay = match &options.idempotency_key {
                 Some(key) => self.runner.checkpointer().find_idempotent(id, key).await?.is_some(),
                 None => false,
             };
+            if !replay && ended {
+                return Err(WorkflowError::ConversationEnded { id: id.to_owned() });
+            }
             if !replay {
                 return Err(WorkflowError::LimitExceeded {
                     limit: "turns per conversation",

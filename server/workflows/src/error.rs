@@ -21,6 +21,9 @@ pub enum WorkflowError {
     /// A reply to a pending action from someone other than the person and role it awaits.
     #[error("action {action_id} awaits the reply of the {expected}")]
     WrongResponder { action_id: String, expected: String },
+    /// The conversation has ended (a service call was hung up) and takes no more messages.
+    #[error("conversation {id} has ended")]
+    ConversationEnded { id: String },
     /// A configured limit was reached.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded { limit: &'static str, max: u64 },
