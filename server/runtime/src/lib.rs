@@ -35,4 +35,4 @@ pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
     RunnerConfig, ThreadMode,
 };
-pub use state::{reducer, Keyed, Log, Reducer, State};
+pub use state::{reducer, Keyed, Log, Mergeable, Reducer, State};

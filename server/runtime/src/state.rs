@@ -18,6 +18,13 @@ pub trait Reducer<T> {
     fn reduce(current: &mut T, written: T);
 }
 
+/// A type that knows how a written value merges into it: a workflow's own merge rules, for a
+/// field declared with the [`reducer::Merged`] reducer (the [`crate::state!`] macro resolves
+/// reducers in [`reducer`], so a workflow cannot name its own reducer there).
+pub trait Mergeable {
+    fn merge(&mut self, written: Self);
+}
+
 /// The reducers the runtime ships. A field names one in [`crate::state!`].
 pub mod reducer {
     use super::Reducer;
@@ -108,6 +115,15 @@ pub mod reducer {
                     current.insert(key, value);
                 }
             }
+        }
+    }
+
+    /// The written value merges itself into the current one by the type's own rules
+    /// ([`crate::state::Mergeable`]).
+    pub struct Merged;
+    impl<T: crate::state::Mergeable> Reducer<T> for Merged {
+        fn reduce(current: &mut T, written: T) {
+            current.merge(written);
         }
     }
 }
@@ -271,6 +287,28 @@ mod tests {
         assert_eq!(state.log, vec![1, 2, 3]);
         assert_eq!(state.fields.get("x").map(String::as_str), Some("1"));
         assert_eq!(state.fields.get("y").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn merged_fields_merge_by_their_own_rules() {
+        /// Keeps the largest value written.
+        #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Max(u32);
+        impl Mergeable for Max {
+            fn merge(&mut self, written: Self) {
+                self.0 = self.0.max(written.0);
+            }
+        }
+        crate::state! {
+            struct Peak / PeakUpdate {
+                peak: Max => Merged,
+            }
+        }
+        let mut state = Peak::default();
+        for value in [3, 7, 5] {
+            state.apply(PeakUpdate { peak: Some(Max(value)) });
+        }
+        assert_eq!(state.peak, Max(7));
     }
 
     #[test]
