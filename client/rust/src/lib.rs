@@ -1670,6 +1670,7 @@ mod tests {
             name: "kb_search".into(),
             result_json: "index unavailable".into(),
             is_error: true,
+            latency: None,
         };
         assert_eq!(
             describe_event(&ev(7, "billing_specialist", Kind::ToolReturned(failed_tool))),

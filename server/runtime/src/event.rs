@@ -110,6 +110,8 @@ pub enum EventKind {
         name: String,
         result_json: String,
         is_error: bool,
+        /// How long the call took.
+        latency: Duration,
     },
     /// A node raised an interrupt; the run pauses when the node has finished.
     InterruptRaised {

@@ -56,8 +56,14 @@ pub fn event(e: Event) -> pb::RunEvent {
         EventKind::ToolCalled { call_id, name, arguments_json } => {
             Kind::ToolCalled(pb::ToolCalled { call_id, name, arguments_json })
         }
-        EventKind::ToolReturned { call_id, name, result_json, is_error } => {
-            Kind::ToolReturned(pb::ToolReturned { call_id, name, result_json, is_error })
+        EventKind::ToolReturned { call_id, name, result_json, is_error, latency } => {
+            Kind::ToolReturned(pb::ToolReturned {
+                call_id,
+                name,
+                result_json,
+                is_error,
+                latency: Some(duration(latency)),
+            })
         }
         EventKind::NodeRetrying { step, attempt, max_attempts, kind, message, delay } => {
             Kind::NodeRetrying(pb::NodeRetrying {

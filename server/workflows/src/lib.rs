@@ -14,6 +14,7 @@ pub mod llm_node;
 pub mod message;
 pub mod page_token;
 pub mod research;
+pub mod service_call;
 pub mod tool_loop;
 pub mod triage;
 

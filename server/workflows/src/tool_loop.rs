@@ -55,8 +55,14 @@ pub fn arguments<T: DeserializeOwned>(raw: &str) -> Result<T, ToolResult> {
     serde_json::from_str(raw).map_err(|e| ToolResult::error(format!("invalid arguments: {e}")))
 }
 
-/// Streams one tool call and its result as events.
-pub async fn announce(ctx: &NodeContext, name: &str, arguments: &serde_json::Value, result: &ToolResult) {
+/// Streams one tool call and its result as events; `latency` is how long the call took.
+pub async fn announce(
+    ctx: &NodeContext,
+    name: &str,
+    arguments: &serde_json::Value,
+    result: &ToolResult,
+    latency: std::time::Duration,
+) {
     let call_id = uuid::Uuid::now_v7().simple().to_string();
     ctx.emit(EventKind::ToolCalled {
         call_id: call_id.clone(),
@@ -69,25 +75,24 @@ pub async fn announce(ctx: &NodeContext, name: &str, arguments: &serde_json::Val
         name: name.to_owned(),
         result_json: result.value.to_string(),
         is_error: result.is_error,
+        latency,
     })
     .await;
 }
 
-/// Asks for a structured reply of type `T`, offering `tools` by function calling for at most
-/// `rounds` rounds: each call is run, streamed and answered; a reply without calls that parses
-/// as `T` is the answer. Otherwise the answer is asked for once more without tools, with the
-/// client's repair attempt. Returns the answer and every call made.
-pub async fn answer<T>(
+/// The tool rounds of a call: the model is offered `tools` for at most `rounds` rounds, each call
+/// run, streamed and answered. Ends with the reply that made no call (if any), the request as
+/// the conversation left it, and every call made.
+async fn gather(
     ctx: &NodeContext,
     llm: &LlmClient,
     mut request: ChatRequest,
     tools: &dyn Tools,
     rounds: usize,
-) -> Result<(T, Vec<ToolUse>), NodeError>
-where
-    T: DeserializeOwned + JsonSchema + 'static,
-{
-    let schema = OutputSchema::of::<T>();
+    schema: &OutputSchema,
+) -> Result<(Option<String>, ChatRequest, Vec<ToolUse>), NodeError> {
+    // Every call of the rounds, and the answer asked for after them, is made by this node.
+    request = llm_node::attributed(ctx, request);
     let format = JsonSchemaFormat {
         name: frontdesk_llm::schema_name(&request.purpose),
         schema: Arc::new(schema.schema().clone()),
@@ -103,18 +108,15 @@ where
             .map_err(|e| llm_node::node_error(&request.purpose, e))?;
         llm_node::record_call(ctx, &record).await;
         if response.tool_calls.is_empty() {
-            let parsed = frontdesk_llm::extract_json(&response.content)
-                .and_then(|value| serde_json::from_value::<T>(value).map_err(|e| e.to_string()));
-            if let Ok(value) = parsed {
-                return Ok((value, used));
-            }
-            break;
+            return Ok((Some(response.content), request, used));
         }
         debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
         for ToolCall { name, arguments, .. } in response.tool_calls {
+            let started = std::time::Instant::now();
             let result = tools.call(&name, &arguments).await?;
+            let latency = started.elapsed();
             let arguments = serde_json::from_str(&arguments).unwrap_or(serde_json::Value::String(arguments));
-            announce(ctx, &name, &arguments, &result).await;
+            announce(ctx, &name, &arguments, &result, latency).await;
             request
                 .messages
                 .push(ChatMessage::assistant(serde_json::json!({"tool": name, "arguments": arguments}).to_string()));
@@ -122,7 +124,55 @@ where
             used.push(ToolUse { name, arguments, result: result.value, is_error: result.is_error });
         }
     }
+    Ok((None, request, used))
+}
+
+/// Asks for a structured reply of type `T`, offering `tools` by function calling for at most
+/// `rounds` rounds: each call is run, streamed and answered; a reply without calls that parses
+/// as `T` is the answer. Otherwise the answer is asked for once more without tools, with the
+/// client's repair attempt. Returns the answer and every call made.
+pub async fn answer<T>(
+    ctx: &NodeContext,
+    llm: &LlmClient,
+    request: ChatRequest,
+    tools: &dyn Tools,
+    rounds: usize,
+) -> Result<(T, Vec<ToolUse>), NodeError>
+where
+    T: DeserializeOwned + JsonSchema + 'static,
+{
+    let (early, request, used) = gather(ctx, llm, request, tools, rounds, &OutputSchema::of::<T>()).await?;
+    let parsed = early.as_deref().map(|content| {
+        frontdesk_llm::extract_json(content)
+            .and_then(|value| serde_json::from_value::<T>(value).map_err(|e| e.to_string()))
+    });
+    if let Some(Ok(value)) = parsed {
+        return Ok((value, used));
+    }
     let value = llm_node::structured(ctx, llm, request).await?;
+    Ok((value, used))
+}
+
+/// [`answer`] with a schema built at run time (fields that come from configuration): the
+/// answer is a JSON object valid for `schema`.
+pub async fn answer_with_schema(
+    ctx: &NodeContext,
+    llm: &LlmClient,
+    request: ChatRequest,
+    tools: &dyn Tools,
+    rounds: usize,
+    schema: &OutputSchema,
+) -> Result<(serde_json::Value, Vec<ToolUse>), NodeError> {
+    let (early, request, used) = gather(ctx, llm, request, tools, rounds, schema).await?;
+    if let Some(Ok(value @ serde_json::Value::Object(_))) = early.as_deref().map(frontdesk_llm::extract_json) {
+        return Ok((value, used));
+    }
+    let purpose = request.purpose.clone();
+    let (value, record) = llm
+        .structured_with::<serde_json::Value>(request, schema, &llm_node::call_options(ctx))
+        .await
+        .map_err(|e| llm_node::node_error(&purpose, e))?;
+    llm_node::record_call(ctx, &record).await;
     Ok((value, used))
 }
 

@@ -116,16 +116,19 @@ impl<'a> Journal<'a> {
     }
 
     /// Streams a tool call and its result, and writes it to the trail.
+    // The call's parts are what the trail records; a struct for them would only be built here.
+    #[allow(clippy::too_many_arguments)]
     async fn tool(
         &mut self,
         ctx: &NodeContext,
+        started: std::time::Instant,
         actor: Agent,
         correlation_id: &str,
         name: &str,
         arguments: serde_json::Value,
         result: serde_json::Value,
     ) {
-        tool_loop::announce(ctx, name, &arguments, &ToolResult::ok(&result)).await;
+        tool_loop::announce(ctx, name, &arguments, &ToolResult::ok(&result), started.elapsed()).await;
         self.record_tool(actor, correlation_id, name, arguments, result);
     }
 
@@ -276,9 +279,10 @@ impl Node<InvestigationState> for InvestigationAgent {
                     LookupDataArgs { table: tools::Table::HrMutations, key: mutation.mutation_id.clone() },
                     LookupDataArgs { table: tools::Table::Users, key: mutation.changer_id.clone() },
                 ] {
+                    let started = std::time::Instant::now();
                     let rows = deps.tools.lookup_data(&args).await?;
                     let arguments = serde_json::to_value(&args).map_err(|e| internal(e.to_string()))?;
-                    journal.tool(ctx, me, &start, tools::LOOKUP_DATA, arguments, rows.clone()).await;
+                    journal.tool(ctx, started, me, &start, tools::LOOKUP_DATA, arguments, rows.clone()).await;
                     context.push(rows);
                 }
                 let request = ChatRequest {
@@ -442,8 +446,9 @@ impl Node<InvestigationState> for RightsCheckAgent {
             access_level: mutation.access_level,
             on: mutation.day().to_owned(),
         };
+        let started = std::time::Instant::now();
         let result: AuthorizationResult = deps.tools.check_authorization(&args).await?;
-        journal.tool(ctx, me, &correlation_id, tools::CHECK_AUTHORIZATION, json(&args), json(&result)).await;
+        journal.tool(ctx, started, me, &correlation_id, tools::CHECK_AUTHORIZATION, json(&args), json(&result)).await;
         let request = ChatRequest {
             purpose: "rights_check_agent.explain".into(),
             messages: vec![
@@ -562,8 +567,9 @@ impl RequestForInformationAgent {
         };
         // Notifications are mocked: sending one records it as a pending action.
         let args = serde_json::json!({"recipient_id": recipient, "subject": action.subject, "body": action.body});
+        let started = std::time::Instant::now();
         let result = serde_json::json!({"notification_id": action.action_id, "delivery": "mocked"});
-        journal.tool(ctx, me, correlation_id, tools::SEND_NOTIFICATION, args, result).await;
+        journal.tool(ctx, started, me, correlation_id, tools::SEND_NOTIFICATION, args, result).await;
         journal.push(me.as_str(), correlation_id, AuditRecord::Notification(action.clone()));
         journal.set_status(me, awaiting, correlation_id)?;
         let mut actions = state.actions.clone();
@@ -633,7 +639,11 @@ impl RequestForInformationAgent {
         };
         let (claim, record) = deps
             .llm
-            .structured_with::<ClaimExtraction>(request, &claim_schema(&ids), &llm_node::call_options(ctx))
+            .structured_with::<ClaimExtraction>(
+                llm_node::attributed(ctx, request),
+                &claim_schema(&ids),
+                &llm_node::call_options(ctx),
+            )
             .await
             .map_err(|e| llm_node::node_error("request_for_information_agent.extract_claim", e))?;
         llm_node::record_call(ctx, &record).await;
@@ -646,9 +656,10 @@ impl RequestForInformationAgent {
                 let table =
                     if kind == AbsenceKind::SickLeave { tools::Table::SickLeave } else { tools::Table::Vacation };
                 let args = LookupDataArgs { table, key: covered.clone() };
+                let started = std::time::Instant::now();
                 let rows = deps.tools.lookup_data(&args).await?;
                 let arguments = serde_json::to_value(&args).map_err(|e| internal(e.to_string()))?;
-                journal.tool(ctx, me, correlation_id, tools::LOOKUP_DATA, arguments, rows.clone()).await;
+                journal.tool(ctx, started, me, correlation_id, tools::LOOKUP_DATA, arguments, rows.clone()).await;
                 let absences: Vec<super::data::Absence> =
                     serde_json::from_value(rows).map_err(|e| internal(e.to_string()))?;
                 let absent = absences.iter().find(|a| a.covers(&day));
@@ -658,8 +669,11 @@ impl RequestForInformationAgent {
                     access_level: mutation.access_level,
                     on: day.clone(),
                 };
+                let started = std::time::Instant::now();
                 let rights = deps.tools.check_authorization(&check).await?;
-                journal.tool(ctx, me, correlation_id, tools::CHECK_AUTHORIZATION, json(&check), json(&rights)).await;
+                journal
+                    .tool(ctx, started, me, correlation_id, tools::CHECK_AUTHORIZATION, json(&check), json(&rights))
+                    .await;
                 match absent {
                     None => (false, format!("no {} of {covered} covers {day}", kind.as_str())),
                     Some(_) if !rights.authorized => (
@@ -867,8 +881,9 @@ impl Node<InvestigationState> for AdvisoryAgent {
             summary: draft.summary,
             details: draft.details,
         };
+        let started = std::time::Instant::now();
         let report = deps.tools.generate_report(&args);
-        journal.tool(ctx, me, &correlation_id, tools::GENERATE_REPORT, json(&args), json(&report)).await;
+        journal.tool(ctx, started, me, &correlation_id, tools::GENERATE_REPORT, json(&args), json(&report)).await;
         journal.send(AgentMessage::new(
             Action::AdvisoryReportResult,
             correlation_id,

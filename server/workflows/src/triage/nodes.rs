@@ -28,7 +28,9 @@ async fn tool<T: serde::Serialize>(ctx: &NodeContext, name: &str, arguments: ser
     })
     .await;
     let result_json = serde_json::to_string(result).unwrap_or_else(|_| "null".to_owned());
-    ctx.emit(EventKind::ToolReturned { call_id, name: name.to_owned(), result_json, is_error: false }).await;
+    // The tools are in-memory lookups that ran before the call was announced.
+    let latency = std::time::Duration::ZERO;
+    ctx.emit(EventKind::ToolReturned { call_id, name: name.to_owned(), result_json, is_error: false, latency }).await;
 }
 
 fn numbered(messages: &[String]) -> String {

@@ -1,0 +1,525 @@
+//! The service call's agents. Every node of the flow configuration is a graph node run by one
+//! of three workers — the reply agent (a 1-2 sentence answer to the customer), the MCP agent
+//! (tool nodes: the model chooses and calls MCP tools; extraction nodes: JSON extraction, no
+//! customer message) or the internal no-op — and after each one the navigator picks the next.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema, ToolSpec};
+use frontdesk_runtime::{Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tracing::{debug, warn};
+
+use super::{
+    config::{AgentConfig, FieldType, NodeAction, NodeConfig},
+    context::Context,
+    tokens, CallDeps, CallState, CallUpdate,
+};
+use crate::{
+    llm_node,
+    message::Message,
+    tool_loop::{self, ToolResult, Tools},
+};
+
+/// The navigator's node name in the graph.
+pub const NAVIGATOR: &str = "navigator";
+/// The graph's entry: a customer message arrives.
+pub const RECEIVE: &str = "receive";
+
+/// Nodes one customer message may run before the navigator stops the turn (loop prevention).
+pub const MAX_STEPS_PER_TURN: u32 = 12;
+/// A node visited this often in the recent path is not chosen again by a branching condition.
+const LOOP_VISITS: usize = 3;
+/// How much of the recent path loop prevention looks at.
+const LOOP_WINDOW: usize = 8;
+/// Rounds of tool calls an MCP node may make.
+const TOOL_ROUNDS: usize = 3;
+
+type Output = Result<NodeOutput<CallUpdate>, NodeError>;
+
+fn internal(message: impl Into<String>) -> NodeError {
+    NodeError::new(NodeErrorKind::Internal, message)
+}
+
+/// A context update as the merge takes it.
+fn context_of(map: Map<String, Value>) -> Context {
+    serde_json::from_value(Value::Object(map)).unwrap_or_default()
+}
+
+/// Usage of one model call, counted with the real tokenizer.
+fn usage(prompt: &[ChatMessage], completion: &str) -> (u64, u64) {
+    (tokens::prompt(prompt), tokens::count(completion))
+}
+
+fn with_usage(mut update: CallUpdate, prompt_tokens: u64, completion_tokens: u64) -> CallUpdate {
+    update.model_calls = Some(update.model_calls.unwrap_or(0) + 1);
+    update.prompt_tokens = Some(update.prompt_tokens.unwrap_or(0) + prompt_tokens);
+    update.completion_tokens = Some(update.completion_tokens.unwrap_or(0) + completion_tokens);
+    update
+}
+
+/// The first characters of a node's prompt template: the design's "prompt example", enough for
+/// tone without the full text.
+fn example(config: &AgentConfig, node: &NodeConfig) -> String {
+    let limit = config.token_budget.prompt_example_chars;
+    let text: String = node.prompt_templates.chars().take(limit).collect();
+    if node.prompt_templates.chars().count() > limit {
+        format!("{text}...")
+    } else {
+        text
+    }
+}
+
+fn exchanges_json(context: &Context, n: usize) -> Value {
+    Value::Array(
+        context.recent_exchanges(n).into_iter().map(|e| json!({"customer": e.customer, "agent": e.agent})).collect(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Entry of every turn: the customer's message is already in state; nothing to do but route.
+pub struct Receive;
+
+#[async_trait]
+impl Node<CallState> for Receive {
+    fn description(&self) -> &str {
+        "A customer message arrives; the turn continues at the call's current node"
+    }
+
+    async fn run(&self, _state: &CallState, _ctx: &NodeContext) -> Output {
+        Ok(NodeOutput::update(CallUpdate::default()))
+    }
+}
+
+/// One node of the flow configuration, run by the worker its action names.
+pub struct Worker {
+    pub deps: CallDeps,
+    pub node: String,
+}
+
+impl Worker {
+    fn config(&self) -> Result<(&Arc<AgentConfig>, &NodeConfig), NodeError> {
+        let config = &self.deps.config;
+        let node = config.node(&self.node).ok_or_else(|| internal(format!("no node {} in the flow", self.node)))?;
+        Ok((config, node))
+    }
+
+    /// The reply agent: one or two sentences to the customer, never asking what is answered.
+    async fn reply(&self, state: &CallState, ctx: &NodeContext) -> Output {
+        let (config, node) = self.config()?;
+        let active = state.context.active_fields(config, &node.expected_context_fields);
+        let mut facts = Map::new();
+        facts.insert("recent_conversation".into(), exchanges_json(&state.context, config.token_budget.reply_exchanges));
+        facts.extend(active);
+        let customer = state.pending_customer.clone().unwrap_or_default();
+        let messages = vec![
+            ChatMessage::system(format!(
+                "NODE ROLE: {}\n\nNODE GOAL: {}\n\nPROMPT EXAMPLE (abbreviated):\n{}\n\nACTIVE CONTEXT:\n{}\n\n\
+                 CRITICAL RULES:\n- Review recent_conversation FIRST\n- NEVER ask questions already answered\n\
+                 - Reply with one or two natural sentences ONLY",
+                node.role,
+                node.node_goal,
+                example(config, node),
+                Value::Object(facts)
+            )),
+            ChatMessage::user(if customer.is_empty() {
+                "(the customer is waiting)".to_owned()
+            } else {
+                customer.clone()
+            }),
+        ];
+        let request = ChatRequest {
+            purpose: "worker_reply_agent.reply".into(),
+            messages: messages.clone(),
+            temperature: Some(0.3),
+            max_tokens: Some(120),
+            ..Default::default()
+        };
+        let reply = llm_node::streamed_text(ctx, &self.deps.llm, request).await?;
+        let (prompt_tokens, completion_tokens) = usage(&messages, &reply);
+        let mut context = Map::new();
+        context.insert(
+            "summary_of_conversation_on_each_step_until_now".into(),
+            json!([{ "customer": customer, "agent": reply }]),
+        );
+        context.insert("flags".into(), json!({ format!("{}_flag", node.node_name.to_lowercase()): 1 }));
+        let update = CallUpdate {
+            messages: Some(vec![Message::assistant(&node.node_name, reply)]),
+            context: Some(context_of(context)),
+            pending_customer: Some(None),
+            replied: Some(true),
+            ..Default::default()
+        };
+        Ok(NodeOutput::update(with_usage(update, prompt_tokens, completion_tokens)))
+    }
+
+    /// The JSON schema of a node's context updates: its expected fields, each optional.
+    fn updates_schema(config: &AgentConfig, node: &NodeConfig) -> OutputSchema {
+        let mut properties = Map::new();
+        for field in &node.expected_context_fields {
+            let kind = config.global_context_schema_semantics.field_semantics.get(field).map(|f| f.kind);
+            let schema = match kind {
+                Some(FieldType::Boolean) => json!({"type": ["boolean", "null"]}),
+                Some(FieldType::Number) => json!({"type": ["number", "null"]}),
+                Some(FieldType::Array) => {
+                    json!({"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}, "maxItems": 5})
+                }
+                Some(FieldType::Object) => json!({"type": ["object", "null"]}),
+                _ => json!({"type": ["string", "null"], "maxLength": 200}),
+            };
+            properties.insert(field.clone(), schema);
+        }
+        let required: Vec<&String> = node.expected_context_fields.iter().collect();
+        OutputSchema::new(json!({
+            "type": "object",
+            "properties": {
+                "context_updates": {"type": "object", "properties": properties, "required": required},
+            },
+            "required": ["context_updates"],
+        }))
+    }
+
+    /// Updates the model proposed, kept only where the flow's schema allows them.
+    fn accepted(config: &AgentConfig, node: &NodeConfig, proposed: Value) -> Map<String, Value> {
+        let proposed = match proposed.get("context_updates") {
+            Some(Value::Object(map)) => map.clone(),
+            _ => Map::new(),
+        };
+        let (kept, dropped) = Context::filter_updates(config, proposed);
+        if !dropped.is_empty() {
+            warn!(node = %node.node_name, ?dropped, "context updates outside the flow's schema dropped");
+        }
+        kept
+    }
+
+    /// The MCP agent on an extraction node: structured data from the conversation, no message.
+    async fn extract(&self, state: &CallState, ctx: &NodeContext) -> Output {
+        let (config, node) = self.config()?;
+        let mut recent = state.context.recent_exchanges(config.token_budget.extraction_exchanges);
+        if let Some(customer) = &state.pending_customer {
+            recent.push(super::context::Exchange { customer: customer.clone(), agent: String::new() });
+        }
+        let conversation: Vec<Value> =
+            recent.into_iter().map(|e| json!({"customer": e.customer, "agent": e.agent})).collect();
+        let messages = vec![
+            ChatMessage::system(format!(
+                "You are {}. Goal: {}\n{}\nExtract these context fields from the conversation: {}. Use null for a \
+                 field the customer has not stated. Known context: {}",
+                node.role,
+                node.node_goal,
+                example(config, node),
+                node.expected_context_fields.join(", "),
+                Value::Object(state.context.active_fields(config, &[]))
+            )),
+            ChatMessage::user(format!(
+                "Conversation: {}\nExtract information and return JSON",
+                Value::Array(conversation)
+            )),
+        ];
+        let request = ChatRequest {
+            purpose: "worker_mcp_agent.extract".into(),
+            messages: messages.clone(),
+            temperature: Some(0.1),
+            max_tokens: Some(400),
+            ..Default::default()
+        };
+        let schema = Self::updates_schema(config, node);
+        let (proposed, record) = self
+            .deps
+            .llm
+            .structured_with::<Value>(request, &schema, &llm_node::call_options(ctx))
+            .await
+            .map_err(|e| llm_node::node_error("worker_mcp_agent.extract", e))?;
+        llm_node::record_call(ctx, &record).await;
+        let completion = proposed.to_string();
+        let mut updates = Self::accepted(config, node, proposed);
+        updates.insert("flags".into(), json!({ format!("{}_flag", node.node_name.to_lowercase()): 1 }));
+        let (prompt_tokens, completion_tokens) = usage(&messages, &completion);
+        let update = CallUpdate { context: Some(context_of(updates)), ..Default::default() };
+        Ok(NodeOutput::update(with_usage(update, prompt_tokens, completion_tokens)))
+    }
+
+    /// The MCP agent on a tool node: the model chooses and calls the MCP tools; their results
+    /// are mapped into context by the flow's `mcp_result_mapping`, and the model may fill the
+    /// node's expected fields from them.
+    async fn tools(&self, state: &CallState, ctx: &NodeContext) -> Output {
+        let (config, node) = self.config()?;
+        let provider = self.deps.tools.as_ref().ok_or_else(|| {
+            NodeError::new(
+                NodeErrorKind::DependencyFailed,
+                format!("node {} needs MCP tools and none is configured", node.node_name),
+            )
+        })?;
+        let messages = vec![
+            ChatMessage::system(format!(
+                "You are {}. Goal: {}\n{}\nCall the tools this step needs, then give the context updates for: {}.",
+                node.role,
+                node.node_goal,
+                example(config, node),
+                node.expected_context_fields.join(", ")
+            )),
+            ChatMessage::user(format!(
+                "Active context: {}",
+                Value::Object(state.context.active_fields(config, &node.expected_context_fields))
+            )),
+        ];
+        let request = ChatRequest {
+            purpose: "worker_mcp_agent.tools".into(),
+            messages: messages.clone(),
+            temperature: Some(0.1),
+            max_tokens: Some(400),
+            ..Default::default()
+        };
+        let schema = Self::updates_schema(config, node);
+        let adapter = McpTools { provider: provider.as_ref() };
+        let (proposed, used) =
+            tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
+        let mut updates = Map::new();
+        let mut failed = false;
+        let mut completion = proposed.to_string();
+        for call in &used {
+            completion.push_str(&call.arguments.to_string());
+            if call.is_error {
+                failed = true;
+                continue;
+            }
+            updates.extend(Context::map_tool_result(config, &call.name, &call.result));
+        }
+        // The model's reading of the results comes after the configured mapping, which a
+        // meaningful value of its own may refine but never erase (the merge keeps it).
+        updates.extend(Self::accepted(config, node, proposed));
+        let flag = if failed {
+            format!("{}_failed", node.node_name.to_lowercase())
+        } else {
+            format!("{}_flag", node.node_name.to_lowercase())
+        };
+        updates.insert("flags".into(), json!({ flag: 1 }));
+        if failed {
+            // Graceful degradation, never a silent swallow: the failure is in the tool events
+            // and in the flags the navigator's conditions read ("if MCP fetch fails").
+            warn!(node = %node.node_name, "an MCP tool call failed");
+        }
+        let (prompt_tokens, completion_tokens) = usage(&messages, &completion);
+        let update = CallUpdate { context: Some(context_of(updates)), ..Default::default() };
+        Ok(NodeOutput::update(with_usage(update, prompt_tokens, completion_tokens)))
+    }
+}
+
+#[async_trait]
+impl Node<CallState> for Worker {
+    fn description(&self) -> &str {
+        self.deps.config.node(&self.node).map_or("", |n| n.node_goal.as_str())
+    }
+
+    async fn run(&self, state: &CallState, ctx: &NodeContext) -> Output {
+        let (config, node) = self.config()?;
+        debug!(thread_id = ctx.thread_id(), node = %node.node_name, "service call node");
+        match node.node_action {
+            NodeAction::Reply => self.reply(state, ctx).await,
+            NodeAction::Mcp if config.is_extraction(node) => self.extract(state, ctx).await,
+            NodeAction::Mcp => self.tools(state, ctx).await,
+            NodeAction::Internal => Ok(NodeOutput::update(CallUpdate::default())),
+        }
+    }
+}
+
+/// What a service call's MCP tools look like to its nodes; the service implements it over its
+/// configured MCP servers.
+#[async_trait]
+pub trait ToolProvider: Send + Sync + 'static {
+    fn specs(&self) -> Vec<ToolSpec>;
+    async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure>;
+}
+
+/// A tool's answer; `is_error` when the tool itself reported a failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    pub content: Value,
+    pub is_error: bool,
+    pub latency: Duration,
+}
+
+/// The tool could not be reached or did not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP tool {tool} failed")]
+pub struct ToolFailure {
+    pub tool: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+struct McpTools<'a> {
+    provider: &'a dyn ToolProvider,
+}
+
+#[async_trait]
+impl Tools for McpTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.provider.specs()
+    }
+
+    async fn call(&self, name: &str, arguments: &str) -> Result<ToolResult, NodeError> {
+        let arguments: Value = match serde_json::from_str(arguments) {
+            Ok(value) => value,
+            Err(e) => return Ok(ToolResult::error(format!("invalid arguments: {e}"))),
+        };
+        // A tool that cannot be reached is the model's to hear about (it may try another way,
+        // and the flow's conditions may retry the node), not a failure of the call.
+        Ok(match self.provider.call(name, arguments).await {
+            Ok(reply) => ToolResult { value: reply.content, is_error: reply.is_error },
+            Err(failure) => ToolResult::error(format!("{failure}: {}", failure.source)),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The navigator's structured answer.
+#[derive(Debug, Deserialize)]
+struct Decision {
+    next_node: String,
+    reason: String,
+}
+
+/// Decides the node after the one that just ran: the default when the node has no branching
+/// conditions (no model call), otherwise the model reads the conditions against the active
+/// context, the traversal path and the recent conversation. Then two checks of its own: a node
+/// visited too often recently is not chosen again (the default is), and a tool node placed after
+/// a mandatory field's producer is not entered while that field is missing (the producer runs
+/// first).
+pub struct Navigator(pub CallDeps);
+
+impl Navigator {
+    fn decide_without_model(node: &NodeConfig) -> Option<Option<String>> {
+        node.branching_conditions.is_empty().then(|| node.default_next_node.clone())
+    }
+}
+
+#[async_trait]
+impl Node<CallState> for Navigator {
+    fn description(&self) -> &str {
+        "Picks the next node from the branching conditions, the traversal path and the mandatory fields; ends \
+         the turn once a reply node has answered"
+    }
+
+    async fn run(&self, state: &CallState, ctx: &NodeContext) -> Output {
+        let config = &self.0.config;
+        let node =
+            config.node(&state.current_node).ok_or_else(|| internal(format!("no node {}", state.current_node)))?;
+        let mut path = state.context.traversal_path();
+        path.push(node.node_name.clone());
+        let mut update = CallUpdate::default();
+        let (next, reason) = match Self::decide_without_model(node) {
+            Some(next) => (next, "default next node".to_owned()),
+            None => {
+                let children = config.children(node);
+                let mut options: Vec<Value> = children
+                    .iter()
+                    .filter_map(|name| config.node(name))
+                    .map(|n| json!({"node_name": n.node_name, "role": n.role, "goal": n.node_goal}))
+                    .collect();
+                let mut names: Vec<Value> = children.iter().map(|c| Value::String((*c).to_owned())).collect();
+                if node.default_next_node.is_none() || node.branching_conditions.iter().any(|c| c.child_node.is_none())
+                {
+                    names.push(Value::String("END".into()));
+                    options.push(json!({"node_name": "END", "goal": "the call is over"}));
+                }
+                let conditions: Vec<Value> = node
+                    .branching_conditions
+                    .iter()
+                    .map(|c| json!({"condition": c.condition, "child_node": c.child_node.clone().unwrap_or_else(|| "END".into())}))
+                    .collect();
+                let recent: Vec<String> = path.iter().rev().take(LOOP_WINDOW).rev().cloned().collect();
+                let messages = vec![
+                    ChatMessage::system(
+                        "You are the navigator of a customer-service call. Pick the next node: the child of the first \
+                         branching condition that holds, else the default next node. Judge conditions from the node \
+                         traversal path, the context and the recent conversation.",
+                    ),
+                    ChatMessage::user(format!(
+                        "Current node: {}\nDefault next node: {}\nBranching conditions: {}\nChild nodes: {}\n\
+                         Node traversal path: {}\nContext: {}\nRecent conversation: {}\nLatest customer message: {}",
+                        node.node_name,
+                        node.default_next_node.as_deref().unwrap_or("END"),
+                        Value::Array(conditions),
+                        Value::Array(options),
+                        json!(recent),
+                        Value::Object(state.context.active_fields(config, &[])),
+                        exchanges_json(&state.context, config.token_budget.navigator_exchanges),
+                        state.pending_customer.as_deref().unwrap_or("(none)")
+                    )),
+                ];
+                let schema = OutputSchema::new(json!({
+                    "type": "object",
+                    "properties": {
+                        "reason": {"type": "string", "maxLength": 160},
+                        "next_node": {"enum": names},
+                    },
+                    "required": ["reason", "next_node"],
+                }));
+                let request = ChatRequest {
+                    purpose: "node_navigator_agent.decide".into(),
+                    messages: messages.clone(),
+                    temperature: Some(0.0),
+                    max_tokens: Some(200),
+                    ..Default::default()
+                };
+                let (decision, record) = self
+                    .0
+                    .llm
+                    .structured_with::<Decision>(request, &schema, &llm_node::call_options(ctx))
+                    .await
+                    .map_err(|e| llm_node::node_error("node_navigator_agent.decide", e))?;
+                llm_node::record_call(ctx, &record).await;
+                let (prompt_tokens, completion_tokens) = usage(&messages, &format!("{decision:?}"));
+                update = with_usage(update, prompt_tokens, completion_tokens);
+                let next = (decision.next_node != "END").then_some(decision.next_node);
+                (next, decision.reason)
+            }
+        };
+        let next = next.map(|next| guard(config, state, &path, node, next));
+        let mut context = Map::new();
+        context.insert("node_traversal_path".into(), json!([node.node_name]));
+        context.insert("next_node_to_go_to".into(), json!(next.clone().unwrap_or_default()));
+        context.insert("next_course_of_action".into(), json!(reason));
+        update.context = Some(context_of(context));
+        update.current_node = next.clone();
+        update.steps_this_turn = Some(state.steps_this_turn + 1);
+        if next.is_none() {
+            update.flow_finished = Some(true);
+        }
+        Ok(NodeOutput::update(update))
+    }
+}
+
+/// The navigator's own checks on a chosen node.
+fn guard(config: &AgentConfig, state: &CallState, path: &[String], from: &NodeConfig, next: String) -> String {
+    // Loop prevention: a node visited too often recently gives way to the default.
+    let recent_visits = path.iter().rev().take(LOOP_WINDOW).filter(|n| **n == next).count();
+    let next = match (&from.default_next_node, recent_visits >= LOOP_VISITS) {
+        (Some(default), true) if *default != next => {
+            warn!(node = %from.node_name, looping = %next, default = %default, "navigator loop prevented");
+            default.clone()
+        }
+        _ => next,
+    };
+    // A tool node placed after a mandatory field's producer needs that field: while it is
+    // missing, the producer runs first (a tool node before it, such as a catalog lookup, does
+    // not).
+    let Some(target) = config.node(&next) else { return next };
+    let position = |name: &str| config.nodes.iter().position(|n| n.node_name == name);
+    if target.node_action == NodeAction::Mcp && !config.is_extraction(target) {
+        for field in state.context.missing_mandatory(config) {
+            if let Some(producer) = config.producer_of(&field) {
+                if producer.node_name != from.node_name && position(&producer.node_name) < position(&next) {
+                    debug!(missing = %field, producer = %producer.node_name, "mandatory field missing");
+                    return producer.node_name.clone();
+                }
+            }
+        }
+    }
+    next
+}
