@@ -9,7 +9,7 @@ use common::*;
 use frontdesk_api::v1::{self, run_event::Kind, ErrorReason, IntakeMode};
 use frontdesk_client::{SendOptions, StartOptions, TurnEvent};
 use frontdesk_llm::ScriptedReply;
-use frontdesk_server::config::Config;
+use frontdesk_server::config::{CallLogMode, Config};
 use futures::StreamExt;
 use serde_json::json;
 use tonic::Code;
@@ -496,4 +496,150 @@ async fn reflection_resolves_the_google_rpc_error_details() {
             "v1alpha {symbol}: {response:?}"
         );
     }
+}
+
+/// The model calls of a turn, as its events reported them: (node, purpose, prompt and
+/// completion tokens), in order.
+fn reported_calls(events: &[v1::RunEvent]) -> Vec<(String, String, u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(Kind::LlmCallFinished(c)) => {
+                let usage = c.usage.unwrap();
+                Some((e.node.clone(), c.purpose.clone(), usage.prompt_tokens, usage.completion_tokens))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn list_llm_calls(thread_id: &str, page_size: i32) -> v1::ListLlmCallsRequest {
+    v1::ListLlmCallsRequest { thread_id: thread_id.to_owned(), page_size }
+}
+
+/// With `model.call_log = "redacted"`, every model call of a conversation is recorded with the
+/// node that made it and listed per conversation, newest first, its prompt and reply reduced
+/// to roles and character counts; the totals add up; the JSON lines file gets the same calls.
+#[tokio::test]
+async fn list_llm_calls_shows_a_conversations_calls_with_their_nodes_tokens_and_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("llm-calls.jsonl");
+    let options = Options { call_log: CallLogMode::Redacted, call_log_file: Some(file.clone()), ..Options::default() };
+    let s = TestServer::start_with(options).await;
+    let id = s.start_intake().await;
+    let mut turns = Vec::new();
+    for reply in ["Hello there, how can I help?", "Happy to explain the change process."] {
+        s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!(reply))]);
+        turns.push(s.turn(&id, "hello, my card number is 4111").await);
+    }
+
+    let mut workflows = s.client.workflows();
+    let listed = workflows.list_llm_calls(list_llm_calls(&id, 0)).await.unwrap().into_inner();
+    // Newest first: the second turn's calls, then the first's, each turn's in reverse order.
+    let mut expected = Vec::new();
+    for (events, result) in turns.iter().rev() {
+        let reported = reported_calls(events);
+        assert_eq!(reported.len(), 2, "{reported:?}");
+        expected.extend(reported.into_iter().rev().map(|call| (result.run_id.clone(), call)));
+    }
+    let got: Vec<(String, (String, String, u64, u64))> = listed
+        .calls
+        .iter()
+        .map(|c| (c.run_id.clone(), (c.node.clone(), c.purpose.clone(), c.prompt_tokens, c.completion_tokens)))
+        .collect();
+    assert_eq!(got, expected, "who made each call, and its tokens as the turn's events reported them");
+    assert_eq!(
+        listed.calls.iter().map(|c| c.node.as_str()).collect::<Vec<_>>(),
+        ["chat_agent", "supervisor", "chat_agent", "supervisor"]
+    );
+    for call in &listed.calls {
+        assert!(call.prompt_tokens > 0 && call.completion_tokens > 0, "{call:?}");
+        assert_eq!(call.model, "scripted-test");
+        assert_eq!(call.attempts, 1);
+        assert!(call.error.is_empty());
+        assert!(call.latency.is_some() && call.time.is_some());
+        let prompt: serde_json::Value = serde_json::from_str(&call.prompt_json).unwrap();
+        let messages = prompt.as_array().unwrap();
+        assert!(!messages.is_empty());
+        assert!(messages.iter().all(|m| m["role"].is_string() && m["chars"].as_u64().unwrap() > 0), "{prompt}");
+        let response: serde_json::Value = serde_json::from_str(&call.response_json).unwrap();
+        assert!(response["chars"].as_u64().unwrap() > 0, "{response}");
+        assert!(!call.prompt_json.contains("4111") && !call.response_json.contains("help"), "redacted: {call:?}");
+    }
+    let times: Vec<_> = listed.calls.iter().map(|c| c.time.unwrap()).collect();
+    assert!(times.windows(2).all(|w| (w[0].seconds, w[0].nanos) >= (w[1].seconds, w[1].nanos)), "{times:?}");
+
+    // The totals add up, over the calls and over the turns' own usage.
+    let total = listed.total_usage.unwrap();
+    assert_eq!(listed.total_calls, 4);
+    assert_eq!(total.prompt_tokens, listed.calls.iter().map(|c| c.prompt_tokens).sum::<u64>());
+    assert_eq!(total.completion_tokens, listed.calls.iter().map(|c| c.completion_tokens).sum::<u64>());
+    let run_usage = |events: &[v1::RunEvent]| {
+        events
+            .iter()
+            .find_map(|e| match &e.kind {
+                Some(Kind::RunFinished(f)) => f.usage,
+                _ => None,
+            })
+            .unwrap()
+    };
+    let prompt_from_runs: u64 = turns.iter().map(|(events, _)| run_usage(events).prompt_tokens).sum();
+    let completion_from_runs: u64 = turns.iter().map(|(events, _)| run_usage(events).completion_tokens).sum();
+    assert_eq!((total.prompt_tokens, total.completion_tokens), (prompt_from_runs, completion_from_runs));
+    let cost: f64 = listed.calls.iter().map(|c| c.cost_usd).sum();
+    assert!((total.cost_usd - cost).abs() < 1e-12, "{} != {cost}", total.cost_usd);
+
+    // A page holds the most recent calls; the totals still cover them all.
+    let page = workflows.list_llm_calls(list_llm_calls(&id, 1)).await.unwrap().into_inner();
+    assert_eq!(page.calls, listed.calls[..1]);
+    assert_eq!((page.total_calls, page.total_usage), (4, listed.total_usage));
+
+    // A conversation without turns is known: no calls. An unknown thread is NOT_FOUND.
+    let quiet = s.start_intake().await;
+    let none = workflows.list_llm_calls(list_llm_calls(&quiet, 0)).await.unwrap().into_inner();
+    assert!(none.calls.is_empty());
+    assert_eq!((none.total_calls, none.total_usage.unwrap().prompt_tokens), (0, 0));
+    let status = workflows.list_llm_calls(list_llm_calls("conv-missing", 0)).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    let details = tonic_types::StatusExt::get_error_details(&status);
+    let info = details.error_info().expect("ErrorInfo");
+    assert_eq!(info.metadata.get("kind").map(String::as_str), Some("thread"));
+    assert_eq!(info.metadata.get("id").map(String::as_str), Some("conv-missing"));
+    let status = workflows.list_llm_calls(list_llm_calls("", 0)).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let details = tonic_types::StatusExt::get_error_details(&status);
+    assert_eq!(details.bad_request().unwrap().field_violations[0].field, "thread_id");
+
+    // The JSON lines file has the same calls, oldest first, redacted the same way.
+    s.stop().await;
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("4111"), "{text}");
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let from_file: Vec<(String, String, u64)> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l["thread_id"], json!(id));
+            (
+                l["run_id"].as_str().unwrap().to_owned(),
+                l["node"].as_str().unwrap().to_owned(),
+                l["prompt_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let from_api: Vec<(String, String, u64)> =
+        listed.calls.iter().rev().map(|c| (c.run_id.clone(), c.node.clone(), c.prompt_tokens)).collect();
+    assert_eq!(from_file, from_api);
+}
+
+/// With the call log off (the default) nothing is recorded: a conversation lists no calls.
+#[tokio::test]
+async fn with_the_call_log_off_a_conversation_lists_no_calls() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("Hi."))]);
+    s.turn(&id, "hello").await;
+    let listed = s.client.workflows().list_llm_calls(list_llm_calls(&id, 0)).await.unwrap().into_inner();
+    assert!(listed.calls.is_empty());
+    assert_eq!(listed.total_calls, 0);
 }

@@ -17,7 +17,7 @@ use frontdesk_client::{Client, SendOptions, StartOptions};
 use frontdesk_llm::{ScriptedModel, ScriptedReply};
 use frontdesk_server::{
     app::{App, Overrides, RunningServer},
-    config::Config,
+    config::{CallLogMode, Config},
     workflows::{
         intake::{self, UseSubmitter},
         triage::{self, ActiveStore},
@@ -62,11 +62,22 @@ pub struct Options {
     pub max_text_chars: usize,
     pub max_turns: u32,
     pub outbox: bool,
+    /// `model.call_log` (off by default, as in production).
+    pub call_log: CallLogMode,
+    /// `model.call_log_file`.
+    pub call_log_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { debug_commands: false, max_text_chars: 8_000, max_turns: 500, outbox: false }
+        Self {
+            debug_commands: false,
+            max_text_chars: 8_000,
+            max_turns: 500,
+            outbox: false,
+            call_log: CallLogMode::Off,
+            call_log_file: None,
+        }
     }
 }
 
@@ -84,6 +95,8 @@ impl TestServer {
         config.workflows.set::<intake::Workflow>(&intake).unwrap();
         config.limits.max_text_chars = options.max_text_chars;
         config.limits.max_turns = options.max_turns;
+        config.model.call_log = options.call_log;
+        config.model.call_log_file = options.call_log_file;
         config.shutdown_grace_secs = 5;
         // With FRONTDESK_E2E_TRIAGE_STORE=redis, active tickets live in Redis (a prefix per server).
         if std::env::var("FRONTDESK_E2E_TRIAGE_STORE").as_deref() == Ok("redis") {

@@ -929,6 +929,7 @@ type Conversation struct {
 	// Types that are valid to be assigned to State:
 	//
 	//	*Conversation_Intake
+	//	*Conversation_ServiceCall
 	State         isConversation_State `protobuf_oneof:"state"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1022,6 +1023,15 @@ func (x *Conversation) GetIntake() *IntakeState {
 	return nil
 }
 
+func (x *Conversation) GetServiceCall() *ServiceCallState {
+	if x != nil {
+		if x, ok := x.State.(*Conversation_ServiceCall); ok {
+			return x.ServiceCall
+		}
+	}
+	return nil
+}
+
 type isConversation_State interface {
 	isConversation_State()
 }
@@ -1030,7 +1040,13 @@ type Conversation_Intake struct {
 	Intake *IntakeState `protobuf:"bytes,10,opt,name=intake,proto3,oneof"`
 }
 
+type Conversation_ServiceCall struct {
+	ServiceCall *ServiceCallState `protobuf:"bytes,11,opt,name=service_call,json=serviceCall,proto3,oneof"`
+}
+
 func (*Conversation_Intake) isConversation_State() {}
+
+func (*Conversation_ServiceCall) isConversation_State() {}
 
 type Message struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1215,6 +1231,113 @@ func (x *IntakeState) GetSubmissionError() string {
 	return ""
 }
 
+// A service call's state (the service_call workflow, docs/workflows/service-call.md).
+type ServiceCallState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the next customer message is handled by.
+	CurrentNode string `protobuf:"bytes,1,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
+	// The call's context (its fields are the flow configuration's), as a JSON object.
+	ContextJson string `protobuf:"bytes,2,opt,name=context_json,json=contextJson,proto3" json:"context_json,omitempty"`
+	// Every node run so far, in order.
+	NodeTraversalPath []string `protobuf:"bytes,3,rep,name=node_traversal_path,json=nodeTraversalPath,proto3" json:"node_traversal_path,omitempty"`
+	// Mandatory context fields still missing.
+	MissingMandatoryFields []string `protobuf:"bytes,4,rep,name=missing_mandatory_fields,json=missingMandatoryFields,proto3" json:"missing_mandatory_fields,omitempty"`
+	// True once the call was hung up; the conversation takes no more messages.
+	CallEnded bool `protobuf:"varint,5,opt,name=call_ended,json=callEnded,proto3" json:"call_ended,omitempty"`
+	// Model calls and tokens of the whole call so far.
+	ModelCalls       uint32 `protobuf:"varint,6,opt,name=model_calls,json=modelCalls,proto3" json:"model_calls,omitempty"`
+	PromptTokens     uint64 `protobuf:"varint,7,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens uint64 `protobuf:"varint,8,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ServiceCallState) Reset() {
+	*x = ServiceCallState{}
+	mi := &file_frontdesk_v1_conversation_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceCallState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceCallState) ProtoMessage() {}
+
+func (x *ServiceCallState) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_conversation_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceCallState.ProtoReflect.Descriptor instead.
+func (*ServiceCallState) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_conversation_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ServiceCallState) GetCurrentNode() string {
+	if x != nil {
+		return x.CurrentNode
+	}
+	return ""
+}
+
+func (x *ServiceCallState) GetContextJson() string {
+	if x != nil {
+		return x.ContextJson
+	}
+	return ""
+}
+
+func (x *ServiceCallState) GetNodeTraversalPath() []string {
+	if x != nil {
+		return x.NodeTraversalPath
+	}
+	return nil
+}
+
+func (x *ServiceCallState) GetMissingMandatoryFields() []string {
+	if x != nil {
+		return x.MissingMandatoryFields
+	}
+	return nil
+}
+
+func (x *ServiceCallState) GetCallEnded() bool {
+	if x != nil {
+		return x.CallEnded
+	}
+	return false
+}
+
+func (x *ServiceCallState) GetModelCalls() uint32 {
+	if x != nil {
+		return x.ModelCalls
+	}
+	return 0
+}
+
+func (x *ServiceCallState) GetPromptTokens() uint64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *ServiceCallState) GetCompletionTokens() uint64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
 var File_frontdesk_v1_conversation_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_conversation_proto_rawDesc = "" +
@@ -1263,7 +1386,7 @@ const file_frontdesk_v1_conversation_proto_rawDesc = "" +
 	"\fconversation\x18\x01 \x01(\v2\x1a.frontdesk.v1.ConversationR\fconversation\"D\n" +
 	"\x19DeleteConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\x1c\n" +
-	"\x1aDeleteConversationResponse\"\xc4\x02\n" +
+	"\x1aDeleteConversationResponse\"\x89\x03\n" +
 	"\fConversation\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12;\n" +
@@ -1275,7 +1398,8 @@ const file_frontdesk_v1_conversation_proto_rawDesc = "" +
 	"turn_count\x18\x05 \x01(\rR\tturnCount\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x123\n" +
 	"\x06intake\x18\n" +
-	" \x01(\v2\x19.frontdesk.v1.IntakeStateH\x00R\x06intakeB\a\n" +
+	" \x01(\v2\x19.frontdesk.v1.IntakeStateH\x00R\x06intake\x12C\n" +
+	"\fservice_call\x18\v \x01(\v2\x1e.frontdesk.v1.ServiceCallStateH\x00R\vserviceCallB\a\n" +
 	"\x05state\"\xb5\x01\n" +
 	"\aMessage\x12\x1d\n" +
 	"\n" +
@@ -1296,7 +1420,18 @@ const file_frontdesk_v1_conversation_proto_rawDesc = "" +
 	"\x10submission_error\x18\b \x01(\tR\x0fsubmissionError\x1aB\n" +
 	"\x14CollectedFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*X\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x02\n" +
+	"\x10ServiceCallState\x12!\n" +
+	"\fcurrent_node\x18\x01 \x01(\tR\vcurrentNode\x12!\n" +
+	"\fcontext_json\x18\x02 \x01(\tR\vcontextJson\x12.\n" +
+	"\x13node_traversal_path\x18\x03 \x03(\tR\x11nodeTraversalPath\x128\n" +
+	"\x18missing_mandatory_fields\x18\x04 \x03(\tR\x16missingMandatoryFields\x12\x1d\n" +
+	"\n" +
+	"call_ended\x18\x05 \x01(\bR\tcallEnded\x12\x1f\n" +
+	"\vmodel_calls\x18\x06 \x01(\rR\n" +
+	"modelCalls\x12#\n" +
+	"\rprompt_tokens\x18\a \x01(\x04R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\b \x01(\x04R\x10completionTokens*X\n" +
 	"\n" +
 	"BusyPolicy\x12\x1b\n" +
 	"\x17BUSY_POLICY_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -1335,7 +1470,7 @@ func file_frontdesk_v1_conversation_proto_rawDescGZIP() []byte {
 }
 
 var file_frontdesk_v1_conversation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_frontdesk_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_frontdesk_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_frontdesk_v1_conversation_proto_goTypes = []any{
 	(BusyPolicy)(0),                    // 0: frontdesk.v1.BusyPolicy
 	(Role)(0),                          // 1: frontdesk.v1.Role
@@ -1356,15 +1491,16 @@ var file_frontdesk_v1_conversation_proto_goTypes = []any{
 	(*Conversation)(nil),               // 16: frontdesk.v1.Conversation
 	(*Message)(nil),                    // 17: frontdesk.v1.Message
 	(*IntakeState)(nil),                // 18: frontdesk.v1.IntakeState
-	nil,                                // 19: frontdesk.v1.IntakeState.CollectedFieldsEntry
-	(*RunEvent)(nil),                   // 20: frontdesk.v1.RunEvent
-	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
+	(*ServiceCallState)(nil),           // 19: frontdesk.v1.ServiceCallState
+	nil,                                // 20: frontdesk.v1.IntakeState.CollectedFieldsEntry
+	(*RunEvent)(nil),                   // 21: frontdesk.v1.RunEvent
+	(*timestamppb.Timestamp)(nil),      // 22: google.protobuf.Timestamp
 }
 var file_frontdesk_v1_conversation_proto_depIdxs = []int32{
 	16, // 0: frontdesk.v1.StartConversationResponse.conversation:type_name -> frontdesk.v1.Conversation
 	17, // 1: frontdesk.v1.StartConversationResponse.welcome:type_name -> frontdesk.v1.Message
 	0,  // 2: frontdesk.v1.SendMessageRequest.busy_policy:type_name -> frontdesk.v1.BusyPolicy
-	20, // 3: frontdesk.v1.SendMessageResponse.event:type_name -> frontdesk.v1.RunEvent
+	21, // 3: frontdesk.v1.SendMessageResponse.event:type_name -> frontdesk.v1.RunEvent
 	7,  // 4: frontdesk.v1.SendMessageResponse.result:type_name -> frontdesk.v1.TurnResult
 	17, // 5: frontdesk.v1.TurnResult.reply:type_name -> frontdesk.v1.Message
 	16, // 6: frontdesk.v1.TurnResult.conversation:type_name -> frontdesk.v1.Conversation
@@ -1372,30 +1508,31 @@ var file_frontdesk_v1_conversation_proto_depIdxs = []int32{
 	17, // 8: frontdesk.v1.GetConversationResponse.messages:type_name -> frontdesk.v1.Message
 	16, // 9: frontdesk.v1.ListConversationsResponse.conversations:type_name -> frontdesk.v1.Conversation
 	16, // 10: frontdesk.v1.ResetConversationResponse.conversation:type_name -> frontdesk.v1.Conversation
-	21, // 11: frontdesk.v1.Conversation.create_time:type_name -> google.protobuf.Timestamp
-	21, // 12: frontdesk.v1.Conversation.update_time:type_name -> google.protobuf.Timestamp
+	22, // 11: frontdesk.v1.Conversation.create_time:type_name -> google.protobuf.Timestamp
+	22, // 12: frontdesk.v1.Conversation.update_time:type_name -> google.protobuf.Timestamp
 	18, // 13: frontdesk.v1.Conversation.intake:type_name -> frontdesk.v1.IntakeState
-	1,  // 14: frontdesk.v1.Message.role:type_name -> frontdesk.v1.Role
-	21, // 15: frontdesk.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 16: frontdesk.v1.IntakeState.mode:type_name -> frontdesk.v1.IntakeMode
-	19, // 17: frontdesk.v1.IntakeState.collected_fields:type_name -> frontdesk.v1.IntakeState.CollectedFieldsEntry
-	3,  // 18: frontdesk.v1.ConversationService.StartConversation:input_type -> frontdesk.v1.StartConversationRequest
-	5,  // 19: frontdesk.v1.ConversationService.SendMessage:input_type -> frontdesk.v1.SendMessageRequest
-	8,  // 20: frontdesk.v1.ConversationService.GetConversation:input_type -> frontdesk.v1.GetConversationRequest
-	10, // 21: frontdesk.v1.ConversationService.ListConversations:input_type -> frontdesk.v1.ListConversationsRequest
-	12, // 22: frontdesk.v1.ConversationService.ResetConversation:input_type -> frontdesk.v1.ResetConversationRequest
-	14, // 23: frontdesk.v1.ConversationService.DeleteConversation:input_type -> frontdesk.v1.DeleteConversationRequest
-	4,  // 24: frontdesk.v1.ConversationService.StartConversation:output_type -> frontdesk.v1.StartConversationResponse
-	6,  // 25: frontdesk.v1.ConversationService.SendMessage:output_type -> frontdesk.v1.SendMessageResponse
-	9,  // 26: frontdesk.v1.ConversationService.GetConversation:output_type -> frontdesk.v1.GetConversationResponse
-	11, // 27: frontdesk.v1.ConversationService.ListConversations:output_type -> frontdesk.v1.ListConversationsResponse
-	13, // 28: frontdesk.v1.ConversationService.ResetConversation:output_type -> frontdesk.v1.ResetConversationResponse
-	15, // 29: frontdesk.v1.ConversationService.DeleteConversation:output_type -> frontdesk.v1.DeleteConversationResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 14: frontdesk.v1.Conversation.service_call:type_name -> frontdesk.v1.ServiceCallState
+	1,  // 15: frontdesk.v1.Message.role:type_name -> frontdesk.v1.Role
+	22, // 16: frontdesk.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	2,  // 17: frontdesk.v1.IntakeState.mode:type_name -> frontdesk.v1.IntakeMode
+	20, // 18: frontdesk.v1.IntakeState.collected_fields:type_name -> frontdesk.v1.IntakeState.CollectedFieldsEntry
+	3,  // 19: frontdesk.v1.ConversationService.StartConversation:input_type -> frontdesk.v1.StartConversationRequest
+	5,  // 20: frontdesk.v1.ConversationService.SendMessage:input_type -> frontdesk.v1.SendMessageRequest
+	8,  // 21: frontdesk.v1.ConversationService.GetConversation:input_type -> frontdesk.v1.GetConversationRequest
+	10, // 22: frontdesk.v1.ConversationService.ListConversations:input_type -> frontdesk.v1.ListConversationsRequest
+	12, // 23: frontdesk.v1.ConversationService.ResetConversation:input_type -> frontdesk.v1.ResetConversationRequest
+	14, // 24: frontdesk.v1.ConversationService.DeleteConversation:input_type -> frontdesk.v1.DeleteConversationRequest
+	4,  // 25: frontdesk.v1.ConversationService.StartConversation:output_type -> frontdesk.v1.StartConversationResponse
+	6,  // 26: frontdesk.v1.ConversationService.SendMessage:output_type -> frontdesk.v1.SendMessageResponse
+	9,  // 27: frontdesk.v1.ConversationService.GetConversation:output_type -> frontdesk.v1.GetConversationResponse
+	11, // 28: frontdesk.v1.ConversationService.ListConversations:output_type -> frontdesk.v1.ListConversationsResponse
+	13, // 29: frontdesk.v1.ConversationService.ResetConversation:output_type -> frontdesk.v1.ResetConversationResponse
+	15, // 30: frontdesk.v1.ConversationService.DeleteConversation:output_type -> frontdesk.v1.DeleteConversationResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_conversation_proto_init() }
@@ -1410,6 +1547,7 @@ func file_frontdesk_v1_conversation_proto_init() {
 	}
 	file_frontdesk_v1_conversation_proto_msgTypes[13].OneofWrappers = []any{
 		(*Conversation_Intake)(nil),
+		(*Conversation_ServiceCall)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1417,7 +1555,7 @@ func file_frontdesk_v1_conversation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frontdesk_v1_conversation_proto_rawDesc), len(file_frontdesk_v1_conversation_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

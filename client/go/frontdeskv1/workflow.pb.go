@@ -9,6 +9,8 @@ package frontdeskv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -550,11 +552,284 @@ func (x *CancelRunResponse) GetCancelled() bool {
 	return false
 }
 
+type ListLlmCallsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose calls: a conversation id, a ticket thread ("customer_id:ticket_id", as the ticket's
+	// RunStarted event names it), an investigation id or a research id.
+	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// At most this many calls, the most recent; 0 means 50, and more than 500 means 500.
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLlmCallsRequest) Reset() {
+	*x = ListLlmCallsRequest{}
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLlmCallsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLlmCallsRequest) ProtoMessage() {}
+
+func (x *ListLlmCallsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLlmCallsRequest.ProtoReflect.Descriptor instead.
+func (*ListLlmCallsRequest) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListLlmCallsRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ListLlmCallsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// One model call as the LLM call log recorded it.
+type LlmCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run that made the call (the run_id its events carry).
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The graph node (agent) that made the call.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// What the call was for, such as "supervisor.route".
+	Purpose string `protobuf:"bytes,3,opt,name=purpose,proto3" json:"purpose,omitempty"`
+	// The model that answered (the configured model when the call failed).
+	Model            string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	PromptTokens     uint64 `protobuf:"varint,5,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens uint64 `protobuf:"varint,6,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	// Cost from the configured price table; zero for models without a price.
+	CostUsd float64 `protobuf:"fixed64,7,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Wall time, retries and backoff included.
+	Latency *durationpb.Duration `protobuf:"bytes,8,opt,name=latency,proto3" json:"latency,omitempty"`
+	// Attempts made, counting retries after transient failures.
+	Attempts uint32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Why the call failed; empty when it succeeded.
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// The prompt messages as a JSON array: [{"role", "content"}] with model.call_log = "full",
+	// [{"role", "chars"}] (role and character count only) with "redacted".
+	PromptJson string `protobuf:"bytes,11,opt,name=prompt_json,json=promptJson,proto3" json:"prompt_json,omitempty"`
+	// The reply as a JSON object, redacted like the prompt: {"content", "tool_calls": [{"name",
+	// "arguments"}]} in full, {"chars", "tool_calls": [{"name", "chars"}]} redacted; "null"
+	// when the call failed.
+	ResponseJson string `protobuf:"bytes,12,opt,name=response_json,json=responseJson,proto3" json:"response_json,omitempty"`
+	// When the call finished.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LlmCall) Reset() {
+	*x = LlmCall{}
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LlmCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LlmCall) ProtoMessage() {}
+
+func (x *LlmCall) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LlmCall.ProtoReflect.Descriptor instead.
+func (*LlmCall) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LlmCall) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *LlmCall) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LlmCall) GetPurpose() string {
+	if x != nil {
+		return x.Purpose
+	}
+	return ""
+}
+
+func (x *LlmCall) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *LlmCall) GetPromptTokens() uint64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *LlmCall) GetCompletionTokens() uint64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *LlmCall) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *LlmCall) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *LlmCall) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *LlmCall) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *LlmCall) GetPromptJson() string {
+	if x != nil {
+		return x.PromptJson
+	}
+	return ""
+}
+
+func (x *LlmCall) GetResponseJson() string {
+	if x != nil {
+		return x.ResponseJson
+	}
+	return ""
+}
+
+func (x *LlmCall) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+type ListLlmCallsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most recent first.
+	Calls []*LlmCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	// Tokens and cost summed over every recorded call of the thread, listed or not.
+	TotalUsage *Usage `protobuf:"bytes,2,opt,name=total_usage,json=totalUsage,proto3" json:"total_usage,omitempty"`
+	// How many calls the thread made in all; more than calls holds when page_size cut it.
+	TotalCalls    uint64 `protobuf:"varint,3,opt,name=total_calls,json=totalCalls,proto3" json:"total_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLlmCallsResponse) Reset() {
+	*x = ListLlmCallsResponse{}
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLlmCallsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLlmCallsResponse) ProtoMessage() {}
+
+func (x *ListLlmCallsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLlmCallsResponse.ProtoReflect.Descriptor instead.
+func (*ListLlmCallsResponse) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListLlmCallsResponse) GetCalls() []*LlmCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *ListLlmCallsResponse) GetTotalUsage() *Usage {
+	if x != nil {
+		return x.TotalUsage
+	}
+	return nil
+}
+
+func (x *ListLlmCallsResponse) GetTotalCalls() uint64 {
+	if x != nil {
+		return x.TotalCalls
+	}
+	return 0
+}
+
 var File_frontdesk_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfrontdesk/v1/workflow.proto\x12\ffrontdesk.v1\"p\n" +
+	"\x1bfrontdesk/v1/workflow.proto\x12\ffrontdesk.v1\x1a\x19frontdesk/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"p\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12.\n" +
@@ -581,15 +856,41 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n" +
 	"\x11CancelRunResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\bR\tcancelled*g\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"O\n" +
+	"\x13ListLlmCallsRequest\x12\x1b\n" +
+	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"\xae\x03\n" +
+	"\aLlmCall\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
+	"\apurpose\x18\x03 \x01(\tR\apurpose\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12#\n" +
+	"\rprompt_tokens\x18\x05 \x01(\x04R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x06 \x01(\x04R\x10completionTokens\x12\x19\n" +
+	"\bcost_usd\x18\a \x01(\x01R\acostUsd\x123\n" +
+	"\alatency\x18\b \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x1a\n" +
+	"\battempts\x18\t \x01(\rR\battempts\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1f\n" +
+	"\vprompt_json\x18\v \x01(\tR\n" +
+	"promptJson\x12#\n" +
+	"\rresponse_json\x18\f \x01(\tR\fresponseJson\x12.\n" +
+	"\x04time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n" +
+	"\x14ListLlmCallsResponse\x12+\n" +
+	"\x05calls\x18\x01 \x03(\v2\x15.frontdesk.v1.LlmCallR\x05calls\x124\n" +
+	"\vtotal_usage\x18\x02 \x01(\v2\x13.frontdesk.v1.UsageR\n" +
+	"totalUsage\x12\x1f\n" +
+	"\vtotal_calls\x18\x03 \x01(\x04R\n" +
+	"totalCalls*g\n" +
 	"\fWorkflowKind\x12\x1d\n" +
 	"\x19WORKFLOW_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cWORKFLOW_KIND_CONVERSATIONAL\x10\x01\x12\x16\n" +
-	"\x12WORKFLOW_KIND_TASK\x10\x022\x9c\x02\n" +
+	"\x12WORKFLOW_KIND_TASK\x10\x022\xf3\x02\n" +
 	"\x0fWorkflowService\x12X\n" +
 	"\rListWorkflows\x12\".frontdesk.v1.ListWorkflowsRequest\x1a#.frontdesk.v1.ListWorkflowsResponse\x12a\n" +
 	"\x10DescribeWorkflow\x12%.frontdesk.v1.DescribeWorkflowRequest\x1a&.frontdesk.v1.DescribeWorkflowResponse\x12L\n" +
-	"\tCancelRun\x12\x1e.frontdesk.v1.CancelRunRequest\x1a\x1f.frontdesk.v1.CancelRunResponseBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\tCancelRun\x12\x1e.frontdesk.v1.CancelRunRequest\x1a\x1f.frontdesk.v1.CancelRunResponse\x12U\n" +
+	"\fListLlmCalls\x12!.frontdesk.v1.ListLlmCallsRequest\x1a\".frontdesk.v1.ListLlmCallsResponseBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_workflow_proto_rawDescOnce sync.Once
@@ -604,7 +905,7 @@ func file_frontdesk_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_frontdesk_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_frontdesk_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_frontdesk_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_frontdesk_v1_workflow_proto_goTypes = []any{
 	(WorkflowKind)(0),                // 0: frontdesk.v1.WorkflowKind
 	(*Workflow)(nil),                 // 1: frontdesk.v1.Workflow
@@ -616,24 +917,36 @@ var file_frontdesk_v1_workflow_proto_goTypes = []any{
 	(*DescribeWorkflowResponse)(nil), // 7: frontdesk.v1.DescribeWorkflowResponse
 	(*CancelRunRequest)(nil),         // 8: frontdesk.v1.CancelRunRequest
 	(*CancelRunResponse)(nil),        // 9: frontdesk.v1.CancelRunResponse
+	(*ListLlmCallsRequest)(nil),      // 10: frontdesk.v1.ListLlmCallsRequest
+	(*LlmCall)(nil),                  // 11: frontdesk.v1.LlmCall
+	(*ListLlmCallsResponse)(nil),     // 12: frontdesk.v1.ListLlmCallsResponse
+	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(*Usage)(nil),                    // 15: frontdesk.v1.Usage
 }
 var file_frontdesk_v1_workflow_proto_depIdxs = []int32{
-	0, // 0: frontdesk.v1.Workflow.kind:type_name -> frontdesk.v1.WorkflowKind
-	1, // 1: frontdesk.v1.ListWorkflowsResponse.workflows:type_name -> frontdesk.v1.Workflow
-	1, // 2: frontdesk.v1.DescribeWorkflowResponse.workflow:type_name -> frontdesk.v1.Workflow
-	5, // 3: frontdesk.v1.DescribeWorkflowResponse.nodes:type_name -> frontdesk.v1.GraphNode
-	6, // 4: frontdesk.v1.DescribeWorkflowResponse.edges:type_name -> frontdesk.v1.GraphEdge
-	2, // 5: frontdesk.v1.WorkflowService.ListWorkflows:input_type -> frontdesk.v1.ListWorkflowsRequest
-	4, // 6: frontdesk.v1.WorkflowService.DescribeWorkflow:input_type -> frontdesk.v1.DescribeWorkflowRequest
-	8, // 7: frontdesk.v1.WorkflowService.CancelRun:input_type -> frontdesk.v1.CancelRunRequest
-	3, // 8: frontdesk.v1.WorkflowService.ListWorkflows:output_type -> frontdesk.v1.ListWorkflowsResponse
-	7, // 9: frontdesk.v1.WorkflowService.DescribeWorkflow:output_type -> frontdesk.v1.DescribeWorkflowResponse
-	9, // 10: frontdesk.v1.WorkflowService.CancelRun:output_type -> frontdesk.v1.CancelRunResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: frontdesk.v1.Workflow.kind:type_name -> frontdesk.v1.WorkflowKind
+	1,  // 1: frontdesk.v1.ListWorkflowsResponse.workflows:type_name -> frontdesk.v1.Workflow
+	1,  // 2: frontdesk.v1.DescribeWorkflowResponse.workflow:type_name -> frontdesk.v1.Workflow
+	5,  // 3: frontdesk.v1.DescribeWorkflowResponse.nodes:type_name -> frontdesk.v1.GraphNode
+	6,  // 4: frontdesk.v1.DescribeWorkflowResponse.edges:type_name -> frontdesk.v1.GraphEdge
+	13, // 5: frontdesk.v1.LlmCall.latency:type_name -> google.protobuf.Duration
+	14, // 6: frontdesk.v1.LlmCall.time:type_name -> google.protobuf.Timestamp
+	11, // 7: frontdesk.v1.ListLlmCallsResponse.calls:type_name -> frontdesk.v1.LlmCall
+	15, // 8: frontdesk.v1.ListLlmCallsResponse.total_usage:type_name -> frontdesk.v1.Usage
+	2,  // 9: frontdesk.v1.WorkflowService.ListWorkflows:input_type -> frontdesk.v1.ListWorkflowsRequest
+	4,  // 10: frontdesk.v1.WorkflowService.DescribeWorkflow:input_type -> frontdesk.v1.DescribeWorkflowRequest
+	8,  // 11: frontdesk.v1.WorkflowService.CancelRun:input_type -> frontdesk.v1.CancelRunRequest
+	10, // 12: frontdesk.v1.WorkflowService.ListLlmCalls:input_type -> frontdesk.v1.ListLlmCallsRequest
+	3,  // 13: frontdesk.v1.WorkflowService.ListWorkflows:output_type -> frontdesk.v1.ListWorkflowsResponse
+	7,  // 14: frontdesk.v1.WorkflowService.DescribeWorkflow:output_type -> frontdesk.v1.DescribeWorkflowResponse
+	9,  // 15: frontdesk.v1.WorkflowService.CancelRun:output_type -> frontdesk.v1.CancelRunResponse
+	12, // 16: frontdesk.v1.WorkflowService.ListLlmCalls:output_type -> frontdesk.v1.ListLlmCallsResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_workflow_proto_init() }
@@ -641,13 +954,14 @@ func file_frontdesk_v1_workflow_proto_init() {
 	if File_frontdesk_v1_workflow_proto != nil {
 		return
 	}
+	file_frontdesk_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frontdesk_v1_workflow_proto_rawDesc), len(file_frontdesk_v1_workflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

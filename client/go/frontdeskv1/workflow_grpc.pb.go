@@ -22,6 +22,7 @@ const (
 	WorkflowService_ListWorkflows_FullMethodName    = "/frontdesk.v1.WorkflowService/ListWorkflows"
 	WorkflowService_DescribeWorkflow_FullMethodName = "/frontdesk.v1.WorkflowService/DescribeWorkflow"
 	WorkflowService_CancelRun_FullMethodName        = "/frontdesk.v1.WorkflowService/CancelRun"
+	WorkflowService_ListLlmCalls_FullMethodName     = "/frontdesk.v1.WorkflowService/ListLlmCalls"
 )
 
 // WorkflowServiceClient is the client API for WorkflowService service.
@@ -37,6 +38,14 @@ type WorkflowServiceClient interface {
 	// checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
 	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
+	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
+	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
+	// page_size of them, with totals over every recorded call of the thread. An empty or
+	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
+	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
+	// an archived ticket, an investigation or a research run under that id), which answers
+	// with no calls.
+	ListLlmCalls(ctx context.Context, in *ListLlmCallsRequest, opts ...grpc.CallOption) (*ListLlmCallsResponse, error)
 }
 
 type workflowServiceClient struct {
@@ -77,6 +86,16 @@ func (c *workflowServiceClient) CancelRun(ctx context.Context, in *CancelRunRequ
 	return out, nil
 }
 
+func (c *workflowServiceClient) ListLlmCalls(ctx context.Context, in *ListLlmCallsRequest, opts ...grpc.CallOption) (*ListLlmCallsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLlmCallsResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_ListLlmCalls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkflowServiceServer is the server API for WorkflowService service.
 // All implementations must embed UnimplementedWorkflowServiceServer
 // for forward compatibility.
@@ -90,6 +109,14 @@ type WorkflowServiceServer interface {
 	// checkpoint stays as it was. A run id that is not a UUID is INVALID_ARGUMENT (field
 	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
+	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
+	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
+	// page_size of them, with totals over every recorded call of the thread. An empty or
+	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
+	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
+	// an archived ticket, an investigation or a research run under that id), which answers
+	// with no calls.
+	ListLlmCalls(context.Context, *ListLlmCallsRequest) (*ListLlmCallsResponse, error)
 	mustEmbedUnimplementedWorkflowServiceServer()
 }
 
@@ -108,6 +135,9 @@ func (UnimplementedWorkflowServiceServer) DescribeWorkflow(context.Context, *Des
 }
 func (UnimplementedWorkflowServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
+}
+func (UnimplementedWorkflowServiceServer) ListLlmCalls(context.Context, *ListLlmCallsRequest) (*ListLlmCallsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLlmCalls not implemented")
 }
 func (UnimplementedWorkflowServiceServer) mustEmbedUnimplementedWorkflowServiceServer() {}
 func (UnimplementedWorkflowServiceServer) testEmbeddedByValue()                         {}
@@ -184,6 +214,24 @@ func _WorkflowService_CancelRun_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_ListLlmCalls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLlmCallsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).ListLlmCalls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_ListLlmCalls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).ListLlmCalls(ctx, req.(*ListLlmCallsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkflowService_ServiceDesc is the grpc.ServiceDesc for WorkflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -202,6 +250,10 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelRun",
 			Handler:    _WorkflowService_CancelRun_Handler,
+		},
+		{
+			MethodName: "ListLlmCalls",
+			Handler:    _WorkflowService_ListLlmCalls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

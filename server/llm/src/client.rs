@@ -41,13 +41,13 @@ impl std::fmt::Debug for CallOptions<'_> {
 
 /// The handle workflows use: wraps a provider with retries, pricing, recording and structured output.
 ///
-/// Cheap to clone; clones share the provider, prices and call log.
+/// Cheap to clone; clones share the provider, prices and call logs.
 #[derive(Clone)]
 pub struct LlmClient {
     model: Arc<dyn ChatModel>,
     retry: RetryPolicy,
     prices: Arc<PriceTable>,
-    call_log: Option<Arc<dyn CallLog>>,
+    call_logs: Arc<[Arc<dyn CallLog>]>,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -56,7 +56,7 @@ impl std::fmt::Debug for LlmClient {
             .field("model", &self.model.model_name())
             .field("retry", &self.retry)
             .field("priced_models", &self.prices.models.len())
-            .field("call_log", &self.call_log.is_some())
+            .field("call_logs", &self.call_logs.len())
             .finish()
     }
 }
@@ -69,7 +69,7 @@ const JSON_ONLY_INSTRUCTION: &str = "Answer with a single JSON value that matche
 impl LlmClient {
     /// A client with the default [`RetryPolicy`], no prices and no call log.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        Self { model, retry: RetryPolicy::default(), prices: Arc::new(PriceTable::default()), call_log: None }
+        Self { model, retry: RetryPolicy::default(), prices: Arc::new(PriceTable::default()), call_logs: Arc::new([]) }
     }
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
@@ -82,8 +82,12 @@ impl LlmClient {
         self
     }
 
+    /// Adds a call log: every call made through this client (and its clones made afterwards)
+    /// goes to each log added, in the order they were added.
     pub fn with_call_log(mut self, call_log: Arc<dyn CallLog>) -> Self {
-        self.call_log = Some(call_log);
+        let mut logs = self.call_logs.to_vec();
+        logs.push(call_log);
+        self.call_logs = logs.into();
         self
     }
 
@@ -190,8 +194,10 @@ impl LlmClient {
             usage,
             latency,
             attempts,
+            context: request.context.clone(),
+            at: std::time::SystemTime::now(),
         };
-        if let Some(log) = &self.call_log {
+        for log in self.call_logs.iter() {
             match &outcome {
                 Ok(r) => log.record(request, Some(r), &record, None),
                 Err(e) => log.record(request, None, &record, Some(e)),
@@ -462,6 +468,35 @@ mod tests {
             let kind = error.map(LlmError::kind).unwrap_or("");
             self.0.lock().unwrap().push((request.purpose.clone(), names, record.usage.completion_tokens, kind));
         }
+    }
+
+    #[derive(Default)]
+    struct SeenContexts(Mutex<Vec<Option<crate::CallContext>>>);
+
+    impl CallLog for SeenContexts {
+        fn record(&self, _: &ChatRequest, _: Option<&ChatResponse>, record: &CallRecord, _: Option<&LlmError>) {
+            self.0.lock().unwrap().push(record.context.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn every_call_log_gets_every_call_with_who_made_it() {
+        let model = Arc::new(ScriptedModel::new("s"));
+        model.push_reply(ScriptedReply::text("not json"));
+        model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "ops"})));
+        let (first, second) = (Arc::new(SeenContexts::default()), Arc::new(SeenContexts::default()));
+        let client = LlmClient::new(model.clone()).with_call_log(first.clone()).with_call_log(second.clone());
+        let context = crate::CallContext { thread_id: "t".into(), run_id: "r".into(), node: "n".into() };
+        let request =
+            ChatRequest { context: Some(context.clone()), ..ChatRequest::new("pick", vec![ChatMessage::user("?")]) };
+        let schema =
+            OutputSchema::new(serde_json::json!({"type": "object", "properties": {"team_id": {"type": "string"}}}));
+        let (_, record) = client.structured_with::<Pick>(request, &schema, &CallOptions::default()).await.unwrap();
+        assert_eq!(record.context.as_ref(), Some(&context), "the folded record keeps who made the call");
+        for log in [first, second] {
+            assert_eq!(*log.0.lock().unwrap(), vec![Some(context.clone()); 2], "the reply and its repair");
+        }
+        assert!(model.requests().iter().all(|r| r.context.as_ref() == Some(&context)));
     }
 
     fn offering_lookup(purpose: &str) -> ChatRequest {

@@ -23,7 +23,9 @@ mod schema;
 pub mod scripted;
 mod types;
 
-pub use calllog::{CallLog, CallRecord, TracingCallLog, CALL_LOG_TARGET};
+pub use calllog::{
+    prompt_json, response_json, CallLog, CallLogEntry, CallRecord, JsonLinesCallLog, TracingCallLog, CALL_LOG_TARGET,
+};
 pub use client::{CallOptions, LlmClient, OutputSchema, STRUCTURED_TOOL_CALLS};
 pub use error::{BoxError, LlmError};
 #[cfg(feature = "local")]
@@ -34,7 +36,9 @@ pub use pricing::{ModelPrice, PriceTable, OPENAI_LIST_PRICES_2025};
 pub use retry::RetryPolicy;
 pub use schema::{extract_json, schema_for, schema_name};
 pub use scripted::{ScriptedFailure, ScriptedModel, ScriptedReply, ScriptedToolCall};
-pub use types::{ChatMessage, ChatRequest, ChatResponse, JsonSchemaFormat, Role, TokenUsage, ToolCall, ToolSpec};
+pub use types::{
+    CallContext, ChatMessage, ChatRequest, ChatResponse, JsonSchemaFormat, Role, TokenUsage, ToolCall, ToolSpec,
+};
 
 /// Re-exported so callers can build [`CallOptions::cancel`] without naming tokio-util themselves.
 pub use tokio_util::sync::CancellationToken;

@@ -605,6 +605,28 @@ mod tests {
     }
 
     #[test]
+    fn the_call_context_is_never_sent() {
+        let provider = OpenAiProvider::new(OpenAiConfig {
+            model: "m".into(),
+            base_url: Some("http://127.0.0.1:1/v1".into()),
+            ..OpenAiConfig::default()
+        })
+        .unwrap();
+        let request = ChatRequest {
+            context: Some(crate::CallContext {
+                thread_id: "conv-secret-thread".into(),
+                run_id: "run-secret".into(),
+                node: "node-secret".into(),
+            }),
+            ..ChatRequest::new("p", vec![crate::ChatMessage::user("hi")])
+        };
+        for stream in [false, true] {
+            let wire = serde_json::to_string(&provider.build_request(&request, stream)).unwrap();
+            assert!(!wire.contains("secret") && !wire.contains("context"), "{wire}");
+        }
+    }
+
+    #[test]
     fn truncation_respects_char_boundaries() {
         let mut s = "é".repeat(10);
         truncate_at_char_boundary(&mut s, 5);

@@ -75,6 +75,15 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// Who makes a call: the thread (conversation, ticket thread, investigation or research id),
+/// the run and the node. Only call logs read it; providers never send it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallContext {
+    pub thread_id: String,
+    pub run_id: String,
+    pub node: String,
+}
+
 /// A chat completion request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -85,6 +94,10 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// Who makes the call, for call logs (workflows set it through `llm_node`); never sent to
+    /// a provider, which translates only the fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<CallContext>,
 }
 
 impl ChatRequest {

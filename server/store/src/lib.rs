@@ -5,7 +5,7 @@
 //! [`Checkpointer`](frontdesk_runtime::Checkpointer) on it; [`intake`] holds the workflow
 //! layer's intake submissions, [`tickets`] the completed triage tickets and [`investigation`]
 //! the investigation workflow's HR data, investigations, audit trail and pending actions
-//! (imported from and exported to CSV). Queries are built at run time with binds (no
+//! (imported from and exported to CSV), and [`llm_calls`] the structured log of model calls. Queries are built at run time with binds (no
 //! compile-time checked macros), in one SQL text for both dialects wherever they agree. [`RedisCheckpointer`] implements the same trait on a Redis server
 //! (the triage design's store for active tickets; see [`redis_checkpointer`] for its keys).
 //!
@@ -22,6 +22,7 @@ mod db;
 mod error;
 pub mod intake;
 pub mod investigation;
+pub mod llm_calls;
 pub mod redis_checkpointer;
 mod reuse;
 pub mod tickets;
@@ -35,6 +36,7 @@ pub use investigation::{
     HrUser, ImportCounts, InvestigationCursor, InvestigationRow, PendingActionRow, RoleAuthorisation,
     UserAuthorisation, CHANGE_INVESTIGATION_PENDING, PENDING_ACTION_ANSWERED,
 };
+pub use llm_calls::{LlmCallRow, LlmCallTotals};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
 pub use tickets::{CompletedTicket, TicketCursor, TicketMessage, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED};
 

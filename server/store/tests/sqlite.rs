@@ -290,3 +290,17 @@ async fn investigation_store_on_file() {
 fn investigation_csv_exports() {
     common::investigation::csv_exports();
 }
+
+#[tokio::test]
+async fn llm_calls_in_memory() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    common::llm_calls::run_all(&db).await;
+}
+
+#[tokio::test]
+async fn llm_calls_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    common::llm_calls::run_all(&db).await;
+    db.close().await;
+}

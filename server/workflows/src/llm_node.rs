@@ -1,7 +1,8 @@
 //! Calling models from nodes: deadlines and cancellation from the run, token deltas and call
-//! records streamed as run events, and model failures mapped to node errors in one place.
+//! records streamed as run events, who made each call recorded for the call logs, and model
+//! failures mapped to node errors in one place.
 
-use frontdesk_llm::{CallOptions, CallRecord, ChatRequest, LlmClient, LlmError};
+use frontdesk_llm::{CallContext, CallOptions, CallRecord, ChatRequest, LlmClient, LlmError};
 use frontdesk_runtime::{EventKind, LlmCallInfo, NodeContext, NodeError, NodeErrorKind, Usage};
 
 fn call_info(record: &CallRecord) -> LlmCallInfo {
@@ -36,6 +37,19 @@ pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
     NodeError::with_source(kind, message, error)
 }
 
+/// The request stamped with who makes it: the thread, run and node of `ctx`, so that call logs
+/// (the SQL log queried by `ListLlmCalls`, the JSON lines file) file the call under its
+/// conversation. Every model call a node makes goes through here: directly, or through the
+/// helpers of this module and of `tool_loop`.
+pub fn attributed(ctx: &NodeContext, mut request: ChatRequest) -> ChatRequest {
+    request.context = Some(CallContext {
+        thread_id: ctx.thread_id().to_owned(),
+        run_id: ctx.run_id().to_owned(),
+        node: ctx.node().to_owned(),
+    });
+    request
+}
+
 /// The run's deadline and cancellation, for a call that does not stream.
 pub fn call_options(ctx: &NodeContext) -> CallOptions<'_> {
     CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: None }
@@ -53,7 +67,7 @@ where
 {
     let purpose = request.purpose.clone();
     let (value, record) =
-        llm.structured::<T>(request, &call_options(ctx)).await.map_err(|e| node_error(&purpose, e))?;
+        llm.structured::<T>(attributed(ctx, request), &call_options(ctx)).await.map_err(|e| node_error(&purpose, e))?;
     record_call(ctx, &record).await;
     Ok(value)
 }
@@ -63,7 +77,8 @@ pub async fn streamed_text(ctx: &NodeContext, llm: &LlmClient, request: ChatRequ
     let purpose = request.purpose.clone();
     let on_delta = |text: &str| ctx.try_emit(EventKind::TokenDelta { text: text.to_owned() });
     let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: Some(&on_delta) };
-    let (response, record) = llm.complete(request, &opts).await.map_err(|e| node_error(&purpose, e))?;
+    let (response, record) =
+        llm.complete(attributed(ctx, request), &opts).await.map_err(|e| node_error(&purpose, e))?;
     ctx.emit(EventKind::LlmCall(call_info(&record))).await;
     Ok(response.content.trim().to_owned())
 }

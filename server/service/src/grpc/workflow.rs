@@ -5,9 +5,13 @@ use std::sync::Arc;
 use frontdesk_api::v1::{self as pb, workflow_service_server::WorkflowService};
 use tonic::{Request, Response, Status};
 
+use frontdesk_store::LlmCallRow;
+
 use crate::{
+    calllog::LlmCallLedger,
     convert,
     error::{invalid_argument, to_status},
+    grpc::page_size,
     registry::Registry,
     workflows::HostedWorkflow,
 };
@@ -20,13 +24,49 @@ fn workflow(hosted: &dyn HostedWorkflow) -> pb::Workflow {
     }
 }
 
+fn llm_call(row: LlmCallRow) -> pb::LlmCall {
+    let LlmCallRow {
+        id: _,
+        thread_id: _,
+        run_id,
+        node,
+        purpose,
+        model,
+        prompt_tokens,
+        completion_tokens,
+        cost_usd,
+        latency_ms,
+        attempts,
+        error,
+        prompt_json,
+        response_json,
+        at,
+    } = row;
+    pb::LlmCall {
+        run_id,
+        node,
+        purpose,
+        model,
+        prompt_tokens,
+        completion_tokens,
+        cost_usd,
+        latency: Some(convert::duration(std::time::Duration::from_millis(latency_ms))),
+        attempts,
+        error: error.unwrap_or_default(),
+        prompt_json,
+        response_json,
+        time: Some(convert::timestamp(at)),
+    }
+}
+
 pub struct WorkflowApi {
     registry: Arc<Registry>,
+    llm_calls: Arc<LlmCallLedger>,
 }
 
 impl WorkflowApi {
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry }
+    pub fn new(registry: Arc<Registry>, llm_calls: Arc<LlmCallLedger>) -> Self {
+        Self { registry, llm_calls }
     }
 }
 
@@ -60,5 +100,24 @@ impl WorkflowService for WorkflowApi {
         let pb::CancelRunRequest { run_id } = request.into_inner();
         self.registry.cancel_run(&run_id).map_err(to_status)?;
         Ok(Response::new(pb::CancelRunResponse { cancelled: true }))
+    }
+
+    async fn list_llm_calls(
+        &self,
+        request: Request<pb::ListLlmCallsRequest>,
+    ) -> Result<Response<pb::ListLlmCallsResponse>, Status> {
+        let pb::ListLlmCallsRequest { thread_id, page_size: requested } = request.into_inner();
+        let limit = page_size(requested)?;
+        let found = self.llm_calls.calls(&thread_id, limit).await.map_err(to_status)?;
+        let totals = found.totals;
+        Ok(Response::new(pb::ListLlmCallsResponse {
+            calls: found.calls.into_iter().map(llm_call).collect(),
+            total_usage: Some(pb::Usage {
+                prompt_tokens: totals.prompt_tokens,
+                completion_tokens: totals.completion_tokens,
+                cost_usd: totals.cost_usd,
+            }),
+            total_calls: totals.calls,
+        }))
     }
 }

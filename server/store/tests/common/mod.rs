@@ -10,6 +10,7 @@ use frontdesk_runtime::{conformance::sample, CheckpointError, Checkpointer, RunS
 use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage};
 
 pub mod investigation;
+pub mod llm_calls;
 
 pub fn ns() -> String {
     format!("t-{}", uuid::Uuid::new_v4().simple())

@@ -301,7 +301,11 @@ impl Node<IntakeState> for ElicitationAgent {
         let (extraction, record) = self
             .deps
             .llm
-            .structured_with::<FieldExtraction>(request, &self.schema, &llm_node::call_options(ctx))
+            .structured_with::<FieldExtraction>(
+                llm_node::attributed(ctx, request),
+                &self.schema,
+                &llm_node::call_options(ctx),
+            )
             .await
             .map_err(|e| llm_node::node_error("elicitation.extract", e))?;
         llm_node::record_call(ctx, &record).await;
@@ -442,7 +446,7 @@ impl ElicitationAgent {
             .deps
             .llm
             .structured_with::<std::collections::BTreeMap<String, String>>(
-                request,
+                llm_node::attributed(ctx, request),
                 &schema,
                 &llm_node::call_options(ctx),
             )
@@ -645,9 +649,12 @@ impl Node<IntakeState> for TeamMatching {
         let (matched, record) = self
             .deps
             .llm
-            .structured_checked(request, &self.schema, &llm_node::call_options(ctx), |m: &TeamMatch| {
-                check_team(config, m)
-            })
+            .structured_checked(
+                llm_node::attributed(ctx, request),
+                &self.schema,
+                &llm_node::call_options(ctx),
+                |m: &TeamMatch| check_team(config, m),
+            )
             .await
             .map_err(|e| llm_node::node_error("team_matching.match", e))?;
         llm_node::record_call(ctx, &record).await;

@@ -151,7 +151,7 @@ class DeleteConversationResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Conversation(_message.Message):
-    __slots__ = ("conversation_id", "workflow", "create_time", "update_time", "turn_count", "version", "intake")
+    __slots__ = ("conversation_id", "workflow", "create_time", "update_time", "turn_count", "version", "intake", "service_call")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +159,7 @@ class Conversation(_message.Message):
     TURN_COUNT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INTAKE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_CALL_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     workflow: str
     create_time: _timestamp_pb2.Timestamp
@@ -166,7 +167,8 @@ class Conversation(_message.Message):
     turn_count: int
     version: int
     intake: IntakeState
-    def __init__(self, conversation_id: _Optional[str] = ..., workflow: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_count: _Optional[int] = ..., version: _Optional[int] = ..., intake: _Optional[_Union[IntakeState, _Mapping]] = ...) -> None: ...
+    service_call: ServiceCallState
+    def __init__(self, conversation_id: _Optional[str] = ..., workflow: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., turn_count: _Optional[int] = ..., version: _Optional[int] = ..., intake: _Optional[_Union[IntakeState, _Mapping]] = ..., service_call: _Optional[_Union[ServiceCallState, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("message_id", "role", "text", "create_time", "node")
@@ -208,3 +210,23 @@ class IntakeState(_message.Message):
     submission_url: str
     submission_error: str
     def __init__(self, mode: _Optional[_Union[IntakeMode, str]] = ..., collected_fields: _Optional[_Mapping[str, str]] = ..., fields_marked_unknown: _Optional[_Iterable[str]] = ..., missing_fields: _Optional[_Iterable[str]] = ..., identified_team_id: _Optional[str] = ..., identified_team_name: _Optional[str] = ..., submission_url: _Optional[str] = ..., submission_error: _Optional[str] = ...) -> None: ...
+
+class ServiceCallState(_message.Message):
+    __slots__ = ("current_node", "context_json", "node_traversal_path", "missing_mandatory_fields", "call_ended", "model_calls", "prompt_tokens", "completion_tokens")
+    CURRENT_NODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    NODE_TRAVERSAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    MISSING_MANDATORY_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CALL_ENDED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    current_node: str
+    context_json: str
+    node_traversal_path: _containers.RepeatedScalarFieldContainer[str]
+    missing_mandatory_fields: _containers.RepeatedScalarFieldContainer[str]
+    call_ended: bool
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    def __init__(self, current_node: _Optional[str] = ..., context_json: _Optional[str] = ..., node_traversal_path: _Optional[_Iterable[str]] = ..., missing_mandatory_fields: _Optional[_Iterable[str]] = ..., call_ended: _Optional[bool] = ..., model_calls: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...

@@ -1,3 +1,8 @@
+import datetime
+
+from frontdesk.v1 import common_pb2 as _common_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -87,3 +92,51 @@ class CancelRunResponse(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     cancelled: bool
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
+
+class ListLlmCallsRequest(_message.Message):
+    __slots__ = ("thread_id", "page_size")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    page_size: int
+    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class LlmCall(_message.Message):
+    __slots__ = ("run_id", "node", "purpose", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency", "attempts", "error", "prompt_json", "response_json", "time")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    node: str
+    purpose: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency: _duration_pb2.Duration
+    attempts: int
+    error: str
+    prompt_json: str
+    response_json: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, run_id: _Optional[str] = ..., node: _Optional[str] = ..., purpose: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., prompt_json: _Optional[str] = ..., response_json: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListLlmCallsResponse(_message.Message):
+    __slots__ = ("calls", "total_usage", "total_calls")
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_USAGE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[LlmCall]
+    total_usage: _common_pb2.Usage
+    total_calls: int
+    def __init__(self, calls: _Optional[_Iterable[_Union[LlmCall, _Mapping]]] = ..., total_usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., total_calls: _Optional[int] = ...) -> None: ...

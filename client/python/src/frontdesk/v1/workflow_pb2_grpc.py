@@ -50,6 +50,11 @@ class WorkflowServiceStub:
                 request_serializer=frontdesk_dot_v1_dot_workflow__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=frontdesk_dot_v1_dot_workflow__pb2.CancelRunResponse.FromString,
                 _registered_method=True)
+        self.ListLlmCalls = channel.unary_unary(
+                '/frontdesk.v1.WorkflowService/ListLlmCalls',
+                request_serializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.SerializeToString,
+                response_deserializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -78,6 +83,19 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLlmCalls(self, request, context):
+        """The model calls a thread made, as the LLM call log recorded them (model.call_log other
+        than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
+        page_size of them, with totals over every recorded call of the thread. An empty or
+        over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
+        calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
+        an archived ticket, an investigation or a research run under that id), which answers
+        with no calls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +113,11 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=frontdesk_dot_v1_dot_workflow__pb2.CancelRunRequest.FromString,
                     response_serializer=frontdesk_dot_v1_dot_workflow__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'ListLlmCalls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLlmCalls,
+                    request_deserializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.FromString,
+                    response_serializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +202,33 @@ class WorkflowService:
             '/frontdesk.v1.WorkflowService/CancelRun',
             frontdesk_dot_v1_dot_workflow__pb2.CancelRunRequest.SerializeToString,
             frontdesk_dot_v1_dot_workflow__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLlmCalls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/frontdesk.v1.WorkflowService/ListLlmCalls',
+            frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.SerializeToString,
+            frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.FromString,
             options,
             channel_credentials,
             insecure,

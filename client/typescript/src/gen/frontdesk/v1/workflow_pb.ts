@@ -4,13 +4,17 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Usage } from "./common_pb.js";
+import { file_frontdesk_v1_common } from "./common_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file frontdesk/v1/workflow.proto.
  */
 export const file_frontdesk_v1_workflow: GenFile = /*@__PURE__*/
-  fileDesc("Chtmcm9udGRlc2svdjEvd29ya2Zsb3cucHJvdG8SDGZyb250ZGVzay52MSJXCghXb3JrZmxvdxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEigKBGtpbmQYAyABKA4yGi5mcm9udGRlc2sudjEuV29ya2Zsb3dLaW5kIhYKFExpc3RXb3JrZmxvd3NSZXF1ZXN0IkIKFUxpc3RXb3JrZmxvd3NSZXNwb25zZRIpCgl3b3JrZmxvd3MYASADKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3ciJwoXRGVzY3JpYmVXb3JrZmxvd1JlcXVlc3QSDAoEbmFtZRgBIAEoCSI/CglHcmFwaE5vZGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIPCgdmYW5fb3V0GAMgASgIIkAKCUdyYXBoRWRnZRIOCgZzb3VyY2UYASABKAkSDgoGdGFyZ2V0GAIgASgJEhMKC2NvbmRpdGlvbmFsGAMgASgIIrsBChhEZXNjcmliZVdvcmtmbG93UmVzcG9uc2USKAoId29ya2Zsb3cYASABKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3cSJgoFbm9kZXMYAiADKAsyFy5mcm9udGRlc2sudjEuR3JhcGhOb2RlEiYKBWVkZ2VzGAMgAygLMhcuZnJvbnRkZXNrLnYxLkdyYXBoRWRnZRIPCgdtZXJtYWlkGAQgASgJEhQKDGZhaWx1cmVfbm9kZRgFIAEoCSIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSImChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgqZwoMV29ya2Zsb3dLaW5kEh0KGVdPUktGTE9XX0tJTkRfVU5TUEVDSUZJRUQQABIgChxXT1JLRkxPV19LSU5EX0NPTlZFUlNBVElPTkFMEAESFgoSV09SS0ZMT1dfS0lORF9UQVNLEAIynAIKD1dvcmtmbG93U2VydmljZRJYCg1MaXN0V29ya2Zsb3dzEiIuZnJvbnRkZXNrLnYxLkxpc3RXb3JrZmxvd3NSZXF1ZXN0GiMuZnJvbnRkZXNrLnYxLkxpc3RXb3JrZmxvd3NSZXNwb25zZRJhChBEZXNjcmliZVdvcmtmbG93EiUuZnJvbnRkZXNrLnYxLkRlc2NyaWJlV29ya2Zsb3dSZXF1ZXN0GiYuZnJvbnRkZXNrLnYxLkRlc2NyaWJlV29ya2Zsb3dSZXNwb25zZRJMCglDYW5jZWxSdW4SHi5mcm9udGRlc2sudjEuQ2FuY2VsUnVuUmVxdWVzdBofLmZyb250ZGVzay52MS5DYW5jZWxSdW5SZXNwb25zZUJCWkBnaXRodWIuY29tL2Zyb250ZGVzay9mcm9udGRlc2svY2xpZW50L2dvL2Zyb250ZGVza3YxO2Zyb250ZGVza3YxYgZwcm90bzM");
+  fileDesc("Chtmcm9udGRlc2svdjEvd29ya2Zsb3cucHJvdG8SDGZyb250ZGVzay52MSJXCghXb3JrZmxvdxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEigKBGtpbmQYAyABKA4yGi5mcm9udGRlc2sudjEuV29ya2Zsb3dLaW5kIhYKFExpc3RXb3JrZmxvd3NSZXF1ZXN0IkIKFUxpc3RXb3JrZmxvd3NSZXNwb25zZRIpCgl3b3JrZmxvd3MYASADKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3ciJwoXRGVzY3JpYmVXb3JrZmxvd1JlcXVlc3QSDAoEbmFtZRgBIAEoCSI/CglHcmFwaE5vZGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIPCgdmYW5fb3V0GAMgASgIIkAKCUdyYXBoRWRnZRIOCgZzb3VyY2UYASABKAkSDgoGdGFyZ2V0GAIgASgJEhMKC2NvbmRpdGlvbmFsGAMgASgIIrsBChhEZXNjcmliZVdvcmtmbG93UmVzcG9uc2USKAoId29ya2Zsb3cYASABKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3cSJgoFbm9kZXMYAiADKAsyFy5mcm9udGRlc2sudjEuR3JhcGhOb2RlEiYKBWVkZ2VzGAMgAygLMhcuZnJvbnRkZXNrLnYxLkdyYXBoRWRnZRIPCgdtZXJtYWlkGAQgASgJEhQKDGZhaWx1cmVfbm9kZRgFIAEoCSIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSImChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiOwoTTGlzdExsbUNhbGxzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIq4CCgdMbG1DYWxsEg4KBnJ1bl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEg8KB3B1cnBvc2UYAyABKAkSDQoFbW9kZWwYBCABKAkSFQoNcHJvbXB0X3Rva2VucxgFIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgGIAEoBBIQCghjb3N0X3VzZBgHIAEoARIqCgdsYXRlbmN5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAkgASgNEg0KBWVycm9yGAogASgJEhMKC3Byb21wdF9qc29uGAsgASgJEhUKDXJlc3BvbnNlX2pzb24YDCABKAkSKAoEdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiewoUTGlzdExsbUNhbGxzUmVzcG9uc2USJAoFY2FsbHMYASADKAsyFS5mcm9udGRlc2sudjEuTGxtQ2FsbBIoCgt0b3RhbF91c2FnZRgCIAEoCzITLmZyb250ZGVzay52MS5Vc2FnZRITCgt0b3RhbF9jYWxscxgDIAEoBCpnCgxXb3JrZmxvd0tpbmQSHQoZV09SS0ZMT1dfS0lORF9VTlNQRUNJRklFRBAAEiAKHFdPUktGTE9XX0tJTkRfQ09OVkVSU0FUSU9OQUwQARIWChJXT1JLRkxPV19LSU5EX1RBU0sQAjLzAgoPV29ya2Zsb3dTZXJ2aWNlElgKDUxpc3RXb3JrZmxvd3MSIi5mcm9udGRlc2sudjEuTGlzdFdvcmtmbG93c1JlcXVlc3QaIy5mcm9udGRlc2sudjEuTGlzdFdvcmtmbG93c1Jlc3BvbnNlEmEKEERlc2NyaWJlV29ya2Zsb3cSJS5mcm9udGRlc2sudjEuRGVzY3JpYmVXb3JrZmxvd1JlcXVlc3QaJi5mcm9udGRlc2sudjEuRGVzY3JpYmVXb3JrZmxvd1Jlc3BvbnNlEkwKCUNhbmNlbFJ1bhIeLmZyb250ZGVzay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh8uZnJvbnRkZXNrLnYxLkNhbmNlbFJ1blJlc3BvbnNlElUKDExpc3RMbG1DYWxscxIhLmZyb250ZGVzay52MS5MaXN0TGxtQ2FsbHNSZXF1ZXN0GiIuZnJvbnRkZXNrLnYxLkxpc3RMbG1DYWxsc1Jlc3BvbnNlQkJaQGdpdGh1Yi5jb20vZnJvbnRkZXNrL2Zyb250ZGVzay9jbGllbnQvZ28vZnJvbnRkZXNrdjE7ZnJvbnRkZXNrdjFiBnByb3RvMw", [file_frontdesk_v1_common, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message frontdesk.v1.Workflow
@@ -230,6 +234,170 @@ export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE_
   messageDesc(file_frontdesk_v1_workflow, 8);
 
 /**
+ * @generated from message frontdesk.v1.ListLlmCallsRequest
+ */
+export type ListLlmCallsRequest = Message<"frontdesk.v1.ListLlmCallsRequest"> & {
+  /**
+   * Whose calls: a conversation id, a ticket thread ("customer_id:ticket_id", as the ticket's
+   * RunStarted event names it), an investigation id or a research id.
+   *
+   * @generated from field: string thread_id = 1;
+   */
+  threadId: string;
+
+  /**
+   * At most this many calls, the most recent; 0 means 50, and more than 500 means 500.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message frontdesk.v1.ListLlmCallsRequest.
+ * Use `create(ListLlmCallsRequestSchema)` to create a new message.
+ */
+export const ListLlmCallsRequestSchema: GenMessage<ListLlmCallsRequest> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_workflow, 9);
+
+/**
+ * One model call as the LLM call log recorded it.
+ *
+ * @generated from message frontdesk.v1.LlmCall
+ */
+export type LlmCall = Message<"frontdesk.v1.LlmCall"> & {
+  /**
+   * The run that made the call (the run_id its events carry).
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The graph node (agent) that made the call.
+   *
+   * @generated from field: string node = 2;
+   */
+  node: string;
+
+  /**
+   * What the call was for, such as "supervisor.route".
+   *
+   * @generated from field: string purpose = 3;
+   */
+  purpose: string;
+
+  /**
+   * The model that answered (the configured model when the call failed).
+   *
+   * @generated from field: string model = 4;
+   */
+  model: string;
+
+  /**
+   * @generated from field: uint64 prompt_tokens = 5;
+   */
+  promptTokens: bigint;
+
+  /**
+   * @generated from field: uint64 completion_tokens = 6;
+   */
+  completionTokens: bigint;
+
+  /**
+   * Cost from the configured price table; zero for models without a price.
+   *
+   * @generated from field: double cost_usd = 7;
+   */
+  costUsd: number;
+
+  /**
+   * Wall time, retries and backoff included.
+   *
+   * @generated from field: google.protobuf.Duration latency = 8;
+   */
+  latency?: Duration | undefined;
+
+  /**
+   * Attempts made, counting retries after transient failures.
+   *
+   * @generated from field: uint32 attempts = 9;
+   */
+  attempts: number;
+
+  /**
+   * Why the call failed; empty when it succeeded.
+   *
+   * @generated from field: string error = 10;
+   */
+  error: string;
+
+  /**
+   * The prompt messages as a JSON array: [{"role", "content"}] with model.call_log = "full",
+   * [{"role", "chars"}] (role and character count only) with "redacted".
+   *
+   * @generated from field: string prompt_json = 11;
+   */
+  promptJson: string;
+
+  /**
+   * The reply as a JSON object, redacted like the prompt: {"content", "tool_calls": [{"name",
+   * "arguments"}]} in full, {"chars", "tool_calls": [{"name", "chars"}]} redacted; "null"
+   * when the call failed.
+   *
+   * @generated from field: string response_json = 12;
+   */
+  responseJson: string;
+
+  /**
+   * When the call finished.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 13;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message frontdesk.v1.LlmCall.
+ * Use `create(LlmCallSchema)` to create a new message.
+ */
+export const LlmCallSchema: GenMessage<LlmCall> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_workflow, 10);
+
+/**
+ * @generated from message frontdesk.v1.ListLlmCallsResponse
+ */
+export type ListLlmCallsResponse = Message<"frontdesk.v1.ListLlmCallsResponse"> & {
+  /**
+   * The most recent first.
+   *
+   * @generated from field: repeated frontdesk.v1.LlmCall calls = 1;
+   */
+  calls: LlmCall[];
+
+  /**
+   * Tokens and cost summed over every recorded call of the thread, listed or not.
+   *
+   * @generated from field: frontdesk.v1.Usage total_usage = 2;
+   */
+  totalUsage?: Usage | undefined;
+
+  /**
+   * How many calls the thread made in all; more than calls holds when page_size cut it.
+   *
+   * @generated from field: uint64 total_calls = 3;
+   */
+  totalCalls: bigint;
+};
+
+/**
+ * Describes the message frontdesk.v1.ListLlmCallsResponse.
+ * Use `create(ListLlmCallsResponseSchema)` to create a new message.
+ */
+export const ListLlmCallsResponseSchema: GenMessage<ListLlmCallsResponse> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_workflow, 11);
+
+/**
  * @generated from enum frontdesk.v1.WorkflowKind
  */
 export enum WorkflowKind {
@@ -294,6 +462,22 @@ export const WorkflowService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
+  },
+  /**
+   * The model calls a thread made, as the LLM call log recorded them (model.call_log other
+   * than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
+   * page_size of them, with totals over every recorded call of the thread. An empty or
+   * over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
+   * calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
+   * an archived ticket, an investigation or a research run under that id), which answers
+   * with no calls.
+   *
+   * @generated from rpc frontdesk.v1.WorkflowService.ListLlmCalls
+   */
+  listLlmCalls: {
+    methodKind: "unary";
+    input: typeof ListLlmCallsRequestSchema;
+    output: typeof ListLlmCallsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_frontdesk_v1_workflow, 0);

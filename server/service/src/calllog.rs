@@ -1,0 +1,314 @@
+//! The LLM call log in the database: [`SqlCallLog`] files every model call a workflow run made
+//! under its thread, off the run's path, and [`LlmCallLedger`] reads a thread's calls back for
+//! `WorkflowService/ListLlmCalls`.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
+use frontdesk_runtime::{CheckpointError, Checkpointer};
+use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError};
+use frontdesk_workflows::WorkflowError;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// A [`CallLog`] writing one `llm_calls` row per call made by a workflow run (a call without a
+/// [`frontdesk_llm::CallContext`] has no thread to be filed under and is skipped).
+///
+/// `record` is called on the run's path and never waits: the row goes into a bounded queue
+/// that one writer task drains into the database. When the queue is full (the database is far
+/// slower than the model calls) the row is dropped and counted, with a warning at the 1st,
+/// 2nd, 4th, 8th... drop, rather than slowing a run down. A write that fails is logged once
+/// until writes work again.
+pub struct SqlCallLog {
+    queue: mpsc::Sender<LlmCallRow>,
+    capacity: usize,
+    full_prompts: bool,
+    /// Rows queued so far.
+    queued: AtomicU64,
+    /// Rows the writer has finished with (written or failed), so far.
+    done: watch::Receiver<u64>,
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for SqlCallLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlCallLog")
+            .field("capacity", &self.capacity)
+            .field("full_prompts", &self.full_prompts)
+            .field("queued", &self.queued)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlCallLog {
+    /// Rows that may wait for the writer before further calls are dropped from the log.
+    pub const CAPACITY: usize = 1024;
+
+    /// Starts the writer task on the current runtime. It ends when the log is dropped.
+    pub fn start(database: Database, full_prompts: bool) -> Arc<Self> {
+        Self::with_capacity(database, full_prompts, Self::CAPACITY)
+    }
+
+    pub fn with_capacity(database: Database, full_prompts: bool, capacity: usize) -> Arc<Self> {
+        let capacity = capacity.max(1);
+        let (queue, mut rows) = mpsc::channel::<LlmCallRow>(capacity);
+        let (done_tx, done) = watch::channel(0u64);
+        tokio::spawn(async move {
+            let mut done = 0u64;
+            let mut failing = false;
+            while let Some(row) = rows.recv().await {
+                match database.record_llm_call(&row).await {
+                    Ok(()) if failing => {
+                        failing = false;
+                        info!(target: CALL_LOG_TARGET, "llm calls are recorded in the database again");
+                    }
+                    Ok(()) => {}
+                    Err(error) if !failing => {
+                        failing = true;
+                        warn!(
+                            target: CALL_LOG_TARGET,
+                            error = %error,
+                            "cannot record llm calls in the database; they are dropped until it works again"
+                        );
+                    }
+                    Err(_) => {}
+                }
+                done += 1;
+                done_tx.send_replace(done);
+            }
+            debug!(target: CALL_LOG_TARGET, "llm call log writer stopped");
+        });
+        Arc::new(Self { queue, capacity, full_prompts, queued: AtomicU64::new(0), done, dropped: AtomicU64::new(0) })
+    }
+
+    /// Calls dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Waits, at most `timeout`, until every row queued before this call has been written (or
+    /// has failed to be). Returns whether they were.
+    pub async fn flushed(&self, timeout: Duration) -> bool {
+        let target = self.queued.load(Ordering::SeqCst);
+        let mut done = self.done.clone();
+        let written = matches!(tokio::time::timeout(timeout, done.wait_for(|done| *done >= target)).await, Ok(Ok(_)));
+        written
+    }
+}
+
+impl CallLog for SqlCallLog {
+    fn record(
+        &self,
+        request: &ChatRequest,
+        response: Option<&ChatResponse>,
+        record: &CallRecord,
+        error: Option<&LlmError>,
+    ) {
+        let entry = CallLogEntry::new(request, response, record, error, self.full_prompts);
+        if entry.thread_id.is_empty() {
+            return;
+        }
+        let row = LlmCallRow {
+            id: uuid::Uuid::now_v7().to_string(),
+            thread_id: entry.thread_id,
+            run_id: entry.run_id,
+            node: entry.node,
+            purpose: entry.purpose,
+            model: entry.model,
+            prompt_tokens: entry.prompt_tokens,
+            completion_tokens: entry.completion_tokens,
+            cost_usd: entry.cost_usd,
+            latency_ms: entry.latency_ms,
+            attempts: entry.attempts,
+            error: entry.error,
+            prompt_json: entry.prompt.to_string(),
+            response_json: entry.response.to_string(),
+            at: record.at,
+        };
+        match self.queue.try_send(row) {
+            Ok(()) => {
+                self.queued.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(mpsc::error::TrySendError::Full(row)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if dropped.is_power_of_two() {
+                    warn!(
+                        target: CALL_LOG_TARGET,
+                        dropped,
+                        capacity = self.capacity,
+                        thread_id = %row.thread_id,
+                        purpose = %row.purpose,
+                        "llm call log queue full: call not recorded in the database"
+                    );
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                debug!(target: CALL_LOG_TARGET, "llm call log writer gone: call not recorded in the database");
+            }
+        }
+    }
+}
+
+/// Longest thread id accepted (conversation ids allow 128 characters; ticket threads join two ids).
+const THREAD_ID_MAX: usize = 512;
+/// How long a listing waits for calls already made to reach the database.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// A thread's calls (newest first) and the totals over all of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadCalls {
+    pub calls: Vec<LlmCallRow>,
+    pub totals: LlmCallTotals,
+}
+
+/// Reads the call log per thread.
+pub struct LlmCallLedger {
+    database: Database,
+    /// The shared thread store, to tell a known thread without calls from an unknown one.
+    checkpointer: Arc<dyn Checkpointer>,
+    /// The writer, when the log is on: a listing first waits for the calls already made.
+    log: Option<Arc<SqlCallLog>>,
+}
+
+fn store_error(error: StoreError) -> WorkflowError {
+    WorkflowError::Store(CheckpointError::Unavailable(Box::new(error)))
+}
+
+impl LlmCallLedger {
+    pub fn new(database: Database, checkpointer: Arc<dyn Checkpointer>, log: Option<Arc<SqlCallLog>>) -> Self {
+        Self { database, checkpointer, log }
+    }
+
+    pub fn log(&self) -> Option<&Arc<SqlCallLog>> {
+        self.log.as_ref()
+    }
+
+    /// A thread's most recent calls, at most `limit`, and its totals. Calls made before this is
+    /// asked are waited for (briefly), so a caller that has just seen a turn finish sees its
+    /// calls. A thread without calls is `NotFound` unless the server knows it otherwise.
+    pub async fn calls(&self, thread_id: &str, limit: usize) -> Result<ThreadCalls, WorkflowError> {
+        if thread_id.is_empty() || thread_id.len() > THREAD_ID_MAX {
+            return Err(WorkflowError::InvalidArgument {
+                field: "thread_id",
+                reason: format!("must be 1 to {THREAD_ID_MAX} bytes"),
+            });
+        }
+        if let Some(log) = &self.log {
+            if !log.flushed(FLUSH_WAIT).await {
+                debug!(thread_id, "llm call log still writing; listing what is recorded");
+            }
+        }
+        let calls = self.database.llm_calls(thread_id, limit).await.map_err(store_error)?;
+        if calls.is_empty() {
+            if !self.known(thread_id).await? {
+                return Err(WorkflowError::NotFound { what: "thread", id: thread_id.to_owned() });
+            }
+            return Ok(ThreadCalls { calls, totals: LlmCallTotals::default() });
+        }
+        let totals = self.database.llm_call_totals(thread_id).await.map_err(store_error)?;
+        Ok(ThreadCalls { calls, totals })
+    }
+
+    /// Whether the thread exists in the shared store (a conversation, an investigation, a
+    /// research run, a live ticket) or was a ticket's thread and is archived.
+    async fn known(&self, thread_id: &str) -> Result<bool, WorkflowError> {
+        if self.checkpointer.thread(thread_id).await?.is_some() {
+            return Ok(true);
+        }
+        // Archived tickets keep their thread id; ticket threads are `customer_id:ticket_id`.
+        let Some((_, ticket_id)) = thread_id.rsplit_once(':') else { return Ok(false) };
+        if ticket_id.is_empty() {
+            return Ok(false);
+        }
+        let ticket = self.database.get_ticket(ticket_id).await.map_err(store_error)?;
+        Ok(ticket.is_some_and(|(ticket, _)| ticket.thread_id == thread_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use frontdesk_llm::{CallContext, ChatMessage, TokenUsage};
+    use frontdesk_store::StoreOptions;
+
+    use super::*;
+
+    fn request(thread_id: Option<&str>) -> ChatRequest {
+        ChatRequest {
+            context: thread_id.map(|t| CallContext { thread_id: t.into(), run_id: "run-1".into(), node: "n".into() }),
+            ..ChatRequest::new("p.q", vec![ChatMessage::system("be brief"), ChatMessage::user("secret 4111")])
+        }
+    }
+
+    fn record(request: &ChatRequest) -> CallRecord {
+        CallRecord {
+            purpose: request.purpose.clone(),
+            model: "m".into(),
+            usage: TokenUsage { prompt_tokens: 7, completion_tokens: 3 },
+            cost_usd: 0.25,
+            latency: Duration::from_millis(12),
+            attempts: 2,
+            context: request.context.clone(),
+            at: SystemTime::now(),
+        }
+    }
+
+    fn reply() -> ChatResponse {
+        ChatResponse { content: "fine".into(), tool_calls: Vec::new(), usage: TokenUsage::default(), model: "m".into() }
+    }
+
+    async fn database() -> Database {
+        Database::connect("sqlite::memory:", StoreOptions { max_connections: 1, checkpoint_retention: 1 })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn calls_of_a_run_are_recorded_redacted_and_others_skipped() {
+        let db = database().await;
+        let log = SqlCallLog::start(db.clone(), false);
+        for thread in [Some("conv-1"), None] {
+            let request = request(thread);
+            log.record(&request, Some(&reply()), &record(&request), None);
+        }
+        let failed = request(Some("conv-1"));
+        log.record(&failed, None, &record(&failed), Some(&LlmError::Timeout));
+        assert!(log.flushed(Duration::from_secs(5)).await);
+        let calls = db.llm_calls("conv-1", 10).await.unwrap();
+        assert_eq!(calls.len(), 2, "the call without a thread is skipped: {calls:?}");
+        let ok = &calls[1];
+        assert_eq!((ok.run_id.as_str(), ok.node.as_str(), ok.purpose.as_str()), ("run-1", "n", "p.q"));
+        assert_eq!((ok.prompt_tokens, ok.completion_tokens, ok.latency_ms, ok.attempts), (7, 3, 12, 2));
+        assert_eq!(ok.prompt_json, r#"[{"role":"system","chars":8},{"role":"user","chars":11}]"#);
+        assert_eq!(ok.response_json, r#"{"chars":4,"tool_calls":[]}"#);
+        assert_eq!(ok.error, None);
+        assert_eq!(calls[0].error.as_deref(), Some("llm request timed out"));
+        assert_eq!(calls[0].response_json, "null");
+        assert_eq!(log.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_calls_instead_of_waiting() {
+        let db = database().await;
+        // On this single-threaded runtime the writer only runs once the test awaits, so the
+        // queue of one is full after the first call.
+        let log = SqlCallLog::with_capacity(db.clone(), true, 1);
+        let request = request(Some("conv-2"));
+        for _ in 0..3 {
+            log.record(&request, Some(&reply()), &record(&request), None);
+        }
+        assert_eq!(log.dropped(), 2);
+        assert!(log.flushed(Duration::from_secs(5)).await);
+        let calls = db.llm_calls("conv-2", 10).await.unwrap();
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].prompt_json.contains("secret 4111"), "full prompts: {}", calls[0].prompt_json);
+    }
+}

@@ -1,0 +1,169 @@
+//! The structured LLM call log: one row per model call a workflow made, filed under the thread
+//! that made it (a conversation, ticket thread, investigation or research id) and read back per
+//! thread. Plain data access: the server's SQL call log decides what a row holds (prompts in
+//! full or redacted) and writes rows off the run's path.
+
+use std::time::SystemTime;
+
+use crate::{from_ms, on_pool, on_writer, to_ms, Database, StoreError};
+
+/// One model call, as logged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCallRow {
+    /// Minted by the writer (a UUIDv7, so ids sort by time); recording an id twice keeps the first.
+    pub id: String,
+    pub thread_id: String,
+    pub run_id: String,
+    /// The node (agent) that made the call.
+    pub node: String,
+    /// What the call was for, such as `supervisor.route`.
+    pub purpose: String,
+    pub model: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost_usd: f64,
+    /// Wall time including retries.
+    pub latency_ms: u64,
+    pub attempts: u32,
+    /// Why the call failed; `None` for a call that succeeded.
+    pub error: Option<String>,
+    /// The prompt messages as JSON, in full or redacted to role and character count.
+    pub prompt_json: String,
+    /// The reply as JSON, redacted like the prompt; `null` for a failed call.
+    pub response_json: String,
+    /// When the call finished (kept at millisecond precision).
+    pub at: SystemTime,
+}
+
+/// Sums over every call a thread made.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LlmCallTotals {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost_usd: f64,
+}
+
+macro_rules! columns {
+    () => {
+        "id, thread_id, run_id, node, purpose, model, prompt_tokens, completion_tokens, cost_usd, latency_ms, \
+         attempts, error, prompt_json, response_json, at_ms"
+    };
+}
+
+const INSERT: &str = concat!(
+    "INSERT INTO llm_calls (",
+    columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING"
+);
+/// Newest first (ties by id, descending).
+const LIST: &str =
+    concat!("SELECT ", columns!(), " FROM llm_calls WHERE thread_id = $1 ORDER BY at_ms DESC, id DESC LIMIT $2");
+/// PostgreSQL sums BIGINT as NUMERIC: cast back, in both dialects alike.
+const TOTALS: &str = "SELECT count(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), \
+     CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION) \
+     FROM llm_calls WHERE thread_id = $1";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    thread_id: String,
+    run_id: String,
+    node: String,
+    purpose: String,
+    model: String,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cost_usd: f64,
+    latency_ms: i64,
+    attempts: i64,
+    error: Option<String>,
+    prompt_json: String,
+    response_json: String,
+    at_ms: i64,
+}
+
+fn corrupt(what: &'static str, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    StoreError::Corrupt { what, source: source.into() }
+}
+
+impl Row {
+    fn into_call(self) -> Result<LlmCallRow, StoreError> {
+        Ok(LlmCallRow {
+            prompt_tokens: u64::try_from(self.prompt_tokens).map_err(|e| corrupt("llm_calls.prompt_tokens", e))?,
+            completion_tokens: u64::try_from(self.completion_tokens)
+                .map_err(|e| corrupt("llm_calls.completion_tokens", e))?,
+            latency_ms: u64::try_from(self.latency_ms).map_err(|e| corrupt("llm_calls.latency_ms", e))?,
+            attempts: u32::try_from(self.attempts).map_err(|e| corrupt("llm_calls.attempts", e))?,
+            id: self.id,
+            thread_id: self.thread_id,
+            run_id: self.run_id,
+            node: self.node,
+            purpose: self.purpose,
+            model: self.model,
+            cost_usd: self.cost_usd,
+            error: self.error,
+            prompt_json: self.prompt_json,
+            response_json: self.response_json,
+            at: from_ms(self.at_ms),
+        })
+    }
+}
+
+/// Counts above `i64::MAX` cannot be stored; they are clamped (no real call comes close).
+fn stored(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Database {
+    /// Records one model call. Recording the same id again is a no-op.
+    pub async fn record_llm_call(&self, call: &LlmCallRow) -> Result<(), StoreError> {
+        on_writer!(self, exec => {
+            sqlx::query(INSERT)
+                .bind(&call.id)
+                .bind(&call.thread_id)
+                .bind(&call.run_id)
+                .bind(&call.node)
+                .bind(&call.purpose)
+                .bind(&call.model)
+                .bind(stored(call.prompt_tokens))
+                .bind(stored(call.completion_tokens))
+                .bind(call.cost_usd)
+                .bind(stored(call.latency_ms))
+                .bind(i64::from(call.attempts))
+                .bind(call.error.as_deref())
+                .bind(&call.prompt_json)
+                .bind(&call.response_json)
+                .bind(to_ms(call.at))
+                .execute(exec)
+                .await
+                .map(drop)
+        })
+        .map_err(StoreError::query("record llm call"))
+    }
+
+    /// A thread's most recent calls, newest first (ties by id, descending), at most `limit`
+    /// (at least 1).
+    pub async fn llm_calls(&self, thread_id: &str, limit: usize) -> Result<Vec<LlmCallRow>, StoreError> {
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let rows: Vec<Row> = on_pool!(self, conn => {
+            sqlx::query_as(LIST).bind(thread_id).bind(limit).fetch_all(conn).await
+        })
+        .map_err(StoreError::query("list llm calls"))?;
+        rows.into_iter().map(Row::into_call).collect()
+    }
+
+    /// Sums over every call a thread made (zeros for a thread without calls).
+    pub async fn llm_call_totals(&self, thread_id: &str) -> Result<LlmCallTotals, StoreError> {
+        let (calls, prompt, completion, cost): (i64, i64, i64, f64) = on_pool!(self, conn => {
+            sqlx::query_as(TOTALS).bind(thread_id).fetch_one(conn).await
+        })
+        .map_err(StoreError::query("sum llm calls"))?;
+        Ok(LlmCallTotals {
+            calls: u64::try_from(calls).map_err(|e| corrupt("llm_calls count", e))?,
+            prompt_tokens: u64::try_from(prompt).map_err(|e| corrupt("llm_calls.prompt_tokens sum", e))?,
+            completion_tokens: u64::try_from(completion).map_err(|e| corrupt("llm_calls.completion_tokens sum", e))?,
+            cost_usd: cost,
+        })
+    }
+}
