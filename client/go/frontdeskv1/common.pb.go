@@ -76,6 +76,9 @@ const (
 	// A reply came from someone other than the person or role the pending action awaits
 	// (PERMISSION_DENIED).
 	ErrorReason_ERROR_REASON_WRONG_RESPONDER ErrorReason = 21
+	// The conversation has ended (a service call was hung up) and takes no more messages
+	// (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_CONVERSATION_ENDED ErrorReason = 22
 )
 
 // Enum value maps for ErrorReason.
@@ -103,6 +106,7 @@ var (
 		19: "ERROR_REASON_INTERRUPT_NOT_FOUND",
 		20: "ERROR_REASON_INTERRUPT_ANSWERED",
 		21: "ERROR_REASON_WRONG_RESPONDER",
+		22: "ERROR_REASON_CONVERSATION_ENDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -127,6 +131,7 @@ var (
 		"ERROR_REASON_INTERRUPT_NOT_FOUND":  19,
 		"ERROR_REASON_INTERRUPT_ANSWERED":   20,
 		"ERROR_REASON_WRONG_RESPONDER":      21,
+		"ERROR_REASON_CONVERSATION_ENDED":   22,
 	}
 )
 
@@ -919,11 +924,13 @@ func (x *ToolCalled) GetArgumentsJson() string {
 }
 
 type ToolReturned struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ResultJson    string                 `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
-	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	CallId     string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ResultJson string                 `protobuf:"bytes,3,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	IsError    bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// How long the call took.
+	Latency       *durationpb.Duration `protobuf:"bytes,5,opt,name=latency,proto3" json:"latency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -984,6 +991,13 @@ func (x *ToolReturned) GetIsError() bool {
 		return x.IsError
 	}
 	return false
+}
+
+func (x *ToolReturned) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
 }
 
 // A node attempt failed and the node's retry policy runs it again after `delay`.
@@ -1601,13 +1615,14 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"ToolCalled\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"w\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"\xac\x01\n" +
 	"\fToolReturned\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
 	"\vresult_json\x18\x03 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError\"\xc2\x01\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\x123\n" +
+	"\alatency\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\alatency\"\xc2\x01\n" +
 	"\fNodeRetrying\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12!\n" +
@@ -1647,7 +1662,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\xfc\x05\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\xa1\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1671,7 +1686,8 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x1fERROR_REASON_NOT_CONVERSATIONAL\x10\x12\x12$\n" +
 	" ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n" +
 	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14\x12 \n" +
-	"\x1cERROR_REASON_WRONG_RESPONDER\x10\x15BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x1cERROR_REASON_WRONG_RESPONDER\x10\x15\x12#\n" +
+	"\x1fERROR_REASON_CONVERSATION_ENDED\x10\x16BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once
@@ -1729,15 +1745,16 @@ var file_frontdesk_v1_common_proto_depIdxs = []int32{
 	19, // 16: frontdesk.v1.NodeFinished.duration:type_name -> google.protobuf.Duration
 	7,  // 17: frontdesk.v1.LlmCallFinished.usage:type_name -> frontdesk.v1.Usage
 	19, // 18: frontdesk.v1.LlmCallFinished.latency:type_name -> google.protobuf.Duration
-	19, // 19: frontdesk.v1.NodeRetrying.delay:type_name -> google.protobuf.Duration
-	19, // 20: frontdesk.v1.TaskFinished.duration:type_name -> google.protobuf.Duration
-	19, // 21: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
-	7,  // 22: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	19, // 19: frontdesk.v1.ToolReturned.latency:type_name -> google.protobuf.Duration
+	19, // 20: frontdesk.v1.NodeRetrying.delay:type_name -> google.protobuf.Duration
+	19, // 21: frontdesk.v1.TaskFinished.duration:type_name -> google.protobuf.Duration
+	19, // 22: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
+	7,  // 23: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_common_proto_init() }

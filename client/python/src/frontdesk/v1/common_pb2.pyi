@@ -35,6 +35,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INTERRUPT_NOT_FOUND: _ClassVar[ErrorReason]
     ERROR_REASON_INTERRUPT_ANSWERED: _ClassVar[ErrorReason]
     ERROR_REASON_WRONG_RESPONDER: _ClassVar[ErrorReason]
+    ERROR_REASON_CONVERSATION_ENDED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_THREAD_BUSY: ErrorReason
 ERROR_REASON_CHECKPOINT_CONFLICT: ErrorReason
@@ -57,6 +58,7 @@ ERROR_REASON_NOT_CONVERSATIONAL: ErrorReason
 ERROR_REASON_INTERRUPT_NOT_FOUND: ErrorReason
 ERROR_REASON_INTERRUPT_ANSWERED: ErrorReason
 ERROR_REASON_WRONG_RESPONDER: ErrorReason
+ERROR_REASON_CONVERSATION_ENDED: ErrorReason
 
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "event_id", "time", "node", "task", "run_started", "node_started", "node_finished", "token_delta", "llm_call_finished", "tool_called", "tool_returned", "run_interrupted", "run_finished", "run_failed", "node_retrying", "node_failed", "tasks_dispatched", "task_finished", "interrupt_raised")
@@ -171,16 +173,18 @@ class ToolCalled(_message.Message):
     def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class ToolReturned(_message.Message):
-    __slots__ = ("call_id", "name", "result_json", "is_error")
+    __slots__ = ("call_id", "name", "result_json", "is_error", "latency")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     name: str
     result_json: str
     is_error: bool
-    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., result_json: _Optional[str] = ..., is_error: _Optional[bool] = ...) -> None: ...
+    latency: _duration_pb2.Duration
+    def __init__(self, call_id: _Optional[str] = ..., name: _Optional[str] = ..., result_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class NodeRetrying(_message.Message):
     __slots__ = ("step", "attempt", "max_attempts", "reason", "message", "delay")
