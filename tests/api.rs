@@ -610,6 +610,11 @@ async fn list_llm_calls_shows_a_conversations_calls_with_their_nodes_tokens_and_
     let details = tonic_types::StatusExt::get_error_details(&status);
     assert_eq!(details.bad_request().unwrap().field_violations[0].field, "thread_id");
 
+    // Erasing the conversation erases its calls: the thread is unknown now.
+    s.client.delete_conversation(&id).await.unwrap();
+    let status = workflows.list_llm_calls(list_llm_calls(&id, 0)).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+
     // The JSON lines file has the same calls, oldest first, redacted the same way.
     s.stop().await;
     let text = std::fs::read_to_string(&file).unwrap();

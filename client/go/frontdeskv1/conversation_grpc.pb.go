@@ -44,7 +44,8 @@ type ConversationServiceClient interface {
 	ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error)
 	// Clears a conversation's messages and request fields (the intake design's clearAll).
 	ResetConversation(ctx context.Context, in *ResetConversationRequest, opts ...grpc.CallOption) (*ResetConversationResponse, error)
-	// Erases a conversation: every checkpoint and message is deleted.
+	// Erases a conversation: every checkpoint and message is deleted, and its model calls in
+	// the LLM call log (WorkflowService/ListLlmCalls).
 	DeleteConversation(ctx context.Context, in *DeleteConversationRequest, opts ...grpc.CallOption) (*DeleteConversationResponse, error)
 }
 
@@ -142,7 +143,8 @@ type ConversationServiceServer interface {
 	ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error)
 	// Clears a conversation's messages and request fields (the intake design's clearAll).
 	ResetConversation(context.Context, *ResetConversationRequest) (*ResetConversationResponse, error)
-	// Erases a conversation: every checkpoint and message is deleted.
+	// Erases a conversation: every checkpoint and message is deleted, and its model calls in
+	// the LLM call log (WorkflowService/ListLlmCalls).
 	DeleteConversation(context.Context, *DeleteConversationRequest) (*DeleteConversationResponse, error)
 	mustEmbedUnimplementedConversationServiceServer()
 }

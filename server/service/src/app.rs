@@ -199,7 +199,7 @@ impl App {
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(
-                ConversationServiceServer::new(ConversationApi::new(self.registry.clone()))
+                ConversationServiceServer::new(ConversationApi::new(self.registry.clone(), self.llm_calls.clone()))
                     .max_decoding_message_size(max_bytes),
             )
             .add_service(

@@ -216,6 +216,14 @@ impl LlmCallLedger {
         Ok(ThreadCalls { calls, totals })
     }
 
+    /// Erases a thread's calls (`DeleteConversation`), those still queued included.
+    pub async fn forget(&self, thread_id: &str) -> Result<u64, WorkflowError> {
+        if let Some(log) = &self.log {
+            log.flushed(FLUSH_WAIT).await;
+        }
+        self.database.delete_llm_calls(thread_id).await.map_err(store_error)
+    }
+
     /// Whether the thread exists in the shared store (a conversation, an investigation, a
     /// research run, a live ticket) or was a ticket's thread and is archived.
     async fn known(&self, thread_id: &str) -> Result<bool, WorkflowError> {

@@ -59,6 +59,7 @@ const INSERT: &str = concat!(
 /// Newest first (ties by id, descending).
 const LIST: &str =
     concat!("SELECT ", columns!(), " FROM llm_calls WHERE thread_id = $1 ORDER BY at_ms DESC, id DESC LIMIT $2");
+const DELETE: &str = "DELETE FROM llm_calls WHERE thread_id = $1";
 /// PostgreSQL sums BIGINT as NUMERIC: cast back, in both dialects alike.
 const TOTALS: &str = "SELECT count(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), \
      CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION) \
@@ -151,6 +152,14 @@ impl Database {
         })
         .map_err(StoreError::query("list llm calls"))?;
         rows.into_iter().map(Row::into_call).collect()
+    }
+
+    /// Deletes every call a thread made (erasure); returns how many there were.
+    pub async fn delete_llm_calls(&self, thread_id: &str) -> Result<u64, StoreError> {
+        on_writer!(self, exec => {
+            sqlx::query(DELETE).bind(thread_id).execute(exec).await.map(|done| done.rows_affected())
+        })
+        .map_err(StoreError::query("delete llm calls"))
     }
 
     /// Sums over every call a thread made (zeros for a thread without calls).

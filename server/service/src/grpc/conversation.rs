@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{optional, page_size, run_events, stream_run};
 use crate::{
+    calllog::LlmCallLedger,
     convert,
     error::{invalid_argument, to_status},
     registry::Registry,
@@ -19,11 +20,13 @@ use crate::{
 
 pub struct ConversationApi {
     registry: Arc<Registry>,
+    /// Erased with the conversation.
+    llm_calls: Arc<LlmCallLedger>,
 }
 
 impl ConversationApi {
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Self { registry }
+    pub fn new(registry: Arc<Registry>, llm_calls: Arc<LlmCallLedger>) -> Self {
+        Self { registry, llm_calls }
     }
 }
 
@@ -118,6 +121,8 @@ impl ConversationService for ConversationApi {
         let pb::DeleteConversationRequest { conversation_id } = request.into_inner();
         let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
         host.delete(&conversation_id).await.map_err(to_status)?;
+        // Erasure covers the conversation's model calls too (their prompts, with call_log = "full").
+        self.llm_calls.forget(&conversation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::DeleteConversationResponse {}))
     }
 }

@@ -1,5 +1,6 @@
 //! The LLM call log: rows round-trip, a thread's calls come newest first and only its own,
-//! the limit holds, totals sum every call, and recording an id twice keeps the first.
+//! the limit holds, totals sum every call, recording an id twice keeps the first, and erasing
+//! a thread's calls leaves the others.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -75,4 +76,10 @@ pub async fn run_all(db: &Database) {
     }
     let ids: Vec<String> = db.llm_calls(&tied, 10).await.unwrap().into_iter().map(|c| c.id).collect();
     assert_eq!(ids, [2, 1, 0].map(|n| format!("{tied}-call-{n:03}")));
+
+    assert_eq!(db.delete_llm_calls(&thread).await.unwrap(), 5);
+    assert!(db.llm_calls(&thread, 10).await.unwrap().is_empty());
+    assert_eq!(db.llm_call_totals(&thread).await.unwrap(), LlmCallTotals::default());
+    assert_eq!(db.llm_calls(&other, 10).await.unwrap().len(), 1, "other threads keep theirs");
+    assert_eq!(db.delete_llm_calls(&thread).await.unwrap(), 0);
 }

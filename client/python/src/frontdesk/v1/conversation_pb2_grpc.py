@@ -109,7 +109,8 @@ class ConversationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteConversation(self, request, context):
-        """Erases a conversation: every checkpoint and message is deleted.
+        """Erases a conversation: every checkpoint and message is deleted, and its model calls in
+        the LLM call log (WorkflowService/ListLlmCalls).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

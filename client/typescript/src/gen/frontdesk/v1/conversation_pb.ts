@@ -741,7 +741,8 @@ export const ConversationService: GenService<{
     output: typeof ResetConversationResponseSchema;
   },
   /**
-   * Erases a conversation: every checkpoint and message is deleted.
+   * Erases a conversation: every checkpoint and message is deleted, and its model calls in
+   * the LLM call log (WorkflowService/ListLlmCalls).
    *
    * @generated from rpc frontdesk.v1.ConversationService.DeleteConversation
    */
