@@ -134,7 +134,8 @@ pub async fn run_grpc(
         obs.replies += usize::from(result.reply.is_some());
         let state = match result.conversation.and_then(|c| c.state) {
             Some(pb::conversation::State::Intake(state)) => state,
-            None => return Err("turn result without intake state".into()),
+            // None, or another workflow's state (the conversation is not W1's intake).
+            _ => return Err("turn result without intake state".into()),
         };
         let mode = pb::IntakeMode::try_from(state.mode).map_or("?", |m| m.as_str_name());
         obs.modes.push(mode.trim_start_matches("INTAKE_MODE_").to_owned());

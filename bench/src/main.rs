@@ -13,8 +13,13 @@
 //!
 //! `frontdesk-bench w2 [--tickets 10000] [--timed 2000] [--postgres-url URL] [--redis-url URL]`
 //! replays workload W2 (ticket triage) through the real triage workflow; see `w2.rs`.
+//!
+//! `frontdesk-bench research [--questions 20] [--latency-ms 300] [--steps 3]` runs scripted
+//! questions through the real research workflow with sequential and with parallel research; see
+//! `research.rs`.
 
 mod drive;
+mod research;
 mod rules;
 mod stats;
 mod w2;
@@ -128,8 +133,13 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("w2") {
-        return match w2::run(std::env::args().skip(2)) {
+    let subcommand = match std::env::args().nth(1).as_deref() {
+        Some("w2") => Some(w2::run(std::env::args().skip(2))),
+        Some("research") => Some(research::run(std::env::args().skip(2))),
+        _ => None,
+    };
+    if let Some(result) = subcommand {
+        return match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("\nBENCH FAILED: {e}");
@@ -147,7 +157,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "w1" => run_w1(&args),
         "rss-probe" => rss_probe(&args),
-        other => Err(format!("unknown command {other}; try `w1` or `w2`")),
+        other => Err(format!("unknown command {other}; try `w1`, `w2` or `research`")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
