@@ -8,7 +8,8 @@
 //! [`v1::RunEvent`] as one human line ([`describe_agent_message`], [`describe_status_change`] and
 //! [`describe_audit_entry`] do the same for an investigation's progress and audit trail,
 //! [`describe_orchestrator_message`], [`describe_critic_verdict`] and [`describe_citation`] for a
-//! research question's); the `frontdesk` CLI uses them to show progress live.
+//! research question's, [`describe_tool_call`] for a tool call with its result and latency); the
+//! `frontdesk` CLI uses them to show progress live.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
@@ -91,6 +92,40 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! A service call (the `service_call` workflow) is a conversation too: one message per thing the
+//! customer says, each turn running the flow's nodes until one has replied. Its state is a
+//! [`v1::ServiceCallState`] ([`service_call_state`], [`service_call_context`]); [`nodes_run`] and
+//! [`tool_calls`] read what a turn did from its events. Once the call was hung up, a further
+//! message is `FAILED_PRECONDITION` with reason [`CONVERSATION_ENDED`]:
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! use frontdesk_client::{describe_tool_call, nodes_run, service_call_state, tool_calls};
+//! use frontdesk_client::{SendOptions, StartOptions, CONVERSATION_ENDED, SERVICE_CALL_ROUTING_NODES};
+//!
+//! let started = client.start_conversation("service_call", StartOptions::default()).await?;
+//! let id = started.conversation.unwrap().conversation_id;
+//! let text = "Hello, I need help with drywall repair";
+//! let (events, result) = client.send_message_and_wait(&id, text, SendOptions::default()).await?;
+//! println!("{}", result.reply.map(|m| m.text).unwrap_or_default());
+//! println!("nodes: {}", nodes_run(&events, &SERVICE_CALL_ROUTING_NODES).join(" → "));
+//! for call in tool_calls(&events) {
+//!     println!("[{}] {}", call.node, describe_tool_call(&call)); // arguments, result, latency
+//! }
+//! let conversation = result.conversation.unwrap_or_default();
+//! let state = service_call_state(&conversation).expect("a service call");
+//! println!("now at {}; ended: {}", state.current_node, state.call_ended);
+//! if state.call_ended {
+//!     let refused = client.send_message_and_wait(&id, "Hello?", SendOptions::default()).await.unwrap_err();
+//!     assert_eq!(refused.reason(), Some(CONVERSATION_ENDED));
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The `frontdesk` CLI's `chat --workflow service_call` prints the same after each turn and ends
+//! when the call has ended.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -1286,7 +1321,16 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
         }
         Kind::ToolReturned(t) => {
             let mark = if t.is_error { "✗" } else { "✓" };
-            format!("[{id}] {node} tool {mark} {} → {}", t.name, truncate(&compact_json(&t.result_json), JSON_PREVIEW))
+            let mut out = format!(
+                "[{id}] {node} tool {mark} {} → {}",
+                t.name,
+                truncate(&compact_json(&t.result_json), JSON_PREVIEW)
+            );
+            if let Some(d) = proto_duration(t.latency.as_ref()) {
+                out.push(' ');
+                out.push_str(&format_duration(d));
+            }
+            out
         }
         Kind::NodeRetrying(r) => {
             let mut out = format!("[{id}] {node} ↻ attempt {}/{} failed [{}]", r.attempt, r.max_attempts, r.reason);
@@ -1344,6 +1388,129 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
             out
         }
     }
+}
+
+/// The reason (`ApiError::reason`) of a message sent to a conversation that has ended, such as a
+/// service call that was hung up: `FAILED_PRECONDITION`.
+pub const CONVERSATION_ENDED: &str = "CONVERSATION_ENDED";
+
+/// The conversation's state when it is an intake conversation.
+pub fn intake_state(c: &v1::Conversation) -> Option<&v1::IntakeState> {
+    match &c.state {
+        Some(v1::conversation::State::Intake(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// The conversation's state when it is a service call (the `service_call` workflow): the current
+/// node, the context as JSON ([`service_call_context`]), the node traversal path, the mandatory
+/// fields still missing, whether the call has ended, model calls and tokens.
+pub fn service_call_state(c: &v1::Conversation) -> Option<&v1::ServiceCallState> {
+    match &c.state {
+        Some(v1::conversation::State::ServiceCall(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// A service call's context (`ServiceCallState::context_json`) as JSON; an empty object when the
+/// state carries none.
+pub fn service_call_context(s: &v1::ServiceCallState) -> Result<serde_json::Value, serde_json::Error> {
+    if s.context_json.is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    serde_json::from_str(&s.context_json)
+}
+
+/// The graph nodes of a turn that are not nodes of the service call's flow configuration: the
+/// entry that receives the customer's message, and the navigator that runs after every node.
+pub const SERVICE_CALL_ROUTING_NODES: [&str; 2] = ["receive", "navigator"];
+
+/// The nodes a turn ran, in order, from its `NodeStarted` events (a node run twice appears
+/// twice), leaving out `skip` (for a service call, [`SERVICE_CALL_ROUTING_NODES`]).
+pub fn nodes_run(events: &[v1::RunEvent], skip: &[&str]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, Some(v1::run_event::Kind::NodeStarted(_))))
+        .filter(|e| !skip.contains(&e.node.as_str()))
+        .map(|e| e.node.clone())
+        .collect()
+}
+
+/// One tool call of a run: its `ToolCalled` event and, once it came, its `ToolReturned`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The node that made the call.
+    pub node: String,
+    pub call_id: String,
+    pub name: String,
+    /// The arguments, as JSON.
+    pub arguments_json: String,
+    /// The result, or the error when `is_error`, as JSON; `None` when the call has not returned
+    /// (the run failed first).
+    pub result_json: Option<String>,
+    pub is_error: bool,
+    /// How long the call took.
+    pub latency: Option<Duration>,
+}
+
+/// The tool calls among a run's events, in the order they were made, each with its result.
+pub fn tool_calls(events: &[v1::RunEvent]) -> Vec<ToolCall> {
+    use v1::run_event::Kind;
+    let mut calls: Vec<ToolCall> = Vec::new();
+    for e in events {
+        match &e.kind {
+            Some(Kind::ToolCalled(c)) => calls.push(ToolCall {
+                node: e.node.clone(),
+                call_id: c.call_id.clone(),
+                name: c.name.clone(),
+                arguments_json: c.arguments_json.clone(),
+                result_json: None,
+                is_error: false,
+                latency: None,
+            }),
+            Some(Kind::ToolReturned(r)) => {
+                let latency = proto_duration(r.latency.as_ref());
+                match calls.iter_mut().find(|c| c.call_id == r.call_id && c.result_json.is_none()) {
+                    Some(call) => {
+                        call.result_json = Some(r.result_json.clone());
+                        call.is_error = r.is_error;
+                        call.latency = latency;
+                    }
+                    // A result without its call (a stream joined late): kept, arguments unknown.
+                    None => calls.push(ToolCall {
+                        node: e.node.clone(),
+                        call_id: r.call_id.clone(),
+                        name: r.name.clone(),
+                        arguments_json: String::new(),
+                        result_json: Some(r.result_json.clone()),
+                        is_error: r.is_error,
+                        latency,
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+/// A tool call on one line: `customer_get({"phone":"555-1234"}) ✗ {"error":"not found"} 3ms`
+/// (`✓` for a result, `✗` for an error, `…` when it has not returned), arguments and result
+/// compacted and shortened.
+pub fn describe_tool_call(c: &ToolCall) -> String {
+    let mut out = format!("{}({})", c.name, truncate(&compact_json(&c.arguments_json), JSON_PREVIEW));
+    match &c.result_json {
+        None => out.push_str(" … no result"),
+        Some(result) => {
+            out.push_str(if c.is_error { " ✗ " } else { " ✓ " });
+            out.push_str(&truncate(&compact_json(result), JSON_PREVIEW));
+        }
+    }
+    if let Some(d) = c.latency {
+        out.push(' ');
+        out.push_str(&format_duration(d));
+    }
+    out
 }
 
 /// A proto enum value's name without its prefix, lower-cased (`AGENT_RIGHTS_CHECK` →
@@ -1651,10 +1818,11 @@ mod tests {
             name: "lookup_team".into(),
             result_json: "{\n  \"team\": \"it\"\n}".into(),
             is_error: false,
+            latency: Some(prost_types::Duration { seconds: 0, nanos: 12_000_000 }),
         };
         assert_eq!(
             describe_event(&ev(8, "matcher", Kind::ToolReturned(tool))),
-            "[8] matcher tool ✓ lookup_team → {\"team\":\"it\"}"
+            "[8] matcher tool ✓ lookup_team → {\"team\":\"it\"} 12ms"
         );
         let called = v1::ToolCalled {
             call_id: "t2".into(),
@@ -1678,6 +1846,109 @@ mod tests {
         );
         let unknown = v1::RunEvent { event_id: 9, node: "n".into(), ..Default::default() };
         assert_eq!(describe_event(&unknown), "[9] n (unknown event)");
+    }
+
+    fn called(id: u64, node: &str, call_id: &str, name: &str, arguments: &str) -> v1::RunEvent {
+        let c = v1::ToolCalled { call_id: call_id.into(), name: name.into(), arguments_json: arguments.into() };
+        ev(id, node, Kind::ToolCalled(c))
+    }
+
+    fn returned(id: u64, node: &str, call_id: &str, name: &str, result: &str, is_error: bool) -> v1::RunEvent {
+        let r = v1::ToolReturned {
+            call_id: call_id.into(),
+            name: name.into(),
+            result_json: result.into(),
+            is_error,
+            latency: ms(3),
+        };
+        ev(id, node, Kind::ToolReturned(r))
+    }
+
+    #[test]
+    fn pairs_tool_calls_with_their_results() {
+        let events = vec![
+            ev(1, "Check_IF_existing_customer", Kind::NodeStarted(v1::NodeStarted { step: 1 })),
+            called(2, "Check_IF_existing_customer", "call_1", "customer_get", "{\"phone\": \"555-1234\"}"),
+            returned(3, "Check_IF_existing_customer", "call_1", "customer_get", "\"no customer\"", true),
+            called(4, "Check_IF_existing_customer", "call_2", "customer_create", "{\"name\":\"John Doe\"}"),
+            returned(
+                5,
+                "Check_IF_existing_customer",
+                "call_2",
+                "customer_create",
+                "{\"customer_id\":\"CUS-1\"}",
+                false,
+            ),
+            called(6, "Plan", "call_3", "task_create", "{}"),
+        ];
+        let calls = tool_calls(&events);
+        assert_eq!(calls.len(), 3);
+        assert_eq!(
+            calls[0],
+            ToolCall {
+                node: "Check_IF_existing_customer".into(),
+                call_id: "call_1".into(),
+                name: "customer_get".into(),
+                arguments_json: "{\"phone\": \"555-1234\"}".into(),
+                result_json: Some("\"no customer\"".into()),
+                is_error: true,
+                latency: Some(Duration::from_millis(3)),
+            }
+        );
+        assert_eq!(describe_tool_call(&calls[0]), "customer_get({\"phone\":\"555-1234\"}) ✗ \"no customer\" 3ms");
+        assert_eq!(
+            describe_tool_call(&calls[1]),
+            "customer_create({\"name\":\"John Doe\"}) ✓ {\"customer_id\":\"CUS-1\"} 3ms"
+        );
+        assert_eq!((calls[2].node.as_str(), calls[2].result_json.as_deref()), ("Plan", None));
+        assert_eq!(describe_tool_call(&calls[2]), "task_create({}) … no result");
+        // A result whose call the stream did not carry is kept, without arguments.
+        let orphan = tool_calls(&[returned(9, "Plan", "call_9", "task_create", "{}", false)]);
+        assert_eq!((orphan[0].name.as_str(), orphan[0].arguments_json.as_str()), ("task_create", ""));
+    }
+
+    #[test]
+    fn lists_the_nodes_a_turn_ran() {
+        let started = |id, node: &str| ev(id, node, Kind::NodeStarted(v1::NodeStarted { step: id as u32 }));
+        let finished = |id, node: &str| ev(id, node, Kind::NodeFinished(v1::NodeFinished::default()));
+        let events = vec![
+            started(1, "receive"),
+            finished(2, "receive"),
+            started(3, "Extract_Customer_Issue"),
+            finished(4, "Extract_Customer_Issue"),
+            started(5, "navigator"),
+            started(6, "Identify_Issue"),
+            started(7, "navigator"),
+        ];
+        assert_eq!(nodes_run(&events, &SERVICE_CALL_ROUTING_NODES), ["Extract_Customer_Issue", "Identify_Issue"]);
+        assert_eq!(nodes_run(&events, &[]).len(), 5);
+    }
+
+    #[test]
+    fn reads_a_conversations_workflow_state() {
+        let call = v1::Conversation {
+            workflow: "service_call".into(),
+            state: Some(v1::conversation::State::ServiceCall(v1::ServiceCallState {
+                current_node: "Plan".into(),
+                context_json: r#"{"customer_id": "CUS-1", "flags": {"plan_flag": 1}}"#.into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let state = service_call_state(&call).unwrap();
+        assert_eq!(state.current_node, "Plan");
+        assert!(intake_state(&call).is_none());
+        assert_eq!(
+            service_call_context(state).unwrap(),
+            serde_json::json!({"customer_id": "CUS-1", "flags": {"plan_flag": 1}})
+        );
+        assert_eq!(service_call_context(&v1::ServiceCallState::default()).unwrap(), serde_json::json!({}));
+        let intake = v1::Conversation {
+            state: Some(v1::conversation::State::Intake(v1::IntakeState::default())),
+            ..Default::default()
+        };
+        assert!(service_call_state(&intake).is_none() && intake_state(&intake).is_some());
+        assert_eq!(v1::ErrorReason::ConversationEnded.as_str_name(), format!("ERROR_REASON_{CONVERSATION_ENDED}"));
     }
 
     #[test]

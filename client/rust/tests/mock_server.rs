@@ -254,6 +254,13 @@ impl WorkflowService for Mock {
     ) -> Result<Response<v1::CancelRunResponse>, Status> {
         Ok(Response::new(v1::CancelRunResponse { cancelled: request.into_inner().run_id == "run-1" }))
     }
+
+    async fn list_llm_calls(
+        &self,
+        _request: Request<v1::ListLlmCallsRequest>,
+    ) -> Result<Response<v1::ListLlmCallsResponse>, Status> {
+        Err(Status::unimplemented("the mock keeps no LLM call log"))
+    }
 }
 
 async fn serve() -> SocketAddr {

@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use frontdesk_client::{
     audit_entry_kind, code_name, describe_agent_message, describe_audit_entry, describe_citation,
-    describe_critic_verdict, describe_event, describe_orchestrator_message, describe_status_change, format_duration,
-    research_outcome_label, research_step_label, v1, AskOptions, AuditTrailKey, Client, ClientError,
-    InvestigationEvent, InvestigationStream, Reply, ResearchEvent, SendOptions, StartOptions, TriageEvent,
-    TriageOptions, TurnEvent,
+    describe_critic_verdict, describe_event, describe_orchestrator_message, describe_status_change, describe_tool_call,
+    format_duration, nodes_run, research_outcome_label, research_step_label, service_call_context, service_call_state,
+    tool_calls, v1, AskOptions, AuditTrailKey, Client, ClientError, InvestigationEvent, InvestigationStream, Reply,
+    ResearchEvent, SendOptions, StartOptions, TriageEvent, TriageOptions, TurnEvent, CONVERSATION_ENDED,
+    SERVICE_CALL_ROUTING_NODES,
 };
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
@@ -33,8 +34,12 @@ enum Command {
         command: Option<WorkflowsCommand>,
     },
     /// Chat with a workflow: reads one message per line from stdin (/help for commands).
+    ///
+    /// After each turn of a service call (`--workflow service_call`) it prints the reply, the
+    /// nodes that ran, the tool calls (arguments, result or error, latency) and the node the call
+    /// is at; it ends when the call has ended (hung up).
     Chat {
-        /// Workflow of a new conversation.
+        /// Workflow of a new conversation (such as intake or service_call).
         #[arg(long, default_value = "intake")]
         workflow: String,
         /// Continue this conversation (it is created when it does not exist).
@@ -644,11 +649,61 @@ fn timestamp(t: Option<&prost_types::Timestamp>) -> String {
     }
 }
 
+/// The MODE column of a conversation listing: an intake conversation's mode, a service call's
+/// current node (`ended` once hung up).
 fn conversation_mode(c: &v1::Conversation) -> String {
     match &c.state {
         Some(v1::conversation::State::Intake(s)) => mode_name(s.mode),
+        Some(v1::conversation::State::ServiceCall(s)) if s.call_ended => "ended".to_string(),
+        Some(v1::conversation::State::ServiceCall(s)) => s.current_node.clone(),
         None => "-".to_string(),
     }
+}
+
+/// A service call's missing fields and model use on one line, with the current node first when
+/// `with_node`: `node: Plan · missing: customer_phone_number · 3 model calls, 250+30 tok`.
+fn service_call_summary(s: &v1::ServiceCallState, with_node: bool) -> String {
+    let mut parts = Vec::new();
+    if with_node {
+        parts.push(format!("node: {}", if s.current_node.is_empty() { "-" } else { &s.current_node }));
+    }
+    if !s.missing_mandatory_fields.is_empty() {
+        parts.push(format!("missing: {}", s.missing_mandatory_fields.join(", ")));
+    }
+    parts.push(format!("{} model calls, {}+{} tok", s.model_calls, s.prompt_tokens, s.completion_tokens));
+    if s.call_ended {
+        parts.push("call ended".to_string());
+    }
+    parts.join(" · ")
+}
+
+/// What a service call's turn did, after its reply: the flow's nodes that ran, each tool call
+/// (arguments, result or error, latency) and the node the call is now at.
+fn write_service_call_turn(
+    out: &mut impl Write,
+    events: &[v1::RunEvent],
+    s: &v1::ServiceCallState,
+) -> std::io::Result<()> {
+    let nodes = nodes_run(events, &SERVICE_CALL_ROUTING_NODES);
+    writeln!(out, "  nodes: {}", if nodes.is_empty() { "-".to_string() } else { nodes.join(" → ") })?;
+    for call in tool_calls(events) {
+        writeln!(out, "  tool [{}] {}", call.node, describe_tool_call(&call))?;
+    }
+    if s.call_ended {
+        writeln!(out, "  current node: {} (the call has ended)", s.current_node)
+    } else {
+        writeln!(out, "  current node: {}", if s.current_node.is_empty() { "-" } else { &s.current_node })
+    }
+}
+
+/// Whether a turn's result says the service call has ended.
+fn call_ended(r: &v1::TurnResult) -> bool {
+    r.conversation.as_ref().and_then(service_call_state).is_some_and(|s| s.call_ended)
+}
+
+/// Whether an error is the refusal of a message to a conversation that has ended.
+fn is_conversation_ended(e: &CliError) -> bool {
+    matches!(e, CliError::Client(e) if e.reason() == Some(CONVERSATION_ENDED))
 }
 
 /// One line summarising a conversation's state, such as `mode: elicitation · missing: budget`.
@@ -673,6 +728,7 @@ fn state_summary(c: &v1::Conversation) -> String {
                 parts.push(format!("submission error: {}", s.submission_error));
             }
         }
+        Some(v1::conversation::State::ServiceCall(s)) => parts.push(service_call_summary(s, true)),
         None => parts.push("no state".to_string()),
     }
     parts.join(" · ")
@@ -692,6 +748,10 @@ fn print_state(c: &v1::Conversation) {
     println!("turns:        {} (version {})", c.turn_count, c.version);
     println!("created:      {}", timestamp(c.create_time.as_ref()));
     println!("updated:      {}", timestamp(c.update_time.as_ref()));
+    if let Some(s) = service_call_state(c) {
+        print_service_call_state(s);
+        return;
+    }
     let Some(v1::conversation::State::Intake(s)) = &c.state else {
         return;
     };
@@ -718,6 +778,33 @@ fn print_state(c: &v1::Conversation) {
     if !s.missing_fields.is_empty() {
         println!("missing fields: {}", s.missing_fields.join(", "));
     }
+}
+
+fn print_service_call_state(s: &v1::ServiceCallState) {
+    print!("{}", render_service_call_state(s));
+}
+
+/// A service call's state as `conversation show` prints it, the context last, indented.
+fn render_service_call_state(s: &v1::ServiceCallState) -> String {
+    let mut out = String::new();
+    let dash = |v: String| if v.is_empty() { "-".to_string() } else { v };
+    out.push_str(&format!("current node: {}\n", dash(s.current_node.clone())));
+    out.push_str(&format!("call ended:   {}\n", if s.call_ended { "yes" } else { "no" }));
+    out.push_str(&format!("path:         {}\n", dash(s.node_traversal_path.join(" → "))));
+    out.push_str(&format!("missing:      {}\n", dash(s.missing_mandatory_fields.join(", "))));
+    out.push_str(&format!(
+        "model calls:  {} ({} prompt + {} completion tokens)\n",
+        s.model_calls, s.prompt_tokens, s.completion_tokens
+    ));
+    let context = match service_call_context(s) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| s.context_json.clone()),
+        Err(_) => s.context_json.clone(),
+    };
+    out.push_str("context:\n");
+    for line in context.lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out
 }
 
 fn print_message(m: &v1::Message) {
@@ -777,14 +864,23 @@ impl Printer {
         out.flush()
     }
 
-    fn result(&mut self, r: &v1::TurnResult) -> std::io::Result<()> {
+    /// The turn's reply and the conversation after it; for a service call also the nodes that
+    /// ran, the tool calls and the current node (from the turn's `events`).
+    fn result(&mut self, r: &v1::TurnResult, events: &[v1::RunEvent]) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         self.end_delta_line(&mut out)?;
         let reply = r.reply.as_ref().map(|m| m.text.as_str()).unwrap_or_default();
-        writeln!(out, "assistant: {reply}")?;
+        writeln!(out, "assistant: {}", if reply.is_empty() { "(no reply)" } else { reply })?;
         if let Some(c) = &r.conversation {
             let replayed = if r.replayed { " · replayed" } else { "" };
-            writeln!(out, "{}", self.dim(&format!("  [{}{replayed}]", state_summary(c))))?;
+            let summary = match service_call_state(c) {
+                Some(s) => {
+                    write_service_call_turn(&mut out, events, s)?;
+                    service_call_summary(s, false)
+                }
+                None => state_summary(c),
+            };
+            writeln!(out, "{}", self.dim(&format!("  [{summary}{replayed}]")))?;
         }
         out.flush()
     }
@@ -949,6 +1045,7 @@ impl Printer {
     ) -> Result<v1::TurnResult, CliError> {
         let mut stream = client.send_message(id, text, opts).await?;
         let mut result = None;
+        let mut events = Vec::new();
         while let Some(item) = stream.next().await {
             let item = match item {
                 Ok(item) => item,
@@ -958,9 +1055,12 @@ impl Printer {
                 }
             };
             match item {
-                TurnEvent::Event(e) => self.event(&e)?,
+                TurnEvent::Event(e) => {
+                    self.event(&e)?;
+                    events.push(e);
+                }
                 TurnEvent::Result(r) => {
-                    self.result(&r)?;
+                    self.result(&r, &events)?;
                     result = Some(r);
                 }
             }
@@ -1765,6 +1865,13 @@ async fn chat(
                 if let Some(last) = resp.messages.iter().rev().find(|m| m.role == v1::Role::Assistant as i32) {
                     println!("assistant: {}", last.text);
                 }
+                if let Some(s) = service_call_state(&c) {
+                    if s.call_ended {
+                        println!("the call has ended: it takes no more messages");
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    println!("current node: {}", s.current_node);
+                }
                 id
             }
             Err(e) if e.code() == Some(tonic::Code::NotFound) => start_chat(client, workflow, Some(id)).await?,
@@ -1828,7 +1935,19 @@ async fn chat(
             },
             text => {
                 let opts = SendOptions { idempotency_key: None, queue_if_busy: turn.queue };
-                printer.turn(client, &id, text, opts).await.map(|_| ())
+                match printer.turn(client, &id, text, opts).await {
+                    Ok(result) if call_ended(&result) => {
+                        println!("the call has ended");
+                        break;
+                    }
+                    Ok(_) => Ok(()),
+                    // The call was hung up (in another session, or before this one continued it).
+                    Err(e) if is_conversation_ended(&e) => {
+                        println!("the call has ended: it takes no more messages");
+                        break;
+                    }
+                    Err(e) => Err(e),
+                }
             }
         };
         if let Err(e) = outcome {
@@ -1845,6 +1964,9 @@ async fn start_chat(client: &Client, workflow: &str, id: Option<String>) -> Resu
     println!("conversation: {} (workflow {})", c.conversation_id, c.workflow);
     if let Some(w) = &resp.welcome {
         println!("assistant: {}", w.text);
+    }
+    if let Some(s) = service_call_state(&c) {
+        println!("current node: {}", s.current_node);
     }
     Ok(c.conversation_id)
 }
@@ -2489,5 +2611,180 @@ mod tests {
         assert_eq!(RESEARCH_HEADER.find("RETRIES").map(|i| i + "RETRIES".len()), row.find("1/5").map(|i| i + 3));
         let long = v1::Research { question: "why ".repeat(30), ..answered_research() };
         assert!(research_row(&long).ends_with("why why…"), "{}", research_row(&long));
+    }
+
+    fn parse_chat(args: &[&str]) -> (String, Option<String>, bool) {
+        let cli = Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied())).unwrap();
+        match cli.command {
+            Command::Chat { workflow, conversation, turn } => (workflow, conversation, turn.quiet_events),
+            other => panic!("not a chat command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_chat_with_a_workflow() {
+        assert_eq!(parse_chat(&["chat"]), ("intake".to_string(), None, false));
+        assert_eq!(
+            parse_chat(&["chat", "--workflow", "service_call", "--quiet-events"]),
+            ("service_call".to_string(), None, true)
+        );
+        assert_eq!(
+            parse_chat(&["chat", "--workflow", "service_call", "--conversation", "call-7"]),
+            ("service_call".to_string(), Some("call-7".to_string()), false)
+        );
+    }
+
+    fn call_state(node: &str, ended: bool) -> v1::ServiceCallState {
+        v1::ServiceCallState {
+            current_node: node.into(),
+            context_json: r#"{"customer_id":"CUS-00001","flags":{"plan_flag":1}}"#.into(),
+            node_traversal_path: vec!["GREET_CUSTOMER".into(), "Plan".into()],
+            missing_mandatory_fields: vec!["customer_phone_number".into()],
+            call_ended: ended,
+            model_calls: 3,
+            prompt_tokens: 250,
+            completion_tokens: 30,
+        }
+    }
+
+    fn call_conversation(state: v1::ServiceCallState) -> v1::Conversation {
+        v1::Conversation {
+            conversation_id: "conv-1".into(),
+            workflow: "service_call".into(),
+            state: Some(v1::conversation::State::ServiceCall(state)),
+            ..Default::default()
+        }
+    }
+
+    fn event(id: u64, node: &str, kind: v1::run_event::Kind) -> v1::RunEvent {
+        v1::RunEvent { run_id: "run-1".into(), event_id: id, node: node.into(), kind: Some(kind), ..Default::default() }
+    }
+
+    #[test]
+    fn writes_a_service_call_turn() {
+        use v1::run_event::Kind;
+        let started = |id, node: &str| event(id, node, Kind::NodeStarted(v1::NodeStarted { step: 0 }));
+        let events = vec![
+            started(1, "receive"),
+            started(2, "Check_IF_existing_customer"),
+            event(
+                3,
+                "Check_IF_existing_customer",
+                Kind::ToolCalled(v1::ToolCalled {
+                    call_id: "call_1".into(),
+                    name: "customer_get".into(),
+                    arguments_json: r#"{"phone": "555-1234"}"#.into(),
+                }),
+            ),
+            event(
+                4,
+                "Check_IF_existing_customer",
+                Kind::ToolReturned(v1::ToolReturned {
+                    call_id: "call_1".into(),
+                    name: "customer_get".into(),
+                    result_json: r#""no customer found""#.into(),
+                    is_error: true,
+                    latency: Some(prost_types::Duration { seconds: 0, nanos: 3_000_000 }),
+                }),
+            ),
+            started(5, "navigator"),
+            started(6, "Plan"),
+            event(
+                7,
+                "Plan",
+                Kind::ToolCalled(v1::ToolCalled {
+                    call_id: "call_2".into(),
+                    name: "task_create".into(),
+                    arguments_json: r#"{"customer_id":"CUS-00001"}"#.into(),
+                }),
+            ),
+            event(
+                8,
+                "Plan",
+                Kind::ToolReturned(v1::ToolReturned {
+                    call_id: "call_2".into(),
+                    name: "task_create".into(),
+                    result_json: r#"{"task_id": "TSK-00001"}"#.into(),
+                    is_error: false,
+                    latency: Some(prost_types::Duration { seconds: 1, nanos: 250_000_000 }),
+                }),
+            ),
+            started(9, "navigator"),
+        ];
+        let out = render(|o| {
+            write_service_call_turn(o, &events, &call_state("Communicate_To_Customer_Before_Action", false))
+        });
+        assert_eq!(
+            out,
+            "  nodes: Check_IF_existing_customer → Plan\n\
+             \x20 tool [Check_IF_existing_customer] customer_get({\"phone\":\"555-1234\"}) ✗ \"no customer found\" 3ms\n\
+             \x20 tool [Plan] task_create({\"customer_id\":\"CUS-00001\"}) ✓ {\"task_id\":\"TSK-00001\"} 1.25s\n\
+             \x20 current node: Communicate_To_Customer_Before_Action\n"
+        );
+        let ended = render(|o| {
+            write_service_call_turn(o, &[started(1, "Execute_Call_Hangup")], &call_state("Execute_Call_Hangup", true))
+        });
+        assert_eq!(ended, "  nodes: Execute_Call_Hangup\n  current node: Execute_Call_Hangup (the call has ended)\n");
+        assert_eq!(
+            render(|o| write_service_call_turn(o, &[], &call_state("", false))),
+            "  nodes: -\n  current node: -\n"
+        );
+    }
+
+    #[test]
+    fn summarises_a_service_call() {
+        let c = call_conversation(call_state("Plan", false));
+        assert_eq!(state_summary(&c), "node: Plan · missing: customer_phone_number · 3 model calls, 250+30 tok");
+        assert_eq!(conversation_mode(&c), "Plan");
+        let ended = call_conversation(v1::ServiceCallState {
+            missing_mandatory_fields: vec![],
+            ..call_state("Execute_Call_Hangup", true)
+        });
+        assert_eq!(
+            service_call_summary(service_call_state(&ended).unwrap(), false),
+            "3 model calls, 250+30 tok · call ended"
+        );
+        assert_eq!(conversation_mode(&ended), "ended");
+
+        let shown = render_service_call_state(&call_state("Plan", false));
+        assert_eq!(
+            shown,
+            "current node: Plan\n\
+             call ended:   no\n\
+             path:         GREET_CUSTOMER → Plan\n\
+             missing:      customer_phone_number\n\
+             model calls:  3 (250 prompt + 30 completion tokens)\n\
+             context:\n\
+             \x20 {\n\
+             \x20   \"customer_id\": \"CUS-00001\",\n\
+             \x20   \"flags\": {\n\
+             \x20     \"plan_flag\": 1\n\
+             \x20   }\n\
+             \x20 }\n"
+        );
+        let fresh = v1::ServiceCallState { current_node: "GREET_CUSTOMER".into(), ..Default::default() };
+        assert!(render_service_call_state(&fresh).contains("path:         -\nmissing:      -\n"));
+    }
+
+    #[test]
+    fn knows_when_a_call_has_ended() {
+        let result = |state| v1::TurnResult { conversation: Some(call_conversation(state)), ..Default::default() };
+        assert!(call_ended(&result(call_state("Execute_Call_Hangup", true))));
+        assert!(!call_ended(&result(call_state("Plan", false))));
+        assert!(!call_ended(&v1::TurnResult::default()));
+
+        let refusal = |reason: &str| {
+            let details =
+                tonic_types::ErrorDetails::with_error_info(reason, "frontdesk.dev", std::collections::HashMap::new());
+            let status = <tonic::Status as tonic_types::StatusExt>::with_error_details(
+                tonic::Code::FailedPrecondition,
+                "conversation conv-1 has ended",
+                details,
+            );
+            CliError::Client(ClientError::from(status))
+        };
+        assert!(is_conversation_ended(&refusal("CONVERSATION_ENDED")));
+        assert!(!is_conversation_ended(&refusal("INTERRUPT_PENDING")));
+        assert!(!is_conversation_ended(&CliError::Io(std::io::Error::other("closed"))));
     }
 }
