@@ -188,6 +188,24 @@ research_example_ok() {
     || { echo "research example output lacks the plan, the results, the critic decisions or the answer"; return 1; }
 }
 
+# service_call_example_ok LOGFILE: the service-call example started a call and printed its state:
+# the current node, the missing mandatory fields, the context, the token counts. It runs with
+# `--turns 0`: the scripted demo model cannot run a turn of the shipped flow, since after every
+# node with branching conditions (the greeting included) the navigator must name one of that
+# node's children, which no standing answer can do for every node (the first turn fails with
+# INTERNAL, "node navigator failed"). A real model drives the whole call.
+service_call_example_ok() {
+  local log="$1"
+  cat "$log"
+  grep -q "^conversation conv-" "$log" && grep -q "^agent (welcome): " "$log" \
+    && grep -q "^current node: GREET_CUSTOMER$" "$log" \
+    && grep -q "^missing mandatory fields: customers_main_ask, customer_phone_number$" "$log" \
+    && grep -q '^  "agent_session_id": "[0-9a-f-]\{36\}",$' "$log" \
+    && grep -q "^model calls: 0, tokens: 0 prompt + 0 completion$" "$log" \
+    && grep -q "^call ended: no$" "$log" && grep -q "^stopped after 0 turn(s)" "$log" \
+    || { echo "service_call example output lacks the call, its state, context or token counts"; return 1; }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Python
 suite "python-tests" "$PY" -m pytest -q -p no:cacheprovider client/python/tests
@@ -211,6 +229,11 @@ python_research_example() {
   research_example_ok "$TMP/py-research.log"
 }
 suite "python-research-example" python_research_example
+python_service_call_example() {
+  "$PY" client/python/examples/service_call.py "$ADDR" --turns 0 >"$TMP/py-service-call.log" 2>&1 || { cat "$TMP/py-service-call.log"; return 1; }
+  service_call_example_ok "$TMP/py-service-call.log"
+}
+suite "python-service-call-example" python_service_call_example
 
 # ---------------------------------------------------------------------------------------------
 # TypeScript
@@ -235,6 +258,11 @@ typescript_research_example() {
   research_example_ok "$TMP/ts-research.log"
 }
 suite "typescript-research-example" typescript_research_example
+typescript_service_call_example() {
+  (cd client/typescript && node build/examples/service_call.js "$ADDR" --turns 0) >"$TMP/ts-service-call.log" 2>&1 || { cat "$TMP/ts-service-call.log"; return 1; }
+  service_call_example_ok "$TMP/ts-service-call.log"
+}
+suite "typescript-service-call-example" typescript_service_call_example
 
 # ---------------------------------------------------------------------------------------------
 # Go
@@ -259,6 +287,11 @@ go_research_example() {
   research_example_ok "$TMP/go-research.log"
 }
 suite "go-research-example" go_research_example
+go_service_call_example() {
+  (cd client/go && go run ./examples/service_call -addr "$ADDR" -turns 0) >"$TMP/go-service-call.log" 2>&1 || { cat "$TMP/go-service-call.log"; return 1; }
+  service_call_example_ok "$TMP/go-service-call.log"
+}
+suite "go-service-call-example" go_service_call_example
 
 # ---------------------------------------------------------------------------------------------
 # grpcurl, by server reflection alone: run from an empty dir with no proto files around

@@ -25,8 +25,9 @@ type Error struct {
 	// Message is the status message.
 	Message string
 	// Reason is the stable google.rpc.ErrorInfo reason, such as "NOT_FOUND",
-	// "INVALID_ARGUMENT", "THREAD_BUSY" or "WRONG_RESPONDER" (a frontdeskv1.ErrorReason name
-	// without its ERROR_REASON_ prefix); empty when the server sent none.
+	// "INVALID_ARGUMENT", "THREAD_BUSY", "WRONG_RESPONDER" or "CONVERSATION_ENDED" (a message to
+	// a service call that was hung up; ReasonConversationEnded): a frontdeskv1.ErrorReason name
+	// without its ERROR_REASON_ prefix; empty when the server sent none.
 	Reason string
 	// Domain is the ErrorInfo domain ("frontdesk.dev").
 	Domain string

@@ -17,8 +17,10 @@ import {
   SendMessageRequestSchema,
   type Conversation,
   type GetConversationResponse,
+  type IntakeState,
   type ListConversationsResponse,
   type SendMessageResponse,
+  type ServiceCallState,
   type StartConversationResponse,
   type TurnResult,
 } from "./gen/frontdesk/v1/conversation_pb.js";
@@ -248,6 +250,37 @@ function hrMutation(input: HrMutationInput | HrMutation): HrMutation {
     ...rest,
     changedAt: changedAt instanceof Date ? timestampFromDate(changedAt) : changedAt,
   });
+}
+
+/**
+ * The FrontdeskError reason of a message sent to a conversation that has ended (a service call
+ * that was hung up): FAILED_PRECONDITION.
+ */
+export const CONVERSATION_ENDED = "CONVERSATION_ENDED";
+
+/** The conversation's state when it is an intake conversation, undefined otherwise. */
+export function intakeState(conversation: Conversation | undefined): IntakeState | undefined {
+  const state = conversation?.state;
+  return state?.case === "intake" ? state.value : undefined;
+}
+
+/**
+ * The conversation's state when it is a service call (the current node, the context as JSON,
+ * the node traversal path, the mandatory fields still missing, whether the call has ended,
+ * model calls and tokens), undefined otherwise.
+ */
+export function serviceCallState(conversation: Conversation | undefined): ServiceCallState | undefined {
+  const state = conversation?.state;
+  return state?.case === "serviceCall" ? state.value : undefined;
+}
+
+/** A service call's context (`ServiceCallState.contextJson`) as an object; empty when it has none. */
+export function serviceCallContext(state: ServiceCallState): Record<string, unknown> {
+  if (state.contextJson === "") return {};
+  const value: unknown = JSON.parse(state.contextJson);
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {};
 }
 
 /** The kind of a RunEvent: "runStarted", "nodeStarted", "tokenDelta", ..., "runFinished". */

@@ -20,8 +20,9 @@ export class FrontdeskError extends Error {
   /** The status message, without a code prefix. */
   readonly rawMessage: string;
   /**
-   * Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND", "THREAD_BUSY" or "WRONG_RESPONDER"
-   * (an `ErrorReason` name without its `ERROR_REASON_` prefix).
+   * Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND", "THREAD_BUSY", "WRONG_RESPONDER" or
+   * "CONVERSATION_ENDED" (a message to a service call that was hung up; `CONVERSATION_ENDED`):
+   * an `ErrorReason` name without its `ERROR_REASON_` prefix.
    */
   readonly reason: string | undefined;
   /** The ErrorInfo domain ("frontdesk.dev"). */

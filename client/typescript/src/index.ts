@@ -1,5 +1,6 @@
 export {
   AuditStream,
+  CONVERSATION_ENDED,
   DEFAULT_BASE_URL,
   FrontdeskClient,
   InvestigationStream,
@@ -7,6 +8,9 @@ export {
   TriageStream,
   TurnStream,
   eventKind,
+  intakeState,
+  serviceCallContext,
+  serviceCallState,
   type AskOpts,
   type BusyPolicyName,
   type CallOpts,

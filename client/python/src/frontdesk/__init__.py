@@ -30,13 +30,16 @@ from frontdesk._client import (
     TurnStream,
 )
 from frontdesk._common import (
+    CONVERSATION_ENDED,
     DEFAULT_TARGET,
     AgentMessage,
     AuditEntry,
     Citation,
+    Conversation,
     CriticVerdict,
     ExpertAnswer,
     HrMutation,
+    IntakeState,
     Investigation,
     InvestigationItem,
     OrchestratorMessage,
@@ -46,6 +49,7 @@ from frontdesk._common import (
     ResearchItem,
     ResearchResult,
     RunEvent,
+    ServiceCallState,
     StatusChange,
     StreamItem,
     TicketResolution,
@@ -53,12 +57,16 @@ from frontdesk._common import (
     TriageResult,
     TurnResult,
     event_kind,
+    intake_state,
+    service_call_context,
+    service_call_state,
 )
 from frontdesk._errors import FieldViolation, FrontdeskError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CONVERSATION_ENDED",
     "DEFAULT_TARGET",
     "AgentMessage",
     "AsyncAuditStream",
@@ -70,12 +78,14 @@ __all__ = [
     "AuditEntry",
     "AuditStream",
     "Citation",
+    "Conversation",
     "CriticVerdict",
     "ExpertAnswer",
     "FieldViolation",
     "FrontdeskClient",
     "FrontdeskError",
     "HrMutation",
+    "IntakeState",
     "Investigation",
     "InvestigationItem",
     "InvestigationStream",
@@ -87,6 +97,7 @@ __all__ = [
     "ResearchResult",
     "ResearchStream",
     "RunEvent",
+    "ServiceCallState",
     "StatusChange",
     "StreamItem",
     "TicketResolution",
@@ -96,4 +107,7 @@ __all__ = [
     "TurnResult",
     "TurnStream",
     "event_kind",
+    "intake_state",
+    "service_call_context",
+    "service_call_state",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from frontdesk.v1 import (
@@ -15,6 +16,9 @@ from frontdesk.v1 import (
 
 RunEvent = common_pb2.RunEvent
 TurnResult = conversation_pb2.TurnResult
+Conversation = conversation_pb2.Conversation
+IntakeState = conversation_pb2.IntakeState
+ServiceCallState = conversation_pb2.ServiceCallState
 TicketResolution = triage_pb2.TicketResolution
 TriageResult = triage_pb2.TriageResult
 #: What a SendMessage stream yields: every RunEvent in order, then one TurnResult.
@@ -59,6 +63,10 @@ Metadata = Sequence[Tuple[str, Union[str, bytes]]]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
+#: The FrontdeskError reason of a message sent to a conversation that has ended (a service call
+#: that was hung up): FAILED_PRECONDITION.
+CONVERSATION_ENDED = "CONVERSATION_ENDED"
+
 _BUSY = {
     None: conversation_pb2.BUSY_POLICY_UNSPECIFIED,
     "reject": conversation_pb2.BUSY_POLICY_REJECT,
@@ -77,6 +85,32 @@ _TICKET_STATUS: Dict[Optional[str], triage_pb2.TicketStatus] = {
 def event_kind(event: common_pb2.RunEvent) -> str:
     """The event's kind: "run_started", "node_started", "token_delta", ..., "run_finished"."""
     return event.WhichOneof("kind") or ""
+
+
+def intake_state(conversation: conversation_pb2.Conversation) -> Optional[IntakeState]:
+    """The conversation's state when it is an intake conversation (``Conversation.intake``),
+    None otherwise."""
+    if conversation.WhichOneof("state") == "intake":
+        return conversation.intake
+    return None
+
+
+def service_call_state(conversation: conversation_pb2.Conversation) -> Optional[ServiceCallState]:
+    """The conversation's state when it is a service call (``Conversation.service_call``: the
+    current node, the context as JSON, the node traversal path, the mandatory fields still
+    missing, whether the call has ended, model calls and tokens), None otherwise."""
+    if conversation.WhichOneof("state") == "service_call":
+        return conversation.service_call
+    return None
+
+
+def service_call_context(state: ServiceCallState) -> Dict[str, Any]:
+    """A service call's context (``ServiceCallState.context_json``) as a dict; empty when the
+    state carries none."""
+    if not state.context_json:
+        return {}
+    value = json.loads(state.context_json)
+    return value if isinstance(value, dict) else {}
 
 
 def start_request(
@@ -405,14 +439,17 @@ def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamIte
 
 
 __all__ = [
+    "CONVERSATION_ENDED",
     "DEFAULT_TARGET",
     "AgentMessage",
     "AuditEntry",
     "Citation",
+    "Conversation",
     "CriticVerdict",
     "ExpertAnswer",
     "HrMutation",
     "Investigation",
+    "IntakeState",
     "InvestigationItem",
     "Metadata",
     "OrchestratorMessage",
@@ -421,6 +458,7 @@ __all__ = [
     "Research",
     "ResearchItem",
     "ResearchResult",
+    "ServiceCallState",
     "StatusChange",
     "RunEvent",
     "StreamItem",
@@ -429,5 +467,8 @@ __all__ = [
     "TriageResult",
     "TurnResult",
     "event_kind",
+    "intake_state",
+    "service_call_context",
+    "service_call_state",
     "workflow_pb2",
 ]

@@ -23,7 +23,8 @@ class FrontdeskError(Exception):
     """A failed Frontdesk call.
 
     ``code`` is the gRPC status code; ``reason`` the stable ErrorInfo reason (such as
-    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"`` or ``"WRONG_RESPONDER"``),
+    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"``, ``"WRONG_RESPONDER"`` or
+    ``"CONVERSATION_ENDED"``: a message to a service call that was hung up),
     ``None`` when the server sent none; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
     ``details`` every decoded detail message (unknown ones as ``google.protobuf.Any``).
     """
