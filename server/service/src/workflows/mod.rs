@@ -36,7 +36,7 @@ macro_rules! workflows {
 }
 
 // The one line where workflows are listed.
-workflows![intake, triage, investigation, research];
+workflows![intake, triage, investigation, research, service_call];
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

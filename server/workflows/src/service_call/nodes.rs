@@ -182,12 +182,21 @@ impl Worker {
         }))
     }
 
-    /// Updates the model proposed, kept only where the flow's schema allows them.
+    /// Updates the model proposed, kept only for the node's expected fields and where the
+    /// flow's schema allows them: a node fills what it is for, nothing else.
     fn accepted(config: &AgentConfig, node: &NodeConfig, proposed: Value) -> Map<String, Value> {
-        let proposed = match proposed.get("context_updates") {
+        let mut proposed = match proposed.get("context_updates") {
             Some(Value::Object(map)) => map.clone(),
             _ => Map::new(),
         };
+        let unexpected: Vec<String> =
+            proposed.keys().filter(|k| !node.expected_context_fields.contains(k)).cloned().collect();
+        for field in &unexpected {
+            proposed.remove(field);
+        }
+        if !unexpected.is_empty() {
+            warn!(node = %node.node_name, ?unexpected, "context updates for fields the node does not fill dropped");
+        }
         let (kept, dropped) = Context::filter_updates(config, proposed);
         if !dropped.is_empty() {
             warn!(node = %node.node_name, ?dropped, "context updates outside the flow's schema dropped");
@@ -456,7 +465,7 @@ impl Node<CallState> for Navigator {
                     "type": "object",
                     "properties": {
                         "reason": {"type": "string", "maxLength": 160},
-                        "next_node": {"enum": names},
+                        "next_node": {"enum": names.clone()},
                     },
                     "required": ["reason", "next_node"],
                 }));
@@ -467,10 +476,20 @@ impl Node<CallState> for Navigator {
                     max_tokens: Some(200),
                     ..Default::default()
                 };
+                // The schema constrains decoding where the provider can; the check holds for the
+                // rest: a node that is not one of the children is invalid output (one repair).
+                let allowed: Vec<String> = names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+                let check = |d: &Decision| {
+                    if allowed.contains(&d.next_node) {
+                        Ok(())
+                    } else {
+                        Err(format!("next_node must be one of {}", allowed.join(", ")))
+                    }
+                };
                 let (decision, record) = self
                     .0
                     .llm
-                    .structured_with::<Decision>(request, &schema, &llm_node::call_options(ctx))
+                    .structured_checked::<Decision>(request, &schema, &llm_node::call_options(ctx), check)
                     .await
                     .map_err(|e| llm_node::node_error("node_navigator_agent.decide", e))?;
                 llm_node::record_call(ctx, &record).await;

@@ -1,0 +1,486 @@
+//! The service-call workflow (docs/workflows/service-call.md) end to end through a real server
+//! and the Rust client, with a scripted model (a test double; each test queues its replies):
+//! the shipped 17-node flow, a customer changing their issue, a failing MCP tool, an invalid
+//! flow refused at start-up, and a flow edit taking effect without code changes. The tool nodes
+//! call test tools here (recording calls, failing on demand); `tests/service_call_mcp.rs` runs
+//! the flow against the real PMO MCP server.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use frontdesk_api::v1::{self as pb, conversation::State};
+use frontdesk_client::{Client, ClientError, SendOptions, StartOptions};
+use frontdesk_llm::{ScriptedModel, ScriptedReply, ToolSpec};
+use frontdesk_server::{
+    app::{App, Overrides, RunningServer},
+    config::Config,
+    workflows::{
+        service_call::{self, UseTools},
+        Parts,
+    },
+};
+use frontdesk_workflows::service_call::{ToolFailure, ToolProvider, ToolReply};
+use serde_json::{json, Value};
+use tonic::Code;
+
+const REPLY: &str = "worker_reply_agent.reply";
+const EXTRACT: &str = "worker_mcp_agent.extract";
+const TOOLS: &str = "worker_mcp_agent.tools";
+const NAVIGATE: &str = "node_navigator_agent.decide";
+
+/// Test tools with the PMO server's shapes: they record every call and fail the tools named in
+/// `failing` once each.
+#[derive(Default)]
+struct TestTools {
+    calls: Mutex<Vec<(String, Value)>>,
+    failing: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl ToolProvider for TestTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        ["setting_list", "customer_get", "customer_create", "task_create", "person_calendar_book", "call_hangup"]
+            .into_iter()
+            .map(|name| ToolSpec {
+                name: name.into(),
+                description: format!("the {name} tool"),
+                parameters: json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure> {
+        self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
+        {
+            let mut failing = self.failing.lock().unwrap();
+            if let Some(at) = failing.iter().position(|f| f == name) {
+                failing.remove(at);
+                let source: Box<dyn std::error::Error + Send + Sync> = "connection reset by the MCP server".into();
+                return Err(ToolFailure { tool: name.to_owned(), source });
+            }
+        }
+        let (content, is_error) = match name {
+            "setting_list" => (
+                json!({"category": "dl__service_category", "entries": [{"name": "Drywall Repair"}, {"name": "Plumbing"}]}),
+                false,
+            ),
+            "customer_get" => (json!({"error": "no customer with phone 555-1234"}), true),
+            "customer_create" => {
+                (json!({"customer": {"id": "CUST-1", "name": "John Doe", "phone": "555-1234", "email": null}}), false)
+            }
+            "task_create" => (
+                json!({"task": {"id": "TASK-1", "name": "Drywall Repair Service", "assigned_employee_id": "E-7", "assigned_employee_name": "Bob Smith"}}),
+                false,
+            ),
+            "person_calendar_book" => (
+                json!({"booking": {"id": "B-1", "date": "2025-11-10", "time_slot": "10:00-12:00", "technician": "Bob Smith"}}),
+                false,
+            ),
+            "call_hangup" => (json!({"ended": true}), false),
+            other => (json!({"error": format!("no tool {other}")}), true),
+        };
+        Ok(ToolReply { content, is_error, latency: std::time::Duration::from_millis(3) })
+    }
+}
+
+struct Call {
+    server: Option<RunningServer>,
+    client: Client,
+    model: Arc<ScriptedModel>,
+    tools: Arc<TestTools>,
+    id: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn server(
+    configure: impl FnOnce(&mut Config),
+) -> Result<(RunningServer, Arc<ScriptedModel>, Arc<TestTools>, tempfile::TempDir), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.database.url = common::database_url(dir.path()).await;
+    config.shutdown_grace_secs = 5;
+    configure(&mut config);
+    let model = Arc::new(ScriptedModel::new("scripted-test"));
+    let tools = Arc::new(TestTools::default());
+    let parts = Parts::default().with(UseTools(tools.clone()));
+    let app = App::build(config, Overrides { model: Some(model.clone()), parts }).await.map_err(|e| {
+        let mut chain = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            chain.push_str(": ");
+            chain.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        chain
+    })?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    Ok((app.serve_on(listener).await.unwrap(), model, tools, dir))
+}
+
+impl Call {
+    async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
+        let (server, model, tools, dir) = server(configure).await.expect("server builds");
+        let client = Client::connect(format!("http://{}", server.addr)).await.unwrap();
+        let started = client.start_conversation("service_call", StartOptions::default()).await.unwrap();
+        assert_eq!(started.welcome.unwrap().text, "Thank you for calling. How can we help you today?");
+        let id = started.conversation.unwrap().conversation_id;
+        Call { server: Some(server), client, model, tools, id, _dir: dir }
+    }
+
+    async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    fn reply(&self, text: &str) -> &Self {
+        self.model.push_reply(ScriptedReply::text(text).for_purpose(REPLY));
+        self
+    }
+
+    fn navigate(&self, next: &str) -> &Self {
+        self.model
+            .push_reply(ScriptedReply::json(&json!({"reason": "scripted", "next_node": next})).for_purpose(NAVIGATE));
+        self
+    }
+
+    fn extract(&self, updates: Value) -> &Self {
+        self.model.push_reply(ScriptedReply::json(&json!({"context_updates": updates})).for_purpose(EXTRACT));
+        self
+    }
+
+    fn tool(&self, name: &str, arguments: Value) -> &Self {
+        self.model.push_reply(ScriptedReply::tool_call(name, arguments).for_purpose(TOOLS));
+        self
+    }
+
+    fn tools_done(&self, updates: Value) -> &Self {
+        self.model.push_reply(ScriptedReply::json(&json!({"context_updates": updates})).for_purpose(TOOLS));
+        self
+    }
+
+    /// One customer message; the agent's reply (empty when no reply node answered) and the state.
+    async fn say(&self, text: &str) -> (String, pb::ServiceCallState, Vec<pb::RunEvent>) {
+        let (events, result) = self.client.send_message_and_wait(&self.id, text, SendOptions::default()).await.unwrap();
+        assert_eq!(self.model.remaining(), 0, "every scripted reply was used after {text:?}");
+        let reply = result.reply.map(|m| m.text).unwrap_or_default();
+        (reply, state(result.conversation.unwrap()), events)
+    }
+
+    async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.unwrap();
+        }
+    }
+}
+
+fn state(conversation: pb::Conversation) -> pb::ServiceCallState {
+    match conversation.state {
+        Some(State::ServiceCall(state)) => state,
+        other => panic!("not a service call: {other:?}"),
+    }
+}
+
+fn context(state: &pb::ServiceCallState) -> Value {
+    serde_json::from_str(&state.context_json).unwrap()
+}
+
+fn nodes_run(events: &[pb::RunEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, Some(pb::run_event::Kind::NodeStarted(_))))
+        .map(|e| e.node.clone())
+        .filter(|n| n != "receive" && n != "navigator")
+        .collect()
+}
+
+/// Drives the shipped flow from the greeting to the hangup.
+async fn whole_call(c: &Call) {
+    c.reply("Hello! I understand you need help with drywall repair.").navigate("Extract_Customer_Issue");
+    let (reply, s, events) = c.say("Hello, I need help with drywall repair").await;
+    assert_eq!(reply, "Hello! I understand you need help with drywall repair.");
+    assert_eq!(nodes_run(&events), ["GREET_CUSTOMER"]);
+    assert_eq!(s.current_node, "Extract_Customer_Issue");
+
+    c.extract(json!({"customers_main_ask": "Drywall repair", "related_entities_for_customers_ask": null}))
+        .navigate("Identify_Issue")
+        .reply("I see, a hole in your living room wall needs repair.")
+        .navigate("Empathize");
+    let (_, s, events) = c.say("There is a hole in my living room wall").await;
+    assert_eq!(nodes_run(&events), ["Extract_Customer_Issue", "Identify_Issue"]);
+    assert_eq!(context(&s)["customers_main_ask"], "Drywall repair");
+
+    c.reply("I am sorry to hear that.").navigate("Console_Build_Rapport");
+    c.say("It happened yesterday").await;
+    c.reply("Don't worry, you are in good hands.").navigate("use_mcp_to_get_info");
+    c.say("Thanks").await;
+
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your name and phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    let (_, s, events) = c.say("ok").await;
+    assert_eq!(nodes_run(&events), ["use_mcp_to_get_info", "Try_To_Gather_Customers_Data"]);
+    assert_eq!(context(&s)["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
+
+    c.extract(json!({"customer_name": "John Doe", "customer_phone_number": "555-1234", "customer_email": null}))
+        .navigate("Check_IF_existing_customer")
+        .tool("customer_get", json!({"phone": "555-1234"}))
+        .tool("customer_create", json!({"name": "John Doe", "phone": "555-1234"}))
+        .tools_done(json!({"customer_id": "CUST-1"}))
+        // Check_IF_existing_customer and Plan have no branching conditions: no navigator call.
+        .tool(
+            "task_create",
+            json!({"customer_id": "CUST-1", "service_category": "Drywall Repair", "description": "Patch a hole"}),
+        )
+        .tools_done(json!({"task_id": "TASK-1", "task_name": "Drywall Repair Service"}))
+        .reply("I will schedule a technician to patch your drywall. Does that work for you?")
+        .navigate("Execute_Plan_Using_MCP");
+    let (_, s, events) = c.say("I'm John Doe, 555-1234").await;
+    assert_eq!(
+        nodes_run(&events),
+        [
+            "Extract_Customer_Contact_Info",
+            "Check_IF_existing_customer",
+            "Plan",
+            "Communicate_To_Customer_Before_Action"
+        ]
+    );
+    let ctx = context(&s);
+    assert_eq!((ctx["customer_id"].as_str(), ctx["task_id"].as_str()), (Some("CUST-1"), Some("TASK-1")));
+    assert_eq!(
+        ctx["assigned_employee_name"], "Bob Smith",
+        "mapped from the tool result by the flow's mcp_result_mapping"
+    );
+    assert!(s.missing_mandatory_fields.is_empty());
+    let tool_events: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::ToolReturned(t)) => Some((t.name.clone(), t.is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tool_events,
+        [("customer_get".to_owned(), true), ("customer_create".to_owned(), false), ("task_create".to_owned(), false)]
+    );
+
+    c.tool("person_calendar_book", json!({"task_id": "TASK-1", "date": "2025-11-10", "time_slot": "10:00-12:00"}))
+        .tools_done(json!({}))
+        .reply("A technician will come tomorrow at 10 AM.");
+    c.say("Yes please").await;
+    c.reply("Is there anything else I can help with?").navigate("Goodbye_And_Hangup");
+    c.say("Great").await;
+    c.reply("Thank you for calling. Have a great day!");
+    c.say("No, that's all").await;
+    c.tool("call_hangup", json!({"call_session_id": "session"}))
+        .tools_done(json!({"hangup_status": "success"}))
+        .navigate("END");
+    let (reply, s, _) = c.say("Bye").await;
+    assert_eq!(reply, "", "the hangup says nothing more");
+    assert!(s.call_ended);
+    assert_eq!(context(&s)["call_ended"], true);
+}
+
+#[tokio::test]
+async fn the_shipped_flow_runs_from_greeting_to_hangup() {
+    let c = Call::start().await;
+    whole_call(&c).await;
+    let conversation = c.client.get_conversation(&c.id).await.unwrap().conversation.unwrap();
+    let s = state(conversation);
+    // Every node of the flow, in order; the greeting's condition (the customer stated their need
+    // at once) skipped ASK_CUSTOMER_ABOUT_THEIR_NEED.
+    assert_eq!(
+        s.node_traversal_path,
+        [
+            "GREET_CUSTOMER",
+            "Extract_Customer_Issue",
+            "Identify_Issue",
+            "Empathize",
+            "Console_Build_Rapport",
+            "use_mcp_to_get_info",
+            "Try_To_Gather_Customers_Data",
+            "Extract_Customer_Contact_Info",
+            "Check_IF_existing_customer",
+            "Plan",
+            "Communicate_To_Customer_Before_Action",
+            "Execute_Plan_Using_MCP",
+            "Tell_Customers_Execution",
+            "Ask_If_Anything_Else",
+            "Goodbye_And_Hangup",
+            "Execute_Call_Hangup"
+        ]
+    );
+    let names: Vec<String> = c.tools.calls.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        names,
+        ["setting_list", "customer_get", "customer_create", "task_create", "person_calendar_book", "call_hangup"]
+    );
+    // Counted with the real tokenizer; far under the design's 21,000-30,000 per call.
+    assert!(s.model_calls > 20 && s.prompt_tokens > 1_000 && s.prompt_tokens < 15_000, "{s:?}");
+    // After the hangup the call takes no more messages.
+    let err = c.client.send_message_and_wait(&c.id, "Hello?", SendOptions::default()).await.unwrap_err();
+    match err {
+        ClientError::Status(status) => {
+            assert_eq!(status.code, Code::FailedPrecondition);
+            assert_eq!(status.reason.as_deref(), Some("CONVERSATION_ENDED"));
+        }
+        other => panic!("{other:?}"),
+    }
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_customer_changing_their_issue_goes_back_to_extraction() {
+    let c = Call::start().await;
+    c.reply("Hello! How can I help?").navigate("Extract_Customer_Issue");
+    c.say("I need help with drywall repair").await;
+    c.extract(json!({"customers_main_ask": "Drywall repair"}))
+        .navigate("Identify_Issue")
+        .reply("A drywall repair, then.")
+        .navigate("Empathize");
+    c.say("Yes, a hole in the wall").await;
+    // The customer changes their issue: the navigator's branching condition sends the call back.
+    c.reply("I understand.").navigate("Extract_Customer_Issue");
+    let (_, s, _) = c.say("Actually, forget the wall: my roof is leaking").await;
+    assert_eq!(s.current_node, "Extract_Customer_Issue");
+    c.extract(json!({"customers_main_ask": "Roof leak"}))
+        .navigate("Identify_Issue")
+        .reply("A leaking roof, then.")
+        .navigate("Empathize");
+    let (_, s, _) = c.say("Water comes through the ceiling").await;
+    let ctx = context(&s);
+    assert_eq!(ctx["customers_main_ask"], "Roof leak");
+    let path = &s.node_traversal_path;
+    assert_eq!(path.iter().filter(|n| *n == "Extract_Customer_Issue").count(), 2, "{path:?}");
+    // The navigator saw the customer's change of mind.
+    let saw_it = c
+        .model
+        .requests()
+        .into_iter()
+        .filter(|r| r.purpose == NAVIGATE)
+        .any(|r| r.messages.last().unwrap().content.contains("my roof is leaking"));
+    assert!(saw_it);
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
+    let c = Call::start().await;
+    c.tools.failing.lock().unwrap().push("setting_list".into());
+    c.reply("Hello!").navigate("Extract_Customer_Issue");
+    c.say("Drywall repair please").await;
+    c.extract(json!({"customers_main_ask": "Drywall repair"}))
+        .navigate("Identify_Issue")
+        .reply("Drywall repair.")
+        .navigate("Empathize");
+    c.say("yes").await;
+    c.reply("Sorry to hear.").navigate("Console_Build_Rapport");
+    c.say("ok").await;
+    c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
+    c.say("thanks").await;
+    // The tool fails: the model sees the error, the node records the failure, and the
+    // navigator's condition "if MCP fetch fails" runs the node again.
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({}))
+        .navigate("use_mcp_to_get_info")
+        .tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    let (_, s, events) = c.say("ok").await;
+    let failed = events.iter().find_map(|e| match &e.kind {
+        Some(pb::run_event::Kind::ToolReturned(t)) if t.is_error => Some(t.result_json.clone()),
+        _ => None,
+    });
+    assert!(failed.expect("the failure is streamed").contains("connection reset"));
+    let ctx = context(&s);
+    assert_eq!(ctx["flags"]["use_mcp_to_get_info_failed"], 1);
+    assert_eq!(ctx["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
+    assert_eq!(nodes_run(&events), ["use_mcp_to_get_info", "use_mcp_to_get_info", "Try_To_Gather_Customers_Data"]);
+    // The retry's prompt showed the model the failure.
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_flow_is_refused_at_start_up_naming_node_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/service_call/agent_config.json"))
+            .unwrap();
+    let broken =
+        shipped.replace("\"default_next_node\": \"Identify_Issue\"", "\"default_next_node\": \"Identfy_Issue\"");
+    assert_ne!(broken, shipped);
+    let path = dir.path().join("agent_config.json");
+    std::fs::write(&path, broken).unwrap();
+    let error = match server(|config| {
+        let mut settings = config.workflows.settings::<service_call::Workflow>().unwrap();
+        settings.config = Some(path.clone());
+        config.workflows.set::<service_call::Workflow>(&settings).unwrap();
+    })
+    .await
+    {
+        Ok(_) => panic!("an invalid flow must stop the server"),
+        Err(error) => error,
+    };
+    assert!(error.contains("workflows.service_call.config"), "{error}");
+    assert!(
+        error.contains("Extract_Customer_Issue")
+            && error.contains("default_next_node")
+            && error.contains("Identfy_Issue"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_node_added_to_the_flow_runs_without_code_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut flow: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/service_call/agent_config.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let nodes = flow["nodes"].as_array_mut().unwrap();
+    for node in nodes.iter_mut() {
+        if node["node_name"] == "GREET_CUSTOMER" {
+            node["default_next_node"] = json!("Verify_Caller");
+            node["branching_conditions"] = json!([]);
+        }
+    }
+    nodes.insert(
+        1,
+        json!({
+            "node_name": "Verify_Caller",
+            "node_action": "reply",
+            "agent_profile_type": "worker_reply_agent",
+            "role": "a security-minded receptionist",
+            "node_goal": "Confirm the caller is the account holder",
+            "prompt_templates": "Ask politely whether the caller is the account holder.",
+            "default_next_node": "ASK_CUSTOMER_ABOUT_THEIR_NEED",
+            "branching_conditions": [],
+            "expected_context_fields": []
+        }),
+    );
+    let path = dir.path().join("agent_config.json");
+    std::fs::write(&path, flow.to_string()).unwrap();
+    let c = Call::start_with(|config| {
+        let mut settings = config.workflows.settings::<service_call::Workflow>().unwrap();
+        settings.config = Some(path.clone());
+        config.workflows.set::<service_call::Workflow>(&settings).unwrap();
+    })
+    .await;
+    // The greeting now has no conditions, so no navigator call: its default is the new node.
+    c.reply("Hello!");
+    let (_, s, _) = c.say("Hi").await;
+    assert_eq!(s.current_node, "Verify_Caller");
+    c.reply("Are you the account holder?");
+    let (reply, s, events) = c.say("I need a plumber").await;
+    assert_eq!(reply, "Are you the account holder?");
+    assert_eq!(nodes_run(&events), ["Verify_Caller"]);
+    assert_eq!(s.current_node, "ASK_CUSTOMER_ABOUT_THEIR_NEED");
+    let graph = c.client.describe_workflow("service_call").await.unwrap();
+    assert!(graph.nodes.iter().any(|n| n.name == "Verify_Caller"));
+    c.stop().await;
+}
