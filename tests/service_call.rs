@@ -15,7 +15,7 @@ use frontdesk_client::{Client, ClientError, SendOptions, StartOptions};
 use frontdesk_llm::{ScriptedModel, ScriptedReply, ToolSpec};
 use frontdesk_server::{
     app::{App, Overrides, RunningServer},
-    config::Config,
+    config::{CallLogMode, Config},
     workflows::{
         service_call::{self, UseTools},
         Parts,
@@ -285,7 +285,7 @@ async fn whole_call(c: &Call) {
 
 #[tokio::test]
 async fn the_shipped_flow_runs_from_greeting_to_hangup() {
-    let c = Call::start().await;
+    let c = Call::start_with(|config| config.model.call_log = CallLogMode::Redacted).await;
     whole_call(&c).await;
     let conversation = c.client.get_conversation(&c.id).await.unwrap().conversation.unwrap();
     let s = state(conversation);
@@ -319,6 +319,29 @@ async fn the_shipped_flow_runs_from_greeting_to_hangup() {
     );
     // Counted with the real tokenizer; far under the design's 21,000-30,000 per call.
     assert!(s.model_calls > 20 && s.prompt_tokens > 1_000 && s.prompt_tokens < 15_000, "{s:?}");
+    // The structured call log, per conversation: every model call with the node that made it.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.server.as_ref().unwrap().addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
+    // The SQL log is written off the run's path; give it a moment.
+    let mut logged = pb::ListLlmCallsResponse::default();
+    for _ in 0..50 {
+        let request = pb::ListLlmCallsRequest { thread_id: c.id.clone(), page_size: 500 };
+        logged = workflows.list_llm_calls(request).await.unwrap().into_inner();
+        if logged.total_calls == u64::from(s.model_calls) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(logged.total_calls, u64::from(s.model_calls), "one log entry per model call");
+    let nodes: std::collections::BTreeSet<&str> = logged.calls.iter().map(|call| call.node.as_str()).collect();
+    for node in ["GREET_CUSTOMER", "navigator", "Extract_Customer_Issue", "Plan", "Execute_Call_Hangup"] {
+        assert!(nodes.contains(node), "{node} in {nodes:?}");
+    }
+    assert!(logged.calls.iter().all(|call| !call.prompt_json.contains("drywall")), "prompts are redacted");
     // After the hangup the call takes no more messages.
     let err = c.client.send_message_and_wait(&c.id, "Hello?", SendOptions::default()).await.unwrap_err();
     match err {

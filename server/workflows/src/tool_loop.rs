@@ -90,7 +90,7 @@ async fn gather(
     tools: &dyn Tools,
     rounds: usize,
     schema: &OutputSchema,
-) -> Result<(Option<String>, ChatRequest, Vec<ToolUse>), NodeError> {
+) -> Result<(Option<String>, ChatRequest, Vec<ToolUse>, Vec<ModelExchange>), NodeError> {
     // Every call of the rounds, and the answer asked for after them, is made by this node.
     request = llm_node::attributed(ctx, request);
     let format = JsonSchemaFormat {
@@ -98,6 +98,7 @@ async fn gather(
         schema: Arc::new(schema.schema().clone()),
     };
     let mut used = Vec::new();
+    let mut exchanges = Vec::new();
     for round in 0..rounds {
         let mut offer = request.clone();
         offer.tools = tools.specs();
@@ -107,8 +108,13 @@ async fn gather(
             .await
             .map_err(|e| llm_node::node_error(&request.purpose, e))?;
         llm_node::record_call(ctx, &record).await;
+        let calls: Vec<serde_json::Value> =
+            response.tool_calls.iter().map(|c| serde_json::json!({"tool": c.name, "arguments": c.arguments})).collect();
+        let reply =
+            if calls.is_empty() { response.content.clone() } else { serde_json::Value::Array(calls).to_string() };
+        exchanges.push(ModelExchange { prompt: request.messages.clone(), reply });
         if response.tool_calls.is_empty() {
-            return Ok((Some(response.content), request, used));
+            return Ok((Some(response.content), request, used, exchanges));
         }
         debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
         for ToolCall { name, arguments, .. } in response.tool_calls {
@@ -124,7 +130,15 @@ async fn gather(
             used.push(ToolUse { name, arguments, result: result.value, is_error: result.is_error });
         }
     }
-    Ok((None, request, used))
+    Ok((None, request, used, exchanges))
+}
+
+/// One model call of a tool loop: the messages it was sent and what it answered (the answer's
+/// text, or its tool calls as JSON), for callers that account for tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelExchange {
+    pub prompt: Vec<ChatMessage>,
+    pub reply: String,
 }
 
 /// Asks for a structured reply of type `T`, offering `tools` by function calling for at most
@@ -141,7 +155,7 @@ pub async fn answer<T>(
 where
     T: DeserializeOwned + JsonSchema + 'static,
 {
-    let (early, request, used) = gather(ctx, llm, request, tools, rounds, &OutputSchema::of::<T>()).await?;
+    let (early, request, used, _) = gather(ctx, llm, request, tools, rounds, &OutputSchema::of::<T>()).await?;
     let parsed = early.as_deref().map(|content| {
         frontdesk_llm::extract_json(content)
             .and_then(|value| serde_json::from_value::<T>(value).map_err(|e| e.to_string()))
@@ -154,7 +168,7 @@ where
 }
 
 /// [`answer`] with a schema built at run time (fields that come from configuration): the
-/// answer is a JSON object valid for `schema`.
+/// answer is a JSON object valid for `schema`. Also returns every model call made.
 pub async fn answer_with_schema(
     ctx: &NodeContext,
     llm: &LlmClient,
@@ -162,18 +176,20 @@ pub async fn answer_with_schema(
     tools: &dyn Tools,
     rounds: usize,
     schema: &OutputSchema,
-) -> Result<(serde_json::Value, Vec<ToolUse>), NodeError> {
-    let (early, request, used) = gather(ctx, llm, request, tools, rounds, schema).await?;
+) -> Result<(serde_json::Value, Vec<ToolUse>, Vec<ModelExchange>), NodeError> {
+    let (early, request, used, mut exchanges) = gather(ctx, llm, request, tools, rounds, schema).await?;
     if let Some(Ok(value @ serde_json::Value::Object(_))) = early.as_deref().map(frontdesk_llm::extract_json) {
-        return Ok((value, used));
+        return Ok((value, used, exchanges));
     }
     let purpose = request.purpose.clone();
+    let prompt = request.messages.clone();
     let (value, record) = llm
         .structured_with::<serde_json::Value>(request, schema, &llm_node::call_options(ctx))
         .await
         .map_err(|e| llm_node::node_error(&purpose, e))?;
     llm_node::record_call(ctx, &record).await;
-    Ok((value, used))
+    exchanges.push(ModelExchange { prompt, reply: value.to_string() });
+    Ok((value, used, exchanges))
 }
 
 /// A tool reply that could not be serialized is a bug, not the model's mistake.

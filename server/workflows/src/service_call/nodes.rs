@@ -239,7 +239,7 @@ impl Worker {
         let (proposed, record) = self
             .deps
             .llm
-            .structured_with::<Value>(request, &schema, &llm_node::call_options(ctx))
+            .structured_with::<Value>(llm_node::attributed(ctx, request), &schema, &llm_node::call_options(ctx))
             .await
             .map_err(|e| llm_node::node_error("worker_mcp_agent.extract", e))?;
         llm_node::record_call(ctx, &record).await;
@@ -284,13 +284,11 @@ impl Worker {
         };
         let schema = Self::updates_schema(config, node);
         let adapter = McpTools { provider: provider.as_ref() };
-        let (proposed, used) =
+        let (proposed, used, exchanges) =
             tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
         let mut updates = Map::new();
         let mut failed = false;
-        let mut completion = proposed.to_string();
         for call in &used {
-            completion.push_str(&call.arguments.to_string());
             if call.is_error {
                 failed = true;
                 continue;
@@ -311,9 +309,13 @@ impl Worker {
             // and in the flags the navigator's conditions read ("if MCP fetch fails").
             warn!(node = %node.node_name, "an MCP tool call failed");
         }
-        let (prompt_tokens, completion_tokens) = usage(&messages, &completion);
-        let update = CallUpdate { context: Some(context_of(updates)), ..Default::default() };
-        Ok(NodeOutput::update(with_usage(update, prompt_tokens, completion_tokens)))
+        let mut update = CallUpdate { context: Some(context_of(updates)), ..Default::default() };
+        // Every model call of the tool loop, counted.
+        for exchange in &exchanges {
+            let (prompt_tokens, completion_tokens) = usage(&exchange.prompt, &exchange.reply);
+            update = with_usage(update, prompt_tokens, completion_tokens);
+        }
+        Ok(NodeOutput::update(update))
     }
 }
 
@@ -489,7 +491,12 @@ impl Node<CallState> for Navigator {
                 let (decision, record) = self
                     .0
                     .llm
-                    .structured_checked::<Decision>(request, &schema, &llm_node::call_options(ctx), check)
+                    .structured_checked::<Decision>(
+                        llm_node::attributed(ctx, request),
+                        &schema,
+                        &llm_node::call_options(ctx),
+                        check,
+                    )
                     .await
                     .map_err(|e| llm_node::node_error("node_navigator_agent.decide", e))?;
                 llm_node::record_call(ctx, &record).await;
