@@ -32,6 +32,7 @@ if [ -z "$endpoint" ]; then
 fi
 
 scripts/ensure-build-deps.sh
-cargo build --release --locked -p frontdesk-server -p frontdesk-client
+# frontdesk-pmo-mcp is the service-call flow's MCP server, started from beside frontdesk-server.
+cargo build --release --locked -p frontdesk-server -p frontdesk-client -p frontdesk-pmo-mcp
 mkdir -p data
 exec target/release/frontdesk-server "$@"
