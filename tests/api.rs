@@ -356,7 +356,7 @@ async fn describe_lists_the_intake_graph() {
     let workflows = s.client.list_workflows().await.unwrap();
     assert_eq!(
         workflows.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
-        ["intake", "triage", "investigation", "research"]
+        ["intake", "triage", "investigation", "research", "service_call"]
     );
     // The task workflows' graphs are described too, fan-out nodes marked as such.
     let research = s.client.describe_workflow("research").await.unwrap();
