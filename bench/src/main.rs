@@ -17,10 +17,15 @@
 //! `frontdesk-bench research [--questions 20] [--latency-ms 300] [--steps 3]` runs scripted
 //! questions through the real research workflow with sequential and with parallel research; see
 //! `research.rs`.
+//!
+//! `frontdesk-bench service-call [--calls 20]` replays scripted phone calls through the real
+//! service-call workflow and reports tokens per call (cl100k) against the design's
+//! 21,000-30,000; see `service_call.rs`.
 
 mod drive;
 mod research;
 mod rules;
+mod service_call;
 mod stats;
 mod w2;
 mod w2_rules;
@@ -136,6 +141,7 @@ fn main() -> ExitCode {
     let subcommand = match std::env::args().nth(1).as_deref() {
         Some("w2") => Some(w2::run(std::env::args().skip(2))),
         Some("research") => Some(research::run(std::env::args().skip(2))),
+        Some("service-call") => Some(service_call::run(std::env::args().skip(2))),
         _ => None,
     };
     if let Some(result) = subcommand {
@@ -157,7 +163,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "w1" => run_w1(&args),
         "rss-probe" => rss_probe(&args),
-        other => Err(format!("unknown command {other}; try `w1`, `w2` or `research`")),
+        other => Err(format!("unknown command {other}; try `w1`, `w2`, `research` or `service-call`")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
