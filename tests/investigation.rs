@@ -486,9 +486,12 @@ async fn replies_are_checked_against_the_action_and_accepted_once() {
 async fn a_second_replica_answers_and_a_restart_loses_nothing() {
     let cluster = Cluster::new().await;
     let a = cluster.replica().await;
-    let b = cluster.replica().await;
     a.script(&[brief(), explain(), notice(CLARIFY)]);
     a.start("1002").await.unwrap();
+    // A replica starting up takes over every run it finds running (it cannot tell a live run
+    // from one a crash abandoned until runs hold leases), so the second replica starts once
+    // the first run has paused.
+    let b = cluster.replica().await;
     // Replica b, which never saw the investigation, takes the changer's reply.
     b.script(&[claim(Some("u006"), "vacation"), notice(MANAGER)]);
     let run = b.respond(changer_reply("INV-1002", "u003", "Covering for u006 on vacation")).await.unwrap();

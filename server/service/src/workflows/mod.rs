@@ -81,6 +81,63 @@ pub trait HostedWorkflow: Send + Sync + 'static {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// A task workflow's desk: its entry points over one runner. [`HostedTask`] hosts it, so a
+/// task workflow writes only what is its own (its service).
+pub trait TaskDesk: Send + Sync + 'static {
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    type State: State;
+    fn runner(&self) -> &Runner<Self::State>;
+    /// Adds the desk's gRPC service with the request size limit; returns the service's name.
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str;
+}
+
+/// A task workflow as the server hosts it, from its desk.
+pub struct HostedTask<D: TaskDesk> {
+    desk: Arc<D>,
+}
+
+impl<D: TaskDesk> HostedTask<D> {
+    pub fn new(desk: D) -> Self {
+        Self { desk: Arc::new(desk) }
+    }
+
+    pub fn desk(&self) -> &Arc<D> {
+        &self.desk
+    }
+}
+
+#[async_trait]
+impl<D: TaskDesk> HostedWorkflow for HostedTask<D> {
+    fn name(&self) -> &str {
+        D::NAME
+    }
+
+    fn description(&self) -> &str {
+        D::DESCRIPTION
+    }
+
+    fn kind(&self) -> WorkflowKind<'_> {
+        WorkflowKind::Task
+    }
+
+    fn graph(&self) -> GraphDescription {
+        TaskDesk::runner(&*self.desk).graph().describe()
+    }
+
+    async fn recover(&self) -> Result<usize, WorkflowError> {
+        Ok(TaskDesk::runner(&*self.desk).recover().await?)
+    }
+
+    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+        Some(D::add_service(self.desk.clone(), routes, max_message_bytes))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// How a workflow is driven.
 pub enum WorkflowKind<'a> {
     /// Through `ConversationService`.

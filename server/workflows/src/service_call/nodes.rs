@@ -60,6 +60,23 @@ fn with_usage(mut update: CallUpdate, prompt_tokens: u64, completion_tokens: u64
     update
 }
 
+/// What a tool node is shown: every field the call has filled (the ids its tools need: the
+/// customer for a task, the task for a booking, the session for the hangup), without the
+/// conversation itself, which tool steps do not read.
+fn tracked(context: &Context) -> Map<String, Value> {
+    context
+        .0
+        .iter()
+        .filter(|(field, value)| {
+            !matches!(
+                field.as_str(),
+                "summary_of_conversation_on_each_step_until_now" | "node_traversal_path" | "who_are_you"
+            ) && super::context::is_meaningful(value)
+        })
+        .map(|(field, value)| (field.clone(), value.clone()))
+        .collect()
+}
+
 /// The first characters of a node's prompt template: the design's "prompt example", enough for
 /// tone without the full text.
 fn example(config: &AgentConfig, node: &NodeConfig) -> String {
@@ -270,10 +287,7 @@ impl Worker {
                 example(config, node),
                 node.expected_context_fields.join(", ")
             )),
-            ChatMessage::user(format!(
-                "Active context: {}",
-                Value::Object(state.context.active_fields(config, &node.expected_context_fields))
-            )),
+            ChatMessage::user(format!("Active context: {}", Value::Object(tracked(&state.context)))),
         ];
         let request = ChatRequest {
             purpose: "worker_mcp_agent.tools".into(),
@@ -286,18 +300,15 @@ impl Worker {
         let adapter = McpTools { provider: provider.as_ref() };
         let (proposed, used, exchanges) =
             tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
-        let mut updates = Map::new();
-        let mut failed = false;
-        for call in &used {
-            if call.is_error {
-                failed = true;
-                continue;
-            }
+        // The model's reading first, then what the tools returned by the flow's mapping: a
+        // tool's own record (an id, a booking) wins over the model's account of it.
+        let mut updates = Self::accepted(config, node, proposed);
+        for call in used.iter().filter(|call| !call.is_error) {
             updates.extend(Context::map_tool_result(config, &call.name, &call.result));
         }
-        // The model's reading of the results comes after the configured mapping, which a
-        // meaningful value of its own may refine but never erase (the merge keeps it).
-        updates.extend(Self::accepted(config, node, proposed));
+        // The step failed when its last tool call did (or none got through): a lookup that
+        // finds nothing before a create that succeeds is the step working, not failing.
+        let failed = used.last().is_some_and(|call| call.is_error);
         let flag = if failed {
             format!("{}_failed", node.node_name.to_lowercase())
         } else {

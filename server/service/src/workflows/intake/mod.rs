@@ -81,7 +81,9 @@ impl WorkflowModule for Workflow {
         let submitter: Arc<dyn Submitter> = match wiring.parts.get::<UseSubmitter>() {
             Some(UseSubmitter(submitter)) => submitter.clone(),
             None => match submitter {
-                SubmitterConfig::Outbox { base_url } => Arc::new(OutboxSubmitter::new(wiring.database.clone(), base_url)),
+                SubmitterConfig::Outbox { base_url } => {
+                    Arc::new(OutboxSubmitter::new(wiring.database.clone(), base_url))
+                }
                 SubmitterConfig::Sharepoint(sharepoint) => {
                     Arc::new(SharePointSubmitter::new(sharepoint).map_err(IntakeStartError::Submitter)?)
                 }

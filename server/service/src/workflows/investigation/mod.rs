@@ -5,20 +5,16 @@ mod convert;
 mod grpc;
 pub mod store;
 
-use std::{any::Any, path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 use frontdesk_api::v1::investigation_service_server::InvestigationServiceServer;
-use frontdesk_runtime::{GraphDescription, RetryPolicy};
-use frontdesk_workflows::{
-    investigation::{self, InvestigationDeps, InvestigationDesk, InvestigationStore},
-    WorkflowError,
-};
+use frontdesk_runtime::{RetryPolicy, Runner};
+use frontdesk_workflows::investigation::{self, InvestigationDeps, InvestigationDesk, InvestigationStore};
 use serde::{Deserialize, Serialize};
 use tonic::{server::NamedService, service::RoutesBuilder};
 
 use self::{grpc::InvestigationApi, store::SqlInvestigationStore};
-use super::{BoxError, HostedWorkflow, Wiring, WorkflowKind, WorkflowModule};
+use super::{BoxError, HostedTask, HostedWorkflow, TaskDesk, Wiring, WorkflowModule};
 
 pub struct Workflow;
 
@@ -82,52 +78,27 @@ impl WorkflowModule for Workflow {
         deps.retry = RetryPolicy::attempts(3).with_backoff(backoff, Duration::from_secs(10).max(backoff));
         let graph = investigation::build(deps).map_err(InvestigationStartError::Graph)?;
         let desk = InvestigationDesk::new(wiring.runner(graph), store);
-        Ok(Arc::new(HostedInvestigation { desk: Arc::new(desk) }))
+        Ok(Arc::new(HostedTask::new(desk)))
     }
 }
 
-pub struct HostedInvestigation {
-    desk: Arc<InvestigationDesk>,
-}
+/// The investigation workflow as the server hosts it.
+pub type HostedInvestigation = HostedTask<InvestigationDesk>;
 
-impl HostedInvestigation {
-    pub fn desk(&self) -> &Arc<InvestigationDesk> {
-        &self.desk
-    }
-}
+impl TaskDesk for InvestigationDesk {
+    const NAME: &'static str = investigation::NAME;
+    const DESCRIPTION: &'static str = investigation::DESCRIPTION;
+    type State = investigation::InvestigationState;
 
-#[async_trait]
-impl HostedWorkflow for HostedInvestigation {
-    fn name(&self) -> &str {
-        investigation::NAME
+    fn runner(&self) -> &Runner<Self::State> {
+        InvestigationDesk::runner(self)
     }
 
-    fn description(&self) -> &str {
-        investigation::DESCRIPTION
-    }
-
-    fn kind(&self) -> WorkflowKind<'_> {
-        WorkflowKind::Task
-    }
-
-    fn graph(&self) -> GraphDescription {
-        self.desk.runner().graph().describe()
-    }
-
-    async fn recover(&self) -> Result<usize, WorkflowError> {
-        Ok(self.desk.runner().recover().await?)
-    }
-
-    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str {
         routes.add_service(
-            InvestigationServiceServer::new(InvestigationApi::new(self.desk.clone()))
-                .max_decoding_message_size(max_message_bytes),
+            InvestigationServiceServer::new(InvestigationApi::new(desk)).max_decoding_message_size(max_message_bytes),
         );
-        Some(<InvestigationServiceServer<InvestigationApi> as NamedService>::NAME)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+        <InvestigationServiceServer<InvestigationApi> as NamedService>::NAME
     }
 }
 

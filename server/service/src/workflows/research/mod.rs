@@ -4,11 +4,10 @@
 mod convert;
 mod grpc;
 
-use std::{any::Any, collections::BTreeMap, path::PathBuf, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 use frontdesk_api::v1::research_service_server::ResearchServiceServer;
-use frontdesk_runtime::{GraphDescription, RetryPolicy};
+use frontdesk_runtime::{RetryPolicy, Runner};
 use frontdesk_workflows::{
     research::{self, corpus::Corpus, ResearchDeps, ResearchDesk},
     WorkflowError,
@@ -17,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tonic::{server::NamedService, service::RoutesBuilder};
 
 use self::grpc::ResearchApi;
-use super::{BoxError, HostedWorkflow, Wiring, WorkflowKind, WorkflowModule};
+use super::{BoxError, HostedTask, HostedWorkflow, TaskDesk, Wiring, WorkflowModule};
 
 pub struct Workflow;
 
@@ -80,51 +79,26 @@ impl WorkflowModule for Workflow {
         let names = deps.corpora.keys().cloned().collect();
         let graph = research::build(deps).map_err(ResearchStartError::Graph)?;
         let desk = ResearchDesk::new(wiring.runner(graph), names);
-        Ok(Arc::new(HostedResearch { desk: Arc::new(desk) }))
+        Ok(Arc::new(HostedTask::new(desk)))
     }
 }
 
-pub struct HostedResearch {
-    desk: Arc<ResearchDesk>,
-}
+/// The research workflow as the server hosts it.
+pub type HostedResearch = HostedTask<ResearchDesk>;
 
-impl HostedResearch {
-    pub fn desk(&self) -> &Arc<ResearchDesk> {
-        &self.desk
-    }
-}
+impl TaskDesk for ResearchDesk {
+    const NAME: &'static str = research::NAME;
+    const DESCRIPTION: &'static str = research::DESCRIPTION;
+    type State = research::ResearchState;
 
-#[async_trait]
-impl HostedWorkflow for HostedResearch {
-    fn name(&self) -> &str {
-        research::NAME
+    fn runner(&self) -> &Runner<Self::State> {
+        ResearchDesk::runner(self)
     }
 
-    fn description(&self) -> &str {
-        research::DESCRIPTION
-    }
-
-    fn kind(&self) -> WorkflowKind<'_> {
-        WorkflowKind::Task
-    }
-
-    fn graph(&self) -> GraphDescription {
-        self.desk.runner().graph().describe()
-    }
-
-    async fn recover(&self) -> Result<usize, WorkflowError> {
-        Ok(self.desk.runner().recover().await?)
-    }
-
-    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str {
         routes.add_service(
-            ResearchServiceServer::new(ResearchApi::new(self.desk.clone()))
-                .max_decoding_message_size(max_message_bytes),
+            ResearchServiceServer::new(ResearchApi::new(desk)).max_decoding_message_size(max_message_bytes),
         );
-        Some(<ResearchServiceServer<ResearchApi> as NamedService>::NAME)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+        <ResearchServiceServer<ResearchApi> as NamedService>::NAME
     }
 }

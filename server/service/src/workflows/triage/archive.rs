@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use frontdesk_store::{CompletedTicket, Database, TicketCursor, TicketMessage as StoredMessage, TriageRequestRecord};
 use frontdesk_workflows::triage::{
-    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, Author, KbResult, RecordedRequest, TicketArchive, TicketMessage, TriageResult,
+    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, Author, KbResult, RecordedRequest, TicketArchive,
+    TicketMessage, TriageResult,
 };
 
 pub struct SqlTicketArchive {
@@ -189,7 +190,8 @@ impl TicketArchive for SqlTicketArchive {
         after: Option<ArchiveCursor>,
         limit: usize,
     ) -> Result<(Vec<ArchivedTicket>, Option<ArchiveCursor>), ArchiveError> {
-        let after = after.map(|ArchiveCursor { completed_at_ms, ticket_id }| TicketCursor { completed_at_ms, ticket_id });
+        let after =
+            after.map(|ArchiveCursor { completed_at_ms, ticket_id }| TicketCursor { completed_at_ms, ticket_id });
         let (tickets, next) = self
             .db
             .list_tickets(customer_id, status.map(status_column), after.as_ref(), limit)
@@ -212,6 +214,7 @@ impl TicketArchive for SqlTicketArchive {
 
     async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<RecordedRequest>, ArchiveError> {
         let found = self.db.find_triage_request(customer_id, key).await.map_err(store_error)?;
-        Ok(found.map(|TriageRequestRecord { output, fingerprint }| RecordedRequest { output_json: output, fingerprint }))
+        Ok(found
+            .map(|TriageRequestRecord { output, fingerprint }| RecordedRequest { output_json: output, fingerprint }))
     }
 }
