@@ -81,13 +81,6 @@ pub struct LookupDataArgs {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SendNotificationArgs {
-    pub recipient_id: String,
-    pub subject: String,
-    pub body: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GenerateReportArgs {
     pub mutation_id: String,
     pub recommendation: Recommendation,

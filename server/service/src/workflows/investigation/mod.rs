@@ -5,7 +5,7 @@ mod convert;
 mod grpc;
 pub mod store;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use frontdesk_api::v1::investigation_service_server::InvestigationServiceServer;
 use frontdesk_runtime::{RetryPolicy, Runner};
@@ -54,9 +54,6 @@ pub const SAMPLE_DATA: &[(&str, &str)] = &[
     ("hr_mutations.csv", include_str!("../../../../../config/investigation/hr_mutations.csv")),
 ];
 
-/// Directory holding the files of [`SAMPLE_DATA`], relative to the repository.
-pub const SAMPLE_DATA_DIR: &str = "config/investigation";
-
 impl WorkflowModule for Workflow {
     const NAME: &'static str = investigation::NAME;
     type Settings = InvestigationSettings;
@@ -100,9 +97,4 @@ impl TaskDesk for InvestigationDesk {
         );
         <InvestigationServiceServer<InvestigationApi> as NamedService>::NAME
     }
-}
-
-/// Where the sample files are in a checkout, for the import command's default.
-pub fn sample_data_dir() -> PathBuf {
-    PathBuf::from(SAMPLE_DATA_DIR)
 }
