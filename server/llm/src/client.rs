@@ -62,9 +62,57 @@ impl std::fmt::Debug for LlmClient {
 }
 
 /// The instruction added to structured-output requests. Kept short: the schema itself goes in
-/// `response_format`, and is repeated here only for servers that ignore `response_format`.
-const JSON_ONLY_INSTRUCTION: &str = "Answer with a single JSON value that matches this JSON schema, and nothing else: \
-     no prose, no markdown code fences.";
+/// `response_format`, and is repeated here only for servers that ignore `response_format`,
+/// compactly ([`prompt_schema`]): every object of a strict schema with listed properties requires
+/// all of them and allows no others, which this line says once instead of every object's
+/// `required` and `additionalProperties` saying it again.
+const JSON_ONLY_INSTRUCTION: &str = "Reply with only a JSON value matching this schema (no prose, no code fences). \
+     An object with listed properties needs all of them and no others:";
+
+/// `schema` as the instruction shows it: without what [`JSON_ONLY_INSTRUCTION`] says for every
+/// object (`additionalProperties: false`, and `required` when it lists every property). Anything
+/// else (a map's `additionalProperties` schema, a partial `required`, descriptions, enums,
+/// limits) stays. `response_format` carries the schema unchanged.
+fn prompt_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let all_required = match (map.get("properties"), map.get("required")) {
+                (Some(Value::Object(properties)), Some(Value::Array(required))) => {
+                    required.len() == properties.len()
+                        && required.iter().all(|name| name.as_str().is_some_and(|n| properties.contains_key(n)))
+                }
+                (None, Some(Value::Array(required))) => required.is_empty(),
+                _ => false,
+            };
+            let mut out = serde_json::Map::new();
+            for (key, value) in map {
+                match key.as_str() {
+                    "additionalProperties" if *value == Value::Bool(false) => {}
+                    "required" if all_required => {}
+                    // Data, not schemas: kept as they are.
+                    "enum" | "const" | "default" | "examples" | "required" => {
+                        out.insert(key.clone(), value.clone());
+                    }
+                    "properties" | "$defs" | "definitions" => {
+                        let children = match value {
+                            Value::Object(children) => {
+                                Value::Object(children.iter().map(|(k, v)| (k.clone(), prompt_schema(v))).collect())
+                            }
+                            other => other.clone(),
+                        };
+                        out.insert(key.clone(), children);
+                    }
+                    _ => {
+                        out.insert(key.clone(), prompt_schema(value));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(prompt_schema).collect()),
+        other => other.clone(),
+    }
+}
 
 impl LlmClient {
     /// A client with the default [`RetryPolicy`], no prices and no call log.
@@ -360,8 +408,15 @@ impl OutputSchema {
     /// (every object closed, every property required).
     pub fn new(mut schema: Value) -> Self {
         make_strict(&mut schema);
-        let instruction: Arc<str> = format!("{JSON_ONLY_INSTRUCTION}\n{schema}").into();
+        let instruction: Arc<str> = format!("{JSON_ONLY_INSTRUCTION}\n{}", prompt_schema(&schema)).into();
         Self { schema: Arc::new(schema), instruction }
+    }
+
+    /// The system text a structured call appends to the request's first system message (or
+    /// sends as one): the JSON-only instruction and the schema, compact. For callers that
+    /// count what a request carries.
+    pub fn instruction(&self) -> &str {
+        &self.instruction
     }
 
     /// `T`'s schema, generated once per type: schemars builds it by walking the type, which costs

@@ -112,15 +112,15 @@ async fn the_whole_flow_runs_against_the_pmo_mcp_server() {
     s.extract(json!({"customer_name": "John Doe", "customer_phone_number": "555-1234"}))
         .navigate("Check_IF_existing_customer")
         .tool("customer_get", json!({"phone": "555-1234"}))
+        // customer_create's mapped result fills customer_id: no answer round.
         .tool("customer_create", json!({"name": "John Doe", "phone": "555-1234"}))
-        .done(json!({}))
         .tool("task_create", json!({"customer_id": "CUS-00001", "service_category": "general_maintenance", "description": "Patch a hole in the living-room drywall"}))
         .done(json!({"task_name": "Drywall patch"}))
         .reply("I will book a technician to patch it. Does that work for you?")
         .navigate("Execute_Plan_Using_MCP");
     record(&say("John Doe, 555-1234").await.0);
+    // The booking, mapped, is the node's field: no answer round.
     s.tool("person_calendar_book", json!({"task_id": "TSK-00006", "date": "2099-12-01", "time_slot": "10:00-12:00"}))
-        .done(json!({}))
         .reply("Booked for 1 December, 10:00-12:00.");
     record(&say("Yes please").await.0);
     s.reply("Anything else?").navigate("Goodbye_And_Hangup");

@@ -47,6 +47,13 @@ pub struct ToolUse {
 pub trait Tools: Send + Sync {
     fn specs(&self) -> Vec<ToolSpec>;
     async fn call(&self, name: &str, arguments: &str) -> Result<ToolResult, NodeError>;
+    /// The answer the calls made so far already give, when the tools' results settle it
+    /// without the model; the loop then ends without another model call. `None` (the
+    /// default): the model answers.
+    fn settled(&self, used: &[ToolUse]) -> Option<serde_json::Value> {
+        let _ = used;
+        None
+    }
 }
 
 /// Arguments of a tool call, parsed for the tool; a reply the model got wrong becomes the
@@ -128,6 +135,10 @@ async fn gather(
                 .push(ChatMessage::assistant(serde_json::json!({"tool": name, "arguments": arguments}).to_string()));
             request.messages.push(ChatMessage::tool(result.value.to_string()));
             used.push(ToolUse { name, arguments, result: result.value, is_error: result.is_error });
+        }
+        if let Some(answer) = tools.settled(&used) {
+            debug!(round, purpose = %request.purpose, "the tools' results settle the answer");
+            return Ok((Some(answer.to_string()), request, used, exchanges));
         }
     }
     Ok((None, request, used, exchanges))

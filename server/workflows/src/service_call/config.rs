@@ -128,6 +128,12 @@ pub struct NodeConfig {
     /// tools. When absent: an MCP node whose name contains "extract" (in any case).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extraction: Option<bool>,
+    /// The MCP tools a tool node is offered, by name. When absent, every tool of the configured
+    /// MCP servers (each definition costs prompt tokens in every round of the node).
+    /// Names are checked against the servers' tools when those are known
+    /// ([`AgentConfig::check_tools`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 /// What a node does.
@@ -268,7 +274,7 @@ pub struct TokenBudget {
 
 impl Default for TokenBudget {
     fn default() -> Self {
-        Self { navigator_exchanges: 3, reply_exchanges: 5, extraction_exchanges: 10, prompt_example_chars: 200 }
+        Self { navigator_exchanges: 2, reply_exchanges: 5, extraction_exchanges: 10, prompt_example_chars: 200 }
     }
 }
 
@@ -382,6 +388,12 @@ impl AgentConfig {
             }
         }
         children
+    }
+
+    /// Whether tool node `node` is offered the MCP tool `tool`: it is one its `tools` names, or
+    /// it names none (every tool).
+    pub fn offers_tool(&self, node: &NodeConfig, tool: &str) -> bool {
+        node.tools.as_ref().is_none_or(|tools| tools.iter().any(|t| t == tool))
     }
 
     /// The first node (in configuration order) that fills `field`.
@@ -503,6 +515,61 @@ impl AgentConfig {
                     "an extraction node must name the fields it extracts",
                 );
             }
+            if let Some(tools) = &node.tools {
+                if node.node_action != NodeAction::Mcp || self.is_extraction(node) {
+                    let what = if node.node_action == NodeAction::Mcp {
+                        "an extraction node".to_owned()
+                    } else {
+                        format!("a {} node", node.node_action)
+                    };
+                    problems.node(&node.node_name, "tools", format!("only tool nodes call tools (this is {what})"));
+                } else if tools.is_empty() {
+                    problems.node(
+                        &node.node_name,
+                        "tools",
+                        "is empty: a tool node needs a tool (leave the key out to offer every tool)",
+                    );
+                }
+                let mut seen = BTreeSet::new();
+                for tool in tools {
+                    if tool.trim().is_empty() {
+                        problems.node(&node.node_name, "tools", "a tool name is empty");
+                    } else if !seen.insert(tool.as_str()) {
+                        problems.node(&node.node_name, "tools", format!("{tool:?} is listed more than once"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks the tool names of the flow against the tools the MCP servers offer (known only once
+    /// they are connected): every node's `tools` and every tool of `mcp_result_mapping` must be
+    /// one of them. Every problem is reported at once, like [`AgentConfig::validate`]'s.
+    pub fn check_tools(&self, offered: &[&str]) -> Result<(), ConfigErrors> {
+        let mut problems = Problems::default();
+        let known = || {
+            if offered.is_empty() {
+                "the MCP servers offer no tools".to_owned()
+            } else {
+                format!("the MCP servers offer: {}", offered.join(", "))
+            }
+        };
+        for node in &self.nodes {
+            for tool in node.tools.iter().flatten() {
+                if !offered.contains(&tool.as_str()) {
+                    problems.node(&node.node_name, "tools", format!("unknown tool {tool:?} ({})", known()));
+                }
+            }
+        }
+        for tool in self.mcp_result_mapping.keys() {
+            if !offered.contains(&tool.as_str()) {
+                problems.global(format!("mcp_result_mapping.{tool}"), format!("unknown tool {tool:?} ({})", known()));
+            }
+        }
+        if problems.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigErrors(problems.0))
         }
     }
 
@@ -885,9 +952,70 @@ mod tests {
         let mut json = shipped_json();
         node_mut(&mut json, "Extract_Customer_Issue")["extraction"] = false.into();
         node_mut(&mut json, "use_mcp_to_get_info")["extraction"] = true.into();
+        // An extraction node calls no tools, so it lists none.
+        node_mut(&mut json, "use_mcp_to_get_info").as_object_mut().unwrap().remove("tools");
         let config = parse(&json).unwrap();
         assert!(!config.is_extraction(config.node("Extract_Customer_Issue").unwrap()));
         assert!(config.is_extraction(config.node("use_mcp_to_get_info").unwrap()));
+    }
+
+    #[test]
+    fn tools_are_listed_only_on_tool_nodes_and_checked_against_the_servers() {
+        let config = AgentConfig::shipped();
+        let check = config.node("Check_IF_existing_customer").unwrap();
+        assert_eq!(check.tools.as_deref(), Some(&["customer_get".to_owned(), "customer_create".to_owned()][..]));
+        assert!(config.offers_tool(check, "customer_create"));
+        assert!(!config.offers_tool(check, "call_hangup"));
+        // A tool node without the key is offered every tool.
+        let mut json = shipped_json();
+        node_mut(&mut json, "Plan").as_object_mut().unwrap().remove("tools");
+        let open = parse(&json).unwrap();
+        assert!(open.offers_tool(open.node("Plan").unwrap(), "entity_list"));
+
+        let problems = problems_after(|json| {
+            node_mut(json, "Empathize")["tools"] = serde_json::json!(["setting_list"]);
+            node_mut(json, "Extract_Customer_Issue")["tools"] = serde_json::json!(["setting_list"]);
+            node_mut(json, "Plan")["tools"] = serde_json::json!([]);
+            node_mut(json, "Execute_Call_Hangup")["tools"] = serde_json::json!(["call_hangup", "call_hangup", " "]);
+        });
+        assert_eq!(
+            problems,
+            [
+                "node Extract_Customer_Issue: tools: only tool nodes call tools (this is an extraction node)",
+                "node Empathize: tools: only tool nodes call tools (this is a reply node)",
+                "node Plan: tools: is empty: a tool node needs a tool (leave the key out to offer every tool)",
+                r#"node Execute_Call_Hangup: tools: "call_hangup" is listed more than once"#,
+                "node Execute_Call_Hangup: tools: a tool name is empty",
+            ]
+        );
+
+        // Once the servers' tools are known, every name must be one of them.
+        let pmo = [
+            "setting_list",
+            "entity_list",
+            "customer_create",
+            "customer_get",
+            "task_create",
+            "person_calendar_book",
+            "call_hangup",
+        ];
+        assert_eq!(config.check_tools(&pmo), Ok(()));
+        let mut json = shipped_json();
+        node_mut(&mut json, "Plan")["tools"] = serde_json::json!(["task_creat"]);
+        json["mcp_result_mapping"]["calendar_book"] = serde_json::json!({"appointment_details": "/booking"});
+        let edited = parse(&json).unwrap();
+        let problems: Vec<String> = edited.check_tools(&pmo).unwrap_err().0.iter().map(ToString::to_string).collect();
+        let offered = pmo.join(", ");
+        assert_eq!(
+            problems,
+            [
+                format!(r#"node Plan: tools: unknown tool "task_creat" (the MCP servers offer: {offered})"#),
+                format!(
+                    r#"mcp_result_mapping.calendar_book: unknown tool "calendar_book" (the MCP servers offer: {offered})"#
+                ),
+            ]
+        );
+        assert!(config.check_tools(&[]).unwrap_err().to_string().contains("the MCP servers offer no tools"));
     }
 
     #[test]

@@ -177,19 +177,26 @@ impl Context {
         all
     }
 
-    /// What an agent is shown of the context (the design's token optimisation): `flags`, the
-    /// mandatory fields that are set and the `expected` fields that are set, in the context's
-    /// order; nothing empty.
+    /// What an agent is shown of the context (the design's token optimisation): the mandatory
+    /// fields that are set and the `expected` fields that are set, in the context's order;
+    /// nothing empty. Not `flags`: its progress markers repeat the traversal path (the navigator
+    /// is shown a failure, [`Context::step_failed`]).
     pub fn active_fields(&self, config: &AgentConfig, expected: &[String]) -> Map<String, Value> {
         let mandatory = &config.global_context_schema_semantics.mandatory_fields;
         self.0
             .iter()
-            .filter(|(name, value)| {
-                is_filled(value)
-                    && (name.as_str() == fields::FLAGS || mandatory.contains(name) || expected.contains(name))
-            })
+            .filter(|(name, value)| is_filled(value) && (mandatory.contains(name) || expected.contains(name)))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect()
+    }
+
+    /// Whether the tool node `node` failed and has not succeeded since: its flags hold
+    /// `<node>_failed` and not `<node>_flag` (the flags tool nodes set, lower-cased names).
+    pub fn step_failed(&self, node: &str) -> bool {
+        let Some(Value::Object(flags)) = self.0.get(fields::FLAGS) else { return false };
+        let node = node.to_lowercase();
+        let set = |flag: String| flags.get(&flag).is_some_and(|v| is_meaningful(v) && *v != Value::from(0));
+        set(format!("{node}_failed")) && !set(format!("{node}_flag"))
     }
 
     /// Splits a model's proposed `updates` into those kept and the names of those dropped: a
@@ -397,7 +404,7 @@ mod tests {
     }
 
     #[test]
-    fn active_fields_are_flags_and_set_mandatory_and_expected_fields() {
+    fn active_fields_are_the_set_mandatory_and_expected_fields() {
         let config = AgentConfig::shipped();
         let mut context = Context::from_template(&config, "s");
         context.merge(ctx(json!({
@@ -410,15 +417,26 @@ mod tests {
         let active = context.active_fields(&config, &expected);
         let names: Vec<&str> = active.keys().map(String::as_str).collect();
         // The phone (mandatory, expected) and task id (expected) are not set: left out, like the
-        // email (set, but neither mandatory nor expected) and the session id.
-        let mut want = vec!["customer_name", "customers_main_ask", "flags"];
+        // email (set, but neither mandatory nor expected), the session id and the flags (the
+        // traversal path says the same).
+        let mut want = vec!["customer_name", "customers_main_ask"];
         let order: Vec<&str> = config.initial_context_template.template.keys().map(String::as_str).collect();
         want.sort_by_key(|name| order.iter().position(|o| o == name));
         assert_eq!(names, want);
-        assert_eq!(active["flags"], json!({"greet_flag": 1}));
-        // No flags yet: none shown.
         let fresh = Context::from_template(&config, "s");
         assert!(fresh.active_fields(&config, &expected).is_empty());
+    }
+
+    #[test]
+    fn a_step_failed_until_it_succeeds() {
+        let config = AgentConfig::shipped();
+        let mut context = Context::from_template(&config, "s");
+        assert!(!context.step_failed("use_mcp_to_get_info"));
+        context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_failed": 1, "plan_flag": 1}})));
+        assert!(context.step_failed("use_mcp_to_get_info"));
+        assert!(!context.step_failed("Plan"));
+        context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_flag": 1}})));
+        assert!(!context.step_failed("use_mcp_to_get_info"));
     }
 
     #[test]
@@ -452,15 +470,17 @@ mod tests {
             Value::Object(Context::map_tool_result(&config, "customer_create", &customer)),
             json!({"customer_id": "1042", "customer_name": "Ann Lee", "customer_phone_number": "555-0100"})
         );
-        let task = json!({"task": {"id": "T-7", "name": "Fix kitchen sink leak", "assigned_employee_id": "E-3", "assigned_employee_name": "Bo Diaz"}});
+        let task = json!({"task": {"id": "TSK-00007", "name": "Fix kitchen sink leak", "customer_id": "CUS-01042",
+            "project_id": null, "service_category": "plumbing", "description": "The kitchen sink leaks",
+            "priority": "medium", "address": null, "status": "open", "created_at": "2026-11-24T10:00:00Z"}});
         assert_eq!(
             Value::Object(Context::map_tool_result(&config, "task_create", &task)),
-            json!({"task_id": "T-7", "task_name": "Fix kitchen sink leak", "assigned_employee_id": "E-3", "assigned_employee_name": "Bo Diaz"})
+            json!({"task_id": "TSK-00007", "task_name": "Fix kitchen sink leak"})
         );
         let booking = json!({"booking": {"id": "B-1", "date": "2025-06-02", "time_slot": "09:00-11:00", "technician": "Bo Diaz"}});
         assert_eq!(
             Value::Object(Context::map_tool_result(&config, "person_calendar_book", &booking)),
-            json!({"appointment_details": booking["booking"]})
+            json!({"appointment_details": booking["booking"], "assigned_employee_name": "Bo Diaz"})
         );
         assert_eq!(
             Value::Object(Context::map_tool_result(&config, "call_hangup", &json!({"ended": true}))),

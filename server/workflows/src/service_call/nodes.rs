@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema, ToolSpec};
+use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema, Role, ToolSpec};
 use frontdesk_runtime::{Node, NodeContext, NodeError, NodeErrorKind, NodeOutput};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -14,13 +14,13 @@ use tracing::{debug, warn};
 
 use super::{
     config::{AgentConfig, FieldType, NodeAction, NodeConfig},
-    context::Context,
+    context::{fields, Context, Exchange},
     tokens, CallDeps, CallState, CallUpdate,
 };
 use crate::{
     llm_node,
     message::Message,
-    tool_loop::{self, ToolResult, Tools},
+    tool_loop::{self, ToolResult, ToolUse, Tools},
 };
 
 /// The navigator's node name in the graph.
@@ -53,6 +53,20 @@ fn usage(prompt: &[ChatMessage], completion: &str) -> (u64, u64) {
     (tokens::prompt(prompt), tokens::count(completion))
 }
 
+/// The messages of a structured call as the model receives them: `LlmClient` appends the
+/// schema's instruction to the first system message.
+fn as_sent(messages: &[ChatMessage], schema: &OutputSchema) -> Vec<ChatMessage> {
+    let mut sent = messages.to_vec();
+    match sent.first_mut() {
+        Some(first) if first.role == Role::System => {
+            first.content.push_str("\n\n");
+            first.content.push_str(schema.instruction());
+        }
+        _ => sent.insert(0, ChatMessage::system(schema.instruction())),
+    }
+    sent
+}
+
 fn with_usage(mut update: CallUpdate, prompt_tokens: u64, completion_tokens: u64) -> CallUpdate {
     update.model_calls = Some(update.model_calls.unwrap_or(0) + 1);
     update.prompt_tokens = Some(update.prompt_tokens.unwrap_or(0) + prompt_tokens);
@@ -60,19 +74,30 @@ fn with_usage(mut update: CallUpdate, prompt_tokens: u64, completion_tokens: u64
     update
 }
 
+/// Context fields the workflow keeps for itself: the conversation and the path (shown to agents
+/// in their own compact form, when at all), the progress flags (the path says the same; failures
+/// are shown to the navigator on their own), the navigator's last decision, and the agent's
+/// persona (shown to no agent: the nodes' roles carry it).
+fn bookkeeping(field: &str) -> bool {
+    matches!(
+        field,
+        fields::SUMMARY
+            | fields::NODE_TRAVERSAL_PATH
+            | fields::FLAGS
+            | "next_course_of_action"
+            | "next_node_to_go_to"
+            | "who_are_you"
+    )
+}
+
 /// What a tool node is shown: every field the call has filled (the ids its tools need: the
 /// customer for a task, the task for a booking, the session for the hangup), without the
-/// conversation itself, which tool steps do not read.
+/// workflow's bookkeeping ([`bookkeeping`]); tool steps do not read the conversation.
 fn tracked(context: &Context) -> Map<String, Value> {
     context
         .0
         .iter()
-        .filter(|(field, value)| {
-            !matches!(
-                field.as_str(),
-                "summary_of_conversation_on_each_step_until_now" | "node_traversal_path" | "who_are_you"
-            ) && super::context::is_meaningful(value)
-        })
+        .filter(|(field, _)| !bookkeeping(field) && context.is_set(field))
         .map(|(field, value)| (field.clone(), value.clone()))
         .collect()
 }
@@ -89,10 +114,28 @@ fn example(config: &AgentConfig, node: &NodeConfig) -> String {
     }
 }
 
-fn exchanges_json(context: &Context, n: usize) -> Value {
-    Value::Array(
-        context.recent_exchanges(n).into_iter().map(|e| json!({"customer": e.customer, "agent": e.agent})).collect(),
-    )
+/// The opening of every worker's prompt: the node's role and goal, then its prompt example.
+fn opening(config: &AgentConfig, node: &NodeConfig) -> String {
+    format!("You are {}. Goal: {}\nExample: {}", node.role, node.node_goal, example(config, node))
+}
+
+/// Exchanges as lines (`Customer: ...`, `Agent: ...`), oldest first; an exchange the agent has
+/// not answered yet (the customer's message of this turn) has no agent line.
+fn transcript(exchanges: &[Exchange]) -> String {
+    let mut text = String::new();
+    for exchange in exchanges {
+        for (who, said) in [("Customer", &exchange.customer), ("Agent", &exchange.agent)] {
+            if !said.trim().is_empty() {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(who);
+                text.push_str(": ");
+                text.push_str(said.trim());
+            }
+        }
+    }
+    text
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,21 +170,22 @@ impl Worker {
     /// The reply agent: one or two sentences to the customer, never asking what is answered.
     async fn reply(&self, state: &CallState, ctx: &NodeContext) -> Output {
         let (config, node) = self.config()?;
-        let active = state.context.active_fields(config, &node.expected_context_fields);
-        let mut facts = Map::new();
-        facts.insert("recent_conversation".into(), exchanges_json(&state.context, config.token_budget.reply_exchanges));
-        facts.extend(active);
+        let known = state.context.active_fields(config, &node.expected_context_fields);
+        let recent = transcript(&state.context.recent_exchanges(config.token_budget.reply_exchanges));
         let customer = state.pending_customer.clone().unwrap_or_default();
+        let mut system = opening(config, node);
+        if !known.is_empty() {
+            system.push_str(&format!("\nKnown: {}", Value::Object(known)));
+        }
+        if !recent.is_empty() {
+            system.push_str(&format!("\nConversation so far:\n{recent}"));
+        }
+        system.push_str(
+            "\nRules: read the conversation first; never ask for what it already answers; reply with one or two \
+             natural sentences only.",
+        );
         let messages = vec![
-            ChatMessage::system(format!(
-                "NODE ROLE: {}\n\nNODE GOAL: {}\n\nPROMPT EXAMPLE (abbreviated):\n{}\n\nACTIVE CONTEXT:\n{}\n\n\
-                 CRITICAL RULES:\n- Review recent_conversation FIRST\n- NEVER ask questions already answered\n\
-                 - Reply with one or two natural sentences ONLY",
-                node.role,
-                node.node_goal,
-                example(config, node),
-                Value::Object(facts)
-            )),
+            ChatMessage::system(system),
             ChatMessage::user(if customer.is_empty() {
                 "(the customer is waiting)".to_owned()
             } else {
@@ -226,25 +270,18 @@ impl Worker {
         let (config, node) = self.config()?;
         let mut recent = state.context.recent_exchanges(config.token_budget.extraction_exchanges);
         if let Some(customer) = &state.pending_customer {
-            recent.push(super::context::Exchange { customer: customer.clone(), agent: String::new() });
+            recent.push(Exchange { customer: customer.clone(), agent: String::new() });
         }
-        let conversation: Vec<Value> =
-            recent.into_iter().map(|e| json!({"customer": e.customer, "agent": e.agent})).collect();
-        let messages = vec![
-            ChatMessage::system(format!(
-                "You are {}. Goal: {}\n{}\nExtract these context fields from the conversation: {}. Use null for a \
-                 field the customer has not stated. Known context: {}",
-                node.role,
-                node.node_goal,
-                example(config, node),
-                node.expected_context_fields.join(", "),
-                Value::Object(state.context.active_fields(config, &[]))
-            )),
-            ChatMessage::user(format!(
-                "Conversation: {}\nExtract information and return JSON",
-                Value::Array(conversation)
-            )),
-        ];
+        let mut system = format!(
+            "{}\nExtract {} from the conversation; null for what the customer has not stated.",
+            opening(config, node),
+            node.expected_context_fields.join(", ")
+        );
+        let known = state.context.active_fields(config, &[]);
+        if !known.is_empty() {
+            system.push_str(&format!("\nKnown: {}", Value::Object(known)));
+        }
+        let messages = vec![ChatMessage::system(system), ChatMessage::user(transcript(&recent))];
         let request = ChatRequest {
             purpose: "worker_mcp_agent.extract".into(),
             messages: messages.clone(),
@@ -263,7 +300,7 @@ impl Worker {
         let completion = proposed.to_string();
         let mut updates = Self::accepted(config, node, proposed);
         updates.insert("flags".into(), json!({ format!("{}_flag", node.node_name.to_lowercase()): 1 }));
-        let (prompt_tokens, completion_tokens) = usage(&messages, &completion);
+        let (prompt_tokens, completion_tokens) = usage(&as_sent(&messages, &schema), &completion);
         let update = CallUpdate { context: Some(context_of(updates)), ..Default::default() };
         Ok(NodeOutput::update(with_usage(update, prompt_tokens, completion_tokens)))
     }
@@ -281,13 +318,11 @@ impl Worker {
         })?;
         let messages = vec![
             ChatMessage::system(format!(
-                "You are {}. Goal: {}\n{}\nCall the tools this step needs, then give the context updates for: {}.",
-                node.role,
-                node.node_goal,
-                example(config, node),
+                "{}\nCall the tools this step needs, then answer with the context updates for: {}.",
+                opening(config, node),
                 node.expected_context_fields.join(", ")
             )),
-            ChatMessage::user(format!("Active context: {}", Value::Object(tracked(&state.context)))),
+            ChatMessage::user(format!("Known: {}", Value::Object(tracked(&state.context)))),
         ];
         let request = ChatRequest {
             purpose: "worker_mcp_agent.tools".into(),
@@ -297,7 +332,7 @@ impl Worker {
             ..Default::default()
         };
         let schema = Self::updates_schema(config, node);
-        let adapter = McpTools { provider: provider.as_ref() };
+        let adapter = McpTools { provider: provider.as_ref(), config, node };
         let (proposed, used, exchanges) =
             tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
         // The model's reading first, then what the tools returned by the flow's mapping: a
@@ -373,17 +408,49 @@ pub struct ToolFailure {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
+/// The MCP tools one tool node is offered: those its `tools` names (every tool when it names
+/// none).
 struct McpTools<'a> {
     provider: &'a dyn ToolProvider,
+    config: &'a AgentConfig,
+    node: &'a NodeConfig,
 }
 
 #[async_trait]
 impl Tools for McpTools<'_> {
     fn specs(&self) -> Vec<ToolSpec> {
-        self.provider.specs()
+        let mut specs = self.provider.specs();
+        specs.retain(|spec| self.config.offers_tool(self.node, &spec.name));
+        specs
+    }
+
+    /// Settled once the flow's `mcp_result_mapping` of the successful calls fills every field
+    /// the node expects and the last call succeeded: asking the model to restate what the tools
+    /// returned would cost a round of prompt tokens and could only be overruled by the mapping.
+    fn settled(&self, used: &[ToolUse]) -> Option<Value> {
+        if used.last().is_none_or(|call| call.is_error) || self.node.expected_context_fields.is_empty() {
+            return None;
+        }
+        let mut mapped = Map::new();
+        for call in used.iter().filter(|call| !call.is_error) {
+            mapped.extend(Context::map_tool_result(self.config, &call.name, &call.result));
+        }
+        let mut updates = Map::new();
+        for field in &self.node.expected_context_fields {
+            let value = mapped.get(field).filter(|v| super::context::is_meaningful(v))?;
+            updates.insert(field.clone(), value.clone());
+        }
+        Some(json!({ "context_updates": updates }))
     }
 
     async fn call(&self, name: &str, arguments: &str) -> Result<ToolResult, NodeError> {
+        if !self.config.offers_tool(self.node, name) {
+            // A model may name a tool it was not offered; the step does not run it.
+            return Ok(ToolResult::error(format!(
+                "{name} is not one of this step's tools ({})",
+                self.node.tools.iter().flatten().map(String::as_str).collect::<Vec<_>>().join(", ")
+            )));
+        }
         let arguments: Value = match serde_json::from_str(arguments) {
             Ok(value) => value,
             Err(e) => return Ok(ToolResult::error(format!("invalid arguments: {e}"))),
@@ -437,42 +504,51 @@ impl Node<CallState> for Navigator {
         let (next, reason) = match Self::decide_without_model(node) {
             Some(next) => (next, "default next node".to_owned()),
             None => {
-                let children = config.children(node);
-                let mut options: Vec<Value> = children
-                    .iter()
-                    .filter_map(|name| config.node(name))
-                    .map(|n| json!({"node_name": n.node_name, "role": n.role, "goal": n.node_goal}))
-                    .collect();
-                let mut names: Vec<Value> = children.iter().map(|c| Value::String((*c).to_owned())).collect();
+                let mut names: Vec<Value> =
+                    config.children(node).iter().map(|c| Value::String((*c).to_owned())).collect();
                 if node.default_next_node.is_none() || node.branching_conditions.iter().any(|c| c.child_node.is_none())
                 {
                     names.push(Value::String("END".into()));
-                    options.push(json!({"node_name": "END", "goal": "the call is over"}));
                 }
-                let conditions: Vec<Value> = node
-                    .branching_conditions
-                    .iter()
-                    .map(|c| json!({"condition": c.condition, "child_node": c.child_node.clone().unwrap_or_else(|| "END".into())}))
-                    .collect();
-                let recent: Vec<String> = path.iter().rev().take(LOOP_WINDOW).rev().cloned().collect();
+                // Only what the choice needs: the current node's conditions and default, the
+                // recent path, whether the node just failed, the mandatory fields that are set
+                // and the latest exchanges (this turn's customer message last).
+                let mut prompt = format!("Current node: {}\nConditions, in order:", node.node_name);
+                for (i, c) in node.branching_conditions.iter().enumerate() {
+                    prompt.push_str(&format!(
+                        "\n{}. {} -> {}",
+                        i + 1,
+                        c.condition,
+                        c.child_node.as_deref().unwrap_or("END")
+                    ));
+                }
+                let recent: Vec<&str> = path.iter().rev().take(LOOP_WINDOW).rev().map(String::as_str).collect();
+                prompt.push_str(&format!(
+                    "\nDefault next node: {}\nPath: {}",
+                    node.default_next_node.as_deref().unwrap_or("END"),
+                    recent.join(" > ")
+                ));
+                if state.context.step_failed(&node.node_name) {
+                    prompt.push_str(&format!("\n{} failed.", node.node_name));
+                }
+                let known = state.context.active_fields(config, &[]);
+                if !known.is_empty() {
+                    prompt.push_str(&format!("\nKnown: {}", Value::Object(known)));
+                }
+                let mut exchanges = state.context.recent_exchanges(config.token_budget.navigator_exchanges);
+                if let Some(customer) = &state.pending_customer {
+                    exchanges.push(Exchange { customer: customer.clone(), agent: String::new() });
+                }
+                let conversation = transcript(&exchanges);
+                if !conversation.is_empty() {
+                    prompt.push_str(&format!("\nConversation:\n{conversation}"));
+                }
                 let messages = vec![
                     ChatMessage::system(
-                        "You are the navigator of a customer-service call. Pick the next node: the child of the first \
-                         branching condition that holds, else the default next node. Judge conditions from the node \
-                         traversal path, the context and the recent conversation.",
+                        "You are the navigator of a customer-service call. Pick the next node: the one of the first \
+                         condition that holds, else the default next node.",
                     ),
-                    ChatMessage::user(format!(
-                        "Current node: {}\nDefault next node: {}\nBranching conditions: {}\nChild nodes: {}\n\
-                         Node traversal path: {}\nContext: {}\nRecent conversation: {}\nLatest customer message: {}",
-                        node.node_name,
-                        node.default_next_node.as_deref().unwrap_or("END"),
-                        Value::Array(conditions),
-                        Value::Array(options),
-                        json!(recent),
-                        Value::Object(state.context.active_fields(config, &[])),
-                        exchanges_json(&state.context, config.token_budget.navigator_exchanges),
-                        state.pending_customer.as_deref().unwrap_or("(none)")
-                    )),
+                    ChatMessage::user(prompt),
                 ];
                 let schema = OutputSchema::new(json!({
                     "type": "object",
@@ -511,7 +587,8 @@ impl Node<CallState> for Navigator {
                     .await
                     .map_err(|e| llm_node::node_error("node_navigator_agent.decide", e))?;
                 llm_node::record_call(ctx, &record).await;
-                let (prompt_tokens, completion_tokens) = usage(&messages, &format!("{decision:?}"));
+                let answer = json!({"reason": decision.reason, "next_node": decision.next_node}).to_string();
+                let (prompt_tokens, completion_tokens) = usage(&as_sent(&messages, &schema), &answer);
                 update = with_usage(update, prompt_tokens, completion_tokens);
                 let next = (decision.next_node != "END").then_some(decision.next_node);
                 (next, decision.reason)

@@ -47,6 +47,8 @@ pub enum ServiceCallStartError {
     Mcp(#[source] BoxError),
     #[error("invalid service-call graph")]
     Graph(#[source] frontdesk_runtime::GraphError),
+    #[error("the service-call flow names tools its MCP servers do not offer (workflows.service_call)")]
+    Tools(#[source] frontdesk_workflows::service_call::config::ConfigErrors),
 }
 
 impl WorkflowModule for Workflow {
@@ -67,6 +69,11 @@ impl WorkflowModule for Workflow {
             Some(UseTools(tools)) => Some(tools.clone()),
             None => mcp::connect(&mcp_servers).await.map_err(ServiceCallStartError::Mcp)?,
         };
+        if let Some(tools) = &tools {
+            let specs = tools.specs();
+            let offered: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+            config.check_tools(&offered).map_err(ServiceCallStartError::Tools)?;
+        }
         let config = Arc::new(config);
         let spec = CallSpec { config: config.clone() };
         let deps = CallDeps { llm: wiring.llm.clone(), config: config.clone(), tools };
