@@ -488,9 +488,7 @@ async fn a_second_replica_answers_and_a_restart_loses_nothing() {
     let a = cluster.replica().await;
     a.script(&[brief(), explain(), notice(CLARIFY)]);
     a.start("1002").await.unwrap();
-    // A replica starting up takes over every run it finds running (it cannot tell a live run
-    // from one a crash abandoned until runs hold leases), so the second replica starts once
-    // the first run has paused.
+    // Replica b starts while a is up: a's runs are covered by its lease, so b leaves them alone.
     let b = cluster.replica().await;
     // Replica b, which never saw the investigation, takes the changer's reply.
     b.script(&[claim(Some("u006"), "vacation"), notice(MANAGER)]);

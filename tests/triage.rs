@@ -662,6 +662,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
             status: RunStatus::Running,
             step: 0,
             output: None,
+            owner: None,
         },
         created_at: std::time::SystemTime::now(),
     };

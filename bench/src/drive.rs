@@ -7,7 +7,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
         Arc,
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
@@ -365,6 +365,21 @@ impl Checkpointer for CountingCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         bump(&self.other);
         self.inner.delete_thread(thread_id).await
+    }
+
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError> {
+        bump(&self.other);
+        self.inner.renew_lease(replica, ttl).await
+    }
+
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError> {
+        bump(&self.other);
+        self.inner.lease_remaining(replica).await
+    }
+
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError> {
+        bump(&self.other);
+        self.inner.release_lease(replica).await
     }
 }
 

@@ -15,8 +15,23 @@ pub struct ServerProcess {
 }
 
 /// Starts the binary on 127.0.0.1:0 with a scripted model (a test double) and waits for the
-/// address it logs.
+/// address it logs. Servers started on one database are one replica restarted (the same
+/// `runs.replica_id`), as a server restarted on its host and port is: each takes the runs its
+/// predecessor left running back at once.
 pub fn spawn_server(db: &Path, script: &serde_json::Value, dir: &Path, name: &str) -> ServerProcess {
+    spawn_replica(db, script, dir, name, &format!("test-replica:{}", db.display()), &[])
+}
+
+/// [`spawn_server`] as the replica `replica_id`, with more settings as `FRONTDESK__...`
+/// variables.
+pub fn spawn_replica(
+    db: &Path,
+    script: &serde_json::Value,
+    dir: &Path,
+    name: &str,
+    replica_id: &str,
+    settings: &[(&str, &str)],
+) -> ServerProcess {
     let script_path = dir.join(format!("{name}.json"));
     std::fs::write(&script_path, script.to_string()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_frontdesk-server"))
@@ -26,6 +41,8 @@ pub fn spawn_server(db: &Path, script: &serde_json::Value, dir: &Path, name: &st
         .arg("--model-script")
         .arg(&script_path)
         .env("RUST_LOG", "info")
+        .env("FRONTDESK__RUNS__REPLICA_ID", replica_id)
+        .envs(settings.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

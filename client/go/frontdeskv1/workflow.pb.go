@@ -74,6 +74,116 @@ func (WorkflowKind) EnumDescriptor() ([]byte, []int) {
 	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{0}
 }
 
+type SubscribeRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run id every RunEvent carries.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The last event_id the caller has seen; 0 streams from the first event. Event ids number
+	// the events of one execution of a run on one replica: a run resumed after a crash or taken
+	// over by another replica starts again at 1 with RunStarted.resumed set.
+	AfterEventId  uint64 `protobuf:"varint,2,opt,name=after_event_id,json=afterEventId,proto3" json:"after_event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRunRequest) Reset() {
+	*x = SubscribeRunRequest{}
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRunRequest) ProtoMessage() {}
+
+func (x *SubscribeRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRunRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRunRequest) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SubscribeRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SubscribeRunRequest) GetAfterEventId() uint64 {
+	if x != nil {
+		return x.AfterEventId
+	}
+	return 0
+}
+
+type SubscribeRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Event *RunEvent              `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// Events the replica no longer holds between after_event_id and this event (a run's
+	// retained events are bounded by runs.max_events, oldest dropped first); 0 normally.
+	Skipped       uint64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRunResponse) Reset() {
+	*x = SubscribeRunResponse{}
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRunResponse) ProtoMessage() {}
+
+func (x *SubscribeRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRunResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeRunResponse) Descriptor() ([]byte, []int) {
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SubscribeRunResponse) GetEvent() *RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SubscribeRunResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
 type Workflow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -85,7 +195,7 @@ type Workflow struct {
 
 func (x *Workflow) Reset() {
 	*x = Workflow{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[0]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +207,7 @@ func (x *Workflow) String() string {
 func (*Workflow) ProtoMessage() {}
 
 func (x *Workflow) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[0]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +220,7 @@ func (x *Workflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workflow.ProtoReflect.Descriptor instead.
 func (*Workflow) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{0}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Workflow) GetName() string {
@@ -142,7 +252,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[1]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +264,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[1]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +277,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{1}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{3}
 }
 
 type ListWorkflowsResponse struct {
@@ -179,7 +289,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[2]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +301,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[2]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +314,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{2}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*Workflow {
@@ -223,7 +333,7 @@ type DescribeWorkflowRequest struct {
 
 func (x *DescribeWorkflowRequest) Reset() {
 	*x = DescribeWorkflowRequest{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[3]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +345,7 @@ func (x *DescribeWorkflowRequest) String() string {
 func (*DescribeWorkflowRequest) ProtoMessage() {}
 
 func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[3]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +358,7 @@ func (x *DescribeWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{3}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DescribeWorkflowRequest) GetName() string {
@@ -270,7 +380,7 @@ type GraphNode struct {
 
 func (x *GraphNode) Reset() {
 	*x = GraphNode{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[4]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +392,7 @@ func (x *GraphNode) String() string {
 func (*GraphNode) ProtoMessage() {}
 
 func (x *GraphNode) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[4]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +405,7 @@ func (x *GraphNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphNode.ProtoReflect.Descriptor instead.
 func (*GraphNode) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GraphNode) GetName() string {
@@ -333,7 +443,7 @@ type GraphEdge struct {
 
 func (x *GraphEdge) Reset() {
 	*x = GraphEdge{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[5]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +455,7 @@ func (x *GraphEdge) String() string {
 func (*GraphEdge) ProtoMessage() {}
 
 func (x *GraphEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[5]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +468,7 @@ func (x *GraphEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphEdge.ProtoReflect.Descriptor instead.
 func (*GraphEdge) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GraphEdge) GetSource() string {
@@ -398,7 +508,7 @@ type DescribeWorkflowResponse struct {
 
 func (x *DescribeWorkflowResponse) Reset() {
 	*x = DescribeWorkflowResponse{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[6]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +520,7 @@ func (x *DescribeWorkflowResponse) String() string {
 func (*DescribeWorkflowResponse) ProtoMessage() {}
 
 func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[6]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +533,7 @@ func (x *DescribeWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*DescribeWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeWorkflowResponse) GetWorkflow() *Workflow {
@@ -471,7 +581,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[7]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +593,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[7]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +606,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -517,7 +627,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[8]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +639,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[8]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +652,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelRunResponse) GetCancelled() bool {
@@ -565,7 +675,7 @@ type ListLlmCallsRequest struct {
 
 func (x *ListLlmCallsRequest) Reset() {
 	*x = ListLlmCallsRequest{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +687,7 @@ func (x *ListLlmCallsRequest) String() string {
 func (*ListLlmCallsRequest) ProtoMessage() {}
 
 func (x *ListLlmCallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[9]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +700,7 @@ func (x *ListLlmCallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLlmCallsRequest.ProtoReflect.Descriptor instead.
 func (*ListLlmCallsRequest) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListLlmCallsRequest) GetThreadId() string {
@@ -643,7 +753,7 @@ type LlmCall struct {
 
 func (x *LlmCall) Reset() {
 	*x = LlmCall{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +765,7 @@ func (x *LlmCall) String() string {
 func (*LlmCall) ProtoMessage() {}
 
 func (x *LlmCall) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[10]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +778,7 @@ func (x *LlmCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmCall.ProtoReflect.Descriptor instead.
 func (*LlmCall) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LlmCall) GetRunId() string {
@@ -776,7 +886,7 @@ type ListLlmCallsResponse struct {
 
 func (x *ListLlmCallsResponse) Reset() {
 	*x = ListLlmCallsResponse{}
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +898,7 @@ func (x *ListLlmCallsResponse) String() string {
 func (*ListLlmCallsResponse) ProtoMessage() {}
 
 func (x *ListLlmCallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_frontdesk_v1_workflow_proto_msgTypes[11]
+	mi := &file_frontdesk_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +911,7 @@ func (x *ListLlmCallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLlmCallsResponse.ProtoReflect.Descriptor instead.
 func (*ListLlmCallsResponse) Descriptor() ([]byte, []int) {
-	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_frontdesk_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLlmCallsResponse) GetCalls() []*LlmCall {
@@ -829,7 +939,13 @@ var File_frontdesk_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfrontdesk/v1/workflow.proto\x12\ffrontdesk.v1\x1a\x19frontdesk/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"p\n" +
+	"\x1bfrontdesk/v1/workflow.proto\x12\ffrontdesk.v1\x1a\x19frontdesk/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n" +
+	"\x13SubscribeRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12$\n" +
+	"\x0eafter_event_id\x18\x02 \x01(\x04R\fafterEventId\"^\n" +
+	"\x14SubscribeRunResponse\x12,\n" +
+	"\x05event\x18\x01 \x01(\v2\x16.frontdesk.v1.RunEventR\x05event\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x04R\askipped\"p\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12.\n" +
@@ -885,12 +1001,13 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\fWorkflowKind\x12\x1d\n" +
 	"\x19WORKFLOW_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cWORKFLOW_KIND_CONVERSATIONAL\x10\x01\x12\x16\n" +
-	"\x12WORKFLOW_KIND_TASK\x10\x022\xf3\x02\n" +
+	"\x12WORKFLOW_KIND_TASK\x10\x022\xcc\x03\n" +
 	"\x0fWorkflowService\x12X\n" +
 	"\rListWorkflows\x12\".frontdesk.v1.ListWorkflowsRequest\x1a#.frontdesk.v1.ListWorkflowsResponse\x12a\n" +
 	"\x10DescribeWorkflow\x12%.frontdesk.v1.DescribeWorkflowRequest\x1a&.frontdesk.v1.DescribeWorkflowResponse\x12L\n" +
 	"\tCancelRun\x12\x1e.frontdesk.v1.CancelRunRequest\x1a\x1f.frontdesk.v1.CancelRunResponse\x12U\n" +
-	"\fListLlmCalls\x12!.frontdesk.v1.ListLlmCallsRequest\x1a\".frontdesk.v1.ListLlmCallsResponseBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\fListLlmCalls\x12!.frontdesk.v1.ListLlmCallsRequest\x1a\".frontdesk.v1.ListLlmCallsResponse\x12W\n" +
+	"\fSubscribeRun\x12!.frontdesk.v1.SubscribeRunRequest\x1a\".frontdesk.v1.SubscribeRunResponse0\x01BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_workflow_proto_rawDescOnce sync.Once
@@ -905,48 +1022,54 @@ func file_frontdesk_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_frontdesk_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_frontdesk_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_frontdesk_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_frontdesk_v1_workflow_proto_goTypes = []any{
 	(WorkflowKind)(0),                // 0: frontdesk.v1.WorkflowKind
-	(*Workflow)(nil),                 // 1: frontdesk.v1.Workflow
-	(*ListWorkflowsRequest)(nil),     // 2: frontdesk.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 3: frontdesk.v1.ListWorkflowsResponse
-	(*DescribeWorkflowRequest)(nil),  // 4: frontdesk.v1.DescribeWorkflowRequest
-	(*GraphNode)(nil),                // 5: frontdesk.v1.GraphNode
-	(*GraphEdge)(nil),                // 6: frontdesk.v1.GraphEdge
-	(*DescribeWorkflowResponse)(nil), // 7: frontdesk.v1.DescribeWorkflowResponse
-	(*CancelRunRequest)(nil),         // 8: frontdesk.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),        // 9: frontdesk.v1.CancelRunResponse
-	(*ListLlmCallsRequest)(nil),      // 10: frontdesk.v1.ListLlmCallsRequest
-	(*LlmCall)(nil),                  // 11: frontdesk.v1.LlmCall
-	(*ListLlmCallsResponse)(nil),     // 12: frontdesk.v1.ListLlmCallsResponse
-	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
-	(*Usage)(nil),                    // 15: frontdesk.v1.Usage
+	(*SubscribeRunRequest)(nil),      // 1: frontdesk.v1.SubscribeRunRequest
+	(*SubscribeRunResponse)(nil),     // 2: frontdesk.v1.SubscribeRunResponse
+	(*Workflow)(nil),                 // 3: frontdesk.v1.Workflow
+	(*ListWorkflowsRequest)(nil),     // 4: frontdesk.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 5: frontdesk.v1.ListWorkflowsResponse
+	(*DescribeWorkflowRequest)(nil),  // 6: frontdesk.v1.DescribeWorkflowRequest
+	(*GraphNode)(nil),                // 7: frontdesk.v1.GraphNode
+	(*GraphEdge)(nil),                // 8: frontdesk.v1.GraphEdge
+	(*DescribeWorkflowResponse)(nil), // 9: frontdesk.v1.DescribeWorkflowResponse
+	(*CancelRunRequest)(nil),         // 10: frontdesk.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),        // 11: frontdesk.v1.CancelRunResponse
+	(*ListLlmCallsRequest)(nil),      // 12: frontdesk.v1.ListLlmCallsRequest
+	(*LlmCall)(nil),                  // 13: frontdesk.v1.LlmCall
+	(*ListLlmCallsResponse)(nil),     // 14: frontdesk.v1.ListLlmCallsResponse
+	(*RunEvent)(nil),                 // 15: frontdesk.v1.RunEvent
+	(*durationpb.Duration)(nil),      // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*Usage)(nil),                    // 18: frontdesk.v1.Usage
 }
 var file_frontdesk_v1_workflow_proto_depIdxs = []int32{
-	0,  // 0: frontdesk.v1.Workflow.kind:type_name -> frontdesk.v1.WorkflowKind
-	1,  // 1: frontdesk.v1.ListWorkflowsResponse.workflows:type_name -> frontdesk.v1.Workflow
-	1,  // 2: frontdesk.v1.DescribeWorkflowResponse.workflow:type_name -> frontdesk.v1.Workflow
-	5,  // 3: frontdesk.v1.DescribeWorkflowResponse.nodes:type_name -> frontdesk.v1.GraphNode
-	6,  // 4: frontdesk.v1.DescribeWorkflowResponse.edges:type_name -> frontdesk.v1.GraphEdge
-	13, // 5: frontdesk.v1.LlmCall.latency:type_name -> google.protobuf.Duration
-	14, // 6: frontdesk.v1.LlmCall.time:type_name -> google.protobuf.Timestamp
-	11, // 7: frontdesk.v1.ListLlmCallsResponse.calls:type_name -> frontdesk.v1.LlmCall
-	15, // 8: frontdesk.v1.ListLlmCallsResponse.total_usage:type_name -> frontdesk.v1.Usage
-	2,  // 9: frontdesk.v1.WorkflowService.ListWorkflows:input_type -> frontdesk.v1.ListWorkflowsRequest
-	4,  // 10: frontdesk.v1.WorkflowService.DescribeWorkflow:input_type -> frontdesk.v1.DescribeWorkflowRequest
-	8,  // 11: frontdesk.v1.WorkflowService.CancelRun:input_type -> frontdesk.v1.CancelRunRequest
-	10, // 12: frontdesk.v1.WorkflowService.ListLlmCalls:input_type -> frontdesk.v1.ListLlmCallsRequest
-	3,  // 13: frontdesk.v1.WorkflowService.ListWorkflows:output_type -> frontdesk.v1.ListWorkflowsResponse
-	7,  // 14: frontdesk.v1.WorkflowService.DescribeWorkflow:output_type -> frontdesk.v1.DescribeWorkflowResponse
-	9,  // 15: frontdesk.v1.WorkflowService.CancelRun:output_type -> frontdesk.v1.CancelRunResponse
-	12, // 16: frontdesk.v1.WorkflowService.ListLlmCalls:output_type -> frontdesk.v1.ListLlmCallsResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 0: frontdesk.v1.SubscribeRunResponse.event:type_name -> frontdesk.v1.RunEvent
+	0,  // 1: frontdesk.v1.Workflow.kind:type_name -> frontdesk.v1.WorkflowKind
+	3,  // 2: frontdesk.v1.ListWorkflowsResponse.workflows:type_name -> frontdesk.v1.Workflow
+	3,  // 3: frontdesk.v1.DescribeWorkflowResponse.workflow:type_name -> frontdesk.v1.Workflow
+	7,  // 4: frontdesk.v1.DescribeWorkflowResponse.nodes:type_name -> frontdesk.v1.GraphNode
+	8,  // 5: frontdesk.v1.DescribeWorkflowResponse.edges:type_name -> frontdesk.v1.GraphEdge
+	16, // 6: frontdesk.v1.LlmCall.latency:type_name -> google.protobuf.Duration
+	17, // 7: frontdesk.v1.LlmCall.time:type_name -> google.protobuf.Timestamp
+	13, // 8: frontdesk.v1.ListLlmCallsResponse.calls:type_name -> frontdesk.v1.LlmCall
+	18, // 9: frontdesk.v1.ListLlmCallsResponse.total_usage:type_name -> frontdesk.v1.Usage
+	4,  // 10: frontdesk.v1.WorkflowService.ListWorkflows:input_type -> frontdesk.v1.ListWorkflowsRequest
+	6,  // 11: frontdesk.v1.WorkflowService.DescribeWorkflow:input_type -> frontdesk.v1.DescribeWorkflowRequest
+	10, // 12: frontdesk.v1.WorkflowService.CancelRun:input_type -> frontdesk.v1.CancelRunRequest
+	12, // 13: frontdesk.v1.WorkflowService.ListLlmCalls:input_type -> frontdesk.v1.ListLlmCallsRequest
+	1,  // 14: frontdesk.v1.WorkflowService.SubscribeRun:input_type -> frontdesk.v1.SubscribeRunRequest
+	5,  // 15: frontdesk.v1.WorkflowService.ListWorkflows:output_type -> frontdesk.v1.ListWorkflowsResponse
+	9,  // 16: frontdesk.v1.WorkflowService.DescribeWorkflow:output_type -> frontdesk.v1.DescribeWorkflowResponse
+	11, // 17: frontdesk.v1.WorkflowService.CancelRun:output_type -> frontdesk.v1.CancelRunResponse
+	14, // 18: frontdesk.v1.WorkflowService.ListLlmCalls:output_type -> frontdesk.v1.ListLlmCallsResponse
+	2,  // 19: frontdesk.v1.WorkflowService.SubscribeRun:output_type -> frontdesk.v1.SubscribeRunResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_workflow_proto_init() }
@@ -961,7 +1084,7 @@ func file_frontdesk_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_frontdesk_v1_workflow_proto_rawDesc), len(file_frontdesk_v1_workflow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

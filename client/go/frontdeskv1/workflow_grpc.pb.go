@@ -23,6 +23,7 @@ const (
 	WorkflowService_DescribeWorkflow_FullMethodName = "/frontdesk.v1.WorkflowService/DescribeWorkflow"
 	WorkflowService_CancelRun_FullMethodName        = "/frontdesk.v1.WorkflowService/CancelRun"
 	WorkflowService_ListLlmCalls_FullMethodName     = "/frontdesk.v1.WorkflowService/ListLlmCalls"
+	WorkflowService_SubscribeRun_FullMethodName     = "/frontdesk.v1.WorkflowService/SubscribeRun"
 )
 
 // WorkflowServiceClient is the client API for WorkflowService service.
@@ -46,6 +47,14 @@ type WorkflowServiceClient interface {
 	// an archived ticket, an investigation or a research run under that id), which answers
 	// with no calls.
 	ListLlmCalls(ctx context.Context, in *ListLlmCallsRequest, opts ...grpc.CallOption) (*ListLlmCallsResponse, error)
+	// Re-attaches to a run: streams its events numbered after after_event_id (0: from its
+	// first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
+	// or RunInterrupted). Serves runs this replica is running, including runs it recovered or
+	// took over, and runs it ended recently (runs.keep_finished, runs.keep_finished_secs). A run
+	// it does not know is NOT_FOUND (kind run): retry the original call with its idempotency
+	// key instead, which replays the recorded outcome or attaches to the run wherever it is. A
+	// run id that is not a UUID is INVALID_ARGUMENT (field run_id).
+	SubscribeRun(ctx context.Context, in *SubscribeRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeRunResponse], error)
 }
 
 type workflowServiceClient struct {
@@ -96,6 +105,25 @@ func (c *workflowServiceClient) ListLlmCalls(ctx context.Context, in *ListLlmCal
 	return out, nil
 }
 
+func (c *workflowServiceClient) SubscribeRun(ctx context.Context, in *SubscribeRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeRunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkflowService_ServiceDesc.Streams[0], WorkflowService_SubscribeRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRunRequest, SubscribeRunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkflowService_SubscribeRunClient = grpc.ServerStreamingClient[SubscribeRunResponse]
+
 // WorkflowServiceServer is the server API for WorkflowService service.
 // All implementations must embed UnimplementedWorkflowServiceServer
 // for forward compatibility.
@@ -117,6 +145,14 @@ type WorkflowServiceServer interface {
 	// an archived ticket, an investigation or a research run under that id), which answers
 	// with no calls.
 	ListLlmCalls(context.Context, *ListLlmCallsRequest) (*ListLlmCallsResponse, error)
+	// Re-attaches to a run: streams its events numbered after after_event_id (0: from its
+	// first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
+	// or RunInterrupted). Serves runs this replica is running, including runs it recovered or
+	// took over, and runs it ended recently (runs.keep_finished, runs.keep_finished_secs). A run
+	// it does not know is NOT_FOUND (kind run): retry the original call with its idempotency
+	// key instead, which replays the recorded outcome or attaches to the run wherever it is. A
+	// run id that is not a UUID is INVALID_ARGUMENT (field run_id).
+	SubscribeRun(*SubscribeRunRequest, grpc.ServerStreamingServer[SubscribeRunResponse]) error
 	mustEmbedUnimplementedWorkflowServiceServer()
 }
 
@@ -138,6 +174,9 @@ func (UnimplementedWorkflowServiceServer) CancelRun(context.Context, *CancelRunR
 }
 func (UnimplementedWorkflowServiceServer) ListLlmCalls(context.Context, *ListLlmCallsRequest) (*ListLlmCallsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLlmCalls not implemented")
+}
+func (UnimplementedWorkflowServiceServer) SubscribeRun(*SubscribeRunRequest, grpc.ServerStreamingServer[SubscribeRunResponse]) error {
+	return status.Error(codes.Unimplemented, "method SubscribeRun not implemented")
 }
 func (UnimplementedWorkflowServiceServer) mustEmbedUnimplementedWorkflowServiceServer() {}
 func (UnimplementedWorkflowServiceServer) testEmbeddedByValue()                         {}
@@ -232,6 +271,17 @@ func _WorkflowService_ListLlmCalls_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_SubscribeRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkflowServiceServer).SubscribeRun(m, &grpc.GenericServerStream[SubscribeRunRequest, SubscribeRunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkflowService_SubscribeRunServer = grpc.ServerStreamingServer[SubscribeRunResponse]
+
 // WorkflowService_ServiceDesc is the grpc.ServiceDesc for WorkflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +306,12 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _WorkflowService_ListLlmCalls_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SubscribeRun",
+			Handler:       _WorkflowService_SubscribeRun_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "frontdesk/v1/workflow.proto",
 }

@@ -198,6 +198,9 @@ impl TurnEvent {
 /// with an `Err` when the server ends the turn with an error status.
 pub type TurnStream = Pin<Box<dyn Stream<Item = Result<TurnEvent, ClientError>> + Send>>;
 
+/// A re-attached run's events ([`Client::subscribe_run`]).
+pub type RunEventStream = Pin<Box<dyn Stream<Item = Result<v1::SubscribeRunResponse, ClientError>> + Send>>;
+
 /// Options of [`Client::triage_ticket`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TriageOptions {
@@ -807,6 +810,18 @@ impl Client {
             }
         }
         result.map(|r| (events, r)).ok_or(ClientError::StreamEndedWithoutResult)
+    }
+
+    /// Re-attaches to a run by the id its events carry: the events numbered after
+    /// `after_event_id` (0: all the replica keeps), then live ones, ending after the run's last
+    /// event. Each item says how many events the replica no longer held before it (`skipped`).
+    /// NOT_FOUND when this replica does not know the run: retry the original call with its
+    /// idempotency key instead. Event ids number one execution of a run on one replica; a
+    /// resumed or taken-over run starts again at 1 (`RunStarted.resumed`).
+    pub async fn subscribe_run(&self, run_id: &str, after_event_id: u64) -> Result<RunEventStream, ClientError> {
+        let req = v1::SubscribeRunRequest { run_id: run_id.to_string(), after_event_id };
+        let stream = self.workflows().subscribe_run(req).await?.into_inner();
+        Ok(Box::pin(stream.map(|item| item.map_err(ClientError::from))))
     }
 
     /// Returns a conversation's state and its whole message history.

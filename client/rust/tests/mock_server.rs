@@ -208,8 +208,34 @@ impl ConversationService for Mock {
     }
 }
 
+type RunStream = Pin<Box<dyn Stream<Item = Result<v1::SubscribeRunResponse, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl WorkflowService for Mock {
+    type SubscribeRunStream = RunStream;
+
+    /// Run `run-1` has three events; others are unknown.
+    async fn subscribe_run(&self, request: Request<v1::SubscribeRunRequest>) -> Result<Response<RunStream>, Status> {
+        let v1::SubscribeRunRequest { run_id, after_event_id } = request.into_inner();
+        if run_id != "run-1" {
+            return Err(not_found("run"));
+        }
+        let finished = Kind::RunFinished(v1::RunFinished::default());
+        let kinds =
+            [Kind::NodeStarted(v1::NodeStarted::default()), Kind::NodeFinished(v1::NodeFinished::default()), finished];
+        let items: Vec<Result<v1::SubscribeRunResponse, Status>> = kinds
+            .into_iter()
+            .zip(1u64..)
+            .filter(|(_, id)| *id > after_event_id)
+            .map(|(kind, id)| {
+                let event =
+                    v1::RunEvent { run_id: run_id.clone(), event_id: id, kind: Some(kind), ..Default::default() };
+                Ok(v1::SubscribeRunResponse { event: Some(event), skipped: 0 })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(items))))
+    }
+
     async fn list_workflows(
         &self,
         _request: Request<v1::ListWorkflowsRequest>,
@@ -304,6 +330,17 @@ async fn client_round_trip() {
     client.delete_conversation("c-1").await.unwrap();
     assert!(client.cancel_run("run-1").await.unwrap());
     assert!(!client.cancel_run("run-2").await.unwrap());
+
+    let resumed: Vec<u64> = client
+        .subscribe_run("run-1", 1)
+        .await
+        .unwrap()
+        .map(|item| item.unwrap().event.unwrap().event_id)
+        .collect()
+        .await;
+    assert_eq!(resumed, [2, 3], "the events after the one given");
+    let missing = client.subscribe_run("run-2", 0).await.err().expect("an unknown run");
+    assert_eq!(missing.code(), Some(Code::NotFound));
 }
 
 #[tokio::test]

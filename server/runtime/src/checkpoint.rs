@@ -4,7 +4,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     sync::Mutex,
-    time::SystemTime,
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use async_trait::async_trait;
@@ -59,6 +59,11 @@ pub struct RunMarker {
     pub step: u32,
     /// The workflow's output (JSON), set when `status` is `Completed` or `Interrupted`.
     pub output: Option<String>,
+    /// The replica whose run wrote the checkpoint. A `Running` checkpoint belongs to a live run
+    /// while its owner's lease ([`Checkpointer::renew_lease`]) lasts; once that lease has
+    /// expired or was released, another replica may take the run over at once. `None` for
+    /// checkpoints written before owners were recorded or by a runner without a replica id.
+    pub owner: Option<String>,
 }
 
 /// A node paused awaiting input; persisted so any replica can resume it.
@@ -259,6 +264,16 @@ pub trait Checkpointer: Send + Sync + 'static {
     async fn delete_thread_unsynced(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         self.delete_thread(thread_id).await
     }
+
+    /// Extends `replica`'s lease to `ttl` from now, creating it if there is none. A replica's
+    /// lease covers every run whose running checkpoint names it as owner (`RunMarker::owner`).
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError>;
+
+    /// How long `replica`'s lease has left; `None` when it has expired, was released or never existed.
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError>;
+
+    /// Ends `replica`'s lease now (a clean shutdown), so other replicas may take its runs over at once.
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError>;
 }
 
 /// Keeps checkpoints in process memory. For tests, benchmarks and single-process use where
@@ -266,6 +281,8 @@ pub trait Checkpointer: Send + Sync + 'static {
 pub struct MemoryCheckpointer {
     retain: usize,
     threads: Mutex<BTreeMap<String, MemoryThread>>,
+    /// Replica leases: when each expires, in milliseconds since the Unix epoch.
+    leases: Mutex<HashMap<String, u64>>,
 }
 
 struct MemoryThread {
@@ -277,7 +294,7 @@ struct MemoryThread {
 impl MemoryCheckpointer {
     /// Keeps the newest `retain` checkpoints per thread (at least one).
     pub fn new(retain: usize) -> Self {
-        Self { retain: retain.max(1), threads: Mutex::new(BTreeMap::new()) }
+        Self { retain: retain.max(1), threads: Mutex::new(BTreeMap::new()), leases: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -285,6 +302,11 @@ impl Default for MemoryCheckpointer {
     fn default() -> Self {
         Self::new(1)
     }
+}
+
+/// The process clock in milliseconds since the Unix epoch (0 before it).
+fn epoch_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn summary(thread_id: &str, thread: &MemoryThread) -> Option<ThreadSummary> {
@@ -404,6 +426,24 @@ impl Checkpointer for MemoryCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
         let mut threads = self.threads.lock().expect("checkpointer mutex poisoned");
         Ok(threads.remove(thread_id).is_some())
+    }
+
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError> {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut leases = self.leases.lock().expect("lease mutex poisoned");
+        leases.insert(replica.to_owned(), epoch_ms().saturating_add(ttl_ms));
+        Ok(())
+    }
+
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError> {
+        let leases = self.leases.lock().expect("lease mutex poisoned");
+        let now = epoch_ms();
+        Ok(leases.get(replica).filter(|&&expires| expires > now).map(|&expires| Duration::from_millis(expires - now)))
+    }
+
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError> {
+        self.leases.lock().expect("lease mutex poisoned").remove(replica);
+        Ok(())
     }
 }
 

@@ -27,6 +27,8 @@ pub async fn run_all(store: Arc<dyn Checkpointer>) {
     retention_keeps_newest(&*store, &ns).await;
     pending_work_round_trips(&*store, &ns).await;
     delete_erases(&*store, &ns).await;
+    owner_round_trips(&*store, &ns).await;
+    replica_leases(&*store, &ns).await;
 }
 
 /// Two open interrupts (a user's and a manager's), answered ids and a finished fan-out task.
@@ -73,6 +75,7 @@ pub fn sample(thread_id: &str, version: u64, status: RunStatus) -> Checkpoint {
             status,
             step: version as u32,
             output: (status == RunStatus::Completed).then(|| r#"{"ok":true}"#.to_owned()),
+            owner: None,
         },
         created_at: now_ms(),
     }
@@ -299,6 +302,76 @@ async fn delete_erases(store: &dyn Checkpointer, ns: &str) {
     assert!(store.find_idempotent(&id, "k2").await.unwrap().is_none(), "unsynced delete: no idempotency record");
     assert!(store.thread(&id).await.unwrap().is_none());
     assert!(!store.delete_thread_unsynced(&id).await.unwrap(), "deleting an unknown thread must report false");
+}
+
+/// A running checkpoint names the replica that wrote it, and reads it back; a checkpoint
+/// without an owner reads back without one.
+async fn owner_round_trips(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:owner");
+    let mut running = sample(&id, 1, RunStatus::Running);
+    running.run.owner = Some(format!("{ns}-replica-ß"));
+    store.put(&running).await.unwrap();
+    let got = store.latest(&id).await.unwrap().expect("checkpoint just written");
+    assert_eq!(got.run.owner, running.run.owner, "a running checkpoint keeps its owner");
+    assert_eq!(got, running, "a checkpoint with an owner must read back exactly as written");
+    assert!(store.unfinished_threads().await.unwrap().contains(&id), "an owned running checkpoint is unfinished");
+    let unowned = sample(&id, 2, RunStatus::Running);
+    store.put(&unowned).await.unwrap();
+    let got = store.latest(&id).await.unwrap().expect("checkpoint just written");
+    assert_eq!(got.run.owner, None, "a checkpoint written without an owner has none");
+    assert_eq!(got, unowned);
+    let history = store.history(&id, 10).await.unwrap();
+    if let Some(older) = history.get(1) {
+        assert_eq!(older.run.owner, running.run.owner, "each retained checkpoint keeps its own owner");
+    }
+}
+
+/// Replica leases: renewed, extended, expired, released, independent per replica.
+async fn replica_leases(store: &dyn Checkpointer, ns: &str) {
+    let a = format!("{ns}-replica-a");
+    let b = format!("{ns}-replica-b");
+    let long = Duration::from_secs(30);
+    let short = Duration::from_millis(300);
+
+    assert_eq!(store.lease_remaining(&format!("{ns}-unknown")).await.unwrap(), None, "an unknown replica has no lease");
+    store.release_lease(&format!("{ns}-unknown")).await.expect("releasing a lease that does not exist is not an error");
+
+    store.renew_lease(&a, long).await.unwrap();
+    let left = store.lease_remaining(&a).await.unwrap().expect("a lease just renewed has time left");
+    assert!(left <= long, "a lease never has more than its ttl left, got {left:?} of {long:?}");
+    assert!(left > long - Duration::from_secs(10), "a lease just renewed has most of its ttl left, got {left:?}");
+
+    // Two replicas' leases are independent.
+    store.renew_lease(&b, long).await.unwrap();
+    store.release_lease(&a).await.unwrap();
+    assert_eq!(store.lease_remaining(&a).await.unwrap(), None, "a released lease is gone at once");
+    assert!(store.lease_remaining(&b).await.unwrap().is_some(), "releasing one replica's lease leaves another's");
+
+    // A short lease expires by itself.
+    store.renew_lease(&a, short).await.unwrap();
+    assert!(store.lease_remaining(&a).await.unwrap().is_some_and(|left| left <= short));
+    tokio::time::sleep(short * 2).await;
+    assert_eq!(store.lease_remaining(&a).await.unwrap(), None, "a lease past its ttl has expired");
+    assert!(store.lease_remaining(&b).await.unwrap().is_some(), "another replica's lease does not expire with it");
+
+    // Renewing an existing lease extends it: past the short ttl, the long one still holds.
+    store.renew_lease(&a, short).await.unwrap();
+    store.renew_lease(&a, long).await.unwrap();
+    tokio::time::sleep(short * 2).await;
+    let left = store.lease_remaining(&a).await.unwrap().expect("a renewed lease outlasts its first ttl");
+    assert!(left > short && left <= long, "a renewed lease runs to its new ttl, got {left:?}");
+
+    // An expired lease may be renewed again.
+    store.renew_lease(&b, short).await.unwrap();
+    tokio::time::sleep(short * 2).await;
+    assert_eq!(store.lease_remaining(&b).await.unwrap(), None);
+    store.renew_lease(&b, long).await.unwrap();
+    assert!(store.lease_remaining(&b).await.unwrap().is_some(), "an expired lease is renewed like a new one");
+
+    store.release_lease(&a).await.unwrap();
+    store.release_lease(&b).await.unwrap();
+    assert_eq!(store.lease_remaining(&a).await.unwrap(), None);
+    assert_eq!(store.lease_remaining(&b).await.unwrap(), None);
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod event;
 pub mod graph;
 pub mod handoff;
 pub mod node;
+pub mod runlog;
 pub mod runner;
 pub mod state;
 
@@ -31,6 +32,7 @@ pub use graph::{
 };
 pub use handoff::{Completion, Handoff, HandoffError};
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, Resume, TaskNode};
+pub use runlog::{RunLog, RunRetention, RunSubscription};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
     RunnerConfig, ThreadMode,

@@ -1,10 +1,7 @@
 //! Nodes: the units of work in a graph, and the context a run gives them.
 
 use std::{
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc, Mutex,
-    },
+    sync::{Arc, Mutex},
     time::SystemTime,
 };
 
@@ -14,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     event::{Event, EventKind, Usage},
+    runlog::RunLog,
     State,
 };
 
@@ -128,17 +126,23 @@ impl NodeError {
     }
 }
 
-/// Shared by every event a run emits, so event ids stay gap-free across nodes.
+/// Shared by every event a run emits, so event ids stay gap-free across nodes. Every event
+/// goes into the run's [`RunLog`] (for callers that re-attach) and to the caller's channel
+/// while the caller reads it.
 pub(crate) struct EventSink {
     pub(crate) run_id: Arc<str>,
-    next_id: AtomicU64,
+    log: Arc<RunLog>,
     tx: mpsc::Sender<Event>,
     usage: Mutex<Usage>,
 }
 
 impl EventSink {
-    pub(crate) fn new(run_id: Arc<str>, tx: mpsc::Sender<Event>) -> Self {
-        Self { run_id, next_id: AtomicU64::new(1), tx, usage: Mutex::new(Usage::default()) }
+    pub(crate) fn new(log: Arc<RunLog>, tx: mpsc::Sender<Event>) -> Self {
+        Self { run_id: log.run_id().into(), log, tx, usage: Mutex::new(Usage::default()) }
+    }
+
+    pub(crate) fn log(&self) -> &Arc<RunLog> {
+        &self.log
     }
 
     pub(crate) async fn emit(&self, node: Option<Arc<str>>, kind: EventKind) {
@@ -149,17 +153,12 @@ impl EventSink {
         if let EventKind::LlmCall(info) = &kind {
             *self.usage.lock().expect("usage mutex poisoned") += info.usage;
         }
-        // A caller that went away must not stop the run: an accepted run always commits.
-        // Reserving before numbering keeps ids in send order.
-        if let Ok(permit) = self.tx.reserve().await {
-            permit.send(Event {
-                run_id: self.run_id.clone(),
-                event_id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                time: SystemTime::now(),
-                node,
-                task,
-                kind,
-            });
+        let event = Event { run_id: self.run_id.clone(), event_id: 0, time: SystemTime::now(), node, task, kind };
+        // A caller that went away must not stop the run: an accepted run always commits, and
+        // its events still go to the log. Reserving before numbering keeps ids in send order.
+        match self.tx.reserve().await {
+            Ok(permit) => self.log.append(event, |event| permit.send(event)),
+            Err(_) => self.log.append(event, |_| {}),
         }
     }
 
@@ -239,16 +238,20 @@ impl NodeContext {
     /// caller's buffer is full the delta is dropped; the final reply still carries the text.
     pub fn try_emit(&self, kind: EventKind) {
         // Reserve first so an id is only taken by an event that is really sent: ids stay
-        // gap-free even when a slow reader makes us drop deltas.
-        if let Ok(permit) = self.sink.tx.try_reserve() {
-            permit.send(Event {
-                run_id: self.sink.run_id.clone(),
-                event_id: self.sink.next_id.fetch_add(1, Ordering::Relaxed),
-                time: SystemTime::now(),
-                node: Some(self.node.clone()),
-                task: self.task,
-                kind,
-            });
+        // gap-free even when a slow reader makes us drop deltas. A caller that went away
+        // drops nothing: the log still gets the delta.
+        let event = Event {
+            run_id: self.sink.run_id.clone(),
+            event_id: 0,
+            time: SystemTime::now(),
+            node: Some(self.node.clone()),
+            task: self.task,
+            kind,
+        };
+        match self.sink.tx.try_reserve() {
+            Ok(permit) => self.sink.log.append(event, |event| permit.send(event)),
+            Err(mpsc::error::TrySendError::Closed(())) => self.sink.log.append(event, |_| {}),
+            Err(mpsc::error::TrySendError::Full(())) => {}
         }
     }
 }

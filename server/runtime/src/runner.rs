@@ -3,13 +3,13 @@
 //! [`Durability`]) and streaming events.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex},
     time::{Duration, Instant as StdInstant, SystemTime},
 };
 
 use tokio::{
-    sync::{mpsc, oneshot, Notify, OwnedMutexGuard},
+    sync::{mpsc, oneshot, watch, Notify, OwnedMutexGuard, Semaphore},
     task::JoinSet,
     time::Instant,
 };
@@ -24,6 +24,7 @@ use crate::{
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
     handoff::{Completion, Handoff},
     node::{EventSink, InterruptRequest, NodeContext, NodeError, NodeErrorKind, Resume},
+    runlog::{RunLog, RunRetention, RunSubscription},
     State,
 };
 
@@ -41,6 +42,16 @@ pub struct RunnerConfig {
     /// with [`Durability::Exit`] writes a heartbeat checkpoint whenever its next node could
     /// otherwise run past it).
     pub takeover_after: Duration,
+    /// This process's identity among the replicas sharing a store. Every checkpoint it writes
+    /// names it as owner, and it keeps a lease in the store ([`RunRegistry::keep_leases`]):
+    /// another replica takes a running run over as soon as its owner's lease has expired,
+    /// instead of after `takeover_after`. A restarted process with the same id takes its own
+    /// runs back at once. `None`: no leases, the age rule alone.
+    pub replica: Option<Arc<str>>,
+    /// How long a replica's lease lasts after each renewal (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Runs resumed at once when [`Runner::recover`] finds several abandoned.
+    pub recovery_concurrency: usize,
 }
 
 impl Default for RunnerConfig {
@@ -50,6 +61,9 @@ impl Default for RunnerConfig {
             node_timeout: Duration::from_secs(120),
             run_timeout: Duration::from_secs(600),
             takeover_after: Duration::from_secs(130),
+            replica: None,
+            lease_ttl: Duration::from_secs(10),
+            recovery_concurrency: 16,
         }
     }
 }
@@ -123,8 +137,10 @@ pub enum RunError {
     NotFound { thread_id: String },
     #[error("thread {thread_id} already exists")]
     AlreadyExists { thread_id: String },
+    /// `retry_after`: when the thread may be free, if the runner knows better than a short
+    /// wait (a run whose replica stopped renewing its lease is taken over when it expires).
     #[error("a run is in progress on thread {thread_id}")]
-    ThreadBusy { thread_id: String },
+    ThreadBusy { thread_id: String, retry_after: Option<Duration> },
     #[error("thread {thread_id} has no pending interrupt to resume")]
     NothingToResume { thread_id: String },
     #[error("thread {thread_id} has no pending interrupt {interrupt_id:?}")]
@@ -165,6 +181,10 @@ pub enum RunError {
     },
     #[error("run task ended without an outcome")]
     Lost,
+    /// The run a retry attached to (by its idempotency key) failed; `kind` and `message` are
+    /// its failure's.
+    #[error("run {run_id} failed: {message}")]
+    AttachedRunFailed { run_id: String, kind: FailureKind, message: String },
 }
 
 impl RunError {
@@ -196,6 +216,7 @@ impl RunError {
             RunError::NodeTimeout { .. } | RunError::DeadlineExceeded => FailureKind::DeadlineExceeded,
             RunError::Cancelled => FailureKind::Cancelled,
             RunError::StepLimit { .. } => FailureKind::StepLimit,
+            RunError::AttachedRunFailed { kind, .. } => *kind,
             RunError::Checkpoint(CheckpointError::Conflict { .. }) => FailureKind::Conflict,
             RunError::Checkpoint(_) => FailureKind::StoreUnavailable,
             RunError::UndeclaredTarget { .. }
@@ -258,12 +279,28 @@ impl<S> RunHandle<S> {
 }
 
 /// Runs and thread locks shared by every workflow of a process, so a cancel or a shutdown
-/// reaches every run, and thread ids are exclusive across workflows.
-#[derive(Default)]
+/// reaches every run, and thread ids are exclusive across workflows. It also keeps each run's
+/// events ([`RunLog`]) while it runs and, within [`RunRetention`], after it ended.
 pub struct RunRegistry {
     threads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    runs: Mutex<HashMap<String, CancellationToken>>,
+    runs: Mutex<HashMap<String, ActiveRun>>,
+    /// Logs of ended runs, oldest first.
+    finished: Mutex<VecDeque<(StdInstant, Arc<RunLog>)>>,
+    retention: RunRetention,
     idle: Notify,
+    /// Every store a runner of the process writes to: where the replica's lease is kept.
+    stores: Mutex<Vec<Arc<dyn Checkpointer>>>,
+}
+
+struct ActiveRun {
+    cancel: CancellationToken,
+    log: Arc<RunLog>,
+}
+
+impl Default for RunRegistry {
+    fn default() -> Self {
+        Self::new(RunRetention::default())
+    }
 }
 
 struct ThreadGuard {
@@ -293,19 +330,91 @@ impl RunRegistry {
         let guard = match busy {
             BusyPolicy::Reject => match mutex.try_lock_owned() {
                 Ok(guard) => guard,
-                Err(_) => return Err(RunError::ThreadBusy { thread_id: thread_id.to_owned() }),
+                Err(_) => return Err(RunError::ThreadBusy { thread_id: thread_id.to_owned(), retry_after: None }),
             },
             BusyPolicy::Queue => mutex.lock_owned().await,
         };
         Ok(ThreadGuard { registry: self.clone(), thread_id: thread_id.to_owned(), guard: Some(guard) })
     }
 
+    pub fn new(retention: RunRetention) -> Self {
+        Self {
+            threads: Mutex::default(),
+            runs: Mutex::default(),
+            finished: Mutex::default(),
+            retention,
+            idle: Notify::new(),
+            stores: Mutex::default(),
+        }
+    }
+
+    fn add_store(&self, store: &Arc<dyn Checkpointer>) {
+        let mut stores = self.stores.lock().expect("store list poisoned");
+        if !stores.iter().any(|known| std::ptr::addr_eq(Arc::as_ptr(known), Arc::as_ptr(store))) {
+            stores.push(store.clone());
+        }
+    }
+
+    fn stores(&self) -> Vec<Arc<dyn Checkpointer>> {
+        self.stores.lock().expect("store list poisoned").clone()
+    }
+
+    /// Takes `replica`'s lease in every store the process's runners write to, once now (an
+    /// error if a store refuses) and then every third of `ttl` on a background task, until
+    /// `stop`. A failed renewal is logged and retried: the replica's runs go on, and if its
+    /// lease runs out meanwhile another replica may take them over (the compare-and-set on
+    /// every checkpoint then lets only one of the two continue each run).
+    pub async fn keep_leases(
+        self: &Arc<Self>,
+        replica: Arc<str>,
+        ttl: Duration,
+        stop: CancellationToken,
+    ) -> Result<tokio::task::JoinHandle<()>, CheckpointError> {
+        for store in self.stores() {
+            store.renew_lease(&replica, ttl).await?;
+        }
+        let registry = self.clone();
+        Ok(tokio::spawn(async move {
+            let mut failing = false;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(ttl / 3) => {}
+                }
+                for store in registry.stores() {
+                    match store.renew_lease(&replica, ttl).await {
+                        Ok(()) if failing => {
+                            info!(%replica, "lease renewed again");
+                            failing = false;
+                        }
+                        Ok(()) => {}
+                        Err(error) if !failing => {
+                            warn!(%replica, %error, "cannot renew the replica's lease; retrying");
+                            failing = true;
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }))
+    }
+
+    /// Ends `replica`'s lease in every store (a clean shutdown, after its runs ended), so other
+    /// replicas need not wait for it to expire.
+    pub async fn release_leases(&self, replica: &str) {
+        for store in self.stores() {
+            if let Err(error) = store.release_lease(replica).await {
+                warn!(%replica, %error, "cannot release the replica's lease; it expires on its own");
+            }
+        }
+    }
+
     /// Cancels a running run. Returns false when no such run is active.
     pub fn cancel(&self, run_id: &str) -> bool {
         let runs = self.runs.lock().expect("run map poisoned");
         match runs.get(run_id) {
-            Some(token) => {
-                token.cancel();
+            Some(run) => {
+                run.cancel.cancel();
                 true
             }
             None => false,
@@ -314,13 +423,29 @@ impl RunRegistry {
 
     /// Cancels every active run.
     pub fn cancel_all(&self) {
-        for token in self.runs.lock().expect("run map poisoned").values() {
-            token.cancel();
+        for run in self.runs.lock().expect("run map poisoned").values() {
+            run.cancel.cancel();
         }
     }
 
     pub fn active_runs(&self) -> usize {
         self.runs.lock().expect("run map poisoned").len()
+    }
+
+    /// Whether this process is running `run_id` now.
+    pub fn is_running(&self, run_id: &str) -> bool {
+        self.runs.lock().expect("run map poisoned").contains_key(run_id)
+    }
+
+    /// Follows a run this process is running or ended recently: its kept events after `after`,
+    /// then live ones. `None` for a run it does not know (or no longer keeps).
+    pub fn subscribe(&self, run_id: &str, after: u64) -> Option<RunSubscription> {
+        if let Some(run) = self.runs.lock().expect("run map poisoned").get(run_id) {
+            return Some(run.log.subscribe(after));
+        }
+        let mut finished = self.finished.lock().expect("finished runs poisoned");
+        self.prune(&mut finished);
+        finished.iter().rev().find(|(_, log)| log.run_id() == run_id).map(|(_, log)| log.subscribe(after))
     }
 
     /// Waits until no run is active (for graceful shutdown).
@@ -334,15 +459,38 @@ impl RunRegistry {
         }
     }
 
-    fn register(&self, run_id: &str, token: CancellationToken) {
-        self.runs.lock().expect("run map poisoned").insert(run_id.to_owned(), token);
+    fn new_log(&self, run_id: Arc<str>, thread_id: Arc<str>) -> Arc<RunLog> {
+        Arc::new(RunLog::new(run_id, thread_id, self.retention.max_events))
+    }
+
+    fn register(&self, log: Arc<RunLog>, cancel: CancellationToken) {
+        let run_id = log.run_id().to_owned();
+        self.runs.lock().expect("run map poisoned").insert(run_id, ActiveRun { cancel, log });
     }
 
     fn unregister(&self, run_id: &str) {
-        let mut runs = self.runs.lock().expect("run map poisoned");
-        runs.remove(run_id);
-        if runs.is_empty() {
-            self.idle.notify_waiters();
+        let ended = {
+            let mut runs = self.runs.lock().expect("run map poisoned");
+            let ended = runs.remove(run_id);
+            if runs.is_empty() {
+                self.idle.notify_waiters();
+            }
+            ended
+        };
+        let Some(ActiveRun { log, .. }) = ended else { return };
+        log.close();
+        if self.retention.max_events > 0 && self.retention.keep_finished > 0 {
+            let mut finished = self.finished.lock().expect("finished runs poisoned");
+            finished.push_back((StdInstant::now(), log));
+            self.prune(&mut finished);
+        }
+    }
+
+    fn prune(&self, finished: &mut VecDeque<(StdInstant, Arc<RunLog>)>) {
+        while finished.len() > self.retention.keep_finished
+            || finished.front().is_some_and(|(at, _)| at.elapsed() > self.retention.keep_finished_for)
+        {
+            finished.pop_front();
         }
     }
 }
@@ -354,6 +502,12 @@ pub struct Runner<S: State> {
     registry: Arc<RunRegistry>,
     config: RunnerConfig,
     handoff: Option<Arc<dyn Handoff<S>>>,
+    /// Runs in flight with an idempotency key, by thread and key: a retry attaches to them.
+    inflight: InflightRuns<S>,
+    /// Threads [`Runner::recover`] has queued, so overlapping scans queue each once.
+    recovering: Arc<Mutex<HashSet<String>>>,
+    /// Bounds the runs recovery resumes at once.
+    recovery: Arc<Semaphore>,
 }
 
 impl<S: State> Clone for Runner<S> {
@@ -364,8 +518,79 @@ impl<S: State> Clone for Runner<S> {
             registry: self.registry.clone(),
             config: self.config.clone(),
             handoff: self.handoff.clone(),
+            inflight: self.inflight.clone(),
+            recovering: self.recovering.clone(),
+            recovery: self.recovery.clone(),
         }
     }
+}
+
+/// How a run ended, as runs attached to it learn it.
+type SharedOutcome<S> = Result<RunOutcome<S>, (FailureKind, String)>;
+
+/// A thread and an idempotency key: what a retry attaches by.
+type InflightKey = (String, String);
+
+/// Runs in flight with an idempotency key, shared by a runner's clones.
+type InflightRuns<S> = Arc<Mutex<HashMap<InflightKey, Inflight<S>>>>;
+
+/// A run in flight that a retry with its idempotency key attaches to.
+struct Inflight<S> {
+    run_id: String,
+    fingerprint: Option<String>,
+    log: Arc<RunLog>,
+    cancel: CancellationToken,
+    outcome: watch::Receiver<Option<SharedOutcome<S>>>,
+}
+
+impl<S> Clone for Inflight<S> {
+    fn clone(&self) -> Self {
+        Self {
+            run_id: self.run_id.clone(),
+            fingerprint: self.fingerprint.clone(),
+            log: self.log.clone(),
+            cancel: self.cancel.clone(),
+            outcome: self.outcome.clone(),
+        }
+    }
+}
+
+/// A run registered as running: [`Tracked::finish`] publishes its outcome to attached callers
+/// and unregisters it.
+struct Tracked<S: State> {
+    registry: Arc<RunRegistry>,
+    inflight: InflightRuns<S>,
+    run_id: String,
+    /// The (thread, key) entry and its outcome's sender, for a run with an idempotency key.
+    entry: Option<(InflightKey, watch::Sender<Option<SharedOutcome<S>>>)>,
+}
+
+impl<S: State> Tracked<S> {
+    fn finish(self, outcome: &Result<RunOutcome<S>, RunError>) {
+        if let Some((key, publish)) = self.entry {
+            let mut inflight = self.inflight.lock().expect("inflight runs poisoned");
+            // Only this run's entry: a later run with the key (after this one failed) may
+            // have taken the slot.
+            if inflight.get(&key).is_some_and(|entry| entry.run_id == self.run_id) {
+                inflight.remove(&key);
+            }
+            // Attached callers took their receivers under this lock: with none, nothing to
+            // clone.
+            if publish.receiver_count() > 0 {
+                publish.send_replace(Some(match outcome {
+                    Ok(outcome) => Ok(outcome.clone()),
+                    Err(error) => Err((error.failure_kind(), error.detail())),
+                }));
+            }
+        }
+        self.registry.unregister(&self.run_id);
+    }
+}
+
+/// Whether a `Running` checkpoint belongs to a live run elsewhere or was abandoned.
+enum Claim {
+    Live { retry_after: Option<Duration> },
+    Abandoned,
 }
 
 /// Everything the node loop needs, owned, so it can run on a spawned task.
@@ -531,13 +756,13 @@ impl Attempts {
     }
 }
 
-/// Milliseconds: what every durable store keeps, so a checkpoint reads back as written.
 /// Whether a retry's fingerprint contradicts the recorded one. Only two known fingerprints can
 /// disagree: a missing one on either side is not evidence of a different request.
 fn differs(request: &Option<String>, recorded: &Option<String>) -> bool {
     matches!((request, recorded), (Some(a), Some(b)) if a != b)
 }
 
+/// Milliseconds: what every durable store keeps, so a checkpoint reads back as written.
 fn now() -> SystemTime {
     let since = SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     std::time::UNIX_EPOCH + Duration::from_millis(since.as_millis() as u64)
@@ -550,7 +775,18 @@ fn decode<S: State>(checkpoint: &Checkpoint) -> Result<S, RunError> {
 
 impl<S: State> Runner<S> {
     pub fn new(graph: Graph<S>, checkpointer: Arc<dyn Checkpointer>, config: RunnerConfig) -> Self {
-        Self { graph: Arc::new(graph), checkpointer, registry: Arc::new(RunRegistry::default()), config, handoff: None }
+        let registry = Arc::new(RunRegistry::default());
+        registry.add_store(&checkpointer);
+        Self {
+            graph: Arc::new(graph),
+            checkpointer,
+            registry,
+            recovery: Arc::new(Semaphore::new(config.recovery_concurrency.max(1))),
+            config,
+            handoff: None,
+            inflight: Arc::default(),
+            recovering: Arc::default(),
+        }
     }
 
     /// Offers every completed run's state to `handoff` before its final checkpoint (see
@@ -562,6 +798,7 @@ impl<S: State> Runner<S> {
 
     /// Shares a registry with other runners of the process (cancel by run id, shutdown).
     pub fn with_registry(mut self, registry: Arc<RunRegistry>) -> Self {
+        registry.add_store(&self.checkpointer);
         self.registry = registry;
         self
     }
@@ -646,6 +883,7 @@ impl<S: State> Runner<S> {
                 status: RunStatus::Completed,
                 step: 0,
                 output: None,
+                owner: None,
             },
             created_at: now(),
         })
@@ -662,6 +900,11 @@ impl<S: State> Runner<S> {
                 return Err(RunError::Ephemeral { what: "resume (nothing is paused)" });
             }
             request.mode = ThreadMode::New;
+        }
+        if let Some(key) = &request.idempotency_key {
+            if let Some(handle) = self.attach(&request.thread_id, key, &request.fingerprint)? {
+                return Ok(handle);
+            }
         }
         let guard = self.registry.lock_thread(&request.thread_id, request.busy).await?;
         let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
@@ -706,14 +949,13 @@ impl<S: State> Runner<S> {
             ThreadMode::Existing | ThreadMode::CreateIfMissing => self.checkpointer.latest(&request.thread_id).await?,
         };
 
-        // A checkpoint still marked running belongs to another process's run: a live one
-        // (the thread is busy) or, once old enough, one a crash abandoned. Retrying that run's
-        // key re-attaches to it; anything else first finishes it unobserved, because its input
-        // was accepted.
+        // A checkpoint still marked running (while this process runs nothing on the thread)
+        // belongs to another replica's run: a live one (the thread is busy) or one a crash
+        // abandoned. Retrying that run's key takes it over and follows it; anything else
+        // first finishes it unobserved, because its input was accepted.
         if let Some(cp) = latest.as_ref().filter(|cp| cp.run.status == RunStatus::Running) {
-            let age = SystemTime::now().duration_since(cp.created_at).unwrap_or_default();
-            if age < self.config.takeover_after {
-                return Err(RunError::ThreadBusy { thread_id: request.thread_id });
+            if let Claim::Live { retry_after } = self.claim(cp, false).await? {
+                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after });
             }
             let same_run = request.idempotency_key.is_some() && cp.run.idempotency_key == request.idempotency_key;
             if same_run {
@@ -721,18 +963,20 @@ impl<S: State> Runner<S> {
                     let key = request.idempotency_key.unwrap_or_default();
                     return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key });
                 }
+                info!(thread_id = %request.thread_id, run_id = %cp.run.run_id, "taking over an abandoned run for its retry");
                 let exec = self.resume_execution(cp.clone(), tx)?;
+                let tracked = self.track(&exec);
                 exec.announce(true).await;
                 let run_id = exec.run_id.to_string();
                 let cancel = exec.cancel.clone();
-                self.spawn(exec, guard, outcome_tx);
+                self.spawn(exec, guard, tracked, outcome_tx);
                 return Ok(RunHandle { run_id, events: rx, outcome: outcome_rx, cancel });
             }
             info!(thread_id = %request.thread_id, "finishing abandoned run before the new one");
             self.finish_unobserved(cp.clone()).await?;
             latest = self.checkpointer.latest(&request.thread_id).await?;
             if latest.as_ref().is_some_and(|cp| cp.run.status == RunStatus::Running) {
-                return Err(RunError::ThreadBusy { thread_id: request.thread_id });
+                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after: None });
             }
         }
 
@@ -778,14 +1022,15 @@ impl<S: State> Runner<S> {
         };
 
         let run_id: Arc<str> = uuid::Uuid::now_v7().to_string().into();
-        let sink = Arc::new(EventSink::new(run_id.clone(), tx));
+        let thread_id: Arc<str> = request.thread_id.as_str().into();
+        let sink = Arc::new(EventSink::new(self.registry.new_log(run_id.clone(), thread_id.clone()), tx));
         let timeout = request.timeout.unwrap_or(self.config.run_timeout);
         let mut exec = Execution {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
             config: self.config.clone(),
             handoff: self.handoff.clone(),
-            thread_id: request.thread_id.as_str().into(),
+            thread_id,
             run_id: run_id.clone(),
             idempotency_key: request.idempotency_key,
             fingerprint: request.fingerprint,
@@ -814,55 +1059,189 @@ impl<S: State> Runner<S> {
             }
             Err(error) => return Err(error),
         }
+        let tracked = self.track(&exec);
         exec.announce(resumed).await;
         let cancel = exec.cancel.clone();
-        self.spawn(exec, guard, outcome_tx);
+        self.spawn(exec, guard, tracked, outcome_tx);
         Ok(RunHandle { run_id: run_id.to_string(), events: rx, outcome: outcome_rx, cancel })
     }
 
-    /// Finishes every run that a crash left unfinished. Called at start-up, when every
-    /// `Running` checkpoint of this process's threads is known to be abandoned. Another replica
-    /// racing on the same run is safe: the compare-and-set lets only one writer continue it.
+    /// A handle on the run in flight that a retry with this idempotency key repeats, if this
+    /// process runs one: the run's events from its first and its outcome (as a replay: the
+    /// output, not the state), instead of `ThreadBusy`.
+    fn attach(
+        &self,
+        thread_id: &str,
+        key: &str,
+        fingerprint: &Option<String>,
+    ) -> Result<Option<RunHandle<S>>, RunError> {
+        let entry = {
+            let inflight = self.inflight.lock().expect("inflight runs poisoned");
+            match inflight.get(&(thread_id.to_owned(), key.to_owned())) {
+                Some(entry) => entry.clone(),
+                None => return Ok(None),
+            }
+        };
+        if differs(fingerprint, &entry.fingerprint) {
+            return Err(RunError::IdempotencyMismatch { thread_id: thread_id.to_owned(), key: key.to_owned() });
+        }
+        debug!(%thread_id, run_id = %entry.run_id, "attaching a retry to its run in flight");
+        let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
+        let (outcome_tx, outcome_rx) = oneshot::channel();
+        let mut events = entry.log.subscribe(0);
+        let mut outcome = entry.outcome;
+        let run_id = entry.run_id.clone();
+        tokio::spawn(async move {
+            while let Some((event, _)) = events.next().await {
+                if tx.send(event).await.is_err() {
+                    break;
+                }
+            }
+            drop(tx);
+            let shared = match outcome.wait_for(Option::is_some).await {
+                Ok(shared) => shared.clone(),
+                Err(_) => None,
+            };
+            let result = match shared {
+                Some(Ok(outcome)) => Ok(RunOutcome { state: None, replayed: true, ..outcome }),
+                Some(Err((kind, message))) => Err(RunError::AttachedRunFailed { run_id, kind, message }),
+                None => Err(RunError::Lost),
+            };
+            let _ = outcome_tx.send(result);
+        });
+        Ok(Some(RunHandle { run_id: entry.run_id, events: rx, outcome: outcome_rx, cancel: entry.cancel }))
+    }
+
+    /// Registers a run about to execute: with the registry (cancel and re-attach by run id)
+    /// and, with an idempotency key, as what a retry with the key attaches to.
+    fn track(&self, exec: &Execution<S>) -> Tracked<S> {
+        let log = exec.sink.log().clone();
+        self.registry.register(log.clone(), exec.cancel.clone());
+        let entry = exec.idempotency_key.as_ref().map(|key| {
+            let (publish, outcome) = watch::channel(None);
+            let slot = (exec.thread_id.to_string(), key.clone());
+            let inflight = Inflight {
+                run_id: exec.run_id.to_string(),
+                fingerprint: exec.fingerprint.clone(),
+                log,
+                cancel: exec.cancel.clone(),
+                outcome,
+            };
+            self.inflight.lock().expect("inflight runs poisoned").insert(slot.clone(), inflight);
+            (slot, publish)
+        });
+        Tracked {
+            registry: self.registry.clone(),
+            inflight: self.inflight.clone(),
+            run_id: exec.run_id.to_string(),
+            entry,
+        }
+    }
+
+    /// Whether a `Running` checkpoint, on a thread this process runs nothing on, is another
+    /// replica's live run or abandoned. With an owner: abandoned when it is this replica (a
+    /// previous life of the process, or a run whose last write failed) or when the owner's
+    /// lease has expired. Without one (written before leases, or by a runner without a replica
+    /// id): abandoned once older than `takeover_after`, or at once for `recovery` (which, as
+    /// before leases, takes such runs for a crash's).
+    async fn claim(&self, cp: &Checkpoint, recovery: bool) -> Result<Claim, RunError> {
+        if self.registry.is_running(&cp.run.run_id) {
+            return Ok(Claim::Live { retry_after: None });
+        }
+        match (&cp.run.owner, &self.config.replica) {
+            (Some(owner), Some(me)) if owner.as_str() == &**me => Ok(Claim::Abandoned),
+            (Some(owner), _) => match self.checkpointer.lease_remaining(owner).await? {
+                // A lease renewed on time has about its whole ttl left: its replica is alive,
+                // and the run may end any moment. One that missed renewals may belong to a
+                // dead replica: the run is taken over once it expires.
+                Some(left) if left >= self.config.lease_ttl / 2 => Ok(Claim::Live { retry_after: None }),
+                Some(left) => Ok(Claim::Live { retry_after: Some(left) }),
+                None => Ok(Claim::Abandoned),
+            },
+            (None, _) if recovery => Ok(Claim::Abandoned),
+            (None, _) => {
+                let age = SystemTime::now().duration_since(cp.created_at).unwrap_or_default();
+                match self.config.takeover_after.checked_sub(age) {
+                    Some(left) if !left.is_zero() => Ok(Claim::Live { retry_after: Some(left) }),
+                    _ => Ok(Claim::Abandoned),
+                }
+            }
+        }
+    }
+
+    /// Finishes every run that was abandoned: left running by a crash of this process (in a
+    /// previous life under the same replica id), by a replica whose lease has expired, or by
+    /// a runner without a replica id (taken for a crash's). Live runs of other replicas are left
+    /// alone. Runs are resumed concurrently, at most `recovery_concurrency` at once; a retry
+    /// with a recovered run's idempotency key attaches to it. Returns once they have ended,
+    /// with how many it resumed. Safe to call while serving and from several replicas at once:
+    /// the compare-and-set lets only one writer continue a run.
     pub async fn recover(&self) -> Result<usize, RunError> {
-        let mut recovered = 0;
+        let mut tasks = JoinSet::new();
         for thread_id in self.checkpointer.unfinished_threads().await? {
-            let Ok(guard) = self.registry.lock_thread(&thread_id, BusyPolicy::Reject).await else { continue };
-            let Some(cp) = self.checkpointer.latest(&thread_id).await? else { continue };
-            if cp.run.status != RunStatus::Running || cp.workflow != self.graph.name() {
+            if !self.recovering.lock().expect("recovering set poisoned").insert(thread_id.clone()) {
                 continue;
             }
-            info!(%thread_id, run_id = %cp.run.run_id, "resuming run interrupted by a crash");
-            if let Err(error) = self.finish_unobserved(cp).await {
-                warn!(%thread_id, %error, "recovered run failed");
+            let runner = self.clone();
+            tasks.spawn(async move {
+                let result = runner.recover_thread(&thread_id).await;
+                runner.recovering.lock().expect("recovering set poisoned").remove(&thread_id);
+                (thread_id, result)
+            });
+        }
+        let mut recovered = 0;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((_, Ok(true))) => recovered += 1,
+                Ok((_, Ok(false))) => {}
+                Ok((thread_id, Err(error))) => warn!(%thread_id, %error, "recovered run failed"),
+                Err(error) => warn!(%error, "recovery task panicked"),
             }
-            drop(guard);
-            recovered += 1;
         }
         Ok(recovered)
     }
 
-    /// Drives an abandoned run to its end with nobody reading its events.
+    /// Resumes the thread's run if it is this workflow's and abandoned; true if it did.
+    async fn recover_thread(&self, thread_id: &str) -> Result<bool, RunError> {
+        let _permit = self.recovery.acquire().await.map_err(|_| RunError::Lost)?;
+        let Ok(guard) = self.registry.lock_thread(thread_id, BusyPolicy::Reject).await else { return Ok(false) };
+        let Some(cp) = self.checkpointer.latest(thread_id).await? else { return Ok(false) };
+        if cp.run.status != RunStatus::Running || cp.workflow != self.graph.name() {
+            return Ok(false);
+        }
+        if let Claim::Live { .. } = self.claim(&cp, true).await? {
+            return Ok(false);
+        }
+        info!(%thread_id, run_id = %cp.run.run_id, owner = ?cp.run.owner, "resuming an abandoned run");
+        let outcome = self.finish_unobserved(cp).await;
+        drop(guard);
+        outcome.map(|_| true)
+    }
+
+    /// Drives an abandoned run to its end with nobody reading its events but the log (a
+    /// retry with its idempotency key attaches to it meanwhile).
     async fn finish_unobserved(&self, cp: Checkpoint) -> Result<RunOutcome<S>, RunError> {
         let (tx, rx) = mpsc::channel(1);
         drop(rx);
         let exec = self.resume_execution(cp, tx)?;
-        let run_id = exec.run_id.to_string();
-        self.registry.register(&run_id, exec.cancel.clone());
+        let tracked = self.track(&exec);
+        exec.announce(true).await;
         let outcome = exec.drive().await;
-        self.registry.unregister(&run_id);
+        tracked.finish(&outcome);
         outcome
     }
 
     fn resume_execution(&self, cp: Checkpoint, tx: mpsc::Sender<crate::Event>) -> Result<Execution<S>, RunError> {
         let state: S = decode(&cp)?;
         let run_id: Arc<str> = cp.run.run_id.as_str().into();
-        let sink = Arc::new(EventSink::new(run_id.clone(), tx));
+        let thread_id: Arc<str> = cp.thread_id.as_str().into();
+        let sink = Arc::new(EventSink::new(self.registry.new_log(run_id.clone(), thread_id.clone()), tx));
         Ok(Execution {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
             config: self.config.clone(),
             handoff: self.handoff.clone(),
-            thread_id: cp.thread_id.as_str().into(),
+            thread_id,
             run_id,
             idempotency_key: cp.run.idempotency_key.clone(),
             fingerprint: cp.run.fingerprint.clone(),
@@ -894,11 +1273,9 @@ impl<S: State> Runner<S> {
         &self,
         exec: Execution<S>,
         guard: ThreadGuard,
+        tracked: Tracked<S>,
         outcome_tx: oneshot::Sender<Result<RunOutcome<S>, RunError>>,
     ) {
-        let registry = self.registry.clone();
-        let run_id = exec.run_id.to_string();
-        registry.register(&run_id, exec.cancel.clone());
         // Boxed so that spawning moves a pointer: the run's future holds the state and every
         // node's future, and tokio would otherwise copy all of it several times on the way in.
         let drive = Box::pin(exec.drive());
@@ -907,7 +1284,7 @@ impl<S: State> Runner<S> {
             // Release the thread before reporting, so a caller that reacts to the outcome by
             // sending the next turn never finds its own finished run still holding the thread.
             drop(guard);
-            registry.unregister(&run_id);
+            tracked.finish(&outcome);
             let _ = outcome_tx.send(outcome);
         });
     }
@@ -956,6 +1333,7 @@ impl<S: State> Execution<S> {
                 status,
                 step: self.step,
                 output,
+                owner: self.config.replica.as_deref().map(str::to_owned),
             },
             created_at: now(),
         };
@@ -973,6 +1351,9 @@ impl<S: State> Execution<S> {
         match self.graph.durability() {
             Durability::EveryNode => true,
             Durability::Ephemeral => false,
+            // With a replica id, the replica's lease says the run is live, however old its
+            // checkpoint.
+            Durability::Exit if self.config.replica.is_some() => false,
             Durability::Exit => {
                 let next = self.next.as_deref().and_then(|n| self.graph.nodes.get(n));
                 let timeout = next.map_or(self.config.node_timeout, |entry| self.node_timeout(entry));

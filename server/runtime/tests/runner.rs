@@ -440,6 +440,7 @@ async fn crashed_thread(store: &MemoryCheckpointer, key: Option<&str>) {
                 status: RunStatus::Running,
                 step: 1,
                 output: None,
+                owner: None,
             },
             created_at: std::time::SystemTime::now(),
         })

@@ -9,11 +9,12 @@ use frontdesk_llm::{
     ChatModel, JsonLinesCallLog, LlmClient, OpenAiConfig, OpenAiProvider, PriceTable, RetryPolicy, ScriptedModel,
     TracingCallLog,
 };
-use frontdesk_runtime::{Checkpointer, RunRegistry, RunnerConfig};
+use frontdesk_runtime::{Checkpointer, RunRegistry, RunRetention, RunnerConfig};
 use frontdesk_store::{Database, StoreOptions};
 use frontdesk_workflows::conversation::ConversationLimits;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
 use tonic_health::ServingStatus;
 use tracing::{error, info, warn};
@@ -62,6 +63,12 @@ pub enum StartError {
     },
     #[error("cannot build gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
+    #[error("cannot take replica {replica}'s lease in the database (runs.replica_id)")]
+    Lease {
+        replica: String,
+        #[source]
+        source: frontdesk_runtime::CheckpointError,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +94,25 @@ pub struct App {
     database: Database,
     llm_calls: Arc<LlmCallLedger>,
     model_name: String,
+    /// This replica's id: the owner in its runs' checkpoints and the key of its lease.
+    replica: Arc<str>,
+    lease_ttl: Duration,
+}
+
+/// `host:port`: stable across restarts of the same process, so a restarted replica takes its
+/// own interrupted runs back at once. With an ephemeral port (0) the port says nothing, so a
+/// random suffix keeps two such processes on one host apart.
+fn default_replica_id(listen: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "frontdesk".to_owned());
+    match listen.port() {
+        0 => format!("{host}:{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+        port => format!("{host}:{port}"),
+    }
 }
 
 impl App {
@@ -131,13 +157,25 @@ impl App {
         }
         let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), checkpointer.clone(), sql_log));
 
-        let runs = Arc::new(RunRegistry::default());
+        let runs_config = &config.runs;
+        let runs = Arc::new(RunRegistry::new(RunRetention {
+            max_events: runs_config.max_events,
+            keep_finished: runs_config.keep_finished,
+            keep_finished_for: Duration::from_secs(runs_config.keep_finished_secs),
+        }));
+        let replica: Arc<str> = match &runs_config.replica_id {
+            Some(id) => id.as_str().into(),
+            None => default_replica_id(config.listen).into(),
+        };
         let limits = &config.limits;
         let runner_config = RunnerConfig {
             event_buffer: limits.event_buffer.max(1),
             node_timeout: Duration::from_secs(limits.node_timeout_secs),
             run_timeout: Duration::from_secs(limits.run_timeout_secs),
             takeover_after: Duration::from_secs(limits.node_timeout_secs + 10),
+            replica: Some(replica.clone()),
+            lease_ttl: Duration::from_secs(runs_config.lease_secs.max(1)),
+            recovery_concurrency: runs_config.recovery_concurrency.max(1),
         };
         let conversation_limits =
             ConversationLimits { max_text_chars: limits.max_text_chars, max_turns: limits.max_turns };
@@ -157,7 +195,8 @@ impl App {
         }
         let registry = Registry::new(workflows, checkpointer, runs);
 
-        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name })
+        let lease_ttl = runner_config.lease_ttl;
+        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name, replica, lease_ttl })
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -212,19 +251,24 @@ impl App {
             }
         }
 
-        let registry = self.registry.clone();
-        tokio::spawn(async move {
-            match registry.recover().await {
-                Ok(0) => {}
-                Ok(n) => info!(runs = n, "finished runs interrupted by a crash"),
-                Err(error) => error!(%error, "crash recovery failed"),
-            }
-        });
+        // The lease first: recovery and takeover scans on other replicas read it to tell this
+        // replica's runs from abandoned ones.
+        let lease = CancellationToken::new();
+        let renewals = self
+            .registry
+            .runs()
+            .keep_leases(self.replica.clone(), self.lease_ttl, lease.clone())
+            .await
+            .map_err(|source| StartError::Lease { replica: self.replica.to_string(), source })?;
+        let scans = CancellationToken::new();
+        let scan_every = Duration::from_secs(self.config.runs.takeover_scan_secs.max(1));
+        let scanner = tokio::spawn(take_over_abandoned_runs(self.registry.clone(), scan_every, scans.clone()));
 
         info!(
             %addr,
             database = %self.database.kind(),
             model = %self.model_name,
+            replica = %self.replica,
             "frontdesk-server listening"
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -243,7 +287,44 @@ impl App {
             database: self.database,
             llm_calls: self.llm_calls,
             grace: Duration::from_secs(self.config.shutdown_grace_secs),
+            replica: self.replica,
+            lease,
+            renewals,
+            scans,
+            scanner,
         })
+    }
+}
+
+/// Finishes the runs a crash of this replica interrupted (at once, start-up recovery), then
+/// every `every` takes over the runs of replicas whose lease has expired, until `stop`. Runs of
+/// live replicas are left alone; the compare-and-set on every checkpoint lets only one replica
+/// continue a run when two scan at once.
+async fn take_over_abandoned_runs(registry: Arc<Registry>, every: Duration, stop: CancellationToken) {
+    match registry.recover().await {
+        Ok(0) => {}
+        Ok(n) => info!(runs = n, "finished runs interrupted by a crash"),
+        Err(error) => error!(%error, "crash recovery failed"),
+    }
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match registry.take_over().await {
+            Ok(n) => {
+                if n > 0 {
+                    info!(runs = n, "finished runs taken over from a replica whose lease expired");
+                }
+                failing = false;
+            }
+            Err(error) if !failing => {
+                warn!(%error, "takeover scan failed; retrying");
+                failing = true;
+            }
+            Err(_) => {}
+        }
     }
 }
 
@@ -340,6 +421,14 @@ pub struct RunningServer {
     database: Database,
     llm_calls: Arc<LlmCallLedger>,
     grace: Duration,
+    replica: Arc<str>,
+    /// Stops the lease renewals: only once this replica's runs have ended, so that no other
+    /// replica takes over a run still going here.
+    lease: CancellationToken,
+    renewals: JoinHandle<()>,
+    /// Stops the takeover scans, first: a stopping replica takes no new runs on.
+    scans: CancellationToken,
+    scanner: JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -358,6 +447,7 @@ impl RunningServer {
         /// hold the server open for the whole grace period.
         const DRAIN: Duration = Duration::from_secs(2);
         let _ = self.stop.send(());
+        self.scans.cancel();
         if tokio::time::timeout(self.grace, self.registry.runs().wait_idle()).await.is_err() {
             warn!(
                 runs = self.registry.runs().active_runs(),
@@ -365,11 +455,19 @@ impl RunningServer {
             );
             self.registry.runs().cancel_all();
         }
+        // A scan still resuming runs is abandoned with them: their checkpoints keep them for the
+        // next replica.
+        self.scanner.abort();
+        self.lease.cancel();
+        let _ = self.renewals.await;
         let result = match tokio::time::timeout(DRAIN, self.task).await {
             Ok(Ok(result)) => result.map_err(ServeError::Transport),
             Ok(Err(_)) => Err(ServeError::Panicked),
             Err(_) => Ok(()),
         };
+        // Runs cancelled past the grace period are left running in their checkpoints: with the
+        // lease gone, another replica takes them over at its next scan instead of after expiry.
+        self.registry.runs().release_leases(&self.replica).await;
         // The calls of the runs that just finished, before the database closes under them.
         if let Some(log) = self.llm_calls.log() {
             if !log.flushed(DRAIN).await {

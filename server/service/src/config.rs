@@ -22,6 +22,7 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub model: ModelConfig,
     pub limits: LimitsConfig,
+    pub runs: RunsConfig,
     pub workflows: WorkflowsConfig,
     pub log: LogConfig,
     /// Seconds graceful shutdown waits for in-flight runs to commit.
@@ -35,6 +36,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             model: ModelConfig::default(),
             limits: LimitsConfig::default(),
+            runs: RunsConfig::default(),
             workflows: WorkflowsConfig::default(),
             log: LogConfig::default(),
             shutdown_grace_secs: 30,
@@ -229,6 +231,44 @@ impl Default for LimitsConfig {
             event_buffer: 64,
             node_timeout_secs: 120,
             run_timeout_secs: 600,
+        }
+    }
+}
+
+/// Runs that outlive their callers and their replica: the events kept for `SubscribeRun`, the
+/// lease that tells other replicas a run is live, and recovery after a crash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunsConfig {
+    /// Events kept per run for `SubscribeRun`; a subscriber that falls further behind is told
+    /// how many it missed.
+    pub max_events: usize,
+    /// Finished runs whose events and result are kept for a late `SubscribeRun` or retry.
+    pub keep_finished: usize,
+    /// Seconds a finished run is kept for them (whichever of the two limits comes first).
+    pub keep_finished_secs: u64,
+    /// This replica's name in its runs' checkpoints and in the lease table. Unset: the host
+    /// name and listening port. Two replicas on one database must not share one.
+    pub replica_id: Option<String>,
+    /// Seconds a replica's lease lasts without renewal (renewed every third of it). Another
+    /// replica takes over the runs of a replica whose lease has expired.
+    pub lease_secs: u64,
+    /// Seconds between scans for runs whose replica's lease has expired.
+    pub takeover_scan_secs: u64,
+    /// Interrupted runs resumed at once after a crash or takeover.
+    pub recovery_concurrency: usize,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        Self {
+            max_events: 2048,
+            keep_finished: 512,
+            keep_finished_secs: 300,
+            replica_id: None,
+            lease_secs: 10,
+            takeover_scan_secs: 2,
+            recovery_concurrency: 16,
         }
     }
 }

@@ -90,11 +90,13 @@ struct Failure {
     metadata: Vec<(&'static str, String)>,
     /// The offending request field and why, for `BadRequest`.
     violation: Option<(&'static str, String)>,
+    /// A wait the runtime knows better than the reason's usual one (a takeover's lease remaining).
+    retry_after: Option<Duration>,
 }
 
 impl Failure {
     fn new(reason: ErrorReason, message: String) -> Self {
-        Failure { reason, message, metadata: Vec::new(), violation: None }
+        Failure { reason, message, metadata: Vec::new(), violation: None, retry_after: None }
     }
 
     fn with(mut self, key: &'static str, value: impl Into<String>) -> Self {
@@ -108,8 +110,9 @@ impl Failure {
     }
 
     fn into_status(self) -> Status {
-        let Failure { reason, message, metadata, violation } = self;
-        let (code, retry) = code_of(reason);
+        let Failure { reason, message, metadata, violation, retry_after } = self;
+        let (code, usual_retry) = code_of(reason);
+        let retry = retry_after.or(usual_retry);
         let mut details = ErrorDetails::new();
         if let Some((field, why)) = violation {
             details.add_bad_request_violation(field, why);
@@ -133,7 +136,9 @@ fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String)
     match error {
         RunError::NotFound { thread_id } => about(ErrorReason::NotFound, thread_id),
         RunError::AlreadyExists { thread_id } => about(ErrorReason::AlreadyExists, thread_id),
-        RunError::ThreadBusy { thread_id } => about(ErrorReason::ThreadBusy, thread_id),
+        RunError::ThreadBusy { thread_id, retry_after } => {
+            Failure { retry_after: *retry_after, ..about(ErrorReason::ThreadBusy, thread_id) }
+        }
         RunError::NothingToResume { thread_id } => about(ErrorReason::NothingToResume, thread_id),
         RunError::Interrupted { thread_id } => about(ErrorReason::InterruptPending, thread_id),
         RunError::UnknownInterrupt { thread_id, interrupt_id } => {
@@ -158,6 +163,10 @@ fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String)
         | RunError::Checkpoint(_)
         | RunError::StateCodec { .. }
         | RunError::Lost => Failure::new(reason_of(error.failure_kind()), message),
+        // A retry that attached to a run in flight fails as that run did.
+        RunError::AttachedRunFailed { run_id, .. } => {
+            Failure::new(reason_of(error.failure_kind()), message).with("run_id", run_id.clone())
+        }
     }
 }
 
@@ -315,15 +324,36 @@ mod tests {
 
     #[test]
     fn thread_busy() {
-        let status = to_status(WorkflowError::Run(RunError::ThreadBusy { thread_id: "c1".into() }));
+        let status = to_status(WorkflowError::Run(RunError::ThreadBusy { thread_id: "c1".into(), retry_after: None }));
         check(&status, Code::Aborted, ErrorReason::ThreadBusy, &["kind", "id"]);
         let info = status.get_error_details().error_info().unwrap().clone();
         assert_eq!((info.metadata["kind"].as_str(), info.metadata["id"].as_str()), ("thread", "c1"));
     }
 
     #[test]
+    fn thread_busy_during_a_takeover_advises_the_lease_remaining() {
+        let wait = Duration::from_millis(4_200);
+        let busy = RunError::ThreadBusy { thread_id: "c1".into(), retry_after: Some(wait) };
+        let status = to_status(WorkflowError::Run(busy));
+        check(&status, Code::Aborted, ErrorReason::ThreadBusy, &["kind", "id"]);
+        let retry = status.get_error_details().retry_info().unwrap().retry_delay;
+        assert_eq!(retry, Some(wait), "RetryInfo says when the other replica's lease ends");
+    }
+
+    #[test]
+    fn a_retry_attached_to_a_run_fails_as_that_run_did() {
+        let failed = RunError::AttachedRunFailed {
+            run_id: "r-1".into(),
+            kind: FailureKind::ModelUnavailable,
+            message: "model down".into(),
+        };
+        let status = to_status(WorkflowError::Run(failed));
+        check(&status, Code::Unavailable, ErrorReason::ModelUnavailable, &["run_id"]);
+    }
+
+    #[test]
     fn thread_busy_names_the_workflows_entity_not_the_thread() {
-        let busy = RunError::ThreadBusy { thread_id: "CUST-1:TKT-1".into() };
+        let busy = RunError::ThreadBusy { thread_id: "CUST-1:TKT-1".into(), retry_after: None };
         let status = to_status(WorkflowError::run_on("ticket", "TKT-1", busy));
         check(&status, Code::Aborted, ErrorReason::ThreadBusy, &["kind", "id"]);
         let info = status.get_error_details().error_info().unwrap().clone();

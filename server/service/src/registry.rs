@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use frontdesk_api::v1 as pb;
-use frontdesk_runtime::{Checkpointer, RunRegistry, ThreadQuery};
+use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadQuery};
 use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, WorkflowError};
 
 use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
@@ -53,20 +53,19 @@ impl Registry {
     /// already ended, is `NotFound`: there is nothing left to cancel, and a caller told "not
     /// cancelled" could not tell a typo from a finished run.
     pub fn cancel_run(&self, run_id: &str) -> Result<(), WorkflowError> {
-        if run_id.is_empty() {
-            return Err(WorkflowError::InvalidArgument { field: "run_id", reason: "must not be empty".into() });
-        }
-        if uuid::Uuid::try_parse(run_id).is_err() {
-            return Err(WorkflowError::InvalidArgument {
-                field: "run_id",
-                reason: "must be a run id as events carry it (a UUID)".into(),
-            });
-        }
+        validate_run_id(run_id)?;
         if self.runs.cancel(run_id) {
             Ok(())
         } else {
             Err(WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
         }
+    }
+
+    /// Follows a run this replica is running or ended recently: its events after `after`, then
+    /// live ones until its last.
+    pub fn subscribe_run(&self, run_id: &str, after: u64) -> Result<RunSubscription, WorkflowError> {
+        validate_run_id(run_id)?;
+        self.runs.subscribe(run_id, after).ok_or_else(|| WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
     }
 
     fn conversational(&self) -> impl Iterator<Item = &Conversations> {
@@ -145,13 +144,34 @@ impl Registry {
         }
     }
 
-    /// Finishes the runs a crash interrupted, for every workflow (each in its own way: see
-    /// `HostedWorkflow::recover`).
+    /// Finishes the runs a crash interrupted, for every workflow at once (each in its own way:
+    /// see `HostedWorkflow::recover`).
     pub async fn recover(&self) -> Result<usize, WorkflowError> {
-        let mut total = 0;
-        for workflow in &self.workflows {
-            total += workflow.recover().await?;
-        }
-        Ok(total)
+        let counts = futures::future::join_all(self.workflows.iter().map(|w| w.recover())).await;
+        counts.into_iter().try_fold(0, |total, count| Ok(total + count?))
     }
+
+    /// Finishes the runs of replicas whose lease has expired, for every workflow at once (see
+    /// `HostedWorkflow::take_over`). Cheap when there are none: one read of the running threads.
+    pub async fn take_over(&self) -> Result<usize, WorkflowError> {
+        if self.checkpointer.unfinished_threads().await?.is_empty() {
+            return Ok(0);
+        }
+        let counts = futures::future::join_all(self.workflows.iter().map(|w| w.take_over())).await;
+        counts.into_iter().try_fold(0, |total, count| Ok(total + count?))
+    }
+}
+
+/// A run id as events carry it: a UUID.
+fn validate_run_id(run_id: &str) -> Result<(), WorkflowError> {
+    if run_id.is_empty() {
+        return Err(WorkflowError::InvalidArgument { field: "run_id", reason: "must not be empty".into() });
+    }
+    if uuid::Uuid::try_parse(run_id).is_err() {
+        return Err(WorkflowError::InvalidArgument {
+            field: "run_id",
+            reason: "must be a run id as events carry it (a UUID)".into(),
+        });
+    }
+    Ok(())
 }

@@ -1,5 +1,7 @@
 //! [`SqlCheckpointer`]: the runtime's [`Checkpointer`] on SQLite or PostgreSQL.
 
+use std::time::{Duration, SystemTime};
+
 use async_trait::async_trait;
 use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
@@ -34,7 +36,7 @@ impl SqlCheckpointer {
 macro_rules! checkpoint_columns {
     () => {
         "workflow, version, state, next_node, pending, run_id, idempotency_key, fingerprint, run_status, step, output, \
-         created_at_ms"
+         created_at_ms, run_owner"
     };
 }
 
@@ -59,10 +61,26 @@ const PG_DELETE: &str = "SELECT frontdesk_delete_thread($1)";
 const PG_DELETE_UNSYNCED: &str =
     "SELECT deleted FROM set_config('synchronous_commit', 'off', true), frontdesk_delete_thread($1) AS deleted";
 
+// Replica leases. SQLite keeps the expiry in milliseconds since the epoch by the clock of the
+// process that renews (`$2`), and readers compare it with their own clock; PostgreSQL uses the
+// database's clock for both (`$2` is the ttl in milliseconds), so replicas with skewed clocks
+// agree.
+const SQLITE_RENEW_LEASE: &str = "INSERT INTO replica_leases (replica, expires_at_ms) VALUES ($1, $2) \
+     ON CONFLICT (replica) DO UPDATE SET expires_at_ms = excluded.expires_at_ms";
+const SQLITE_LEASE_EXPIRY: &str = "SELECT expires_at_ms FROM replica_leases WHERE replica = $1";
+const PG_RENEW_LEASE: &str = "INSERT INTO replica_leases (replica, expires_at) \
+     VALUES ($1, now() + $2::float8 * interval '1 millisecond') \
+     ON CONFLICT (replica) DO UPDATE SET expires_at = EXCLUDED.expires_at";
+/// Microseconds left, by the database's clock; no row once expired.
+const PG_LEASE_REMAINING: &str = "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint \
+     FROM replica_leases WHERE replica = $1 AND expires_at > now()";
+const RELEASE_LEASE: &str = "DELETE FROM replica_leases WHERE replica = $1";
+
 // The writes, in both dialects with the same binds (see `bind_write!`): $1 thread_id,
 // $2 workflow, $3 version, $4 created_at_ms, $5 run status, $6 state, $7 next_node,
 // $8 pending, $9 run_id, $10 idempotency_key, $11 step, $12 output, $13 whether to record
-// the key, $14 prune checkpoints up to this version, $15 the request's fingerprint.
+// the key, $14 prune checkpoints up to this version, $15 the request's fingerprint,
+// $16 the run's owner (replica).
 //
 // The compare-and-set on the thread row: insert-if-absent for version 1, else a conditional
 // update from version - 1. Either returns a row only when it won.
@@ -88,8 +106,8 @@ macro_rules! update_thread {
 macro_rules! sqlite_put_tail {
     () => {
         "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
-             idempotency_key, fingerprint, run_status, step, output, created_at_ms) \
-           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4 WHERE changes() = 1; \
+             idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
+           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4, $16 WHERE changes() = 1; \
          INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
            SELECT $1, $10, $9, $3, $5, $12, $15 WHERE $13 AND changes() = 1 \
            ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
@@ -114,8 +132,8 @@ macro_rules! pg_put_tail {
     () => {
         "), cp AS ( \
             INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
-                idempotency_key, fingerprint, run_status, step, output, created_at_ms) \
-            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4 FROM cas \
+                idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
+            SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4, $16 FROM cas \
          ), idem AS ( \
             INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
             SELECT $1, $10, $9, $3, $5, $12, $15 FROM cas WHERE $13 \
@@ -130,7 +148,7 @@ macro_rules! pg_put_tail {
 const PG_PUT_FIRST: &str = concat!("WITH cas AS (", insert_thread!(), pg_put_tail!());
 const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail!());
 
-/// Binds a [`Write`] as `$1`..`$15` of the put statements.
+/// Binds a [`Write`] as `$1`..`$16` of the put statements.
 macro_rules! bind_write {
     ($query:expr, $w:expr) => {
         $query
@@ -149,6 +167,7 @@ macro_rules! bind_write {
             .bind($w.record_key)
             .bind($w.prune_through)
             .bind($w.fingerprint)
+            .bind($w.owner)
     };
 }
 
@@ -166,6 +185,7 @@ struct CheckpointRow {
     step: i64,
     output: Option<String>,
     created_at_ms: i64,
+    run_owner: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -237,6 +257,7 @@ impl CheckpointRow {
                 status: status_from(thread_id, "checkpoints.run_status", &self.run_status)?,
                 step,
                 output: self.output,
+                owner: self.run_owner,
             },
             created_at: from_ms(self.created_at_ms),
         })
@@ -271,6 +292,8 @@ struct Write<'a> {
     fingerprint: Option<&'a str>,
     step: i64,
     output: Option<&'a str>,
+    /// The replica whose run wrote the checkpoint.
+    owner: Option<&'a str>,
     /// The key is recorded when its run completes or pauses.
     record_key: bool,
     /// Checkpoints up to this version are pruned (none when below 1).
@@ -297,6 +320,7 @@ impl<'a> Write<'a> {
             fingerprint: cp.run.fingerprint.as_deref(),
             step: i64::from(cp.run.step),
             output: cp.run.output.as_deref(),
+            owner: cp.run.owner.as_deref(),
             record_key: cp.run.idempotency_key.is_some()
                 && matches!(cp.run.status, RunStatus::Completed | RunStatus::Interrupted),
             prune_through: version.saturating_sub(retention),
@@ -377,6 +401,11 @@ async fn put_postgres_on(conn: &mut PgConnection, w: &Write<'_>) -> Result<(), C
     // read sees the version that beat us.
     let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(conn).await;
     Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+}
+
+/// A lease's ttl in whole milliseconds, as stored.
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The smallest string greater than every string that starts with `prefix`, if any.
@@ -491,6 +520,60 @@ impl Checkpointer for SqlCheckpointer {
             DbPool::Sqlite(_) => delete_sqlite(&self.db, thread_id).await,
             DbPool::Postgres(_) => delete_postgres(&self.db, thread_id, false).await,
         }
+    }
+
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError> {
+        match self.db.pool() {
+            DbPool::Sqlite(_) => {
+                let expires_at_ms = to_ms(SystemTime::now()).saturating_add(ttl_ms(ttl));
+                let mut conn = self.db.sqlite_writer().await.map_err(db_error(""))?;
+                let query = sqlx::query(SQLITE_RENEW_LEASE).bind(replica).bind(expires_at_ms);
+                query.execute(&mut *conn).await.map_err(db_error(""))?;
+            }
+            DbPool::Postgres(_) => {
+                leased!(self.db.postgres_lease(), conn => {
+                    sqlx::query(PG_RENEW_LEASE).bind(replica).bind(ttl_ms(ttl)).execute(conn).await
+                })
+                .map_err(db_error(""))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError> {
+        match self.db.pool() {
+            DbPool::Sqlite(_) => {
+                let expires_at_ms: Option<i64> = leased!(self.db.sqlite_lease(), conn => {
+                    sqlx::query_scalar(SQLITE_LEASE_EXPIRY).bind(replica).fetch_optional(conn).await
+                })
+                .map_err(db_error(""))?;
+                let left = expires_at_ms.map(|expires| expires.saturating_sub(to_ms(SystemTime::now())));
+                Ok(left.filter(|&ms| ms > 0).map(|ms| Duration::from_millis(ms.unsigned_abs())))
+            }
+            DbPool::Postgres(_) => {
+                let left: Option<i64> = leased!(self.db.postgres_lease(), conn => {
+                    sqlx::query_scalar(PG_LEASE_REMAINING).bind(replica).fetch_optional(conn).await
+                })
+                .map_err(db_error(""))?;
+                Ok(left.filter(|&us| us > 0).map(|us| Duration::from_micros(us.unsigned_abs())))
+            }
+        }
+    }
+
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError> {
+        match self.db.pool() {
+            DbPool::Sqlite(_) => {
+                let mut conn = self.db.sqlite_writer().await.map_err(db_error(""))?;
+                sqlx::query(RELEASE_LEASE).bind(replica).execute(&mut *conn).await.map_err(db_error(""))?;
+            }
+            DbPool::Postgres(_) => {
+                leased!(self.db.postgres_lease(), conn => {
+                    sqlx::query(RELEASE_LEASE).bind(replica).execute(conn).await
+                })
+                .map_err(db_error(""))?;
+            }
+        }
+        Ok(())
     }
 }
 

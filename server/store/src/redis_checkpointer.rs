@@ -12,11 +12,15 @@
 //! | `p:idem:{thread_id}` | hash | idempotency key → JSON `{"run_id","version","status","output","fingerprint"}` (`fingerprint` absent when the run had none) |
 //! | `p:threads` | sorted set | every thread id, score 0 (ordered by id with `ZRANGEBYLEX`) |
 //! | `p:running` | sorted set | the ids of threads whose newest checkpoint is `running` |
+//! | `p:lease:{replica}` | string | `1` while the replica's lease lasts (`SET .. PX ttl`; expired by Redis) |
 //!
 //! So `SCAN MATCH p:checkpoint:C001:*` finds exactly the checkpoints of customer `C001`'s
 //! tickets. A checkpoint hash has the fields `version`, `workflow`, `state` (the state bytes
 //! as they are, JSON), `run_id`, `status`, `step` and `created_at`, plus `next`, `pending`
-//! (JSON: interrupts, answered ids, fan-out task writes), `key`, `fingerprint` and `output` when set. Times are milliseconds since the Unix epoch.
+//! (JSON: interrupts, answered ids, fan-out task writes), `key`, `fingerprint`, `output` and
+//! `owner` (the replica whose run wrote it; absent in checkpoints written before owners were
+//! kept) when set. Times are milliseconds since the Unix epoch. Lease expiry is Redis's own
+//! clock, so replicas with skewed clocks agree.
 //!
 //! # Atomicity
 //!
@@ -299,6 +303,9 @@ fn encode(cp: &Checkpoint) -> Result<Vec<(&'static str, Vec<u8>)>, CheckpointErr
     if let Some(output) = &cp.run.output {
         fields.push(("output", output.as_bytes().to_vec()));
     }
+    if let Some(owner) = &cp.run.owner {
+        fields.push(("owner", owner.as_bytes().to_vec()));
+    }
     Ok(fields)
 }
 
@@ -309,7 +316,8 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
     }
     let (mut version, mut workflow, mut state, mut run_id, mut status, mut step, mut created_at) =
         (None, None, None, None, None, None, None);
-    let (mut next, mut pending, mut key, mut fingerprint, mut output) = (None, Pending::default(), None, None, None);
+    let (mut next, mut pending, mut key, mut fingerprint, mut output, mut owner) =
+        (None, Pending::default(), None, None, None, None);
     let mut items = flat.into_iter();
     while let (Some(field), Some(value)) = (items.next(), items.next()) {
         match field.as_slice() {
@@ -332,6 +340,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
             b"key" => key = Some(utf8(thread_id, "checkpoint.key", value)?),
             b"fingerprint" => fingerprint = Some(utf8(thread_id, "checkpoint.fingerprint", value)?),
             b"output" => output = Some(utf8(thread_id, "checkpoint.output", value)?),
+            b"owner" => owner = Some(utf8(thread_id, "checkpoint.owner", value)?),
             _ => {} // Fields a later version may add.
         }
     }
@@ -350,6 +359,7 @@ fn decode(thread_id: &str, flat: Vec<Vec<u8>>) -> Result<Checkpoint, CheckpointE
             status: status.ok_or_else(|| missing("checkpoint.status"))?,
             step: step.ok_or_else(|| missing("checkpoint.step"))?,
             output,
+            owner,
         },
         created_at: from_ms(created_at.ok_or_else(|| missing("checkpoint.created_at"))?),
     })
@@ -430,6 +440,10 @@ impl RedisCheckpointer {
 
     fn running_key(&self) -> String {
         format!("{}:running", self.prefix)
+    }
+
+    fn lease_key(&self, replica: &str) -> String {
+        format!("{}:lease:{replica}", self.prefix)
     }
 }
 
@@ -620,6 +634,37 @@ impl Checkpointer for RedisCheckpointer {
             .map_err(redis_error(thread_id))?;
         Ok(existed == 1)
     }
+
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError> {
+        // PX 0 is an error in Redis: a lease of no time is one that has already expired.
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        redis::cmd("SET")
+            .arg(self.lease_key(replica))
+            .arg(1)
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(redis_error(""))
+    }
+
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError> {
+        // -2: no key (expired, released or never set); -1: no expiry, which renewals never leave.
+        let left: i64 = redis::cmd("PTTL")
+            .arg(self.lease_key(replica))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error(""))?;
+        Ok((left > 0).then(|| Duration::from_millis(left.unsigned_abs())))
+    }
+
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError> {
+        redis::cmd("DEL")
+            .arg(self.lease_key(replica))
+            .query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(redis_error(""))
+    }
 }
 
 fn summary(
@@ -657,6 +702,7 @@ mod tests {
         cp.pending = frontdesk_runtime::conformance::sample_pending();
         cp.run.idempotency_key = Some("k".into());
         cp.run.output = Some("{}".into());
+        cp.run.owner = Some("replica-1".into());
         cp.state = vec![0, 159, 146, 150]; // not UTF-8: stored as it is
         let flat: Vec<Vec<u8>> =
             encode(&cp).unwrap().into_iter().flat_map(|(f, v)| [f.as_bytes().to_vec(), v]).collect();

@@ -192,6 +192,36 @@ pub fn validate_id(id: &str) -> Result<(), WorkflowError> {
     }
 }
 
+/// A turn's text and idempotency key as [`ConversationWorkflow::send`] checks them: the text,
+/// trimmed, must be 1 to `max_text_chars` characters, and a key 1 to 128 bytes. Returns the
+/// trimmed text.
+pub fn validate_turn<'t>(
+    text: &'t str,
+    idempotency_key: Option<&str>,
+    max_text_chars: usize,
+) -> Result<&'t str, WorkflowError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(WorkflowError::InvalidArgument { field: "text", reason: "must not be empty".into() });
+    }
+    let chars = text.chars().count();
+    if chars > max_text_chars {
+        return Err(WorkflowError::InvalidArgument {
+            field: "text",
+            reason: format!("is {chars} characters; the limit is {max_text_chars}"),
+        });
+    }
+    if let Some(key) = idempotency_key {
+        if key.is_empty() || key.len() > ID_MAX {
+            return Err(WorkflowError::InvalidArgument {
+                field: "idempotency_key",
+                reason: format!("must be 1 to {ID_MAX} bytes"),
+            });
+        }
+    }
+    Ok(text)
+}
+
 fn not_found(id: &str) -> WorkflowError {
     WorkflowError::NotFound { what: "conversation", id: id.to_owned() }
 }
@@ -332,25 +362,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
 
     async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<C::View>, WorkflowError> {
         validate_id(id)?;
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(WorkflowError::InvalidArgument { field: "text", reason: "must not be empty".into() });
-        }
-        let chars = text.chars().count();
-        if chars > self.limits.max_text_chars {
-            return Err(WorkflowError::InvalidArgument {
-                field: "text",
-                reason: format!("is {chars} characters; the limit is {}", self.limits.max_text_chars),
-            });
-        }
-        if let Some(key) = &options.idempotency_key {
-            if key.is_empty() || key.len() > ID_MAX {
-                return Err(WorkflowError::InvalidArgument {
-                    field: "idempotency_key",
-                    reason: format!("must be 1 to {ID_MAX} bytes"),
-                });
-            }
-        }
+        let text = validate_turn(text, options.idempotency_key.as_deref(), self.limits.max_text_chars)?;
         // One read answers both "does it exist" and "is it at its turn limit"; the runner reads
         // the newest checkpoint again under the thread lock, which is the read that counts.
         let (state, cp) =

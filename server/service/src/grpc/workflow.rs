@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use frontdesk_api::v1::{self as pb, workflow_service_server::WorkflowService};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::debug;
 
 use frontdesk_store::LlmCallRow;
 
@@ -72,6 +75,27 @@ impl WorkflowApi {
 
 #[tonic::async_trait]
 impl WorkflowService for WorkflowApi {
+    type SubscribeRunStream = ReceiverStream<Result<pb::SubscribeRunResponse, Status>>;
+
+    async fn subscribe_run(
+        &self,
+        request: Request<pb::SubscribeRunRequest>,
+    ) -> Result<Response<Self::SubscribeRunStream>, Status> {
+        let pb::SubscribeRunRequest { run_id, after_event_id } = request.into_inner();
+        let mut subscription = self.registry.subscribe_run(&run_id, after_event_id).map_err(to_status)?;
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Some((event, skipped)) = subscription.next().await {
+                let response = pb::SubscribeRunResponse { event: Some(convert::event(event)), skipped };
+                if tx.send(Ok(response)).await.is_err() {
+                    debug!(run_id = %subscription.run_id(), "subscriber went away");
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
     async fn list_workflows(
         &self,
         request: Request<pb::ListWorkflowsRequest>,

@@ -71,6 +71,12 @@ pub trait HostedWorkflow: Send + Sync + 'static {
     /// Finishes the runs a crash interrupted (start-up). A workflow that must repair its
     /// threads before their runs resume does so here, first.
     async fn recover(&self) -> Result<usize, WorkflowError>;
+    /// Finishes the runs of replicas whose lease has expired (a periodic scan while serving).
+    /// The same as [`HostedWorkflow::recover`] unless the workflow's start-up repair is too
+    /// costly to repeat every few seconds.
+    async fn take_over(&self) -> Result<usize, WorkflowError> {
+        self.recover().await
+    }
     /// Adds the workflow's own gRPC service, if it has one, with the request size limit; returns
     /// the service's name, which health then reports as serving.
     fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {

@@ -195,7 +195,7 @@ impl Context {
     pub fn step_failed(&self, node: &str) -> bool {
         let Some(Value::Object(flags)) = self.0.get(fields::FLAGS) else { return false };
         let node = node.to_lowercase();
-        let set = |flag: String| flags.get(&flag).is_some_and(|v| is_meaningful(v) && *v != Value::from(0));
+        let set = |flag: String| flags.get(&flag).is_some_and(|v| is_meaningful(v) && v.as_i64() != Some(0));
         set(format!("{node}_failed")) && !set(format!("{node}_flag"))
     }
 

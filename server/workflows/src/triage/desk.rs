@@ -214,7 +214,8 @@ fn archive_error(error: super::ArchiveError) -> WorkflowError {
     WorkflowError::Store(frontdesk_runtime::CheckpointError::Unavailable(Box::new(error)))
 }
 
-fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
+/// A customer id as every triage call checks it: 1 to 64 characters of A-Z a-z 0-9 . _ -.
+pub fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
     let ok = !id.is_empty()
         && id.len() <= 64
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
@@ -225,9 +226,40 @@ fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
     }
 }
 
-fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
+/// A ticket id as every triage call checks it: 1 to 64 bytes without ':' (the separator of a
+/// ticket's thread id).
+pub fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
     if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains(':') {
         return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
+    }
+    Ok(())
+}
+
+/// A triage request as [`TriageDesk::triage`] checks it before anything else: the customer id,
+/// the message (trimmed, 1 to `max_text_chars` characters), the subject, the language hint and
+/// the idempotency key.
+pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Result<(), WorkflowError> {
+    validate_customer_id(&request.customer_id)?;
+    let message = request.message.trim();
+    if message.is_empty() {
+        return Err(invalid("message", "must not be empty"));
+    }
+    let chars = message.chars().count();
+    if chars > max_text_chars {
+        return Err(invalid("message", format!("is {chars} characters; the limit is {max_text_chars}")));
+    }
+    if request.subject.as_ref().is_some_and(|s| s.chars().count() > MAX_SUBJECT_CHARS) {
+        return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
+    }
+    if let Some(language) = &request.language {
+        if language.len() != 2 || !language.bytes().all(|b| b.is_ascii_lowercase()) {
+            return Err(invalid("language", "must be an ISO 639-1 code such as en or es"));
+        }
+    }
+    if let Some(key) = &request.idempotency_key {
+        if key.is_empty() || key.len() > 128 {
+            return Err(invalid("idempotency_key", "must be 1 to 128 bytes"));
+        }
     }
     Ok(())
 }
@@ -266,29 +298,7 @@ impl TriageDesk {
     }
 
     fn validate(&self, request: &TriageRequest) -> Result<(), WorkflowError> {
-        validate_customer_id(&request.customer_id)?;
-        let message = request.message.trim();
-        if message.is_empty() {
-            return Err(invalid("message", "must not be empty"));
-        }
-        let chars = message.chars().count();
-        if chars > self.max_text_chars {
-            return Err(invalid("message", format!("is {chars} characters; the limit is {}", self.max_text_chars)));
-        }
-        if request.subject.as_ref().is_some_and(|s| s.chars().count() > MAX_SUBJECT_CHARS) {
-            return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
-        }
-        if let Some(language) = &request.language {
-            if language.len() != 2 || !language.bytes().all(|b| b.is_ascii_lowercase()) {
-                return Err(invalid("language", "must be an ISO 639-1 code such as en or es"));
-            }
-        }
-        if let Some(key) = &request.idempotency_key {
-            if key.is_empty() || key.len() > 128 {
-                return Err(invalid("idempotency_key", "must be 1 to 128 bytes"));
-            }
-        }
-        Ok(())
+        validate_request(request, self.max_text_chars)
     }
 
     /// Triages one customer message. A customer without active tickets gets a new ticket
@@ -563,6 +573,15 @@ impl TriageDesk {
             }
         }
         Ok(repaired)
+    }
+
+    /// Repairs the running triage threads only (before a takeover resumes them): the sweep's
+    /// work where a crash can have left it.
+    pub async fn repair_unfinished(&self) -> Result<(), WorkflowError> {
+        for thread_id in self.runner.checkpointer().unfinished_threads().await? {
+            self.finisher().repair(&thread_id).await?;
+        }
+        Ok(())
     }
 
     /// Every triage thread id, optionally under a prefix, read page by page.

@@ -21,6 +21,22 @@ WORKFLOW_KIND_UNSPECIFIED: WorkflowKind
 WORKFLOW_KIND_CONVERSATIONAL: WorkflowKind
 WORKFLOW_KIND_TASK: WorkflowKind
 
+class SubscribeRunRequest(_message.Message):
+    __slots__ = ("run_id", "after_event_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    after_event_id: int
+    def __init__(self, run_id: _Optional[str] = ..., after_event_id: _Optional[int] = ...) -> None: ...
+
+class SubscribeRunResponse(_message.Message):
+    __slots__ = ("event", "skipped")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    event: _common_pb2.RunEvent
+    skipped: int
+    def __init__(self, event: _Optional[_Union[_common_pb2.RunEvent, _Mapping]] = ..., skipped: _Optional[int] = ...) -> None: ...
+
 class Workflow(_message.Message):
     __slots__ = ("name", "description", "kind")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -55,6 +55,11 @@ class WorkflowServiceStub:
                 request_serializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.SerializeToString,
                 response_deserializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.FromString,
                 _registered_method=True)
+        self.SubscribeRun = channel.unary_stream(
+                '/frontdesk.v1.WorkflowService/SubscribeRun',
+                request_serializer=frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunRequest.SerializeToString,
+                response_deserializer=frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -96,6 +101,19 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeRun(self, request, context):
+        """Re-attaches to a run: streams its events numbered after after_event_id (0: from its
+        first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
+        or RunInterrupted). Serves runs this replica is running, including runs it recovered or
+        took over, and runs it ended recently (runs.keep_finished, runs.keep_finished_secs). A run
+        it does not know is NOT_FOUND (kind run): retry the original call with its idempotency
+        key instead, which replays the recorded outcome or attaches to the run wherever it is. A
+        run id that is not a UUID is INVALID_ARGUMENT (field run_id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -118,6 +136,11 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.ListLlmCalls,
                     request_deserializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.FromString,
                     response_serializer=frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.SerializeToString,
+            ),
+            'SubscribeRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeRun,
+                    request_deserializer=frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunRequest.FromString,
+                    response_serializer=frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -229,6 +252,33 @@ class WorkflowService:
             '/frontdesk.v1.WorkflowService/ListLlmCalls',
             frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsRequest.SerializeToString,
             frontdesk_dot_v1_dot_workflow__pb2.ListLlmCallsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/frontdesk.v1.WorkflowService/SubscribeRun',
+            frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunRequest.SerializeToString,
+            frontdesk_dot_v1_dot_workflow__pb2.SubscribeRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -156,6 +156,12 @@ impl HostedWorkflow for HostedTriage {
         Ok(self.desk.runner().recover().await?)
     }
 
+    async fn take_over(&self) -> Result<usize, WorkflowError> {
+        // The start-up sweep reads every ticket; here only the running ones can need it.
+        self.desk.repair_unfinished().await?;
+        Ok(self.desk.runner().recover().await?)
+    }
+
     fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
         routes.add_service(
             TriageServiceServer::new(TriageApi::new(self.desk.clone())).max_decoding_message_size(max_message_bytes),

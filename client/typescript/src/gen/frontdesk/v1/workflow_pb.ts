@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Usage } from "./common_pb.js";
+import type { RunEvent, Usage } from "./common_pb.js";
 import { file_frontdesk_v1_common } from "./common_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,60 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file frontdesk/v1/workflow.proto.
  */
 export const file_frontdesk_v1_workflow: GenFile = /*@__PURE__*/
-  fileDesc("Chtmcm9udGRlc2svdjEvd29ya2Zsb3cucHJvdG8SDGZyb250ZGVzay52MSJXCghXb3JrZmxvdxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEigKBGtpbmQYAyABKA4yGi5mcm9udGRlc2sudjEuV29ya2Zsb3dLaW5kIhYKFExpc3RXb3JrZmxvd3NSZXF1ZXN0IkIKFUxpc3RXb3JrZmxvd3NSZXNwb25zZRIpCgl3b3JrZmxvd3MYASADKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3ciJwoXRGVzY3JpYmVXb3JrZmxvd1JlcXVlc3QSDAoEbmFtZRgBIAEoCSI/CglHcmFwaE5vZGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIPCgdmYW5fb3V0GAMgASgIIkAKCUdyYXBoRWRnZRIOCgZzb3VyY2UYASABKAkSDgoGdGFyZ2V0GAIgASgJEhMKC2NvbmRpdGlvbmFsGAMgASgIIrsBChhEZXNjcmliZVdvcmtmbG93UmVzcG9uc2USKAoId29ya2Zsb3cYASABKAsyFi5mcm9udGRlc2sudjEuV29ya2Zsb3cSJgoFbm9kZXMYAiADKAsyFy5mcm9udGRlc2sudjEuR3JhcGhOb2RlEiYKBWVkZ2VzGAMgAygLMhcuZnJvbnRkZXNrLnYxLkdyYXBoRWRnZRIPCgdtZXJtYWlkGAQgASgJEhQKDGZhaWx1cmVfbm9kZRgFIAEoCSIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSImChFDYW5jZWxSdW5SZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiOwoTTGlzdExsbUNhbGxzUmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIq4CCgdMbG1DYWxsEg4KBnJ1bl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEg8KB3B1cnBvc2UYAyABKAkSDQoFbW9kZWwYBCABKAkSFQoNcHJvbXB0X3Rva2VucxgFIAEoBBIZChFjb21wbGV0aW9uX3Rva2VucxgGIAEoBBIQCghjb3N0X3VzZBgHIAEoARIqCgdsYXRlbmN5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGF0dGVtcHRzGAkgASgNEg0KBWVycm9yGAogASgJEhMKC3Byb21wdF9qc29uGAsgASgJEhUKDXJlc3BvbnNlX2pzb24YDCABKAkSKAoEdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiewoUTGlzdExsbUNhbGxzUmVzcG9uc2USJAoFY2FsbHMYASADKAsyFS5mcm9udGRlc2sudjEuTGxtQ2FsbBIoCgt0b3RhbF91c2FnZRgCIAEoCzITLmZyb250ZGVzay52MS5Vc2FnZRITCgt0b3RhbF9jYWxscxgDIAEoBCpnCgxXb3JrZmxvd0tpbmQSHQoZV09SS0ZMT1dfS0lORF9VTlNQRUNJRklFRBAAEiAKHFdPUktGTE9XX0tJTkRfQ09OVkVSU0FUSU9OQUwQARIWChJXT1JLRkxPV19LSU5EX1RBU0sQAjLzAgoPV29ya2Zsb3dTZXJ2aWNlElgKDUxpc3RXb3JrZmxvd3MSIi5mcm9udGRlc2sudjEuTGlzdFdvcmtmbG93c1JlcXVlc3QaIy5mcm9udGRlc2sudjEuTGlzdFdvcmtmbG93c1Jlc3BvbnNlEmEKEERlc2NyaWJlV29ya2Zsb3cSJS5mcm9udGRlc2sudjEuRGVzY3JpYmVXb3JrZmxvd1JlcXVlc3QaJi5mcm9udGRlc2sudjEuRGVzY3JpYmVXb3JrZmxvd1Jlc3BvbnNlEkwKCUNhbmNlbFJ1bhIeLmZyb250ZGVzay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh8uZnJvbnRkZXNrLnYxLkNhbmNlbFJ1blJlc3BvbnNlElUKDExpc3RMbG1DYWxscxIhLmZyb250ZGVzay52MS5MaXN0TGxtQ2FsbHNSZXF1ZXN0GiIuZnJvbnRkZXNrLnYxLkxpc3RMbG1DYWxsc1Jlc3BvbnNlQkJaQGdpdGh1Yi5jb20vZnJvbnRkZXNrL2Zyb250ZGVzay9jbGllbnQvZ28vZnJvbnRkZXNrdjE7ZnJvbnRkZXNrdjFiBnByb3RvMw", [file_frontdesk_v1_common, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chtmcm9udGRlc2svdjEvd29ya2Zsb3cucHJvdG8SDGZyb250ZGVzay52MSI9ChNTdWJzY3JpYmVSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCRIWCg5hZnRlcl9ldmVudF9pZBgCIAEoBCJOChRTdWJzY3JpYmVSdW5SZXNwb25zZRIlCgVldmVudBgBIAEoCzIWLmZyb250ZGVzay52MS5SdW5FdmVudBIPCgdza2lwcGVkGAIgASgEIlcKCFdvcmtmbG93EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKAoEa2luZBgDIAEoDjIaLmZyb250ZGVzay52MS5Xb3JrZmxvd0tpbmQiFgoUTGlzdFdvcmtmbG93c1JlcXVlc3QiQgoVTGlzdFdvcmtmbG93c1Jlc3BvbnNlEikKCXdvcmtmbG93cxgBIAMoCzIWLmZyb250ZGVzay52MS5Xb3JrZmxvdyInChdEZXNjcmliZVdvcmtmbG93UmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KCUdyYXBoTm9kZRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg8KB2Zhbl9vdXQYAyABKAgiQAoJR3JhcGhFZGdlEg4KBnNvdXJjZRgBIAEoCRIOCgZ0YXJnZXQYAiABKAkSEwoLY29uZGl0aW9uYWwYAyABKAgiuwEKGERlc2NyaWJlV29ya2Zsb3dSZXNwb25zZRIoCgh3b3JrZmxvdxgBIAEoCzIWLmZyb250ZGVzay52MS5Xb3JrZmxvdxImCgVub2RlcxgCIAMoCzIXLmZyb250ZGVzay52MS5HcmFwaE5vZGUSJgoFZWRnZXMYAyADKAsyFy5mcm9udGRlc2sudjEuR3JhcGhFZGdlEg8KB21lcm1haWQYBCABKAkSFAoMZmFpbHVyZV9ub2RlGAUgASgJIiIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIiYKEUNhbmNlbFJ1blJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCI7ChNMaXN0TGxtQ2FsbHNSZXF1ZXN0EhEKCXRocmVhZF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUirgIKB0xsbUNhbGwSDgoGcnVuX2lkGAEgASgJEgwKBG5vZGUYAiABKAkSDwoHcHVycG9zZRgDIAEoCRINCgVtb2RlbBgEIAEoCRIVCg1wcm9tcHRfdG9rZW5zGAUgASgEEhkKEWNvbXBsZXRpb25fdG9rZW5zGAYgASgEEhAKCGNvc3RfdXNkGAcgASgBEioKB2xhdGVuY3kYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIYXR0ZW1wdHMYCSABKA0SDQoFZXJyb3IYCiABKAkSEwoLcHJvbXB0X2pzb24YCyABKAkSFQoNcmVzcG9uc2VfanNvbhgMIAEoCRIoCgR0aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ7ChRMaXN0TGxtQ2FsbHNSZXNwb25zZRIkCgVjYWxscxgBIAMoCzIVLmZyb250ZGVzay52MS5MbG1DYWxsEigKC3RvdGFsX3VzYWdlGAIgASgLMhMuZnJvbnRkZXNrLnYxLlVzYWdlEhMKC3RvdGFsX2NhbGxzGAMgASgEKmcKDFdvcmtmbG93S2luZBIdChlXT1JLRkxPV19LSU5EX1VOU1BFQ0lGSUVEEAASIAocV09SS0ZMT1dfS0lORF9DT05WRVJTQVRJT05BTBABEhYKEldPUktGTE9XX0tJTkRfVEFTSxACMswDCg9Xb3JrZmxvd1NlcnZpY2USWAoNTGlzdFdvcmtmbG93cxIiLmZyb250ZGVzay52MS5MaXN0V29ya2Zsb3dzUmVxdWVzdBojLmZyb250ZGVzay52MS5MaXN0V29ya2Zsb3dzUmVzcG9uc2USYQoQRGVzY3JpYmVXb3JrZmxvdxIlLmZyb250ZGVzay52MS5EZXNjcmliZVdvcmtmbG93UmVxdWVzdBomLmZyb250ZGVzay52MS5EZXNjcmliZVdvcmtmbG93UmVzcG9uc2USTAoJQ2FuY2VsUnVuEh4uZnJvbnRkZXNrLnYxLkNhbmNlbFJ1blJlcXVlc3QaHy5mcm9udGRlc2sudjEuQ2FuY2VsUnVuUmVzcG9uc2USVQoMTGlzdExsbUNhbGxzEiEuZnJvbnRkZXNrLnYxLkxpc3RMbG1DYWxsc1JlcXVlc3QaIi5mcm9udGRlc2sudjEuTGlzdExsbUNhbGxzUmVzcG9uc2USVwoMU3Vic2NyaWJlUnVuEiEuZnJvbnRkZXNrLnYxLlN1YnNjcmliZVJ1blJlcXVlc3QaIi5mcm9udGRlc2sudjEuU3Vic2NyaWJlUnVuUmVzcG9uc2UwAUJCWkBnaXRodWIuY29tL2Zyb250ZGVzay9mcm9udGRlc2svY2xpZW50L2dvL2Zyb250ZGVza3YxO2Zyb250ZGVza3YxYgZwcm90bzM", [file_frontdesk_v1_common, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * @generated from message frontdesk.v1.SubscribeRunRequest
+ */
+export type SubscribeRunRequest = Message<"frontdesk.v1.SubscribeRunRequest"> & {
+  /**
+   * The run id every RunEvent carries.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * The last event_id the caller has seen; 0 streams from the first event. Event ids number
+   * the events of one execution of a run on one replica: a run resumed after a crash or taken
+   * over by another replica starts again at 1 with RunStarted.resumed set.
+   *
+   * @generated from field: uint64 after_event_id = 2;
+   */
+  afterEventId: bigint;
+};
+
+/**
+ * Describes the message frontdesk.v1.SubscribeRunRequest.
+ * Use `create(SubscribeRunRequestSchema)` to create a new message.
+ */
+export const SubscribeRunRequestSchema: GenMessage<SubscribeRunRequest> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_workflow, 0);
+
+/**
+ * @generated from message frontdesk.v1.SubscribeRunResponse
+ */
+export type SubscribeRunResponse = Message<"frontdesk.v1.SubscribeRunResponse"> & {
+  /**
+   * @generated from field: frontdesk.v1.RunEvent event = 1;
+   */
+  event?: RunEvent | undefined;
+
+  /**
+   * Events the replica no longer holds between after_event_id and this event (a run's
+   * retained events are bounded by runs.max_events, oldest dropped first); 0 normally.
+   *
+   * @generated from field: uint64 skipped = 2;
+   */
+  skipped: bigint;
+};
+
+/**
+ * Describes the message frontdesk.v1.SubscribeRunResponse.
+ * Use `create(SubscribeRunResponseSchema)` to create a new message.
+ */
+export const SubscribeRunResponseSchema: GenMessage<SubscribeRunResponse> = /*@__PURE__*/
+  messageDesc(file_frontdesk_v1_workflow, 1);
 
 /**
  * @generated from message frontdesk.v1.Workflow
@@ -41,7 +94,7 @@ export type Workflow = Message<"frontdesk.v1.Workflow"> & {
  * Use `create(WorkflowSchema)` to create a new message.
  */
 export const WorkflowSchema: GenMessage<Workflow> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 0);
+  messageDesc(file_frontdesk_v1_workflow, 2);
 
 /**
  * @generated from message frontdesk.v1.ListWorkflowsRequest
@@ -54,7 +107,7 @@ export type ListWorkflowsRequest = Message<"frontdesk.v1.ListWorkflowsRequest"> 
  * Use `create(ListWorkflowsRequestSchema)` to create a new message.
  */
 export const ListWorkflowsRequestSchema: GenMessage<ListWorkflowsRequest> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 1);
+  messageDesc(file_frontdesk_v1_workflow, 3);
 
 /**
  * @generated from message frontdesk.v1.ListWorkflowsResponse
@@ -71,7 +124,7 @@ export type ListWorkflowsResponse = Message<"frontdesk.v1.ListWorkflowsResponse"
  * Use `create(ListWorkflowsResponseSchema)` to create a new message.
  */
 export const ListWorkflowsResponseSchema: GenMessage<ListWorkflowsResponse> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 2);
+  messageDesc(file_frontdesk_v1_workflow, 4);
 
 /**
  * @generated from message frontdesk.v1.DescribeWorkflowRequest
@@ -88,7 +141,7 @@ export type DescribeWorkflowRequest = Message<"frontdesk.v1.DescribeWorkflowRequ
  * Use `create(DescribeWorkflowRequestSchema)` to create a new message.
  */
 export const DescribeWorkflowRequestSchema: GenMessage<DescribeWorkflowRequest> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 3);
+  messageDesc(file_frontdesk_v1_workflow, 5);
 
 /**
  * @generated from message frontdesk.v1.GraphNode
@@ -117,7 +170,7 @@ export type GraphNode = Message<"frontdesk.v1.GraphNode"> & {
  * Use `create(GraphNodeSchema)` to create a new message.
  */
 export const GraphNodeSchema: GenMessage<GraphNode> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 4);
+  messageDesc(file_frontdesk_v1_workflow, 6);
 
 /**
  * @generated from message frontdesk.v1.GraphEdge
@@ -150,7 +203,7 @@ export type GraphEdge = Message<"frontdesk.v1.GraphEdge"> & {
  * Use `create(GraphEdgeSchema)` to create a new message.
  */
 export const GraphEdgeSchema: GenMessage<GraphEdge> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 5);
+  messageDesc(file_frontdesk_v1_workflow, 7);
 
 /**
  * @generated from message frontdesk.v1.DescribeWorkflowResponse
@@ -192,7 +245,7 @@ export type DescribeWorkflowResponse = Message<"frontdesk.v1.DescribeWorkflowRes
  * Use `create(DescribeWorkflowResponseSchema)` to create a new message.
  */
 export const DescribeWorkflowResponseSchema: GenMessage<DescribeWorkflowResponse> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 6);
+  messageDesc(file_frontdesk_v1_workflow, 8);
 
 /**
  * @generated from message frontdesk.v1.CancelRunRequest
@@ -211,7 +264,7 @@ export type CancelRunRequest = Message<"frontdesk.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 7);
+  messageDesc(file_frontdesk_v1_workflow, 9);
 
 /**
  * @generated from message frontdesk.v1.CancelRunResponse
@@ -231,7 +284,7 @@ export type CancelRunResponse = Message<"frontdesk.v1.CancelRunResponse"> & {
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
 export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 8);
+  messageDesc(file_frontdesk_v1_workflow, 10);
 
 /**
  * @generated from message frontdesk.v1.ListLlmCallsRequest
@@ -258,7 +311,7 @@ export type ListLlmCallsRequest = Message<"frontdesk.v1.ListLlmCallsRequest"> & 
  * Use `create(ListLlmCallsRequestSchema)` to create a new message.
  */
 export const ListLlmCallsRequestSchema: GenMessage<ListLlmCallsRequest> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 9);
+  messageDesc(file_frontdesk_v1_workflow, 11);
 
 /**
  * One model call as the LLM call log recorded it.
@@ -362,7 +415,7 @@ export type LlmCall = Message<"frontdesk.v1.LlmCall"> & {
  * Use `create(LlmCallSchema)` to create a new message.
  */
 export const LlmCallSchema: GenMessage<LlmCall> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 10);
+  messageDesc(file_frontdesk_v1_workflow, 12);
 
 /**
  * @generated from message frontdesk.v1.ListLlmCallsResponse
@@ -395,7 +448,7 @@ export type ListLlmCallsResponse = Message<"frontdesk.v1.ListLlmCallsResponse"> 
  * Use `create(ListLlmCallsResponseSchema)` to create a new message.
  */
 export const ListLlmCallsResponseSchema: GenMessage<ListLlmCallsResponse> = /*@__PURE__*/
-  messageDesc(file_frontdesk_v1_workflow, 11);
+  messageDesc(file_frontdesk_v1_workflow, 13);
 
 /**
  * @generated from enum frontdesk.v1.WorkflowKind
@@ -478,6 +531,22 @@ export const WorkflowService: GenService<{
     methodKind: "unary";
     input: typeof ListLlmCallsRequestSchema;
     output: typeof ListLlmCallsResponseSchema;
+  },
+  /**
+   * Re-attaches to a run: streams its events numbered after after_event_id (0: from its
+   * first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
+   * or RunInterrupted). Serves runs this replica is running, including runs it recovered or
+   * took over, and runs it ended recently (runs.keep_finished, runs.keep_finished_secs). A run
+   * it does not know is NOT_FOUND (kind run): retry the original call with its idempotency
+   * key instead, which replays the recorded outcome or attaches to the run wherever it is. A
+   * run id that is not a UUID is INVALID_ARGUMENT (field run_id).
+   *
+   * @generated from rpc frontdesk.v1.WorkflowService.SubscribeRun
+   */
+  subscribeRun: {
+    methodKind: "server_streaming";
+    input: typeof SubscribeRunRequestSchema;
+    output: typeof SubscribeRunResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_frontdesk_v1_workflow, 0);
