@@ -9,8 +9,10 @@
 # 2. starts ONE server on a free loopback port with a temporary SQLite database and the
 #    scripted demo model (tests/fixtures/demo-script.json), and waits for grpc.health.v1;
 # 3. runs the suites: codegen drift (regenerate into a temp dir, compare with the checked-in
-#    code), buf lint, buf breaking (against proto/baseline/frontdesk-v1.binpb), each SDK's
-#    tests and example program, and grpcurl against server reflection;
+#    code), buf lint, buf breaking (against proto/baseline/frontdesk-v1.binpb), the packed
+#    TypeScript package under a strict consumer tsconfig, each SDK's tests (live ones, and unit
+#    tests of retries and re-attaching against in-process fake servers) and example program, and
+#    grpcurl against server reflection;
 # 4. stops the server (also on failure or interrupt) and prints `sdk: N passed, M failed`,
 #    counting suites. Exits non-zero when a suite failed or the setup did.
 #
@@ -111,6 +113,9 @@ check_drift() {
 suite "codegen-drift" check_drift
 suite "buf-lint" "$BUF" lint proto
 suite "buf-breaking" "$BUF" breaking proto --against proto/baseline/frontdesk-v1.binpb
+# npm pack of @frontdesk/client, installed in a scratch project, compiled under a strict user
+# tsconfig (skipLibCheck false, lib ES2022) and run.
+suite "typescript-package" bash client/typescript/scripts/check-package.sh
 
 # ---------------------------------------------------------------------------------------------
 # The server

@@ -11,6 +11,16 @@
 //		fmt.Println(ev.GetEventId(), frontdesk.EventKind(ev), ev.GetNode())
 //	}
 //	result, err := turn.Result()
+//
+// Calls with an idempotency key are retried on UNAVAILABLE and ABORTED, waiting the server's
+// RetryInfo delay, and their broken streams re-attached (SubscribeRun, then the call again
+// with its key for the recorded result), each event delivered once; Client.Retry sets the
+// policy, nil turns it off.
+//
+// RunEvent.EventId numbers the events of one execution of a run on one replica, from 1: a run
+// resumed after a crash, or taken over by another replica, starts again at 1 with
+// RunStarted.Resumed set. It orders one stream's events and is the position SubscribeRun
+// resumes from; it is not a key across executions.
 package frontdesk
 
 import (
@@ -37,6 +47,12 @@ type Client struct {
 	Investigations v1.InvestigationServiceClient
 	Research       v1.ResearchServiceClient
 	Workflows      v1.WorkflowServiceClient
+
+	// Retry is how calls with an idempotency key are retried on UNAVAILABLE and ABORTED, and
+	// their broken streams re-attached (see RetryPolicy); Dial and New set
+	// DefaultRetryPolicy(). Set it to nil, before making calls, to turn both off; calls without
+	// an idempotency key are never retried.
+	Retry *RetryPolicy
 
 	conn  *grpc.ClientConn
 	owned bool
@@ -66,6 +82,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Investigations: v1.NewInvestigationServiceClient(conn),
 		Research:       v1.NewResearchServiceClient(conn),
 		Workflows:      v1.NewWorkflowServiceClient(conn),
+		Retry:          DefaultRetryPolicy(),
 		conn:           conn,
 	}
 }
@@ -98,8 +115,9 @@ func (c *Client) StartConversation(ctx context.Context, workflow string, opts ..
 	for _, o := range opts {
 		o(req)
 	}
-	res, err := c.Conversations.StartConversation(ctx, req)
-	return res, wrapError(err)
+	return retryUnary(ctx, c.policyFor(req.GetIdempotencyKey()), func(ctx context.Context) (*v1.StartConversationResponse, error) {
+		return c.Conversations.StartConversation(ctx, req)
+	})
 }
 
 // SendOption configures SendMessage.
@@ -117,7 +135,9 @@ func WithBusyPolicy(p v1.BusyPolicy) SendOption {
 
 // SendMessage sends one user turn. Range over Turn.Events for the run's events as they
 // arrive, then call Turn.Result. Cancelling ctx (or calling Turn.Cancel) stops the call;
-// the run itself was committed when RunStarted arrived and finishes on the server.
+// the run itself was committed when RunStarted arrived and finishes on the server. With an
+// idempotency key the call is retried, and a broken stream re-attached, per Client.Retry;
+// each event is delivered once (Turn.Attempts and Turn.Reattaches count what it took).
 func (c *Client) SendMessage(ctx context.Context, conversationID, text string, opts ...SendOption) *Turn {
 	req := &v1.SendMessageRequest{ConversationId: conversationID, Text: text}
 	for _, o := range opts {
@@ -125,18 +145,30 @@ func (c *Client) SendMessage(ctx context.Context, conversationID, text string, o
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &Turn{ctx: ctx, cancel: cancel}
-	t.stream, t.err = c.Conversations.SendMessage(ctx, req)
-	if t.err != nil {
-		t.err = wrapError(t.err)
-		t.done = true
-		cancel()
-	}
+	t.stream = newRunSource(ctx, c, "SendMessage", req.GetIdempotencyKey(),
+		func(ctx context.Context) (grpc.ServerStreamingClient[v1.SendMessageResponse], error) {
+			return c.Conversations.SendMessage(ctx, req)
+		},
+		func(res *v1.SendMessageResponse) (itemKind, *v1.RunEvent) {
+			switch p := res.GetPayload().(type) {
+			case *v1.SendMessageResponse_Event:
+				return itemEvent, p.Event
+			case *v1.SendMessageResponse_Result:
+				return itemResult, nil
+			}
+			return itemOther, nil
+		},
+		func(ev *v1.RunEvent) *v1.SendMessageResponse {
+			return &v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Event{Event: ev}}
+		},
+		&t.StreamStats)
 	return t
 }
 
 // Turn is one SendMessage call in progress.
 type Turn struct {
-	stream grpc.ServerStreamingClient[v1.SendMessageResponse]
+	StreamStats
+	stream *runSource[v1.SendMessageResponse]
 	ctx    context.Context
 	cancel context.CancelFunc
 	result *v1.TurnResult
@@ -287,8 +319,17 @@ func (c *Client) AllConversations(ctx context.Context, workflow string, pageSize
 
 // ResetConversation clears a conversation's messages and request fields.
 func (c *Client) ResetConversation(ctx context.Context, conversationID string) (*v1.Conversation, error) {
-	res, err := c.Conversations.ResetConversation(ctx, &v1.ResetConversationRequest{ConversationId: conversationID})
-	return res.GetConversation(), wrapError(err)
+	return c.ResetConversationWithKey(ctx, conversationID, "")
+}
+
+// ResetConversationWithKey is ResetConversation with an idempotency key: a retry with the same
+// key returns the first call's outcome, and the call is retried per Client.Retry.
+func (c *Client) ResetConversationWithKey(ctx context.Context, conversationID, idempotencyKey string) (*v1.Conversation, error) {
+	req := &v1.ResetConversationRequest{ConversationId: conversationID, IdempotencyKey: idempotencyKey}
+	res, err := retryUnary(ctx, c.policyFor(idempotencyKey), func(ctx context.Context) (*v1.ResetConversationResponse, error) {
+		return c.Conversations.ResetConversation(ctx, req)
+	})
+	return res.GetConversation(), err
 }
 
 // DeleteConversation erases a conversation with every checkpoint and message.

@@ -285,3 +285,56 @@ func TestConcurrentTurns(t *testing.T) {
 		}
 	}
 }
+
+func TestSubscribeRunReplaysAFinishedRun(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	turn := c.SendMessage(ctx, id, "Hello again", frontdesk.WithIdempotencyKey(fmt.Sprintf("go-sub-%d", time.Now().UnixNano())))
+	res, err := turn.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Attempts() != 1 || turn.Reattaches() != 0 {
+		t.Fatalf("attempts %d, reattaches %d", turn.Attempts(), turn.Reattaches())
+	}
+	var ids []uint64
+	for _, ev := range turn.Received {
+		ids = append(ids, ev.GetEventId())
+	}
+	// the server keeps a finished run's events for a while: SubscribeRun replays them
+	sub := c.SubscribeRun(ctx, res.GetRunId(), 0)
+	var got []uint64
+	var last *v1.RunEvent
+	for ev := range sub.Events() {
+		got = append(got, ev.GetEventId())
+		last = ev
+	}
+	if sub.Err() != nil || fmt.Sprint(got) != fmt.Sprint(ids) || frontdesk.EventKind(last) != "run_finished" {
+		t.Fatalf("SubscribeRun: %v (%v), want %v", got, sub.Err(), ids)
+	}
+	later := c.SubscribeRun(ctx, res.GetRunId(), 2)
+	got = nil
+	for ev := range later.Events() {
+		got = append(got, ev.GetEventId())
+	}
+	if later.Err() != nil || fmt.Sprint(got) != fmt.Sprint(ids[2:]) {
+		t.Fatalf("SubscribeRun after 2: %v (%v), want %v", got, later.Err(), ids[2:])
+	}
+}
+
+func TestSubscribeRunUnknownAndInvalid(t *testing.T) {
+	c, ctx := client(t)
+	sub := c.SubscribeRun(ctx, "0b6a3d5e-2f7c-4b8e-9d1a-000000000000", 0)
+	for range sub.Events() {
+		t.Fatal("an unknown run has no events")
+	}
+	if fe, ok := frontdesk.AsError(sub.Err()); !ok || fe.Code != codes.NotFound || fe.Retryable() {
+		t.Fatalf("want NOT_FOUND, got %v", sub.Err())
+	}
+	bad := c.SubscribeRun(ctx, "not-a-run-id", 0)
+	for range bad.Events() {
+	}
+	if status.Code(bad.Err()) != codes.InvalidArgument {
+		t.Fatalf("want INVALID_ARGUMENT, got %v", bad.Err())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -35,15 +36,30 @@ type Error struct {
 	Metadata map[string]string
 	// FieldViolations are the google.rpc.BadRequest violations of an INVALID_ARGUMENT.
 	FieldViolations []FieldViolation
+	// RetryDelay is the google.rpc.RetryInfo delay: how long to wait before retrying, sent where
+	// retrying helps (such as ABORTED THREAD_BUSY, with the time left on another replica's
+	// lease, or UNAVAILABLE MODEL_UNAVAILABLE); 0 when the server sent none (see RetryInfo).
+	RetryDelay time.Duration
 
-	status *status.Status
+	hasRetryDelay bool
+	status        *status.Status
 }
+
+// RetryInfo returns the server's RetryInfo delay, and whether the error carried one.
+func (e *Error) RetryInfo() (time.Duration, bool) { return e.RetryDelay, e.hasRetryDelay }
+
+// Retryable reports whether a call with an idempotency key is retried on this error: its code
+// is UNAVAILABLE or ABORTED (RetryableCode).
+func (e *Error) Retryable() bool { return RetryableCode(e.Code) }
 
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "frontdesk: %s: %s", e.Code, e.Message)
 	if e.Reason != "" {
 		fmt.Fprintf(&b, " (reason %s)", e.Reason)
+	}
+	if e.hasRetryDelay {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryDelay)
 	}
 	for _, v := range e.FieldViolations {
 		fmt.Fprintf(&b, "; %s: %s", v.Field, v.Description)
@@ -80,6 +96,9 @@ func wrapError(err error) error {
 			fe.Reason = d.GetReason()
 			fe.Domain = d.GetDomain()
 			fe.Metadata = d.GetMetadata()
+		case *errdetails.RetryInfo:
+			fe.RetryDelay = max(0, d.GetRetryDelay().AsDuration())
+			fe.hasRetryDelay = true
 		case *errdetails.BadRequest:
 			for _, v := range d.GetFieldViolations() {
 				fe.FieldViolations = append(fe.FieldViolations, FieldViolation{

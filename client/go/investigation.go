@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -44,17 +45,14 @@ func (c *Client) startInvestigation(ctx context.Context, req *v1.StartInvestigat
 	for _, o := range opts {
 		o(req)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.Investigations.StartInvestigation(ctx, req)
-	if err != nil {
-		cancel()
-		return nil, wrapError(err)
-	}
-	recv := func() (*v1.InvestigationProgress, error) {
-		res, err := stream.Recv()
-		return res.GetProgress(), err
-	}
-	return newInvestigating(ctx, cancel, "StartInvestigation", recv)
+	return newInvestigatingCall(ctx, c, "StartInvestigation", req.GetIdempotencyKey(),
+		func(ctx context.Context) (grpc.ServerStreamingClient[v1.StartInvestigationResponse], error) {
+			return c.Investigations.StartInvestigation(ctx, req)
+		},
+		func(res *v1.StartInvestigationResponse) *v1.InvestigationProgress { return res.GetProgress() },
+		func(p *v1.InvestigationProgress) *v1.StartInvestigationResponse {
+			return &v1.StartInvestigationResponse{Progress: p}
+		})
 }
 
 // ChangerReply is the changer's clarification for the action actionID (the changer's is
@@ -88,21 +86,56 @@ func ManagerReply(investigationID, actionID, managerID string, decision v1.Manag
 // action's recipient or the wrong role, FAILED_PRECONDITION with reason "INTERRUPT_ANSWERED"
 // for an action already answered, NOT_FOUND for an unknown investigation or action.
 func (c *Client) Respond(ctx context.Context, req *v1.RespondRequest) (*Investigating, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.Investigations.Respond(ctx, req)
-	if err != nil {
-		cancel()
-		return nil, wrapError(err)
-	}
-	recv := func() (*v1.InvestigationProgress, error) {
-		res, err := stream.Recv()
-		return res.GetProgress(), err
-	}
-	return newInvestigating(ctx, cancel, "Respond", recv)
+	return newInvestigatingCall(ctx, c, "Respond", req.GetIdempotencyKey(),
+		func(ctx context.Context) (grpc.ServerStreamingClient[v1.RespondResponse], error) {
+			return c.Investigations.Respond(ctx, req)
+		},
+		func(res *v1.RespondResponse) *v1.InvestigationProgress { return res.GetProgress() },
+		func(p *v1.InvestigationProgress) *v1.RespondResponse { return &v1.RespondResponse{Progress: p} })
 }
 
-// Investigating is one StartInvestigation or Respond call in progress.
+// newInvestigatingCall runs a StartInvestigation or Respond call (responses of type R, each
+// holding an InvestigationProgress) through the retrying, re-attaching runSource.
+func newInvestigatingCall[R any](
+	ctx context.Context, c *Client, method, key string,
+	open func(context.Context) (grpc.ServerStreamingClient[R], error),
+	progress func(*R) *v1.InvestigationProgress,
+	wrap func(*v1.InvestigationProgress) *R,
+) (*Investigating, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stats := &StreamStats{}
+	src := newRunSource(ctx, c, method, key, open,
+		func(res *R) (itemKind, *v1.RunEvent) {
+			switch x := progress(res).GetPayload().(type) {
+			case *v1.InvestigationProgress_Event:
+				return itemEvent, x.Event
+			case *v1.InvestigationProgress_Message, *v1.InvestigationProgress_StatusChange:
+				return itemDerived, nil
+			case *v1.InvestigationProgress_Investigation:
+				return itemResult, nil
+			}
+			return itemOther, nil
+		},
+		func(ev *v1.RunEvent) *R {
+			return wrap(&v1.InvestigationProgress{Payload: &v1.InvestigationProgress_Event{Event: ev}})
+		},
+		stats)
+	recv := func() (*v1.InvestigationProgress, error) {
+		res, err := src.Recv()
+		return progress(res), err
+	}
+	r, err := newInvestigating(ctx, cancel, method, recv)
+	if r != nil {
+		r.StreamStats = stats
+	}
+	return r, err
+}
+
+// Investigating is one StartInvestigation or Respond call in progress. With an idempotency
+// key the call is retried, and a broken stream re-attached, as for SendMessage; while
+// re-attached only RunEvents arrive (the Investigation holds every message and status change).
 type Investigating struct {
+	*StreamStats
 	recv    func() (*v1.InvestigationProgress, error)
 	method  string
 	ctx     context.Context

@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -44,12 +45,27 @@ func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*
 		o(req)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.Research.Ask(ctx, req)
-	if err != nil {
-		cancel()
-		return nil, wrapError(err)
-	}
-	r := &Researching{recv: stream.Recv, ctx: ctx, cancel: cancel}
+	r := &Researching{ctx: ctx, cancel: cancel}
+	src := newRunSource(ctx, c, "Ask", req.GetIdempotencyKey(),
+		func(ctx context.Context) (grpc.ServerStreamingClient[v1.AskResponse], error) {
+			return c.Research.Ask(ctx, req)
+		},
+		func(res *v1.AskResponse) (itemKind, *v1.RunEvent) {
+			switch x := res.GetPayload().(type) {
+			case *v1.AskResponse_Event:
+				return itemEvent, x.Event
+			case *v1.AskResponse_Research:
+				return itemResult, nil
+			case nil:
+				return itemOther, nil
+			}
+			return itemDerived, nil
+		},
+		func(ev *v1.RunEvent) *v1.AskResponse {
+			return &v1.AskResponse{Payload: &v1.AskResponse_Event{Event: ev}}
+		},
+		&r.StreamStats)
+	r.recv = src.Recv
 	// Receive the first response, so that a call refused by the server fails with its error
 	// before any progress is handed out.
 	for len(r.pending) == 0 && r.result == nil {
@@ -66,8 +82,11 @@ func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*
 	return r, nil
 }
 
-// Researching is one Ask call in progress.
+// Researching is one Ask call in progress. With an idempotency key the call is retried, and a
+// broken stream re-attached, as for SendMessage; while re-attached only RunEvents arrive (the
+// Research holds the plans, the results and the messages).
 type Researching struct {
+	StreamStats
 	recv    func() (*v1.AskResponse, error)
 	ctx     context.Context
 	cancel  context.CancelFunc

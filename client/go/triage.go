@@ -35,7 +35,8 @@ func WithTriageIdempotencyKey(key string) TriageOption {
 // ticket the message belongs to (Triage.Resolution), or with the error that failed the call
 // before that (a *Error: NOT_FOUND for an unknown customer, INVALID_ARGUMENT, ...). Then range
 // over Triage.Events for the run's events as they arrive, and call Triage.Result. Cancelling
-// ctx (or calling Triage.Cancel) stops the call.
+// ctx (or calling Triage.Cancel) stops the call. Retries and re-attaching as for SendMessage
+// (the resolution is delivered once).
 func (c *Client) TriageTicket(ctx context.Context, customerID, message string, opts ...TriageOption) (*Triage, error) {
 	req := &v1.TriageTicketRequest{CustomerId: customerID, Message: message}
 	for _, o := range opts {
@@ -43,11 +44,25 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &Triage{ctx: ctx, cancel: cancel}
-	var err error
-	if t.stream, err = c.Triage.TriageTicket(ctx, req); err != nil {
-		cancel()
-		return nil, wrapError(err)
-	}
+	t.stream = newRunSource(ctx, c, "TriageTicket", req.GetIdempotencyKey(),
+		func(ctx context.Context) (grpc.ServerStreamingClient[v1.TriageTicketResponse], error) {
+			return c.Triage.TriageTicket(ctx, req)
+		},
+		func(res *v1.TriageTicketResponse) (itemKind, *v1.RunEvent) {
+			switch p := res.GetPayload().(type) {
+			case *v1.TriageTicketResponse_Resolution:
+				return itemResolution, nil
+			case *v1.TriageTicketResponse_Event:
+				return itemEvent, p.Event
+			case *v1.TriageTicketResponse_Result:
+				return itemResult, nil
+			}
+			return itemOther, nil
+		},
+		func(ev *v1.RunEvent) *v1.TriageTicketResponse {
+			return &v1.TriageTicketResponse{Payload: &v1.TriageTicketResponse_Event{Event: ev}}
+		},
+		&t.StreamStats)
 	// Receive up to the resolution, which comes first; hold any event that (from a newer
 	// server) would come before it, for Events.
 	for t.resolution == nil {
@@ -67,7 +82,8 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 
 // Triage is one TriageTicket call in progress.
 type Triage struct {
-	stream     grpc.ServerStreamingClient[v1.TriageTicketResponse]
+	StreamStats
+	stream     *runSource[v1.TriageTicketResponse]
 	ctx        context.Context
 	cancel     context.CancelFunc
 	resolution *v1.TicketResolution

@@ -149,3 +149,28 @@ def test_concurrent_turns_on_other_threads(addr: str) -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_subscribe_run_replays_a_finished_run(client: FrontdeskClient) -> None:
+    cid = client.start_conversation("intake").conversation.conversation_id
+    stream = client.send_message(cid, "Hello again", idempotency_key=f"sub-{uuid.uuid4()}")
+    result = stream.result()
+    ids = [e.event_id for e in stream.events]
+    assert stream.attempts == 1 and stream.reattaches == 0
+
+    # the server keeps a finished run's events for a while: SubscribeRun replays them
+    events = list(client.subscribe_run(result.run_id))
+    assert [e.event_id for e in events] == ids
+    assert event_kind(events[-1]) == "run_finished"
+    later = list(client.subscribe_run(result.run_id, after_event_id=2))
+    assert [e.event_id for e in later] == ids[2:]
+
+
+def test_subscribe_run_unknown_and_invalid(client: FrontdeskClient) -> None:
+    with pytest.raises(FrontdeskError) as info:
+        list(client.subscribe_run(str(uuid.uuid4())))
+    assert info.value.code == grpc.StatusCode.NOT_FOUND
+    assert not info.value.retryable
+    with pytest.raises(FrontdeskError) as info:
+        list(client.subscribe_run("not-a-run-id"))
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT

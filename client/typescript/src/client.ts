@@ -1,3 +1,8 @@
+// Connect-ES's declarations (and CallOpts.headers) use the fetch API's `HeadersInit`, which
+// only the DOM lib declares (@types/node does not): referenced here so that the package's types
+// compile in a consumer whose tsconfig has `"lib": ["ES2022"]` alone (with skipLibCheck false).
+/// <reference lib="dom" preserve="true" />
+/// <reference types="node" preserve="true" />
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
@@ -67,11 +72,23 @@ import {
   type TriageTicketResponse,
 } from "./gen/frontdesk/v1/triage_pb.js";
 import {
+  SubscribeRunRequestSchema,
   WorkflowService,
   type DescribeWorkflowResponse,
+  type SubscribeRunResponse,
   type Workflow,
 } from "./gen/frontdesk/v1/workflow_pb.js";
 import { FrontdeskError } from "./errors.js";
+import {
+  Budget,
+  resolveRetryPolicy,
+  resumable,
+  sleep,
+  type RetryPolicy,
+  type RunCall,
+  type StreamProgress,
+  type Unpacked,
+} from "./retry.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:50051";
 
@@ -80,10 +97,20 @@ export interface FrontdeskClientOptions {
   baseUrl?: string;
   /** Headers sent with every call, such as an authorization header. */
   headers?: HeadersInit;
-  /** Default deadline of unary calls in milliseconds (streams have none unless given). */
+  /**
+   * Default deadline of unary calls in milliseconds (streams have none unless given). A call's
+   * deadline covers its retries.
+   */
   timeoutMs?: number;
   /** Connect interceptors, run for every call. */
   interceptors?: Interceptor[];
+  /**
+   * How calls with an idempotency key are retried on UNAVAILABLE and ABORTED, and their broken
+   * streams re-attached: true or omitted (the default policy, `DEFAULT_RETRY_POLICY`), a
+   * `RetryPolicy`, or false (never retry, never re-attach). Calls without an idempotency key
+   * are never retried.
+   */
+  retry?: RetryPolicy | boolean;
 }
 
 /** Per-call options: an AbortSignal to cancel, a deadline, extra headers. */
@@ -93,7 +120,14 @@ export interface CallOpts {
   headers?: HeadersInit;
 }
 
-/** What a SendMessage stream yields: every RunEvent in order, then one TurnResult. */
+/**
+ * What a SendMessage stream yields: every RunEvent in order, then one TurnResult.
+ *
+ * About `RunEvent.eventId`: it numbers the events of one *execution* of a run on one replica,
+ * from 1. A run resumed after a crash, or taken over by another replica, starts again at 1 with
+ * `runStarted.resumed` set, so (runId, eventId) alone is not a key across executions. Use it to
+ * order one stream's events and to re-attach (`subscribeRun(runId, { afterEventId })`).
+ */
 export type StreamItem =
   | { type: "event"; event: RunEvent }
   | { type: "result"; result: TurnResult };
@@ -288,46 +322,84 @@ export function eventKind(event: RunEvent): NonNullable<RunEvent["kind"]["case"]
   return event.kind.case ?? "unknown";
 }
 
-/**
- * One SendMessage call. `for await` over it for each RunEvent as it arrives, then the
- * TurnResult; or `await stream.result()`. Breaking out of the loop, or aborting the
- * signal given to sendMessage, cancels the call. Errors are thrown as FrontdeskError.
- */
-export class TurnStream implements AsyncIterable<StreamItem> {
-  /** Events received so far. */
+/** What every stream of a call that runs a workflow shares: its progress counters. */
+abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
+  /**
+   * Events received so far (each once, also across retries and re-attaches). Their `eventId`
+   * numbers one execution of the run, from 1: a run resumed after a crash or taken over by
+   * another replica starts again at 1 (with `runStarted.resumed` set).
+   */
   readonly events: RunEvent[] = [];
-  private turnResult: TurnResult | undefined;
+  private readonly counters = { attempts: 1, reattaches: 0, skippedEvents: 0 };
   private started = false;
+  private readonly items: AsyncIterable<I>;
 
-  constructor(private readonly responses: AsyncIterable<SendMessageResponse>) {}
+  constructor(call: RunCall<unknown, I>, private readonly kindName: string) {
+    this.items = resumable(call, this.counters);
+  }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {
-    if (this.started) throw new Error("a TurnStream can be iterated only once");
+  /** How many times the call was made (1 unless it was retried or its result fetched again). */
+  get attempts(): number {
+    return this.counters.attempts;
+  }
+
+  /** How many times the stream re-attached to its run with SubscribeRun. */
+  get reattaches(): number {
+    return this.counters.reattaches;
+  }
+
+  /** Events the server no longer held when the stream re-attached (0 normally). */
+  get skippedEvents(): number {
+    return this.counters.skippedEvents;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<I> {
+    if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
     this.started = true;
     try {
-      for await (const response of this.responses) {
-        const payload = response.payload;
-        if (payload.case === "event") {
-          this.events.push(payload.value);
-          yield { type: "event", event: payload.value };
-        } else if (payload.case === "result") {
-          this.turnResult = payload.value;
-          yield { type: "result", result: payload.value };
-        }
-        // a payload kind newer than this client is skipped
+      for await (const item of this.items) {
+        this.record(item);
+        yield item;
       }
     } catch (e) {
       throw FrontdeskError.from(e);
     }
   }
 
-  /** Consumes the rest of the stream and returns the turn's result. */
-  async result(): Promise<TurnResult> {
+  protected abstract record(item: I): void;
+
+  protected async drain(): Promise<void> {
     if (!this.started) {
       for await (const _ of this) {
         // drain
       }
     }
+  }
+}
+
+/**
+ * One SendMessage call. `for await` over it for each RunEvent as it arrives, then the
+ * TurnResult; or `await stream.result()`. Breaking out of the loop, or aborting the
+ * signal given to sendMessage, cancels the call. Errors are thrown as FrontdeskError. With an
+ * idempotency key the call is retried, and a broken stream re-attached, as the client's retry
+ * policy says; each event is delivered once.
+ */
+export class TurnStream extends RunStream<StreamItem> {
+  private turnResult: TurnResult | undefined;
+
+  /** @internal */
+  constructor(call: RunCall<SendMessageResponse, StreamItem>) {
+    super(call as RunCall<unknown, StreamItem>, "a TurnStream");
+  }
+
+  protected record(item: StreamItem): void {
+    if (item.type === "event") this.events.push(item.event);
+    else this.turnResult = item.result;
+  }
+
+  /** Consumes the rest of the stream and returns the turn's result. */
+  async result(): Promise<TurnResult> {
+    await this.drain();
     if (this.turnResult === undefined) {
       throw new Error("SendMessage stream ended without a TurnResult");
     }
@@ -339,48 +411,28 @@ export class TurnStream implements AsyncIterable<StreamItem> {
  * One TriageTicket call. `for await` over it for the TicketResolution (which ticket the message
  * belongs to), each RunEvent as it arrives, then the TriageResult; or `await stream.result()`.
  * Breaking out of the loop, or aborting the signal given to triageTicket, cancels the call.
- * Errors are thrown as FrontdeskError.
+ * Errors are thrown as FrontdeskError. Retries and re-attaching as for a TurnStream (the
+ * resolution is delivered once).
  */
-export class TriageStream implements AsyncIterable<TriageItem> {
-  /** Events received so far. */
-  readonly events: RunEvent[] = [];
+export class TriageStream extends RunStream<TriageItem> {
   /** The ticket resolution, once it has arrived (it comes first). */
   resolution: TicketResolution | undefined;
   private triageResult: TriageResult | undefined;
-  private started = false;
 
-  constructor(private readonly responses: AsyncIterable<TriageTicketResponse>) {}
+  /** @internal */
+  constructor(call: RunCall<TriageTicketResponse, TriageItem>) {
+    super(call as RunCall<unknown, TriageItem>, "a TriageStream");
+  }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<TriageItem> {
-    if (this.started) throw new Error("a TriageStream can be iterated only once");
-    this.started = true;
-    try {
-      for await (const response of this.responses) {
-        const payload = response.payload;
-        if (payload.case === "resolution") {
-          this.resolution = payload.value;
-          yield { type: "resolution", resolution: payload.value };
-        } else if (payload.case === "event") {
-          this.events.push(payload.value);
-          yield { type: "event", event: payload.value };
-        } else if (payload.case === "result") {
-          this.triageResult = payload.value;
-          yield { type: "result", result: payload.value };
-        }
-        // a payload kind newer than this client is skipped
-      }
-    } catch (e) {
-      throw FrontdeskError.from(e);
-    }
+  protected record(item: TriageItem): void {
+    if (item.type === "resolution") this.resolution = item.resolution;
+    else if (item.type === "event") this.events.push(item.event);
+    else this.triageResult = item.result;
   }
 
   /** Consumes the rest of the stream and returns the triage result. */
   async result(): Promise<TriageResult> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
+    await this.drain();
     if (this.triageResult === undefined) {
       throw new Error("TriageTicket stream ended without a TriageResult");
     }
@@ -393,53 +445,41 @@ export class TriageStream implements AsyncIterable<TriageItem> {
  * and StatusChange as the run produces them, then the Investigation as the run left it
  * (finished, or awaiting a reply); or `await stream.result()`. Breaking out of the loop, or
  * aborting the signal given to the call, cancels it. Errors are thrown as FrontdeskError.
+ * Retries and re-attaching as for a TurnStream; while re-attached only RunEvents arrive (the
+ * Investigation holds every message and status change).
  */
-export class InvestigationStream implements AsyncIterable<InvestigationItem> {
-  /** Events received so far. */
-  readonly events: RunEvent[] = [];
+export class InvestigationStream extends RunStream<InvestigationItem> {
   /** Agent messages received so far. */
   readonly messages: AgentMessage[] = [];
   /** Status changes received so far. */
   readonly statusChanges: StatusChange[] = [];
   private investigation: Investigation | undefined;
-  private started = false;
 
-  constructor(private readonly responses: AsyncIterable<{ progress?: InvestigationProgress }>) {}
+  /** @internal */
+  constructor(call: RunCall<{ progress?: InvestigationProgress }, InvestigationItem>) {
+    super(call as RunCall<unknown, InvestigationItem>, "an InvestigationStream");
+  }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<InvestigationItem> {
-    if (this.started) throw new Error("an InvestigationStream can be iterated only once");
-    this.started = true;
-    try {
-      for await (const response of this.responses) {
-        const payload = response.progress?.payload;
-        if (payload === undefined) continue;
-        if (payload.case === "event") {
-          this.events.push(payload.value);
-          yield { type: "event", event: payload.value };
-        } else if (payload.case === "message") {
-          this.messages.push(payload.value);
-          yield { type: "message", message: payload.value };
-        } else if (payload.case === "statusChange") {
-          this.statusChanges.push(payload.value);
-          yield { type: "statusChange", statusChange: payload.value };
-        } else if (payload.case === "investigation") {
-          this.investigation = payload.value;
-          yield { type: "investigation", investigation: payload.value };
-        }
-        // a payload kind newer than this client is skipped
-      }
-    } catch (e) {
-      throw FrontdeskError.from(e);
+  protected record(item: InvestigationItem): void {
+    switch (item.type) {
+      case "event":
+        this.events.push(item.event);
+        break;
+      case "message":
+        this.messages.push(item.message);
+        break;
+      case "statusChange":
+        this.statusChanges.push(item.statusChange);
+        break;
+      case "investigation":
+        this.investigation = item.investigation;
+        break;
     }
   }
 
   /** Consumes the rest of the stream and returns the investigation. */
   async result(): Promise<Investigation> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
+    await this.drain();
     if (this.investigation === undefined) {
       throw new Error("investigation stream ended without an Investigation");
     }
@@ -452,11 +492,10 @@ export class InvestigationStream implements AsyncIterable<InvestigationItem> {
  * ResearchResult, CriticVerdict and ExpertAnswer as the run produces them, then the Research
  * (its outcome, final answer and reasoning trace); or `await stream.result()`. Breaking out of
  * the loop, or aborting the signal given to ask, cancels the call. Errors are thrown as
- * FrontdeskError.
+ * FrontdeskError. Retries and re-attaching as for a TurnStream; while re-attached only
+ * RunEvents arrive (the Research holds the plans, the results and the messages).
  */
-export class ResearchStream implements AsyncIterable<ResearchItem> {
-  /** Events received so far. */
-  readonly events: RunEvent[] = [];
+export class ResearchStream extends RunStream<ResearchItem> {
   /** Orchestrator messages received so far. */
   readonly messages: OrchestratorMessage[] = [];
   /** Plans received so far (a rejected plan is followed by a new one). */
@@ -468,65 +507,87 @@ export class ResearchStream implements AsyncIterable<ResearchItem> {
   /** Expert answers received so far. */
   readonly expertAnswers: ExpertAnswer[] = [];
   private research: Research | undefined;
+
+  /** @internal */
+  constructor(call: RunCall<AskResponse, ResearchItem>) {
+    super(call as RunCall<unknown, ResearchItem>, "a ResearchStream");
+  }
+
+  protected record(item: ResearchItem): void {
+    switch (item.type) {
+      case "event":
+        this.events.push(item.event);
+        break;
+      case "message":
+        this.messages.push(item.message);
+        break;
+      case "plan":
+        this.plans.push(item.plan);
+        break;
+      case "researchResult":
+        this.results.push(item.researchResult);
+        break;
+      case "criticDecision":
+        this.criticDecisions.push(item.criticDecision);
+        break;
+      case "expertAnswer":
+        this.expertAnswers.push(item.expertAnswer);
+        break;
+      case "research":
+        this.research = item.research;
+        break;
+    }
+  }
+
+  /** Consumes the rest of the stream and returns the research. */
+  async result(): Promise<Research> {
+    await this.drain();
+    if (this.research === undefined) {
+      throw new Error("Ask stream ended without a Research");
+    }
+    return this.research;
+  }
+}
+
+/**
+ * One SubscribeRun call: `for await` yields the run's events after the event id given, then its
+ * live ones; it ends after the run's last event (runFinished, runFailed or runInterrupted).
+ * `skipped` counts the events the server no longer held. Breaking out of the loop, or aborting
+ * the signal, cancels the call. Errors are thrown as FrontdeskError (NOT_FOUND for a run the
+ * server does not know). Never retried.
+ */
+export class RunEventStream implements AsyncIterable<RunEvent> {
+  /** Events received so far. */
+  readonly events: RunEvent[] = [];
+  /** Events the server no longer held between the id asked for and the next event. */
+  skipped = 0;
   private started = false;
 
-  constructor(private readonly responses: AsyncIterable<AskResponse>) {}
+  constructor(private readonly responses: AsyncIterable<SubscribeRunResponse>) {}
 
-  async *[Symbol.asyncIterator](): AsyncIterator<ResearchItem> {
-    if (this.started) throw new Error("a ResearchStream can be iterated only once");
+  async *[Symbol.asyncIterator](): AsyncIterator<RunEvent> {
+    if (this.started) throw new Error("a RunEventStream can be iterated only once");
     this.started = true;
     try {
       for await (const response of this.responses) {
-        const payload = response.payload;
-        switch (payload.case) {
-          case "event":
-            this.events.push(payload.value);
-            yield { type: "event", event: payload.value };
-            break;
-          case "message":
-            this.messages.push(payload.value);
-            yield { type: "message", message: payload.value };
-            break;
-          case "plan":
-            this.plans.push(payload.value);
-            yield { type: "plan", plan: payload.value };
-            break;
-          case "researchResult":
-            this.results.push(payload.value);
-            yield { type: "researchResult", researchResult: payload.value };
-            break;
-          case "criticDecision":
-            this.criticDecisions.push(payload.value);
-            yield { type: "criticDecision", criticDecision: payload.value };
-            break;
-          case "expertAnswer":
-            this.expertAnswers.push(payload.value);
-            yield { type: "expertAnswer", expertAnswer: payload.value };
-            break;
-          case "research":
-            this.research = payload.value;
-            yield { type: "research", research: payload.value };
-            break;
-          default:
-          // a payload kind newer than this client (or none) is skipped
-        }
+        this.skipped += Number(response.skipped);
+        if (response.event === undefined) continue;
+        this.events.push(response.event);
+        yield response.event;
       }
     } catch (e) {
       throw FrontdeskError.from(e);
     }
   }
 
-  /** Consumes the rest of the stream and returns the research. */
-  async result(): Promise<Research> {
+  /** Consumes the rest of the stream (until the run's last event) and returns every event. */
+  async all(): Promise<RunEvent[]> {
     if (!this.started) {
       for await (const _ of this) {
         // drain
       }
     }
-    if (this.research === undefined) {
-      throw new Error("Ask stream ended without a Research");
-    }
-    return this.research;
+    return this.events;
   }
 }
 
@@ -582,8 +643,10 @@ export class FrontdeskClient {
   private readonly sessions: Http2SessionManager;
   private readonly headers: HeadersInit | undefined;
   private readonly timeoutMs: number | undefined;
+  private readonly retry: Required<RetryPolicy> | undefined;
 
   constructor(options: FrontdeskClientOptions = {}) {
+    this.retry = resolveRetryPolicy(options.retry);
     const baseUrl = options.baseUrl ?? DEFAULT_BASE_URL;
     this.sessions = new Http2SessionManager(baseUrl);
     const transport = createGrpcTransport({
@@ -627,19 +690,75 @@ export class FrontdeskClient {
     }
   }
 
+  /**
+   * One unary call with an idempotency key: retried per the retry policy (when `key` is not
+   * empty) within one deadline, each attempt with what is left of it.
+   */
+  private async keyedUnary<T>(
+    key: string,
+    o: CallOpts | undefined,
+    call: (options: CallOptions) => Promise<T>,
+  ): Promise<T> {
+    const base = this.opts(o, true);
+    const budget = new Budget(
+      key !== "" ? this.retry : undefined,
+      base.timeoutMs === undefined ? undefined : Date.now() + base.timeoutMs,
+    );
+    for (;;) {
+      let err: FrontdeskError;
+      try {
+        return await call({ ...base, timeoutMs: budget.timeoutMs() });
+      } catch (e) {
+        err = FrontdeskError.from(e);
+      }
+      const wait = budget.delay(err);
+      if (wait === undefined || o?.signal?.aborted) throw err;
+      budget.calls += 1;
+      budget.waitedMs += wait;
+      await sleep(wait, o?.signal);
+    }
+  }
+
+  /** How a streamed call is made and re-attached. */
+  private runCall<R, I>(
+    what: string,
+    key: string,
+    o: CallOpts | undefined,
+    open: (options: CallOptions) => AsyncIterable<R>,
+    unpack: (response: R) => Unpacked<I>,
+    eventItem: (event: RunEvent) => I,
+  ): RunCall<R, I> {
+    const base = this.opts(o, false);
+    return {
+      what,
+      open: (timeoutMs) => open({ ...base, timeoutMs }),
+      subscribe: (runId, afterEventId, timeoutMs) =>
+        this.workflows.subscribeRun(
+          create(SubscribeRunRequestSchema, { runId, afterEventId }),
+          { ...base, timeoutMs },
+        ),
+      unpack,
+      eventItem,
+      policy: key !== "" ? this.retry : undefined,
+      timeoutMs: base.timeoutMs,
+      signal: o?.signal,
+    };
+  }
+
   /** Creates a conversation; resolves to { conversation, welcome }. */
   startConversation(
     req: { workflow?: string; conversationId?: string; idempotencyKey?: string } = {},
     o?: CallOpts,
   ): Promise<StartConversationResponse> {
-    return this.unary(() =>
+    const idempotencyKey = req.idempotencyKey ?? "";
+    return this.keyedUnary(idempotencyKey, o, (options) =>
       this.conversations.startConversation(
         {
           workflow: req.workflow ?? "intake",
           conversationId: req.conversationId ?? "",
-          idempotencyKey: req.idempotencyKey ?? "",
+          idempotencyKey,
         },
-        this.opts(o, true),
+        options,
       ),
     );
   }
@@ -665,7 +784,21 @@ export class FrontdeskClient {
       idempotencyKey: o?.idempotencyKey ?? "",
       busyPolicy: busy,
     });
-    return new TurnStream(this.conversations.sendMessage(request, this.opts(o, false)));
+    return new TurnStream(
+      this.runCall(
+        "SendMessage",
+        request.idempotencyKey,
+        o,
+        (options) => this.conversations.sendMessage(request, options),
+        (response: SendMessageResponse): Unpacked<StreamItem> => {
+          const p = response.payload;
+          if (p.case === "event") return { kind: "event", event: p.value, item: { type: "event", event: p.value } };
+          if (p.case === "result") return { kind: "result", item: { type: "result", result: p.value } };
+          return undefined; // a payload kind newer than this client is skipped
+        },
+        (event) => ({ type: "event", event }),
+      ),
+    );
   }
 
   /** The conversation and its whole message history, oldest first. */
@@ -701,11 +834,9 @@ export class FrontdeskClient {
     conversationId: string,
     o?: CallOpts & { idempotencyKey?: string },
   ): Promise<Conversation | undefined> {
-    const res = await this.unary(() =>
-      this.conversations.resetConversation(
-        { conversationId, idempotencyKey: o?.idempotencyKey ?? "" },
-        this.opts(o, true),
-      ),
+    const idempotencyKey = o?.idempotencyKey ?? "";
+    const res = await this.keyedUnary(idempotencyKey, o, (options) =>
+      this.conversations.resetConversation({ conversationId, idempotencyKey }, options),
     );
     return res.conversation;
   }
@@ -734,7 +865,22 @@ export class FrontdeskClient {
       language: o?.language ?? "",
       idempotencyKey: o?.idempotencyKey ?? "",
     });
-    return new TriageStream(this.triage.triageTicket(request, this.opts(o, false)));
+    return new TriageStream(
+      this.runCall(
+        "TriageTicket",
+        request.idempotencyKey,
+        o,
+        (options) => this.triage.triageTicket(request, options),
+        (response: TriageTicketResponse): Unpacked<TriageItem> => {
+          const p = response.payload;
+          if (p.case === "resolution") return { kind: "resolution", item: { type: "resolution", resolution: p.value } };
+          if (p.case === "event") return { kind: "event", event: p.value, item: { type: "event", event: p.value } };
+          if (p.case === "result") return { kind: "result", item: { type: "result", result: p.value } };
+          return undefined;
+        },
+        (event) => ({ type: "event", event }),
+      ),
+    );
   }
 
   /**
@@ -805,7 +951,9 @@ export class FrontdeskClient {
       idempotencyKey: o?.idempotencyKey ?? "",
     });
     return new InvestigationStream(
-      this.investigations.startInvestigation(request, this.opts(o, false)),
+      this.investigationCall(request.idempotencyKey, o, (options) =>
+        this.investigations.startInvestigation(request, options),
+      ),
     );
   }
 
@@ -826,7 +974,40 @@ export class FrontdeskClient {
       decision: managerDecision(req.decision),
       idempotencyKey: req.idempotencyKey ?? "",
     });
-    return new InvestigationStream(this.investigations.respond(request, this.opts(o, false)));
+    return new InvestigationStream(
+      this.investigationCall(request.idempotencyKey, o, (options) =>
+        this.investigations.respond(request, options),
+      ),
+    );
+  }
+
+  private investigationCall(
+    key: string,
+    o: CallOpts | undefined,
+    open: (options: CallOptions) => AsyncIterable<{ progress?: InvestigationProgress }>,
+  ): RunCall<{ progress?: InvestigationProgress }, InvestigationItem> {
+    return this.runCall(
+      "investigation",
+      key,
+      o,
+      open,
+      (response): Unpacked<InvestigationItem> => {
+        const p = response.progress?.payload;
+        switch (p?.case) {
+          case "event":
+            return { kind: "event", event: p.value, item: { type: "event", event: p.value } };
+          case "message":
+            return { kind: "derived", item: { type: "message", message: p.value } };
+          case "statusChange":
+            return { kind: "derived", item: { type: "statusChange", statusChange: p.value } };
+          case "investigation":
+            return { kind: "result", item: { type: "investigation", investigation: p.value } };
+          default:
+            return undefined;
+        }
+      },
+      (event) => ({ type: "event", event }),
+    );
   }
 
   /** The investigation ("INV-<mutation id>") as it stands; an unknown one is NOT_FOUND. */
@@ -937,7 +1118,36 @@ export class FrontdeskClient {
       corpus: o?.corpus ?? "",
       idempotencyKey: o?.idempotencyKey ?? "",
     });
-    return new ResearchStream(this.research.ask(request, this.opts(o, false)));
+    return new ResearchStream(
+      this.runCall(
+        "Ask",
+        request.idempotencyKey,
+        o,
+        (options) => this.research.ask(request, options),
+        (response: AskResponse): Unpacked<ResearchItem> => {
+          const p = response.payload;
+          switch (p.case) {
+            case "event":
+              return { kind: "event", event: p.value, item: { type: "event", event: p.value } };
+            case "message":
+              return { kind: "derived", item: { type: "message", message: p.value } };
+            case "plan":
+              return { kind: "derived", item: { type: "plan", plan: p.value } };
+            case "researchResult":
+              return { kind: "derived", item: { type: "researchResult", researchResult: p.value } };
+            case "criticDecision":
+              return { kind: "derived", item: { type: "criticDecision", criticDecision: p.value } };
+            case "expertAnswer":
+              return { kind: "derived", item: { type: "expertAnswer", expertAnswer: p.value } };
+            case "research":
+              return { kind: "result", item: { type: "research", research: p.value } };
+            default:
+              return undefined;
+          }
+        },
+        (event) => ({ type: "event", event }),
+      ),
+    );
   }
 
   /** The research ("RES-...") as it stands; an unknown one is NOT_FOUND. */
@@ -993,5 +1203,20 @@ export class FrontdeskClient {
   async cancelRun(runId: string, o?: CallOpts): Promise<boolean> {
     const res = await this.unary(() => this.workflows.cancelRun({ runId }, this.opts(o, true)));
     return res.cancelled;
+  }
+
+  /**
+   * Re-attaches to a run by hand: its events numbered after `afterEventId` (default 0: from the
+   * first), then its live ones, ending after the run's last event. Only RunEvents, not the
+   * call's typed result: retry the original call with its idempotency key for that. A run the
+   * server does not know (ended too long ago, or running on another replica) is NOT_FOUND.
+   * Streams with an idempotency key re-attach on their own. Never retried.
+   */
+  subscribeRun(runId: string, o?: CallOpts & { afterEventId?: bigint | number }): RunEventStream {
+    const request = create(SubscribeRunRequestSchema, {
+      runId,
+      afterEventId: BigInt(o?.afterEventId ?? 0),
+    });
+    return new RunEventStream(this.workflows.subscribeRun(request, this.opts(o, false)));
   }
 }

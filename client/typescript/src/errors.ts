@@ -31,6 +31,12 @@ export class FrontdeskError extends Error {
   readonly errorMetadata: Readonly<Record<string, string>>;
   /** google.rpc.BadRequest field violations (INVALID_ARGUMENT). */
   readonly fieldViolations: readonly FieldViolation[];
+  /**
+   * The google.rpc.RetryInfo delay in milliseconds: how long to wait before retrying, sent where
+   * retrying helps (such as ABORTED THREAD_BUSY, with the time left on another replica's lease,
+   * or UNAVAILABLE MODEL_UNAVAILABLE); undefined when the server sent none.
+   */
+  readonly retryDelayMs: number | undefined;
 
   constructor(cause: ConnectError) {
     const codeName = grpcCodeName(cause.code);
@@ -38,6 +44,7 @@ export class FrontdeskError extends Error {
     let domain: string | undefined;
     let errorMetadata: Record<string, string> = {};
     const fieldViolations: FieldViolation[] = [];
+    let retryDelayMs: number | undefined;
     for (const detail of cause.details) {
       if (!("type" in detail)) continue;
       try {
@@ -48,6 +55,8 @@ export class FrontdeskError extends Error {
           errorMetadata = info.metadata;
         } else if (detail.type === "google.rpc.BadRequest") {
           fieldViolations.push(...decodeBadRequest(detail.value));
+        } else if (detail.type === "google.rpc.RetryInfo") {
+          retryDelayMs = decodeRetryInfo(detail.value);
         }
       } catch {
         // a malformed detail must not hide the error itself
@@ -55,6 +64,7 @@ export class FrontdeskError extends Error {
     }
     let text = `${codeName}: ${cause.rawMessage}`;
     if (reason) text += ` (reason ${reason})`;
+    if (retryDelayMs !== undefined) text += ` (retry after ${retryDelayMs}ms)`;
     for (const v of fieldViolations) text += `; ${v.field}: ${v.description}`;
     super(text, { cause });
     this.code = cause.code;
@@ -64,6 +74,20 @@ export class FrontdeskError extends Error {
     this.domain = domain;
     this.errorMetadata = errorMetadata;
     this.fieldViolations = fieldViolations;
+    this.retryDelayMs = retryDelayMs;
+  }
+
+  /**
+   * True for UNAVAILABLE and ABORTED: the codes a call with an idempotency key is retried on
+   * (`RETRYABLE_CODES`).
+   */
+  get retryable(): boolean {
+    return this.code === Code.Unavailable || this.code === Code.Aborted;
+  }
+
+  /** A FrontdeskError made on the client side, with no details. */
+  static of(code: Code, message: string): FrontdeskError {
+    return new FrontdeskError(new ConnectError(message, code));
   }
 
   /** Wraps any thrown value: ConnectErrors (and aborts) become FrontdeskErrors. */
@@ -98,6 +122,29 @@ function decodeErrorInfo(bytes: Uint8Array): {
     } else r.skip(wt, no);
   }
   return out;
+}
+
+// google.rpc.RetryInfo { google.protobuf.Duration retry_delay = 1; }
+// google.protobuf.Duration { int64 seconds = 1; int32 nanos = 2; }
+function decodeRetryInfo(bytes: Uint8Array): number {
+  let ms = 0;
+  const r = new BinaryReader(bytes);
+  while (r.pos < r.len) {
+    const [no, wt] = r.tag();
+    if (no === 1 && wt === WireType.LengthDelimited) {
+      const d = new BinaryReader(r.bytes());
+      let seconds = 0;
+      let nanos = 0;
+      while (d.pos < d.len) {
+        const [dno, dwt] = d.tag();
+        if (dno === 1 && dwt === WireType.Varint) seconds = Number(d.int64());
+        else if (dno === 2 && dwt === WireType.Varint) nanos = d.int32();
+        else d.skip(dwt, dno);
+      }
+      ms = seconds * 1000 + nanos / 1e6;
+    } else r.skip(wt, no);
+  }
+  return Math.max(0, ms);
 }
 
 // google.rpc.BadRequest { repeated FieldViolation field_violations = 1; }

@@ -5,6 +5,7 @@ export {
   FrontdeskClient,
   InvestigationStream,
   ResearchStream,
+  RunEventStream,
   TriageStream,
   TurnStream,
   eventKind,
@@ -28,6 +29,13 @@ export {
   type TriageItem,
 } from "./client.js";
 export { FrontdeskError, grpcCodeName, type FieldViolation } from "./errors.js";
+export {
+  DEFAULT_RETRY_POLICY,
+  RETRYABLE_CODES,
+  isRetryable,
+  type RetryPolicy,
+  type StreamProgress,
+} from "./retry.js";
 export { Code } from "@connectrpc/connect";
 // The generated messages and service descriptors (also importable as
 // "@frontdesk/client/gen/frontdesk/v1/<file>_pb").

@@ -183,3 +183,27 @@ liveTest("turns on several conversations run concurrently", async () => {
     ids,
   );
 });
+
+liveTest("subscribeRun replays a finished run's events", async () => {
+  const id = await newConversation();
+  const stream = client.sendMessage(id, "Hello again", { idempotencyKey: `sub-${crypto.randomUUID()}` });
+  const result = await stream.result();
+  const ids = stream.events.map((e) => e.eventId);
+  assert.equal(stream.attempts, 1);
+  assert.equal(stream.reattaches, 0);
+
+  // the server keeps a finished run's events for a while: SubscribeRun replays them
+  const events = await client.subscribeRun(result.runId).all();
+  assert.deepEqual(events.map((e) => e.eventId), ids);
+  assert.equal(eventKind(events[events.length - 1] as RunEvent), "runFinished");
+  const later = await client.subscribeRun(result.runId, { afterEventId: 2n }).all();
+  assert.deepEqual(later.map((e) => e.eventId), ids.slice(2));
+});
+
+liveTest("subscribeRun of an unknown run is NOT_FOUND, of a bad id INVALID_ARGUMENT", async () => {
+  const unknown = await rejection(client.subscribeRun(crypto.randomUUID()).all());
+  assert.equal(unknown.code, Code.NotFound);
+  assert.equal(unknown.retryable, false);
+  const bad = await rejection(client.subscribeRun("not-a-run-id").all());
+  assert.equal(bad.code, Code.InvalidArgument);
+});

@@ -18,6 +18,7 @@ from frontdesk._aio import (
     AsyncFrontdeskClient,
     AsyncInvestigationStream,
     AsyncResearchStream,
+    AsyncRunEventStream,
     AsyncTriageStream,
     AsyncTurnStream,
 )
@@ -26,6 +27,7 @@ from frontdesk._client import (
     FrontdeskClient,
     InvestigationStream,
     ResearchStream,
+    RunEventStream,
     TriageStream,
     TurnStream,
 )
@@ -62,6 +64,7 @@ from frontdesk._common import (
     service_call_state,
 )
 from frontdesk._errors import FieldViolation, FrontdeskError
+from frontdesk._retry import RETRYABLE_CODES, RetryPolicy
 
 __version__ = "0.1.0"
 
@@ -73,6 +76,7 @@ __all__ = [
     "AsyncFrontdeskClient",
     "AsyncInvestigationStream",
     "AsyncResearchStream",
+    "AsyncRunEventStream",
     "AsyncTriageStream",
     "AsyncTurnStream",
     "AuditEntry",
@@ -96,6 +100,9 @@ __all__ = [
     "ResearchItem",
     "ResearchResult",
     "ResearchStream",
+    "RETRYABLE_CODES",
+    "RetryPolicy",
+    "RunEventStream",
     "RunEvent",
     "ServiceCallState",
     "StatusChange",

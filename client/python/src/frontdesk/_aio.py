@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -9,6 +10,7 @@ import grpc.aio
 
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
+from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
 from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
@@ -24,48 +26,179 @@ from frontdesk.v1 import (
 )
 
 
-class AsyncTurnStream(AsyncIterator[c.StreamItem]):
+class _AsyncRunStream:
+    """The asyncio twin of the blocking client's stream machinery: retries and re-attaching
+    with SubscribeRun for calls with an idempotency key, each event delivered once."""
+
+    _what = ""
+    _result_type: type = type(None)
+
+    def __init__(
+        self, client: "AsyncFrontdeskClient", method: Any, request: Any, timeout: Optional[float]
+    ) -> None:
+        self._client = client
+        self._method = method
+        self._request = request
+        policy = client._retry if request.idempotency_key else None
+        self._resumer = Resumer(policy, deadline_of(timeout), self._what)
+        self._cancelled = False
+        self._wake: Optional[asyncio.Event] = None
+        self._done = False
+        self._final: Any = None
+        self._call: Any = self._open(Plan("call"))
+
+    @property
+    def attempts(self) -> int:
+        """How many times the call was made (1 unless it was retried or its result fetched
+        again after re-attaching)."""
+        return self._resumer.budget.calls
+
+    @property
+    def reattaches(self) -> int:
+        """How many times the stream re-attached to its run with SubscribeRun."""
+        return self._resumer.budget.reattaches
+
+    @property
+    def skipped_events(self) -> int:
+        """Events the server no longer held when the stream re-attached (0 normally)."""
+        return self._resumer.skipped
+
+    def cancel(self) -> None:
+        """Stops the call, and any retry or re-attach."""
+        self._cancelled = True
+        if self._wake is not None:
+            self._wake.set()
+        self._call.cancel()
+
+    def _open(self, plan: Plan) -> Any:
+        budget = self._resumer.budget
+        metadata = self._client._metadata
+        if plan.action == "subscribe":
+            request = workflow_pb2.SubscribeRunRequest(
+                run_id=plan.run_id, after_event_id=plan.after_event_id
+            )
+            return self._client.workflows.SubscribeRun(
+                request, timeout=budget.timeout(), metadata=metadata
+            )
+        return self._method(self._request, timeout=budget.timeout(), metadata=metadata)
+
+    async def _follow(self, plan: Plan) -> None:
+        if plan.action == "raise":
+            self._done = True
+            assert plan.error is not None
+            raise plan.error
+        if plan.delay > 0 and not self._cancelled:
+            self._wake = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._wake.wait(), plan.delay)
+            except asyncio.TimeoutError:
+                pass
+        if self._cancelled:
+            self._done = True
+            raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+        self._call = self._open(plan)
+
+    def _accept(self, response: Any) -> Any:
+        resumer = self._resumer
+        if resumer.mode == "subscribe":
+            resumer.skipped += response.skipped
+            if not response.HasField("event"):
+                return None
+            return response.event if resumer.event(response.event) else None
+        item = self._unpack(response)
+        if item is None:
+            return None
+        if isinstance(item, common_pb2.RunEvent):
+            return item if resumer.event(item) else None
+        if isinstance(item, self._result_type):
+            return item
+        if isinstance(item, triage_pb2.TicketResolution):
+            return item if resumer.resolution() else None
+        return item if resumer.derived() else None
+
+    async def _receive(self) -> Any:
+        while True:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                response = await self._call.read()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                if self._final is not None:
+                    self._done = True
+                    raise StopAsyncIteration from None
+                err = FrontdeskError.from_rpc_error(e)
+                if self._cancelled:
+                    self._done = True
+                    raise err from None
+                await self._follow(self._resumer.failed(err))
+                continue
+            except asyncio.CancelledError:
+                if not self._cancelled:
+                    raise
+                self._done = True
+                raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller") from None
+            if response is grpc.aio.EOF:
+                if self._final is not None:
+                    self._done = True
+                    raise StopAsyncIteration
+                await self._follow(self._resumer.ended())
+                continue
+            item = self._accept(response)
+            if item is None:
+                continue
+            if isinstance(item, self._result_type):
+                self._final = item
+            self._record(item)
+            return item
+
+    def _unpack(self, response: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _record(self, item: Any) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def _drain(self) -> Any:
+        while True:
+            try:
+                await self._receive()
+            except StopAsyncIteration:
+                break
+        if self._final is None:
+            raise FrontdeskError(
+                grpc.StatusCode.INTERNAL, f"stream ended without a {self._result_type.__name__}"
+            )
+        return self._final
+
+
+class AsyncTurnStream(_AsyncRunStream, AsyncIterator[c.StreamItem]):
     """One SendMessage call: ``async for`` yields each RunEvent as it arrives, then the
     TurnResult. ``await result()`` drains the rest; ``cancel()`` stops the call.
-    Errors raise FrontdeskError."""
+    Errors raise FrontdeskError. Retries and re-attaching as for a TurnStream."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._iter: Optional[AsyncIterator[Any]] = None
-        self._result: Optional[conversation_pb2.TurnResult] = None
+    _what = "SendMessage"
+    _result_type = conversation_pb2.TurnResult
+
+    def __init__(
+        self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
+    ) -> None:
         self.events: List[common_pb2.RunEvent] = []
+        super().__init__(client, client.conversations.SendMessage, request, timeout)
 
     def __aiter__(self) -> "AsyncTurnStream":
         return self
 
     async def __anext__(self) -> c.StreamItem:
-        if self._iter is None:
-            self._iter = self._call.__aiter__()
-        while True:
-            try:
-                response = await self._iter.__anext__()
-            except grpc.aio.AioRpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            except grpc.RpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack(response)
-            if item is None:
-                continue
-            if isinstance(item, conversation_pb2.TurnResult):
-                self._result = item
-            else:
-                self.events.append(item)
-            return item
+        return await self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     async def result(self) -> conversation_pb2.TurnResult:
-        async for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TurnResult")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return await self._drain()  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> "AsyncTurnStream":
         return self
@@ -74,51 +207,40 @@ class AsyncTurnStream(AsyncIterator[c.StreamItem]):
         self.cancel()
 
 
-class AsyncTriageStream(AsyncIterator[c.TriageItem]):
+class AsyncTriageStream(_AsyncRunStream, AsyncIterator[c.TriageItem]):
     """One TriageTicket call: ``async for`` yields the matching run's events (when the customer
     has active tickets), the TicketResolution, each RunEvent of the ticket's run as it
     arrives, then the TriageResult. ``await result()`` drains the rest; ``resolution`` is the
     TicketResolution once it has arrived (None before); ``cancel()`` stops the call.
-    Errors raise FrontdeskError."""
+    Errors raise FrontdeskError. Retries and re-attaching as for a TriageStream."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._iter: Optional[AsyncIterator[Any]] = None
-        self._result: Optional[triage_pb2.TriageResult] = None
+    _what = "TriageTicket"
+    _result_type = triage_pb2.TriageResult
+
+    def __init__(
+        self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
+    ) -> None:
         self.resolution: Optional[triage_pb2.TicketResolution] = None
         self.events: List[common_pb2.RunEvent] = []
+        super().__init__(client, client.triage.TriageTicket, request, timeout)
 
     def __aiter__(self) -> "AsyncTriageStream":
         return self
 
     async def __anext__(self) -> c.TriageItem:
-        if self._iter is None:
-            self._iter = self._call.__aiter__()
-        while True:
-            try:
-                response = await self._iter.__anext__()
-            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_triage(response)
-            if item is None:
-                continue
-            if isinstance(item, triage_pb2.TriageResult):
-                self._result = item
-            elif isinstance(item, triage_pb2.TicketResolution):
-                self.resolution = item
-            else:
-                self.events.append(item)
-            return item
+        return await self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_triage(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, triage_pb2.TicketResolution):
+            self.resolution = item
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     async def result(self) -> triage_pb2.TriageResult:
-        async for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TriageResult")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return await self._drain()  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> "AsyncTriageStream":
         return self
@@ -127,54 +249,47 @@ class AsyncTriageStream(AsyncIterator[c.TriageItem]):
         self.cancel()
 
 
-class AsyncInvestigationStream(AsyncIterator[c.InvestigationItem]):
+class AsyncInvestigationStream(_AsyncRunStream, AsyncIterator[c.InvestigationItem]):
     """One StartInvestigation or Respond call: ``async for`` yields each RunEvent, AgentMessage
     and StatusChange as the run produces them, then the Investigation as the run left it.
     ``await result()`` drains the rest and returns the Investigation; ``events``, ``messages``
     and ``status_changes`` hold what arrived so far; ``cancel()`` stops the call.
-    Errors raise FrontdeskError."""
+    Errors raise FrontdeskError. Retries and re-attaching as for an InvestigationStream."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._iter: Optional[AsyncIterator[Any]] = None
-        self._result: Optional[investigation_pb2.Investigation] = None
+    _what = "investigation"
+    _result_type = investigation_pb2.Investigation
+
+    def __init__(
+        self,
+        client: "AsyncFrontdeskClient",
+        method: Any,
+        request: Any,
+        timeout: Optional[float],
+    ) -> None:
         self.events: List[common_pb2.RunEvent] = []
         self.messages: List[investigation_pb2.AgentMessage] = []
         self.status_changes: List[investigation_pb2.StatusChange] = []
+        super().__init__(client, method, request, timeout)
 
     def __aiter__(self) -> "AsyncInvestigationStream":
         return self
 
     async def __anext__(self) -> c.InvestigationItem:
-        if self._iter is None:
-            self._iter = self._call.__aiter__()
-        while True:
-            try:
-                response = await self._iter.__anext__()
-            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_investigation(response)
-            if item is None:
-                continue
-            if isinstance(item, investigation_pb2.Investigation):
-                self._result = item
-            elif isinstance(item, investigation_pb2.AgentMessage):
-                self.messages.append(item)
-            elif isinstance(item, investigation_pb2.StatusChange):
-                self.status_changes.append(item)
-            else:
-                self.events.append(item)
-            return item
+        return await self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_investigation(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, investigation_pb2.AgentMessage):
+            self.messages.append(item)
+        elif isinstance(item, investigation_pb2.StatusChange):
+            self.status_changes.append(item)
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     async def result(self) -> investigation_pb2.Investigation:
-        async for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without an Investigation")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return await self._drain()  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> "AsyncInvestigationStream":
         return self
@@ -220,46 +335,74 @@ class AsyncAuditStream(AsyncIterator[investigation_pb2.AuditEntry]):
         self.cancel()
 
 
-class AsyncResearchStream(c.ResearchProgress, AsyncIterator[c.ResearchItem]):
+class AsyncResearchStream(c.ResearchProgress, _AsyncRunStream, AsyncIterator[c.ResearchItem]):
     """One Ask call: ``async for`` yields each RunEvent, OrchestratorMessage, Plan,
     ResearchResult, CriticVerdict and ExpertAnswer as the run produces them, then the Research.
     ``await result()`` drains the rest and returns the Research; ``events``, ``messages``,
     ``plans``, ``results``, ``critic_decisions`` and ``expert_answers`` hold what arrived so
-    far; ``cancel()`` stops the call. Errors raise FrontdeskError."""
+    far; ``cancel()`` stops the call. Errors raise FrontdeskError. Retries and re-attaching as
+    for a ResearchStream."""
 
-    def __init__(self, call: Any) -> None:
-        super().__init__()
-        self._call = call
-        self._iter: Optional[AsyncIterator[Any]] = None
+    _what = "Ask"
+    _result_type = research_pb2.Research
+
+    def __init__(
+        self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
+    ) -> None:
+        c.ResearchProgress.__init__(self)
+        _AsyncRunStream.__init__(self, client, client.research.Ask, request, timeout)
 
     def __aiter__(self) -> "AsyncResearchStream":
         return self
 
     async def __anext__(self) -> c.ResearchItem:
-        if self._iter is None:
-            self._iter = self._call.__aiter__()
-        while True:
-            try:
-                response = await self._iter.__anext__()
-            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_research(response)
-            if item is None:
-                continue
-            self._record(item)
-            return item
+        return await self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_research(response)
 
     async def result(self) -> research_pb2.Research:
-        async for _ in self:
-            pass
-        if self._research is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a Research")
-        return self._research
+        return await self._drain()  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> "AsyncResearchStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncRunEventStream(AsyncIterator[common_pb2.RunEvent]):
+    """One SubscribeRun call: ``async for`` yields the run's events after the event id given,
+    then its live ones, ending after the run's last event. ``skipped`` counts the events the
+    server no longer held; ``cancel()`` stops the call. Errors raise FrontdeskError. Never
+    retried."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.events: List[common_pb2.RunEvent] = []
+        self.skipped = 0
+
+    def __aiter__(self) -> "AsyncRunEventStream":
+        return self
+
+    async def __anext__(self) -> common_pb2.RunEvent:
+        while True:
+            try:
+                response = await self._call.read()
+            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+                raise FrontdeskError.from_rpc_error(e) from None
+            if response is grpc.aio.EOF:
+                raise StopAsyncIteration
+            self.skipped += response.skipped
+            if not response.HasField("event"):
+                continue
+            self.events.append(response.event)
+            return response.event
 
     def cancel(self) -> None:
         self._call.cancel()
 
-    async def __aenter__(self) -> "AsyncResearchStream":
+    async def __aenter__(self) -> "AsyncRunEventStream":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -281,6 +424,7 @@ class AsyncFrontdeskClient:
         timeout: Optional[float] = 30.0,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         channel: Optional[grpc.aio.Channel] = None,
+        retry: RetryOption = True,
     ) -> None:
         if channel is None:
             if credentials is None:
@@ -293,6 +437,7 @@ class AsyncFrontdeskClient:
         self.channel = channel
         self._metadata = list(metadata or [])
         self._timeout = timeout
+        self._retry = resolve_policy(retry)
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
@@ -310,14 +455,24 @@ class AsyncFrontdeskClient:
         await self.close()
 
     async def _unary(self, method: Any, request: Any, timeout: Optional[float]) -> Any:
-        try:
-            return await method(
-                request,
-                timeout=self._timeout if timeout is None else timeout,
-                metadata=self._metadata,
-            )
-        except grpc.RpcError as e:
-            raise FrontdeskError.from_rpc_error(e) from None
+        """One unary call; retried per the retry policy when the request carries an
+        idempotency key, within one deadline."""
+        keyed = bool(getattr(request, "idempotency_key", ""))
+        budget = Budget(
+            self._retry if keyed else None,
+            deadline_of(self._timeout if timeout is None else timeout),
+        )
+        while True:
+            try:
+                return await method(request, timeout=budget.timeout(), metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = FrontdeskError.from_rpc_error(e)
+            wait = budget.delay(err)
+            if wait is None:
+                raise err
+            budget.calls += 1
+            budget.waited += wait
+            await asyncio.sleep(wait)
 
     async def start_conversation(
         self,
@@ -341,8 +496,7 @@ class AsyncFrontdeskClient:
     ) -> AsyncTurnStream:
         """Sends one user turn; ``async for`` over the result (not awaited itself)."""
         request = c.send_request(conversation_id, text, idempotency_key, busy_policy)
-        call = self.conversations.SendMessage(request, timeout=timeout, metadata=self._metadata)
-        return AsyncTurnStream(call)
+        return AsyncTurnStream(self, request, timeout)
 
     async def get_conversation(
         self, conversation_id: str, *, timeout: Optional[float] = None
@@ -404,8 +558,7 @@ class AsyncFrontdeskClient:
     ) -> AsyncTriageStream:
         """Triages one customer message; ``async for`` over the result (not awaited itself)."""
         request = c.triage_request(customer_id, message, subject, language, idempotency_key)
-        call = self.triage.TriageTicket(request, timeout=timeout, metadata=self._metadata)
-        return AsyncTriageStream(call)
+        return AsyncTriageStream(self, request, timeout)
 
     async def get_ticket(
         self, customer_id: str, ticket_id: str, *, timeout: Optional[float] = None
@@ -460,10 +613,9 @@ class AsyncFrontdeskClient:
         """Starts an investigation of a mutation id or an inline HrMutation; ``async for`` over
         the result (not awaited itself), or ``await result()`` for the Investigation."""
         request = c.start_investigation_request(mutation, idempotency_key)
-        call = self.investigations.StartInvestigation(
-            request, timeout=timeout, metadata=self._metadata
+        return AsyncInvestigationStream(
+            self, self.investigations.StartInvestigation, request, timeout
         )
-        return AsyncInvestigationStream(call)
 
     def respond(
         self,
@@ -481,8 +633,7 @@ class AsyncFrontdeskClient:
         request = c.respond_request(
             investigation_id, action_id, role, responder_id, text, decision, idempotency_key
         )
-        call = self.investigations.Respond(request, timeout=timeout, metadata=self._metadata)
-        return AsyncInvestigationStream(call)
+        return AsyncInvestigationStream(self, self.investigations.Respond, request, timeout)
 
     async def get_investigation(
         self, investigation_id: str, *, timeout: Optional[float] = None
@@ -563,8 +714,7 @@ class AsyncFrontdeskClient:
         """Asks a research question; ``async for`` over the result (not awaited itself), or
         ``await result()`` for the Research."""
         request = c.ask_request(question, retry_limit, corpus, idempotency_key)
-        call = self.research.Ask(request, timeout=timeout, metadata=self._metadata)
-        return AsyncResearchStream(call)
+        return AsyncResearchStream(self, request, timeout)
 
     async def get_research(
         self, research_id: str, *, timeout: Optional[float] = None
@@ -613,3 +763,12 @@ class AsyncFrontdeskClient:
         request = workflow_pb2.CancelRunRequest(run_id=run_id)
         response = await self._unary(self.workflows.CancelRun, request, timeout)
         return bool(response.cancelled)
+
+    def subscribe_run(
+        self, run_id: str, after_event_id: int = 0, *, timeout: Optional[float] = None
+    ) -> AsyncRunEventStream:
+        """Re-attaches to a run by hand, as FrontdeskClient.subscribe_run: its events after
+        ``after_event_id``, then its live ones, ending after the run's last event."""
+        request = workflow_pb2.SubscribeRunRequest(run_id=run_id, after_event_id=after_event_id)
+        call = self.workflows.SubscribeRun(request, timeout=timeout, metadata=self._metadata)
+        return AsyncRunEventStream(call)

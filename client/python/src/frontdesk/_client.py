@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+import threading
+import time
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
+from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
 from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
@@ -23,47 +26,179 @@ from frontdesk.v1 import (
 )
 
 
-class TurnStream(Iterator[c.StreamItem]):
+class _RunStream:
+    """The machinery of a streaming call that runs a workflow: receiving, and with an
+    idempotency key (and retries on) retrying the call and re-attaching a broken stream with
+    SubscribeRun, delivering each event once. Subclasses say how responses unpack and where the
+    items go."""
+
+    _what = ""
+    _result_type: type = type(None)
+
+    def __init__(
+        self, client: "FrontdeskClient", method: Any, request: Any, timeout: Optional[float]
+    ) -> None:
+        self._client = client
+        self._method = method
+        self._request = request
+        policy = client._retry if request.idempotency_key else None
+        self._resumer = Resumer(policy, deadline_of(timeout), self._what)
+        self._cancelled = False
+        self._wake = threading.Event()
+        self._done = False
+        self._final: Any = None
+        self._call: Any = self._open(Plan("call"))
+
+    # -- the public surface shared by every stream ------------------------------------------
+    @property
+    def attempts(self) -> int:
+        """How many times the call was made (1 unless it was retried or its result fetched
+        again after re-attaching)."""
+        return self._resumer.budget.calls
+
+    @property
+    def reattaches(self) -> int:
+        """How many times the stream re-attached to its run with SubscribeRun."""
+        return self._resumer.budget.reattaches
+
+    @property
+    def skipped_events(self) -> int:
+        """Events the server no longer held when the stream re-attached (0 normally)."""
+        return self._resumer.skipped
+
+    def cancel(self) -> None:
+        """Stops the call, and any retry or re-attach (the run itself was committed when
+        RunStarted arrived and finishes on the server)."""
+        self._cancelled = True
+        self._wake.set()
+        self._call.cancel()
+
+    # -- the machinery ----------------------------------------------------------------------
+    def _open(self, plan: Plan) -> Any:
+        budget = self._resumer.budget
+        metadata = self._client._metadata
+        if plan.action == "subscribe":
+            request = workflow_pb2.SubscribeRunRequest(
+                run_id=plan.run_id, after_event_id=plan.after_event_id
+            )
+            return self._client.workflows.SubscribeRun(
+                request, timeout=budget.timeout(), metadata=metadata
+            )
+        return self._method(self._request, timeout=budget.timeout(), metadata=metadata)
+
+    def _follow(self, plan: Plan) -> None:
+        if plan.action == "raise":
+            self._done = True
+            assert plan.error is not None
+            raise plan.error
+        if plan.delay > 0 and self._wake.wait(plan.delay):
+            pass  # woken by cancel()
+        if self._cancelled:
+            self._done = True
+            raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+        self._call = self._open(plan)
+
+    def _accept(self, response: Any) -> Any:
+        """The item of ``response`` to hand out, or None (nothing new for the caller)."""
+        resumer = self._resumer
+        if resumer.mode == "subscribe":
+            resumer.skipped += response.skipped
+            if not response.HasField("event"):
+                return None
+            return response.event if resumer.event(response.event) else None
+        item = self._unpack(response)
+        if item is None:
+            return None
+        if isinstance(item, common_pb2.RunEvent):
+            return item if resumer.event(item) else None
+        if isinstance(item, self._result_type):
+            return item
+        if isinstance(item, triage_pb2.TicketResolution):
+            return item if resumer.resolution() else None
+        return item if resumer.derived() else None
+
+    def _receive(self) -> Any:
+        while True:
+            if self._done:
+                raise StopIteration
+            try:
+                response = next(self._call)
+            except StopIteration:
+                if self._final is not None:
+                    self._done = True
+                    raise
+                self._follow(self._resumer.ended())
+                continue
+            except grpc.RpcError as e:
+                if self._final is not None:
+                    self._done = True
+                    raise StopIteration from None
+                err = FrontdeskError.from_rpc_error(e)
+                if self._cancelled:
+                    self._done = True
+                    raise err from None
+                self._follow(self._resumer.failed(err))
+                continue
+            item = self._accept(response)
+            if item is None:
+                continue
+            if isinstance(item, self._result_type):
+                self._final = item
+            self._record(item)
+            return item
+
+    def _unpack(self, response: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _record(self, item: Any) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _drain(self) -> Any:
+        while True:
+            try:
+                self._receive()
+            except StopIteration:
+                break
+        if self._final is None:
+            raise FrontdeskError(
+                grpc.StatusCode.INTERNAL, f"stream ended without a {self._result_type.__name__}"
+            )
+        return self._final
+
+
+class TurnStream(_RunStream, Iterator[c.StreamItem]):
     """One SendMessage call: iterate it for each RunEvent as it arrives, then the TurnResult.
 
     ``result()`` drains what is left and returns the TurnResult; ``cancel()`` stops the call
     (the server finishes the run anyway: it was committed when RunStarted arrived).
-    Errors, before or during the stream, raise FrontdeskError.
+    Errors, before or during the stream, raise FrontdeskError. With an idempotency key the call
+    is retried, and a broken stream re-attached, as the client's retry policy says; each event
+    is delivered once (``attempts`` and ``reattaches`` count what it took).
     """
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._result: Optional[conversation_pb2.TurnResult] = None
+    _what = "SendMessage"
+    _result_type = conversation_pb2.TurnResult
+
+    def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
         self.events: List[common_pb2.RunEvent] = []
+        super().__init__(client, client.conversations.SendMessage, request, timeout)
 
     def __iter__(self) -> "TurnStream":
         return self
 
     def __next__(self) -> c.StreamItem:
-        while True:
-            try:
-                response = next(self._call)
-            except grpc.RpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack(response)
-            if item is None:
-                continue
-            if isinstance(item, conversation_pb2.TurnResult):
-                self._result = item
-            else:
-                self.events.append(item)
-            return item
+        return self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     def result(self) -> conversation_pb2.TurnResult:
         """Consumes the rest of the stream and returns the turn's result."""
-        for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TurnResult")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return self._drain()  # type: ignore[no-any-return]
 
     def __enter__(self) -> "TurnStream":
         return self
@@ -72,7 +207,7 @@ class TurnStream(Iterator[c.StreamItem]):
         self.cancel()
 
 
-class TriageStream(Iterator[c.TriageItem]):
+class TriageStream(_RunStream, Iterator[c.TriageItem]):
     """One TriageTicket call: iterate it for the matching run's events (when the customer has
     active tickets), the TicketResolution, each RunEvent of the ticket's run as it arrives, then
     the TriageResult.
@@ -80,44 +215,35 @@ class TriageStream(Iterator[c.TriageItem]):
     ``result()`` drains what is left and returns the TriageResult; ``resolution`` is the
     TicketResolution once it has arrived (None before); ``events`` the events seen so far;
     ``cancel()`` stops the call. Errors, before or during the stream, raise FrontdeskError.
+    Retries and re-attaching as for a TurnStream (the resolution is delivered once).
     """
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._result: Optional[triage_pb2.TriageResult] = None
+    _what = "TriageTicket"
+    _result_type = triage_pb2.TriageResult
+
+    def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
         self.resolution: Optional[triage_pb2.TicketResolution] = None
         self.events: List[common_pb2.RunEvent] = []
+        super().__init__(client, client.triage.TriageTicket, request, timeout)
 
     def __iter__(self) -> "TriageStream":
         return self
 
     def __next__(self) -> c.TriageItem:
-        while True:
-            try:
-                response = next(self._call)
-            except grpc.RpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_triage(response)
-            if item is None:
-                continue
-            if isinstance(item, triage_pb2.TriageResult):
-                self._result = item
-            elif isinstance(item, triage_pb2.TicketResolution):
-                self.resolution = item
-            else:
-                self.events.append(item)
-            return item
+        return self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_triage(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, triage_pb2.TicketResolution):
+            self.resolution = item
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     def result(self) -> triage_pb2.TriageResult:
         """Consumes the rest of the stream and returns the triage result."""
-        for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a TriageResult")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return self._drain()  # type: ignore[no-any-return]
 
     def __enter__(self) -> "TriageStream":
         return self
@@ -126,7 +252,7 @@ class TriageStream(Iterator[c.TriageItem]):
         self.cancel()
 
 
-class InvestigationStream(Iterator[c.InvestigationItem]):
+class InvestigationStream(_RunStream, Iterator[c.InvestigationItem]):
     """One StartInvestigation or Respond call: iterate it for each RunEvent, AgentMessage and
     StatusChange as the run produces them (a message or status change right after the node
     event that produced it), then the Investigation as the run left it: finished, or awaiting
@@ -134,48 +260,42 @@ class InvestigationStream(Iterator[c.InvestigationItem]):
 
     ``result()`` drains what is left and returns the Investigation; ``events``, ``messages``
     and ``status_changes`` hold what arrived so far; ``cancel()`` stops the call. Errors,
-    before or during the stream, raise FrontdeskError.
+    before or during the stream, raise FrontdeskError. Retries and re-attaching as for a
+    TurnStream; while re-attached only RunEvents arrive (the Investigation holds every message
+    and status change).
     """
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._result: Optional[investigation_pb2.Investigation] = None
+    _what = "investigation"
+    _result_type = investigation_pb2.Investigation
+
+    def __init__(
+        self, client: "FrontdeskClient", method: Any, request: Any, timeout: Optional[float]
+    ) -> None:
         self.events: List[common_pb2.RunEvent] = []
         self.messages: List[investigation_pb2.AgentMessage] = []
         self.status_changes: List[investigation_pb2.StatusChange] = []
+        super().__init__(client, method, request, timeout)
 
     def __iter__(self) -> "InvestigationStream":
         return self
 
     def __next__(self) -> c.InvestigationItem:
-        while True:
-            try:
-                response = next(self._call)
-            except grpc.RpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_investigation(response)
-            if item is None:
-                continue
-            if isinstance(item, investigation_pb2.Investigation):
-                self._result = item
-            elif isinstance(item, investigation_pb2.AgentMessage):
-                self.messages.append(item)
-            elif isinstance(item, investigation_pb2.StatusChange):
-                self.status_changes.append(item)
-            else:
-                self.events.append(item)
-            return item
+        return self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_investigation(response)
+
+    def _record(self, item: Any) -> None:
+        if isinstance(item, investigation_pb2.AgentMessage):
+            self.messages.append(item)
+        elif isinstance(item, investigation_pb2.StatusChange):
+            self.status_changes.append(item)
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
 
     def result(self) -> investigation_pb2.Investigation:
         """Consumes the rest of the stream and returns the investigation."""
-        for _ in self:
-            pass
-        if self._result is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without an Investigation")
-        return self._result
-
-    def cancel(self) -> None:
-        self._call.cancel()
+        return self._drain()  # type: ignore[no-any-return]
 
     def __enter__(self) -> "InvestigationStream":
         return self
@@ -184,7 +304,7 @@ class InvestigationStream(Iterator[c.InvestigationItem]):
         self.cancel()
 
 
-class ResearchStream(c.ResearchProgress, Iterator[c.ResearchItem]):
+class ResearchStream(c.ResearchProgress, _RunStream, Iterator[c.ResearchItem]):
     """One Ask call: iterate it for each RunEvent, OrchestratorMessage, Plan, ResearchResult,
     CriticVerdict and ExpertAnswer as the run produces them (each right after the node event
     that produced it), then the Research: its outcome, final answer and reasoning trace.
@@ -192,40 +312,68 @@ class ResearchStream(c.ResearchProgress, Iterator[c.ResearchItem]):
     ``result()`` drains what is left and returns the Research; ``events``, ``messages``,
     ``plans``, ``results``, ``critic_decisions`` and ``expert_answers`` hold what arrived so
     far; ``cancel()`` stops the call. Errors, before or during the stream, raise
-    FrontdeskError.
+    FrontdeskError. Retries and re-attaching as for a TurnStream; while re-attached only
+    RunEvents arrive (the Research holds the plan, the results and the messages).
     """
 
-    def __init__(self, call: Any) -> None:
-        super().__init__()
-        self._call = call
+    _what = "Ask"
+    _result_type = research_pb2.Research
+
+    def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
+        c.ResearchProgress.__init__(self)
+        _RunStream.__init__(self, client, client.research.Ask, request, timeout)
 
     def __iter__(self) -> "ResearchStream":
         return self
 
     def __next__(self) -> c.ResearchItem:
+        return self._receive()  # type: ignore[no-any-return]
+
+    def _unpack(self, response: Any) -> Any:
+        return c.unpack_research(response)
+
+    def result(self) -> research_pb2.Research:
+        """Consumes the rest of the stream and returns the research."""
+        return self._drain()  # type: ignore[no-any-return]
+
+    def __enter__(self) -> "ResearchStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class RunEventStream(Iterator[common_pb2.RunEvent]):
+    """One SubscribeRun call: iterate it for the run's events after the event id given, then
+    its live ones; it ends after the run's last event (run_finished, run_failed or
+    run_interrupted). ``skipped`` counts the events the server no longer held; ``events``
+    holds what arrived; ``cancel()`` stops the call. Errors raise FrontdeskError (NOT_FOUND
+    for a run the server does not know). Never retried."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.events: List[common_pb2.RunEvent] = []
+        self.skipped = 0
+
+    def __iter__(self) -> "RunEventStream":
+        return self
+
+    def __next__(self) -> common_pb2.RunEvent:
         while True:
             try:
                 response = next(self._call)
             except grpc.RpcError as e:
                 raise FrontdeskError.from_rpc_error(e) from None
-            item = c.unpack_research(response)
-            if item is None:
+            self.skipped += response.skipped
+            if not response.HasField("event"):
                 continue
-            self._record(item)
-            return item
-
-    def result(self) -> research_pb2.Research:
-        """Consumes the rest of the stream and returns the research."""
-        for _ in self:
-            pass
-        if self._research is None:
-            raise FrontdeskError(grpc.StatusCode.INTERNAL, "stream ended without a Research")
-        return self._research
+            self.events.append(response.event)
+            return response.event
 
     def cancel(self) -> None:
         self._call.cancel()
 
-    def __enter__(self) -> "ResearchStream":
+    def __enter__(self) -> "RunEventStream":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -274,7 +422,9 @@ class FrontdeskClient:
     ``target`` is host:port. Without ``credentials`` the channel is plaintext; pass
     ``grpc.ssl_channel_credentials()`` (or others) for TLS. ``metadata`` is sent with every
     call (for example an authorization header), ``timeout`` is the default deadline in
-    seconds for unary calls (streams have none unless given per call).
+    seconds for unary calls (streams have none unless given per call; a call's deadline covers
+    its retries). ``retry`` is the retry policy of calls with an idempotency key: True (the
+    default ``RetryPolicy()``), a ``RetryPolicy``, or False (never retry, never re-attach).
     Use as a context manager, or call close().
     """
 
@@ -287,6 +437,7 @@ class FrontdeskClient:
         timeout: Optional[float] = 30.0,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         channel: Optional[grpc.Channel] = None,
+        retry: RetryOption = True,
     ) -> None:
         if channel is None:
             if credentials is None:
@@ -299,6 +450,7 @@ class FrontdeskClient:
         self.channel = channel
         self._metadata = list(metadata or [])
         self._timeout = timeout
+        self._retry = resolve_policy(retry)
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
         self.workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
@@ -317,14 +469,24 @@ class FrontdeskClient:
         self.close()
 
     def _unary(self, method: Any, request: Any, timeout: Optional[float]) -> Any:
-        try:
-            return method(
-                request,
-                timeout=self._timeout if timeout is None else timeout,
-                metadata=self._metadata,
-            )
-        except grpc.RpcError as e:
-            raise FrontdeskError.from_rpc_error(e) from None
+        """One unary call; retried per the retry policy when the request carries an
+        idempotency key, within one deadline."""
+        keyed = bool(getattr(request, "idempotency_key", ""))
+        budget = Budget(
+            self._retry if keyed else None,
+            deadline_of(self._timeout if timeout is None else timeout),
+        )
+        while True:
+            try:
+                return method(request, timeout=budget.timeout(), metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = FrontdeskError.from_rpc_error(e)
+            wait = budget.delay(err)
+            if wait is None:
+                raise err
+            budget.calls += 1
+            budget.waited += wait
+            time.sleep(wait)
 
     # -- ConversationService ---------------------------------------------------------------
     def start_conversation(
@@ -351,8 +513,7 @@ class FrontdeskClient:
         """Sends one user turn. Iterate the returned stream for RunEvents in order, then the
         TurnResult; or call ``.result()``. ``busy_policy`` is "reject" (default) or "queue"."""
         request = c.send_request(conversation_id, text, idempotency_key, busy_policy)
-        call = self.conversations.SendMessage(request, timeout=timeout, metadata=self._metadata)
-        return TurnStream(call)
+        return TurnStream(self, request, timeout)
 
     def get_conversation(
         self, conversation_id: str, *, timeout: Optional[float] = None
@@ -416,8 +577,7 @@ class FrontdeskClient:
         (which ticket the message belongs to), the RunEvents in order, then the TriageResult;
         or call ``.result()``. ``language`` is an ISO 639-1 hint (detected when None)."""
         request = c.triage_request(customer_id, message, subject, language, idempotency_key)
-        call = self.triage.TriageTicket(request, timeout=timeout, metadata=self._metadata)
-        return TriageStream(call)
+        return TriageStream(self, request, timeout)
 
     def get_ticket(
         self, customer_id: str, ticket_id: str, *, timeout: Optional[float] = None
@@ -479,10 +639,7 @@ class FrontdeskClient:
         Investigation; or call ``.result()``. A second investigation of a mutation is
         ALREADY_EXISTS, an unknown mutation id NOT_FOUND."""
         request = c.start_investigation_request(mutation, idempotency_key)
-        call = self.investigations.StartInvestigation(
-            request, timeout=timeout, metadata=self._metadata
-        )
-        return InvestigationStream(call)
+        return InvestigationStream(self, self.investigations.StartInvestigation, request, timeout)
 
     def respond(
         self,
@@ -505,8 +662,7 @@ class FrontdeskClient:
         request = c.respond_request(
             investigation_id, action_id, role, responder_id, text, decision, idempotency_key
         )
-        call = self.investigations.Respond(request, timeout=timeout, metadata=self._metadata)
-        return InvestigationStream(call)
+        return InvestigationStream(self, self.investigations.Respond, request, timeout)
 
     def get_investigation(
         self, investigation_id: str, *, timeout: Optional[float] = None
@@ -600,8 +756,7 @@ class FrontdeskClient:
         ``corpus`` the document corpus (None: "sample"). An empty question, a retry limit over
         20 or an unknown corpus is INVALID_ARGUMENT."""
         request = c.ask_request(question, retry_limit, corpus, idempotency_key)
-        call = self.research.Ask(request, timeout=timeout, metadata=self._metadata)
-        return ResearchStream(call)
+        return ResearchStream(self, request, timeout)
 
     def get_research(
         self, research_id: str, *, timeout: Optional[float] = None
@@ -650,3 +805,15 @@ class FrontdeskClient:
         raises NOT_FOUND; an id that is not a run id (a UUID) raises INVALID_ARGUMENT."""
         request = workflow_pb2.CancelRunRequest(run_id=run_id)
         return bool(self._unary(self.workflows.CancelRun, request, timeout).cancelled)
+
+    def subscribe_run(
+        self, run_id: str, after_event_id: int = 0, *, timeout: Optional[float] = None
+    ) -> RunEventStream:
+        """Re-attaches to a run by hand: its events numbered after ``after_event_id`` (0: from
+        the first), then its live ones, ending after the run's last event. Only RunEvents, not
+        the call's typed result: retry the original call with its idempotency key for that.
+        A run the server does not know (ended too long ago, or running on another replica) is
+        NOT_FOUND. Streams with an idempotency key re-attach on their own."""
+        request = workflow_pb2.SubscribeRunRequest(run_id=run_id, after_event_id=after_event_id)
+        call = self.workflows.SubscribeRun(request, timeout=timeout, metadata=self._metadata)
+        return RunEventStream(call)

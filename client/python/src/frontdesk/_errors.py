@@ -25,8 +25,14 @@ class FrontdeskError(Exception):
     ``code`` is the gRPC status code; ``reason`` the stable ErrorInfo reason (such as
     ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"``, ``"WRONG_RESPONDER"`` or
     ``"CONVERSATION_ENDED"``: a message to a service call that was hung up),
-    ``None`` when the server sent none; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
+    ``None`` when the server sent none; ``domain`` the ErrorInfo domain (``"frontdesk.dev"``);
+    ``error_metadata`` the ErrorInfo metadata (such as ``kind`` and ``id`` of what was not
+    found, or ``field``); ``retry_delay`` the google.rpc.RetryInfo delay in seconds, sent where
+    retrying may help (``THREAD_BUSY``, ``CHECKPOINT_CONFLICT``, ``MODEL_UNAVAILABLE``, ...),
+    ``None`` otherwise; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
     ``details`` every decoded detail message (unknown ones as ``google.protobuf.Any``).
+    ``retryable`` tells whether the client retries such an error for a call with an
+    idempotency key (UNAVAILABLE or ABORTED).
     """
 
     def __init__(
@@ -38,6 +44,7 @@ class FrontdeskError(Exception):
         error_metadata: Optional[Dict[str, str]] = None,
         field_violations: Optional[List[FieldViolation]] = None,
         details: Optional[List[Any]] = None,
+        retry_delay: Optional[float] = None,
     ) -> None:
         super().__init__(code, message)
         self.code = code
@@ -47,11 +54,19 @@ class FrontdeskError(Exception):
         self.error_metadata: Dict[str, str] = dict(error_metadata or {})
         self.field_violations: List[FieldViolation] = list(field_violations or [])
         self.details: List[Any] = list(details or [])
+        self.retry_delay: Optional[float] = retry_delay
+
+    @property
+    def retryable(self) -> bool:
+        """True for UNAVAILABLE and ABORTED: a call with an idempotency key is retried."""
+        return self.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED)
 
     def __str__(self) -> str:
         text = f"{self.code.name}: {self.message}"
         if self.reason:
             text += f" (reason {self.reason})"
+        if self.retry_delay is not None:
+            text += f" (retry after {self.retry_delay:g}s)"
         for v in self.field_violations:
             text += f"; {v.field}: {v.description}"
         return text
@@ -70,6 +85,7 @@ class FrontdeskError(Exception):
                 self.error_metadata,
                 self.field_violations,
                 [],  # detail messages are not kept when pickled
+                self.retry_delay,
             ),
         )
 
@@ -110,6 +126,11 @@ class FrontdeskError(Exception):
                 err.domain = info.domain or None
                 err.error_metadata = dict(info.metadata)
                 err.details.append(info)
+            elif any_msg.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                retry = error_details_pb2.RetryInfo()
+                any_msg.Unpack(retry)
+                err.retry_delay = retry.retry_delay.ToTimedelta().total_seconds()
+                err.details.append(retry)
             elif any_msg.Is(error_details_pb2.BadRequest.DESCRIPTOR):
                 bad = error_details_pb2.BadRequest()
                 any_msg.Unpack(bad)

@@ -1,0 +1,330 @@
+package frontdesk_test
+
+// Retries, error details and re-attaching, against a tiny in-process fake gRPC server (no live
+// frontdesk-server needed): the fake answers StartConversation, SendMessage and SubscribeRun as
+// each test scripts it.
+
+import (
+	"context"
+	"net"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	frontdesk "github.com/frontdesk/frontdesk/client/go"
+	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
+)
+
+const (
+	fakeRun  = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d"
+	fakeLast = 5
+)
+
+type fake struct {
+	v1.UnimplementedConversationServiceServer
+	v1.UnimplementedWorkflowServiceServer
+
+	mu                sync.Mutex
+	startFailures     int
+	delay             time.Duration // 0: no RetryInfo
+	breakAfter        int
+	subscribeNotFound bool
+	startCalls        []time.Time
+	sendCalls         int
+	subscribeCalls    []uint64
+}
+
+func scriptedError(code codes.Code, reason string, delay time.Duration) error {
+	st := status.New(code, "scripted failure")
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: "frontdesk.dev", Metadata: map[string]string{"kind": "conversation"}}
+	var err error
+	if delay > 0 {
+		st, err = st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	} else {
+		st, err = st.WithDetails(info)
+	}
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+func fakeEvent(id int) *v1.RunEvent {
+	ev := &v1.RunEvent{
+		RunId: fakeRun, EventId: uint64(id), Node: "n",
+		Time: &timestamppb.Timestamp{Seconds: 1_700_000_000, Nanos: int32(id)},
+	}
+	switch id {
+	case 1:
+		ev.Kind = &v1.RunEvent_RunStarted{RunStarted: &v1.RunStarted{ThreadId: "c1"}}
+	case fakeLast:
+		ev.Kind = &v1.RunEvent_RunFinished{RunFinished: &v1.RunFinished{}}
+	default:
+		ev.Kind = &v1.RunEvent_NodeStarted{NodeStarted: &v1.NodeStarted{Step: uint32(id)}}
+	}
+	return ev
+}
+
+func (f *fake) StartConversation(_ context.Context, _ *v1.StartConversationRequest) (*v1.StartConversationResponse, error) {
+	f.mu.Lock()
+	f.startCalls = append(f.startCalls, time.Now())
+	n := len(f.startCalls)
+	f.mu.Unlock()
+	if n <= f.startFailures {
+		return nil, scriptedError(codes.Aborted, "THREAD_BUSY", f.delay)
+	}
+	return &v1.StartConversationResponse{Conversation: &v1.Conversation{ConversationId: "c1"}}, nil
+}
+
+func (f *fake) SendMessage(_ *v1.SendMessageRequest, stream grpc.ServerStreamingServer[v1.SendMessageResponse]) error {
+	f.mu.Lock()
+	f.sendCalls++
+	n := f.sendCalls
+	f.mu.Unlock()
+	for i := 1; i <= fakeLast; i++ {
+		if n == 1 && f.breakAfter > 0 && i > f.breakAfter {
+			return scriptedError(codes.Unavailable, "STORE_UNAVAILABLE", 0)
+		}
+		if err := stream.Send(&v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Event{Event: fakeEvent(i)}}); err != nil {
+			return err
+		}
+	}
+	return stream.Send(&v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Result{Result: &v1.TurnResult{RunId: fakeRun, Replayed: n > 1}}})
+}
+
+func (f *fake) SubscribeRun(req *v1.SubscribeRunRequest, stream grpc.ServerStreamingServer[v1.SubscribeRunResponse]) error {
+	f.mu.Lock()
+	f.subscribeCalls = append(f.subscribeCalls, req.GetAfterEventId())
+	f.mu.Unlock()
+	if f.subscribeNotFound {
+		return scriptedError(codes.NotFound, "NOT_FOUND", 0)
+	}
+	for i := int(req.GetAfterEventId()) + 1; i <= fakeLast; i++ {
+		if err := stream.Send(&v1.SubscribeRunResponse{Event: fakeEvent(i)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startFake serves f on a loopback port and returns a client of it with the given policy.
+func startFake(t *testing.T, f *fake, policy *frontdesk.RetryPolicy) (*frontdesk.Client, context.Context) {
+	t.Helper()
+	if f.delay == 0 {
+		f.delay = 300 * time.Millisecond
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	v1.RegisterConversationServiceServer(srv, f)
+	v1.RegisterWorkflowServiceServer(srv, f)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	c, err := frontdesk.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retry = policy
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c, ctx
+}
+
+var fastPolicy = &frontdesk.RetryPolicy{InitialBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+
+func TestRetryErrorDetailsParsed(t *testing.T) {
+	f := &fake{startFailures: 10}
+	c, ctx := startFake(t, f, nil)
+	_, err := c.StartConversation(ctx, "intake", frontdesk.WithStartIdempotencyKey("k1"))
+	fe, ok := frontdesk.AsError(err)
+	if !ok {
+		t.Fatalf("want *frontdesk.Error, got %v", err)
+	}
+	if fe.Code != codes.Aborted || fe.Reason != "THREAD_BUSY" || fe.Domain != "frontdesk.dev" ||
+		fe.Metadata["kind"] != "conversation" {
+		t.Fatalf("unexpected error fields: %+v", fe)
+	}
+	if d, ok := fe.RetryInfo(); !ok || d != 300*time.Millisecond || fe.RetryDelay != d {
+		t.Fatalf("RetryInfo = %v, %v", d, ok)
+	}
+	if !fe.Retryable() {
+		t.Fatal("ABORTED should be retryable")
+	}
+	if len(f.startCalls) != 1 {
+		t.Fatalf("retries off: want 1 call, got %d", len(f.startCalls))
+	}
+}
+
+func TestRetryWaitsServerDelay(t *testing.T) {
+	f := &fake{startFailures: 2}
+	c, ctx := startFake(t, f, fastPolicy)
+	started := time.Now()
+	res, err := c.StartConversation(ctx, "intake", frontdesk.WithStartIdempotencyKey("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetConversation().GetConversationId() != "c1" || len(f.startCalls) != 3 {
+		t.Fatalf("want success after 3 calls, got %d", len(f.startCalls))
+	}
+	for i := 1; i < len(f.startCalls); i++ {
+		if gap := f.startCalls[i].Sub(f.startCalls[i-1]); gap < 280*time.Millisecond {
+			t.Fatalf("gap %v is shorter than the RetryInfo delay (300ms)", gap)
+		}
+	}
+	if time.Since(started) < 580*time.Millisecond {
+		t.Fatal("the retries did not wait the server's delay")
+	}
+}
+
+func TestRetryBackoffWithoutRetryInfo(t *testing.T) {
+	f := &fake{startFailures: 2, delay: -1}
+	c, ctx := startFake(t, f, fastPolicy)
+	started := time.Now()
+	if _, err := c.StartConversation(ctx, "intake", frontdesk.WithStartIdempotencyKey("k1")); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(started) > 500*time.Millisecond || len(f.startCalls) != 3 {
+		t.Fatalf("want 3 quick calls, got %d in %v", len(f.startCalls), time.Since(started))
+	}
+}
+
+func TestRetryNotForCallsWithoutKey(t *testing.T) {
+	f := &fake{startFailures: 1}
+	c, ctx := startFake(t, f, fastPolicy)
+	_, err := c.StartConversation(ctx, "intake")
+	if status.Code(err) != codes.Aborted || len(f.startCalls) != 1 {
+		t.Fatalf("want one ABORTED call, got %v after %d calls", err, len(f.startCalls))
+	}
+}
+
+func TestRetrySwitchedOff(t *testing.T) {
+	f := &fake{startFailures: 1}
+	c, ctx := startFake(t, f, nil)
+	if _, err := c.StartConversation(ctx, "intake", frontdesk.WithStartIdempotencyKey("k1")); err == nil {
+		t.Fatal("want the error with retries off")
+	}
+	if len(f.startCalls) != 1 {
+		t.Fatalf("want 1 call, got %d", len(f.startCalls))
+	}
+}
+
+func TestRetryAttemptsBounded(t *testing.T) {
+	f := &fake{startFailures: 10, delay: 10 * time.Millisecond}
+	c, ctx := startFake(t, f, &frontdesk.RetryPolicy{MaxAttempts: 3})
+	_, err := c.StartConversation(ctx, "intake", frontdesk.WithStartIdempotencyKey("k1"))
+	if status.Code(err) != codes.Aborted || len(f.startCalls) != 3 {
+		t.Fatalf("want ABORTED after 3 calls, got %v after %d", err, len(f.startCalls))
+	}
+}
+
+func eventIDs(evs []*v1.RunEvent) []uint64 {
+	out := []uint64{}
+	for _, ev := range evs {
+		out = append(out, ev.GetEventId())
+	}
+	return out
+}
+
+func collectTurn(t *testing.T, turn *frontdesk.Turn) ([]uint64, *v1.TurnResult, error) {
+	t.Helper()
+	var ids []uint64
+	for ev := range turn.Events() {
+		ids = append(ids, ev.GetEventId())
+	}
+	res, err := turn.Result()
+	return ids, res, err
+}
+
+var allIDs = []uint64{1, 2, 3, 4, 5}
+
+func TestReattachWithSubscribeRun(t *testing.T) {
+	f := &fake{breakAfter: 3}
+	c, ctx := startFake(t, f, fastPolicy)
+	turn := c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1"))
+	ids, res, err := collectTurn(t, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids, allIDs) || !reflect.DeepEqual(eventIDs(turn.Received), allIDs) {
+		t.Fatalf("want each event once, got %v", ids)
+	}
+	// SubscribeRun yields no result: the call is re-issued with its key for the recorded one,
+	// and the events it streams again are dropped.
+	if res.GetRunId() != fakeRun || !reflect.DeepEqual(f.subscribeCalls, []uint64{3}) || f.sendCalls != 2 {
+		t.Fatalf("subscribe calls %v, send calls %d", f.subscribeCalls, f.sendCalls)
+	}
+	if turn.Reattaches() != 1 || turn.Attempts() != 2 {
+		t.Fatalf("reattaches %d, attempts %d", turn.Reattaches(), turn.Attempts())
+	}
+}
+
+func TestReattachFallsBackToTheCall(t *testing.T) {
+	f := &fake{breakAfter: 2, subscribeNotFound: true}
+	c, ctx := startFake(t, f, fastPolicy)
+	ids, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids, allIDs) || !reflect.DeepEqual(f.subscribeCalls, []uint64{2}) || f.sendCalls != 2 {
+		t.Fatalf("ids %v, subscribe calls %v, send calls %d", ids, f.subscribeCalls, f.sendCalls)
+	}
+}
+
+func TestReattachOffReissuesTheCall(t *testing.T) {
+	f := &fake{breakAfter: 2}
+	c, ctx := startFake(t, f, &frontdesk.RetryPolicy{InitialBackoff: 10 * time.Millisecond, NoReattach: true})
+	ids, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids, allIDs) || len(f.subscribeCalls) != 0 || f.sendCalls != 2 {
+		t.Fatalf("ids %v, subscribe calls %v, send calls %d", ids, f.subscribeCalls, f.sendCalls)
+	}
+}
+
+func TestBrokenStreamWithoutKeyFails(t *testing.T) {
+	f := &fake{breakAfter: 2}
+	c, ctx := startFake(t, f, fastPolicy)
+	ids, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi"))
+	if status.Code(err) != codes.Unavailable || !reflect.DeepEqual(ids, []uint64{1, 2}) {
+		t.Fatalf("want UNAVAILABLE after events 1 and 2, got %v after %v", err, ids)
+	}
+	if f.sendCalls != 1 || len(f.subscribeCalls) != 0 {
+		t.Fatalf("send calls %d, subscribe calls %v", f.sendCalls, f.subscribeCalls)
+	}
+}
+
+func TestBrokenStreamRetriesOffFails(t *testing.T) {
+	f := &fake{breakAfter: 2}
+	c, ctx := startFake(t, f, nil)
+	if _, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1"))); err == nil {
+		t.Fatal("want the error with retries off")
+	}
+	if f.sendCalls != 1 || len(f.subscribeCalls) != 0 {
+		t.Fatalf("send calls %d, subscribe calls %v", f.sendCalls, f.subscribeCalls)
+	}
+}
+
+func TestSubscribeRun(t *testing.T) {
+	f := &fake{}
+	c, ctx := startFake(t, f, frontdesk.DefaultRetryPolicy())
+	sub := c.SubscribeRun(ctx, fakeRun, 2)
+	var ids []uint64
+	for ev := range sub.Events() {
+		ids = append(ids, ev.GetEventId())
+	}
+	if sub.Err() != nil || !reflect.DeepEqual(ids, []uint64{3, 4, 5}) {
+		t.Fatalf("got %v, %v", ids, sub.Err())
+	}
+}

@@ -1,0 +1,292 @@
+// Retries, error details and re-attaching, against a tiny in-process fake gRPC server (no live
+// frontdesk-server needed): the fake answers StartConversation, SendMessage and SubscribeRun as
+// each test scripts it.
+import assert from "node:assert/strict";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+
+import {
+  ConversationService,
+  FrontdeskClient,
+  FrontdeskError,
+  NodeStartedSchema,
+  RunEventSchema,
+  RunFinishedSchema,
+  RunStartedSchema,
+  WorkflowService,
+  type RunEvent,
+  type RetryPolicy,
+  type StreamItem,
+} from "@frontdesk/client";
+
+const RUN = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d";
+const LAST = 5;
+
+function errorInfo(reason: string): Uint8Array {
+  const w = new BinaryWriter();
+  w.tag(1, WireType.LengthDelimited).string(reason);
+  w.tag(2, WireType.LengthDelimited).string("frontdesk.dev");
+  w.tag(3, WireType.LengthDelimited).fork();
+  w.tag(1, WireType.LengthDelimited).string("kind").tag(2, WireType.LengthDelimited).string("conversation");
+  w.join();
+  return w.finish();
+}
+
+function retryInfo(ms: number): Uint8Array {
+  const w = new BinaryWriter();
+  w.tag(1, WireType.LengthDelimited).fork();
+  w.tag(1, WireType.Varint).int64(Math.floor(ms / 1000));
+  w.tag(2, WireType.Varint).int32((ms % 1000) * 1e6);
+  w.join();
+  return w.finish();
+}
+
+function failure(code: Code, reason: string, delayMs?: number): ConnectError {
+  const details = [{ type: "google.rpc.ErrorInfo", value: errorInfo(reason) }];
+  if (delayMs !== undefined) details.push({ type: "google.rpc.RetryInfo", value: retryInfo(delayMs) });
+  const err = new ConnectError("scripted failure", code);
+  err.details = details; // encoded as given into grpc-status-details-bin
+  return err;
+}
+
+function event(id: number): RunEvent {
+  const kind: RunEvent["kind"] =
+    id === 1
+      ? { case: "runStarted", value: create(RunStartedSchema, { threadId: "c1", workflow: "intake" }) }
+      : id === LAST
+        ? { case: "runFinished", value: create(RunFinishedSchema) }
+        : { case: "nodeStarted", value: create(NodeStartedSchema, { step: id }) };
+  return create(RunEventSchema, {
+    runId: RUN,
+    eventId: BigInt(id),
+    node: `n${id}`,
+    time: { seconds: 1_700_000_000n, nanos: id },
+    kind,
+  });
+}
+
+interface Script {
+  startFailures: number;
+  delayMs: number | undefined;
+  breakAfter: number;
+  subscribeNotFound: boolean;
+  startCalls: number[];
+  sendCalls: number;
+  subscribeCalls: bigint[];
+}
+
+let script: Script;
+let server: http2.Http2Server;
+let baseUrl = "";
+
+beforeEach(async () => {
+  script = {
+    startFailures: 0,
+    delayMs: 300,
+    breakAfter: 0,
+    subscribeNotFound: false,
+    startCalls: [],
+    sendCalls: 0,
+    subscribeCalls: [],
+  };
+  const handler = connectNodeAdapter({
+    grpc: true,
+    grpcWeb: false,
+    connect: false,
+    routes(router) {
+      router.service(ConversationService, {
+        startConversation() {
+          script.startCalls.push(performance.now());
+          if (script.startCalls.length <= script.startFailures) {
+            throw failure(Code.Aborted, "THREAD_BUSY", script.delayMs);
+          }
+          return { conversation: { conversationId: "c1" } };
+        },
+        async *sendMessage() {
+          script.sendCalls += 1;
+          const n = script.sendCalls;
+          for (let i = 1; i <= LAST; i++) {
+            if (n === 1 && script.breakAfter > 0 && i > script.breakAfter) {
+              throw failure(Code.Unavailable, "STORE_UNAVAILABLE");
+            }
+            yield { payload: { case: "event", value: event(i) } };
+          }
+          yield { payload: { case: "result", value: { runId: RUN, replayed: n > 1 } } };
+        },
+      });
+      router.service(WorkflowService, {
+        async *subscribeRun(req) {
+          script.subscribeCalls.push(req.afterEventId);
+          if (script.subscribeNotFound) throw failure(Code.NotFound, "NOT_FOUND");
+          for (let i = Number(req.afterEventId) + 1; i <= LAST; i++) yield { event: event(i) };
+        },
+      });
+    },
+  });
+  server = http2.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterEach(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+const FAST: RetryPolicy = { initialBackoffMs: 10, maxBackoffMs: 20 };
+
+async function withClient<T>(retry: RetryPolicy | boolean, fn: (c: FrontdeskClient) => Promise<T>): Promise<T> {
+  const client = new FrontdeskClient({ baseUrl, retry, timeoutMs: 10_000 });
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}
+
+async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
+    return e;
+  }
+  assert.fail("expected the call to fail");
+}
+
+function ids(items: readonly StreamItem[]): (number | string)[] {
+  return items.map((i) => (i.type === "event" ? Number(i.event.eventId) : i.type));
+}
+
+async function collect(stream: AsyncIterable<StreamItem>): Promise<StreamItem[]> {
+  const out: StreamItem[] = [];
+  for await (const item of stream) out.push(item);
+  return out;
+}
+
+const WANT = [1, 2, 3, 4, 5, "result"];
+
+test("ErrorInfo and RetryInfo are parsed into FrontdeskError", async () => {
+  script.startFailures = 10;
+  const err = await withClient(false, (c) => rejection(c.startConversation({ idempotencyKey: "k1" })));
+  assert.equal(err.code, Code.Aborted);
+  assert.equal(err.codeName, "ABORTED");
+  assert.equal(err.reason, "THREAD_BUSY");
+  assert.equal(err.domain, "frontdesk.dev");
+  assert.deepEqual(err.errorMetadata, { kind: "conversation" });
+  assert.equal(err.retryDelayMs, 300);
+  assert.equal(err.retryable, true);
+  assert.match(err.message, /retry after 300ms/);
+  assert.equal(script.startCalls.length, 1);
+});
+
+test("an idempotent call retried on ABORTED waits the server's delay", async () => {
+  script.startFailures = 2;
+  const started = performance.now();
+  const res = await withClient(FAST, (c) => c.startConversation({ idempotencyKey: "k1" }));
+  const elapsed = performance.now() - started;
+  assert.equal(res.conversation?.conversationId, "c1");
+  assert.equal(script.startCalls.length, 3);
+  for (let i = 1; i < script.startCalls.length; i++) {
+    const gap = (script.startCalls[i] ?? 0) - (script.startCalls[i - 1] ?? 0);
+    assert.ok(gap >= 280, `gap ${gap}ms is shorter than the RetryInfo delay`);
+  }
+  assert.ok(elapsed >= 580);
+});
+
+test("without RetryInfo the retry backs off by the policy", async () => {
+  script.startFailures = 2;
+  script.delayMs = undefined;
+  const started = performance.now();
+  await withClient(FAST, (c) => c.startConversation({ idempotencyKey: "k1" }));
+  assert.ok(performance.now() - started < 500);
+  assert.equal(script.startCalls.length, 3);
+});
+
+test("a call without an idempotency key is not retried", async () => {
+  script.startFailures = 1;
+  const err = await withClient(FAST, (c) => rejection(c.startConversation()));
+  assert.equal(err.code, Code.Aborted);
+  assert.equal(script.startCalls.length, 1);
+});
+
+test("retries can be switched off", async () => {
+  script.startFailures = 1;
+  await withClient(false, (c) => rejection(c.startConversation({ idempotencyKey: "k1" })));
+  assert.equal(script.startCalls.length, 1);
+});
+
+test("attempts are bounded", async () => {
+  script.startFailures = 10;
+  script.delayMs = 10;
+  const err = await withClient({ maxAttempts: 3 }, (c) => rejection(c.startConversation({ idempotencyKey: "k1" })));
+  assert.equal(err.code, Code.Aborted);
+  assert.equal(script.startCalls.length, 3);
+});
+
+test("a broken stream re-attaches with SubscribeRun, each event once", async () => {
+  script.breakAfter = 3;
+  await withClient(FAST, async (c) => {
+    const stream = c.sendMessage("c1", "hi", { idempotencyKey: "k1" });
+    assert.deepEqual(ids(await collect(stream)), WANT);
+    assert.deepEqual(script.subscribeCalls, [3n]);
+    // SubscribeRun yields no result: the call is re-issued with its key for the recorded one,
+    // and the events it streams again are dropped.
+    assert.equal(script.sendCalls, 2);
+    assert.equal(stream.reattaches, 1);
+    assert.equal(stream.attempts, 2);
+    assert.deepEqual(stream.events.map((e) => Number(e.eventId)), [1, 2, 3, 4, 5]);
+  });
+});
+
+test("a broken stream falls back to the call when SubscribeRun is NOT_FOUND", async () => {
+  script.breakAfter = 2;
+  script.subscribeNotFound = true;
+  await withClient(FAST, async (c) => {
+    const stream = c.sendMessage("c1", "hi", { idempotencyKey: "k1" });
+    assert.deepEqual(ids(await collect(stream)), WANT);
+    assert.deepEqual(script.subscribeCalls, [2n]);
+    assert.equal(script.sendCalls, 2);
+  });
+});
+
+test("without reattach a broken stream re-issues the call", async () => {
+  script.breakAfter = 2;
+  await withClient({ ...FAST, reattach: false }, async (c) => {
+    const result = await c.sendMessage("c1", "hi", { idempotencyKey: "k1" }).result();
+    assert.equal(result.runId, RUN);
+    assert.deepEqual(script.subscribeCalls, []);
+    assert.equal(script.sendCalls, 2);
+  });
+});
+
+test("a broken stream without an idempotency key fails", async () => {
+  script.breakAfter = 2;
+  await withClient(FAST, async (c) => {
+    const stream = c.sendMessage("c1", "hi");
+    const err = await rejection(collect(stream));
+    assert.equal(err.code, Code.Unavailable);
+    assert.deepEqual(stream.events.map((e) => Number(e.eventId)), [1, 2]);
+  });
+  assert.equal(script.sendCalls, 1);
+  assert.deepEqual(script.subscribeCalls, []);
+});
+
+test("a broken stream with retries off fails", async () => {
+  script.breakAfter = 2;
+  await withClient(false, (c) => rejection(collect(c.sendMessage("c1", "hi", { idempotencyKey: "k1" }))));
+  assert.equal(script.sendCalls, 1);
+  assert.deepEqual(script.subscribeCalls, []);
+});
+
+test("subscribeRun streams the events after the id given", async () => {
+  await withClient(true, async (c) => {
+    const events = await c.subscribeRun(RUN, { afterEventId: 2 }).all();
+    assert.deepEqual(events.map((e) => Number(e.eventId)), [3, 4, 5]);
+  });
+});
