@@ -8,8 +8,24 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-# Free disk is printed with every step: a full disk is the first thing to rule out when CI fails.
-step() { printf '\n==> %s (free disk: %s)\n' "$*" "$(df -h . | awk 'NR==2 {print $4}')"; }
+# Each step prints how long the one before it took (and the total so far), so a slow CI run
+# shows where its time went; free disk is printed too: a full disk is the first thing to rule
+# out when CI fails.
+suite_started=$SECONDS
+step_started=$SECONDS
+step_name=""
+step_done() {
+  if [ -n "$step_name" ]; then
+    printf '<== %s: %ds (total %dm%02ds)\n' "$step_name" $((SECONDS - step_started)) \
+      $(((SECONDS - suite_started) / 60)) $(((SECONDS - suite_started) % 60))
+  fi
+}
+step() {
+  step_done
+  step_name="$1"
+  step_started=$SECONDS
+  printf '\n==> %s (free disk: %s)\n' "$*" "$(df -h . | awk 'NR==2 {print $4}')"
+}
 
 # A test run compiles everything once; incremental caches would only double the target directory.
 export CARGO_INCREMENTAL=0
@@ -49,7 +65,7 @@ step "end-to-end suites again, on PostgreSQL"
 psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
   "select datname from pg_database where datname ~ '^frontdesk_(e2e|t)_[0-9a-f]{32}$'" |
   while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
-FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research
+FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research --test reattach
 
 step "triage end-to-end suite with active tickets in Redis"
 FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --workspace --locked --test triage
@@ -59,6 +75,7 @@ if [ -x scripts/sdk-tests.sh ]; then
   scripts/sdk-tests.sh
 fi
 
+step_done
 echo
 echo "target directory: $(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1); free: $(df -h . | awk 'NR==2 {print $4}')"
 echo "all test suites passed"
