@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
 pub mod process;
 
 use std::{

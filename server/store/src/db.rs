@@ -238,7 +238,8 @@ impl Database {
         };
         let reuse = Arc::new(match &pool {
             DbPool::Sqlite(pool) => Reused::Sqlite(Reuse::new(pool.clone())),
-            DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone())),
+            // A server can go away and come back; a SQLite file cannot.
+            DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone()).check_connections()),
         });
         let db = Database { pool, options, sqlite_writer, reuse };
         if let Err(e) = db.migrate().await {

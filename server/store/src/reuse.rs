@@ -17,11 +17,21 @@
 //! most `max_connections - 1` are out at once through here, so code that uses the pool directly
 //! (migrations, WAL checkpoints, tests, benchmarks) can always get a connection; with a single
 //! connection (`sqlite::memory:`) nothing is kept.
+//!
+//! A server database can go away and come back (a restart, a failover). The first operation
+//! that fails marks the database *suspect* ([`Reuse::check_connections`] enables this, for
+//! PostgreSQL): until an operation succeeds again, nothing is kept, every connection is pinged
+//! before it is leased (a dead one is closed and the next tried), and a lease waits at most
+//! [`SUSPECT_ACQUIRE_TIMEOUT`] for a connection. So while the database is down an operation
+//! fails within about a second, rather than after the pool's whole acquire timeout spent
+//! retrying refused connections, and once it is back the first operation gets a live
+//! connection, rather than one of the connections the outage broke (`test_before_acquire` is
+//! off, so sqlx would hand those out unchecked, each failing one more operation).
 
 use std::{
     ops::{Deref, DerefMut},
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Mutex,
     },
     time::{Duration, Instant},
@@ -33,6 +43,9 @@ use sqlx::{pool::PoolConnection, Pool};
 const MAX_IDLE: Duration = Duration::from_secs(30);
 /// How long a connection may be out of the pool in all before it goes back.
 const MAX_OUT: Duration = Duration::from_secs(300);
+/// How long a lease waits for a connection (pinging included) while the database is suspect.
+/// Callers are told to retry after a second (`RetryInfo` of `STORE_UNAVAILABLE`).
+pub(crate) const SUSPECT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Kept<DB: sqlx::Database> {
     conn: PoolConnection<DB>,
@@ -50,6 +63,10 @@ pub(crate) struct Reuse<DB: sqlx::Database> {
     out: AtomicUsize,
     /// Leases waiting in the pool's queue.
     waiting: AtomicUsize,
+    /// Whether failures mark the database suspect (see the module docs).
+    check_connections: bool,
+    /// Set by a failed operation or acquire; cleared by the next success.
+    suspect: AtomicBool,
 }
 
 impl<DB: sqlx::Database> std::fmt::Debug for Reuse<DB> {
@@ -69,11 +86,38 @@ impl<DB: sqlx::Database> Reuse<DB> {
             capacity,
             out: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            check_connections: false,
+            suspect: AtomicBool::new(false),
+        }
+    }
+
+    /// Checks connections after a failure, for a database that can go away and come back
+    /// (see the module docs).
+    pub(crate) fn check_connections(mut self) -> Self {
+        self.check_connections = true;
+        self
+    }
+
+    /// Whether the last operation or acquire failed (only with [`Reuse::check_connections`]).
+    pub(crate) fn is_suspect(&self) -> bool {
+        self.suspect.load(Ordering::Acquire)
+    }
+
+    fn set_suspect(&self, suspect: bool) {
+        if self.check_connections && self.suspect.swap(suspect, Ordering::AcqRel) != suspect {
+            if suspect {
+                tracing::warn!("a database operation failed; checking connections until one succeeds");
+            } else {
+                tracing::info!("database operations succeed again");
+            }
         }
     }
 
     /// A connection for one operation: the most recently used kept one, else one from the pool.
     pub(crate) async fn lease(&self) -> Result<Lease<'_, DB>, sqlx::Error> {
+        if self.is_suspect() {
+            return self.checked_lease().await;
+        }
         let now = Instant::now();
         loop {
             let Some(kept) = self.kept.lock().expect("kept connections poisoned").pop() else { break };
@@ -86,9 +130,47 @@ impl<DB: sqlx::Database> Reuse<DB> {
         let waiting = Waiting::count(&self.waiting);
         let acquired = self.pool.acquire().await;
         drop(waiting);
-        let conn = acquired?;
+        let conn = acquired.inspect_err(|_| self.set_suspect(true))?;
         self.out.fetch_add(1, Ordering::AcqRel);
         Ok(Lease { reuse: self, conn: Some(conn), out_since: now })
+    }
+
+    /// A lease while the database is suspect: a pinged connection within
+    /// [`SUSPECT_ACQUIRE_TIMEOUT`], dead ones closed on the way, or `PoolTimedOut`.
+    async fn checked_lease(&self) -> Result<Lease<'_, DB>, sqlx::Error> {
+        // Kept connections may be dead as well: the pool pings each as it takes it back.
+        self.release_all();
+        let attempt = async {
+            loop {
+                let waiting = Waiting::count(&self.waiting);
+                let acquired = self.pool.acquire().await;
+                drop(waiting);
+                let mut conn = acquired?;
+                self.out.fetch_add(1, Ordering::AcqRel);
+                let out_since = Instant::now();
+                // A lease counted out and dropped (the timeout below) gives the connection back.
+                let mut lease = Lease { reuse: self, conn: Some(conn), out_since };
+                match sqlx::Connection::ping(&mut *lease).await {
+                    Ok(()) => return Ok(lease),
+                    Err(error) => {
+                        tracing::debug!(%error, "closing a pooled connection that failed its ping");
+                        conn = lease.conn.take().expect("lease is open");
+                        self.out.fetch_sub(1, Ordering::AcqRel);
+                        // Closed rather than pooled: the pool opens a new one for the next try.
+                        conn.close_on_drop();
+                        drop(conn);
+                    }
+                }
+            }
+        };
+        match tokio::time::timeout(SUSPECT_ACQUIRE_TIMEOUT, attempt).await {
+            Ok(Ok(lease)) => {
+                self.set_suspect(false);
+                Ok(lease)
+            }
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(sqlx::Error::PoolTimedOut),
+        }
     }
 
     /// Keeps the connection of a lease that succeeded, or gives it back to the pool.
@@ -165,6 +247,7 @@ pub(crate) struct Lease<'a, DB: sqlx::Database> {
 impl<DB: sqlx::Database> Lease<'_, DB> {
     /// Ends the lease: a connection whose operation succeeded is kept for the next lease.
     pub(crate) fn settle(mut self, succeeded: bool) {
+        self.reuse.set_suspect(!succeeded);
         if let Some(conn) = self.conn.take() {
             if succeeded {
                 self.reuse.keep(conn, self.out_since);
@@ -258,6 +341,37 @@ mod tests {
         })
         .await
         .expect("connections returned to the pool");
+    }
+
+    #[tokio::test]
+    async fn a_failure_makes_the_database_suspect_until_a_checked_lease_succeeds() {
+        let (pool, _dir) = file_pool(4).await;
+        let plain = Reuse::new(pool.clone());
+        plain.lease().await.unwrap().settle(false);
+        assert!(!plain.is_suspect(), "only with check_connections");
+
+        let reuse = Reuse::new(pool.clone()).check_connections();
+        reuse.lease().await.unwrap().settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 1);
+        reuse.lease().await.unwrap().settle(false);
+        assert!(reuse.is_suspect());
+        // A suspect database keeps nothing and pings what it leases; a live connection clears it.
+        let mut lease = reuse.lease().await.unwrap();
+        assert!(!reuse.is_suspect(), "the ping succeeded");
+        assert_eq!(reuse.kept.lock().unwrap().len(), 0);
+        let one: i64 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *lease).await.unwrap();
+        assert_eq!(one, 1);
+        lease.settle(true);
+        assert_eq!(reuse.kept.lock().unwrap().len(), 1, "kept again");
+
+        // A closed pool: the checked lease fails at once rather than waiting.
+        reuse.lease().await.unwrap().settle(false);
+        reuse.release_all();
+        pool.close().await;
+        let started = Instant::now();
+        assert!(reuse.lease().await.is_err());
+        assert!(started.elapsed() <= SUSPECT_ACQUIRE_TIMEOUT + Duration::from_millis(500));
+        assert_eq!(reuse.out.load(Ordering::Acquire), 0, "nothing counted out");
     }
 
     #[tokio::test]
