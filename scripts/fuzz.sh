@@ -3,6 +3,8 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 20)
 #        FUZZ_TARGETS="page_token agent_config" scripts/fuzz.sh 60   (a subset)
+#        FUZZ_DEV=1 scripts/fuzz.sh 15   (unoptimised targets: about half the build time, fewer
+#                                         executions per second; what scripts/test.sh runs)
 #
 # Idempotent: installs cargo-fuzz (`cargo install cargo-fuzz --locked`) and a nightly toolchain
 # (`rustup toolchain install nightly --profile minimal`) only when they are missing, and fails
@@ -51,12 +53,15 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0"
 
 build_start=$SECONDS
 log "building the targets"
-(cd fuzz && nice -n 10 cargo +nightly fuzz build) >&2 || die "building the fuzz targets failed"
+build_profile=release
+build_args=()
+if [ "${FUZZ_DEV:-0}" = 1 ]; then build_profile=debug; build_args=(--dev); fi
+(cd fuzz && nice -n 10 cargo +nightly fuzz build "${build_args[@]}") >&2 || die "building the fuzz targets failed"
 build_secs=$((SECONDS - build_start))
 # The targets run as built: `cargo fuzz run` would rebuild first whenever a source changed since,
 # and the rebuild would count against the target's time.
 host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
-bindir="$root/fuzz/target/$host/release"
+bindir="$root/fuzz/target/$host/$build_profile"
 
 seed() {
     local target="$1" corpus="fuzz/corpus/$1"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: formatting, lints, the contract's buf lint,
-# every Rust test (the checkpointer conformance suite included) against SQLite and a real
-# PostgreSQL server that this script installs and starts on a loopback port, the embedded model's
-# tests against the real model file (fetched by scripts/ensure-model.sh), and the SDK suites
-# against a live server. Idempotent; safe to run again.
+# every Rust test (the checkpointer conformance suite and the property tests included) against
+# SQLite and a real PostgreSQL server that this script installs and starts on a loopback port,
+# the embedded model's tests against the real model file (fetched by scripts/ensure-model.sh),
+# short chaos runs (SIGKILLs and a lost replica), the fuzz targets for a bounded time, and the SDK
+# suites against a live server. Idempotent; safe to run again.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -69,6 +70,12 @@ FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --
 
 step "triage end-to-end suite with active tickets in Redis"
 FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --workspace --locked --test triage
+
+step "chaos, short: W1 over gRPC while SIGKILLing the server; two replicas on PostgreSQL, one killed for good"
+scripts/chaos.sh --short --debug
+
+step "fuzz targets (request validation, page tokens, configuration loaders), 15 s each"
+FUZZ_DEV=1 scripts/fuzz.sh 15
 
 if [ -x scripts/sdk-tests.sh ]; then
   step "client SDKs, examples and grpcurl against a live server"

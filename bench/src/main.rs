@@ -21,8 +21,18 @@
 //! `frontdesk-bench service-call [--calls 20]` replays scripted phone calls through the real
 //! service-call workflow and reports tokens per call (cl100k) against the design's
 //! 21,000-30,000; see `service_call.rs`.
+//!
+//! `frontdesk-bench chaos-kill [--turns 2000] [--kills 100] [--conversations 8]
+//! [--database sqlite|postgres]` replays W1 over gRPC against the real `frontdesk-server` binary
+//! while SIGKILLing and restarting it at random, then checks every acknowledged turn exactly once
+//! and W1's outcome counts; `frontdesk-bench chaos-replicas [--turns 1600] [--conversations 8]`
+//! runs two replicas on one PostgreSQL database with two clients on the same conversations and
+//! kills one replica for good mid-run. See `chaos.rs`, `chaos_replicas.rs` and `scripts/chaos.sh`.
 
+mod chaos;
+mod chaos_replicas;
 mod drive;
+mod model_http;
 mod research;
 mod rules;
 mod service_call;
@@ -142,6 +152,8 @@ fn main() -> ExitCode {
         Some("w2") => Some(w2::run(std::env::args().skip(2))),
         Some("research") => Some(research::run(std::env::args().skip(2))),
         Some("service-call") => Some(service_call::run(std::env::args().skip(2))),
+        Some("chaos-kill") => Some(chaos::run_kill(std::env::args().skip(2))),
+        Some("chaos-replicas") => Some(chaos_replicas::run(std::env::args().skip(2))),
         _ => None,
     };
     if let Some(result) = subcommand {
@@ -163,7 +175,9 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "w1" => run_w1(&args),
         "rss-probe" => rss_probe(&args),
-        other => Err(format!("unknown command {other}; try `w1`, `w2`, `research` or `service-call`")),
+        other => Err(format!(
+            "unknown command {other}; try `w1`, `w2`, `research`, `service-call`, `chaos-kill` or `chaos-replicas`"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
