@@ -506,6 +506,9 @@ pub struct Runner<S: State> {
     inflight: InflightRuns<S>,
     /// Threads [`Runner::recover`] has queued, so overlapping scans queue each once.
     recovering: Arc<Mutex<HashSet<String>>>,
+    /// Woken when recovery registers a run or lets a thread go: a retry that found the thread
+    /// held by recovery before its run was registered waits for one or the other.
+    recovery_progress: Arc<Notify>,
     /// Bounds the runs recovery resumes at once.
     recovery: Arc<Semaphore>,
 }
@@ -520,6 +523,7 @@ impl<S: State> Clone for Runner<S> {
             handoff: self.handoff.clone(),
             inflight: self.inflight.clone(),
             recovering: self.recovering.clone(),
+            recovery_progress: self.recovery_progress.clone(),
             recovery: self.recovery.clone(),
         }
     }
@@ -786,6 +790,7 @@ impl<S: State> Runner<S> {
             handoff: None,
             inflight: Arc::default(),
             recovering: Arc::default(),
+            recovery_progress: Arc::default(),
         }
     }
 
@@ -906,7 +911,22 @@ impl<S: State> Runner<S> {
                 return Ok(handle);
             }
         }
-        let guard = self.registry.lock_thread(&request.thread_id, request.busy).await?;
+        let guard = match self.registry.lock_thread(&request.thread_id, request.busy).await {
+            Ok(guard) => guard,
+            // Recovery holds the thread: its run is about to be registered, and a retry with
+            // its key attaches to it rather than hearing the thread is busy.
+            Err(busy) => match &request.idempotency_key {
+                Some(key) if self.is_recovering(&request.thread_id) => {
+                    if let Some(handle) =
+                        self.attach_once_recovered(&request.thread_id, key, &request.fingerprint).await?
+                    {
+                        return Ok(handle);
+                    }
+                    self.registry.lock_thread(&request.thread_id, request.busy).await.map_err(|_| busy)?
+                }
+                _ => return Err(busy),
+            },
+        };
         let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
         let (outcome_tx, outcome_rx) = oneshot::channel();
 
@@ -1112,6 +1132,36 @@ impl<S: State> Runner<S> {
         Ok(Some(RunHandle { run_id: entry.run_id, events: rx, outcome: outcome_rx, cancel: entry.cancel }))
     }
 
+    fn is_recovering(&self, thread_id: &str) -> bool {
+        self.recovering.lock().expect("recovering set poisoned").contains(thread_id)
+    }
+
+    /// Attaches to the run recovery is resuming on the thread, once registered; `None` when
+    /// recovery lets the thread go without one (nothing to resume, or a run of another key) or
+    /// takes longer than a moment to get there.
+    async fn attach_once_recovered(
+        &self,
+        thread_id: &str,
+        key: &str,
+        fingerprint: &Option<String>,
+    ) -> Result<Option<RunHandle<S>>, RunError> {
+        /// Recovery registers its run after one checkpoint read and one lease read.
+        const WAIT: Duration = Duration::from_secs(2);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let progress = self.recovery_progress.notified();
+            if let Some(handle) = self.attach(thread_id, key, fingerprint)? {
+                return Ok(Some(handle));
+            }
+            if !self.is_recovering(thread_id) {
+                return Ok(None);
+            }
+            if tokio::time::timeout_at(deadline, progress).await.is_err() {
+                return Ok(None);
+            }
+        }
+    }
+
     /// Registers a run about to execute: with the registry (cancel and re-attach by run id)
     /// and, with an idempotency key, as what a retry with the key attaches to.
     fn track(&self, exec: &Execution<S>) -> Tracked<S> {
@@ -1130,6 +1180,7 @@ impl<S: State> Runner<S> {
             self.inflight.lock().expect("inflight runs poisoned").insert(slot.clone(), inflight);
             (slot, publish)
         });
+        self.recovery_progress.notify_waiters();
         Tracked {
             registry: self.registry.clone(),
             inflight: self.inflight.clone(),
@@ -1186,6 +1237,7 @@ impl<S: State> Runner<S> {
             tasks.spawn(async move {
                 let result = runner.recover_thread(&thread_id).await;
                 runner.recovering.lock().expect("recovering set poisoned").remove(&thread_id);
+                runner.recovery_progress.notify_waiters();
                 (thread_id, result)
             });
         }

@@ -13,9 +13,8 @@ use frontdesk_runtime::{Checkpointer, RunRegistry, RunRetention, RunnerConfig};
 use frontdesk_store::{Database, StoreOptions};
 use frontdesk_workflows::conversation::ConversationLimits;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
-use tonic::service::Routes;
+use tonic::{service::Routes, transport::server::TcpIncoming};
 use tonic_health::ServingStatus;
 use tracing::{error, info, warn};
 
@@ -275,7 +274,9 @@ impl App {
         let server = tonic::transport::Server::builder()
             .layer(RequestLimitLayer::new(max_bytes))
             .add_routes(routes.routes())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            // TCP_NODELAY: a stream's small frames (an event, a result) go out at once instead of
+            // waiting for the client's delayed ACK (about 40 ms per turn on Linux otherwise).
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async {
                 let _ = stop_rx.await;
             });
         let task = tokio::spawn(server);
