@@ -291,7 +291,9 @@ fn worker_gone() -> LlmError {
     LlmError::Server { status: 500, message: "the local model's inference thread stopped".to_owned() }
 }
 
-/// The GBNF grammar of a JSON schema; `what` names the schema in the error.
+/// The GBNF grammar of a JSON schema; `what` names the schema in the error. Bounds are kept
+/// (`schema_for` turns a fixed-width integer's format into them), so a reply cannot hold a
+/// number its type cannot.
 fn schema_grammar(schema: &Value, what: &str) -> Result<String, LlmError> {
     llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| LlmError::Rejected {
         status: 400,
@@ -805,6 +807,21 @@ impl Utf8Buffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_width_integers_are_bounded_in_the_grammar() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Reply {
+            passage: u32,
+            delta: Option<i8>,
+        }
+        let schema = crate::schema::schema_for::<Reply>();
+        assert_eq!(schema["properties"]["passage"]["maximum"], u32::MAX);
+        let grammar = schema_grammar(&schema, "test schema").expect("llama.cpp turns bounded integers into a grammar");
+        // u32::MAX is 4294967295: ten-digit numbers start with 1 to 4, never a run of any digits.
+        assert!(grammar.contains("[1-3] [0-9]{9}"), "{grammar}");
+    }
 
     #[test]
     fn renders_gemma_turns() {

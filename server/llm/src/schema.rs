@@ -31,6 +31,19 @@ pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     schema
 }
 
+/// The range of a fixed-width integer `format` as schemars writes it.
+fn integer_bounds(format: &str) -> Option<(i64, i64)> {
+    Some(match format {
+        "uint8" => (0, i64::from(u8::MAX)),
+        "uint16" => (0, i64::from(u16::MAX)),
+        "uint32" => (0, i64::from(u32::MAX)),
+        "int8" => (i64::from(i8::MIN), i64::from(i8::MAX)),
+        "int16" => (i64::from(i16::MIN), i64::from(i16::MAX)),
+        "int32" => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        _ => return None,
+    })
+}
+
 pub(crate) fn make_strict(value: &mut Value) {
     match value {
         Value::Object(map) => {
@@ -40,6 +53,13 @@ pub(crate) fn make_strict(value: &mut Value) {
             }
             if let Some(Value::String(format)) = map.get("format") {
                 if !STRICT_FORMATS.contains(&format.as_str()) {
+                    // A fixed-width integer keeps its width as bounds, which strict mode accepts
+                    // and a grammar-constrained model (llama.cpp) decodes within: no number the
+                    // reply's type cannot hold.
+                    if let Some((min, max)) = integer_bounds(format) {
+                        map.entry("minimum").or_insert(Value::from(min));
+                        map.entry("maximum").or_insert(Value::from(max));
+                    }
                     map.remove("format");
                 }
             }
@@ -139,6 +159,26 @@ fn fenced_block(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn fixed_width_integers_keep_their_range_as_bounds() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Counts {
+            steps: u32,
+            delta: Option<i8>,
+            small: u16,
+        }
+        let schema = schema_for::<Counts>();
+        let bounds = |field: &str| {
+            let f = &schema["properties"][field];
+            assert!(f.get("format").is_none(), "strict mode rejects the format: {f}");
+            (f["minimum"].as_i64(), f["maximum"].as_i64())
+        };
+        assert_eq!(bounds("steps"), (Some(0), Some(i64::from(u32::MAX))));
+        assert_eq!(bounds("delta"), (Some(-128), Some(127)));
+        assert_eq!(bounds("small"), (Some(0), Some(65_535)));
+    }
 
     #[allow(dead_code)]
     #[derive(Deserialize, schemars::JsonSchema)]
