@@ -1255,6 +1255,13 @@ impl<S: State> Runner<S> {
 
     /// Resumes the thread's run if it is this workflow's and abandoned; true if it did.
     async fn recover_thread(&self, thread_id: &str) -> Result<bool, RunError> {
+        // Every workflow's runner scans the same running threads: look before taking the lock,
+        // so that only the thread's own runner ever holds it here. Another runner holding it
+        // even briefly would make its own recovery skip the thread and a caller's retry busy.
+        let ours = |cp: &Checkpoint| cp.run.status == RunStatus::Running && cp.workflow == self.graph.name();
+        if !self.checkpointer.latest(thread_id).await?.as_ref().is_some_and(ours) {
+            return Ok(false);
+        }
         let _permit = self.recovery.acquire().await.map_err(|_| RunError::Lost)?;
         let Ok(guard) = self.registry.lock_thread(thread_id, BusyPolicy::Reject).await else { return Ok(false) };
         let Some(cp) = self.checkpointer.latest(thread_id).await? else { return Ok(false) };
