@@ -817,20 +817,9 @@ pub async fn verify(url: &str, env: &Env, convs: &[Conversation], runs: &[ConvRu
         for (turn, ack) in run.acks.iter().enumerate() {
             let Some(ack) = ack else { continue };
             obs.replies += usize::from(!ack.reply_id.is_empty());
-            let Some(state) = &ack.state else {
-                obs.modes.push("?".into());
-                continue;
-            };
-            let mode = v1::IntakeMode::try_from(state.mode).map_or("?", |m| m.as_str_name());
-            obs.modes.push(mode.trim_start_matches("INTAKE_MODE_").to_owned());
-            let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
-            match turn {
-                4 => {
-                    obs.team_after_5 = non_empty(&state.identified_team_id);
-                    obs.unknown_after_5 = state.fields_marked_unknown.clone();
-                }
-                6 => obs.url_after_7 = non_empty(&state.submission_url),
-                _ => {}
+            match &ack.state {
+                Some(state) => obs.record_grpc_turn(turn, state),
+                None => obs.modes.push("?".into()),
             }
         }
         tally.add(c, &obs, false);

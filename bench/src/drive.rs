@@ -62,6 +62,24 @@ pub struct Observation {
     pub llm_calls: u64,
 }
 
+impl Observation {
+    /// Records the intake state after turn `turn` (0-based) of a conversation replayed over gRPC:
+    /// its mode, and what W1 checks after the fifth and the seventh turn.
+    pub fn record_grpc_turn(&mut self, turn: usize, state: &pb::IntakeState) {
+        let mode = pb::IntakeMode::try_from(state.mode).map_or("?", |m| m.as_str_name());
+        self.modes.push(mode.trim_start_matches("INTAKE_MODE_").to_owned());
+        let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
+        match turn {
+            4 => {
+                self.team_after_5 = non_empty(&state.identified_team_id);
+                self.unknown_after_5 = state.fields_marked_unknown.clone();
+            }
+            6 => self.url_after_7 = non_empty(&state.submission_url),
+            _ => {}
+        }
+    }
+}
+
 /// Replays one conversation in process; per-turn latencies (ns) go to `latencies` if given.
 /// A turn's time is `host.send` plus draining its events plus awaiting its outcome.
 pub async fn run_in_process(
@@ -137,17 +155,7 @@ pub async fn run_grpc(
             // None, or another workflow's state (the conversation is not W1's intake).
             _ => return Err("turn result without intake state".into()),
         };
-        let mode = pb::IntakeMode::try_from(state.mode).map_or("?", |m| m.as_str_name());
-        obs.modes.push(mode.trim_start_matches("INTAKE_MODE_").to_owned());
-        let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
-        match turn {
-            4 => {
-                obs.team_after_5 = non_empty(&state.identified_team_id);
-                obs.unknown_after_5 = state.fields_marked_unknown.clone();
-            }
-            6 => obs.url_after_7 = non_empty(&state.submission_url),
-            _ => {}
-        }
+        obs.record_grpc_turn(turn, &state);
     }
     Ok(obs)
 }
