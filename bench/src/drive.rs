@@ -22,7 +22,7 @@ use frontdesk_runtime::{
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
     intake::{self, prompts::mode_name, IntakeDeps, IntakeView, Submitter},
-    ConversationWorkflow, TurnOptions,
+    ConversationWorkflow, Tenant, TurnOptions,
 };
 use tonic::transport::Channel;
 
@@ -88,11 +88,11 @@ pub async fn run_in_process(
     conv: &Conversation,
     mut latencies: Option<&mut Vec<u64>>,
 ) -> Result<Observation, BoxError> {
-    host.start(Some(id.to_owned()), None).await?;
+    host.start(&Tenant::default(), Some(id.to_owned()), None).await?;
     let mut obs = Observation::default();
     for (turn, text) in conv.turns.iter().enumerate() {
         let started = Instant::now();
-        let mut handle = host.send(id, text, TurnOptions::default()).await?;
+        let mut handle = host.send(&Tenant::default(), id, text, TurnOptions::default()).await?;
         while let Some(event) = handle.events.recv().await {
             if let EventKind::LlmCall(info) = &event.kind {
                 obs.prompt_tokens += info.usage.prompt_tokens;

@@ -72,7 +72,7 @@ use frontdesk_workflows::{
         config::{AgentConfig, NodeAction},
         tokens, CallDeps, CallSpec, CallView, ToolFailure, ToolProvider, ToolReply,
     },
-    ConversationWorkflow, TurnOptions,
+    ConversationWorkflow, Tenant, TurnOptions,
 };
 use serde_json::{json, Value};
 
@@ -861,12 +861,12 @@ async fn run_call(
     let id = format!("call-{:05}", script.index + 1);
     let fail = |what: String| format!("call {} ({}): {what}", script.index + 1, script.customer.name);
     model.begin(script);
-    host.start(Some(id.clone()), None).await.map_err(|e| fail(e.to_string()))?;
+    host.start(&Tenant::default(), Some(id.clone()), None).await.map_err(|e| fail(e.to_string()))?;
     let mut view = None;
     let mut llm_events: BTreeMap<String, u64> = BTreeMap::new();
     let mut tool_events = Vec::new();
     for (turn, text) in script.messages().iter().enumerate() {
-        let mut handle = host.send(&id, text, TurnOptions::default()).await.map_err(|e| fail(e.to_string()))?;
+        let mut handle = host.send(&Tenant::default(), &id, text, TurnOptions::default()).await.map_err(|e| fail(e.to_string()))?;
         let mut nodes = Vec::new();
         while let Some(event) = handle.events.recv().await {
             match event.kind {
@@ -965,7 +965,7 @@ async fn run_call(
     if ctx["appointment_details"]["id"].as_str().is_none_or(|id| !id.starts_with("BKG-")) {
         return Err(fail(format!("appointment_details {}, expected the booking", ctx["appointment_details"])));
     }
-    if host.send(&id, "Hello?", TurnOptions::default()).await.is_ok() {
+    if host.send(&Tenant::default(), &id, "Hello?", TurnOptions::default()).await.is_ok() {
         return Err(fail("a message after the hangup was accepted".into()));
     }
     Ok(Observed { view: Some(view), seen })

@@ -124,6 +124,11 @@ impl RunSubscription {
         self.log.run_id()
     }
 
+    /// The thread the run runs on.
+    pub fn thread_id(&self) -> &str {
+        self.log.thread_id()
+    }
+
     /// The next event and how many events before it are no longer kept; `None` once the run
     /// has ended and every kept event has been read.
     pub async fn next(&mut self) -> Option<(Event, u64)> {

@@ -411,8 +411,14 @@ impl RunRegistry {
 
     /// Cancels a running run. Returns false when no such run is active.
     pub fn cancel(&self, run_id: &str) -> bool {
+        self.cancel_where(run_id, |_| true)
+    }
+
+    /// Cancels a running run whose thread id passes `visible` (a caller may only cancel the
+    /// runs of threads it may see). Returns false when no such run is active.
+    pub fn cancel_where(&self, run_id: &str, visible: impl Fn(&str) -> bool) -> bool {
         let runs = self.runs.lock().expect("run map poisoned");
-        match runs.get(run_id) {
+        match runs.get(run_id).filter(|run| visible(run.log.thread_id())) {
             Some(run) => {
                 run.cancel.cancel();
                 true

@@ -21,7 +21,12 @@ use tracing::{error, info, warn};
 use crate::{
     calllog::{LlmCallLedger, SqlCallLog},
     config::{CallLogMode, Config, ModelProvider},
-    grpc::{conversation::ConversationApi, request_limit::RequestLimitLayer, workflow::WorkflowApi},
+    auth::{keys::ApiKeys, AuthLayer, AuthPolicy, KeyVerifier, MethodTable},
+    grpc::{
+        conversation::{self, ConversationApi},
+        request_limit::RequestLimitLayer,
+        workflow::{self, WorkflowApi},
+    },
     registry::Registry,
     workflows::{BuildError, Parts, Wiring, WORKFLOWS},
 };
@@ -244,11 +249,14 @@ impl App {
                 WorkflowServiceServer::new(WorkflowApi::new(self.registry.clone(), self.llm_calls.clone()))
                     .max_decoding_message_size(max_bytes),
             );
-        for workflow in self.registry.workflows() {
-            if let Some(service) = workflow.add_service(&mut routes, max_bytes) {
-                health.set_service_status(service, ServingStatus::Serving).await;
+        let mut scoped = vec![&conversation::ACCESS, &workflow::ACCESS];
+        for hosted in self.registry.workflows() {
+            if let Some(access) = hosted.add_service(&mut routes, max_bytes) {
+                health.set_service_status(access.service, ServingStatus::Serving).await;
+                scoped.push(access);
             }
         }
+        let auth = Arc::new(self.auth_policy(addr, MethodTable::new(scoped)));
 
         // The lease first: recovery and takeover scans on other replicas read it to tell this
         // replica's runs from abandoned ones.
@@ -272,6 +280,7 @@ impl App {
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let server = tonic::transport::Server::builder()
+            .layer(AuthLayer::new(auth))
             .layer(RequestLimitLayer::new(max_bytes))
             .add_routes(routes.routes())
             // TCP_NODELAY: a stream's small frames (an event, a result) go out at once instead of
@@ -294,6 +303,25 @@ impl App {
             scans,
             scanner,
         })
+    }
+}
+
+impl App {
+    /// Keys when `auth` asks for them on `addr` (the address actually bound); the server warns
+    /// when it runs open on a non-loopback address.
+    fn auth_policy(&self, addr: SocketAddr, methods: MethodTable) -> AuthPolicy {
+        let auth = &self.config.auth;
+        let verifier = if auth.keys_required(addr) {
+            let keys = ApiKeys::new(self.database.clone(), Duration::from_secs(auth.cache_secs));
+            info!(open_services = ?auth.open_services, "api keys required (authorization: Bearer <key>)");
+            Some(Arc::new(keys) as Arc<dyn KeyVerifier>)
+        } else {
+            if !addr.ip().is_loopback() {
+                warn!(%addr, "auth.mode is none: anyone who reaches this address can read and change every tenant's data");
+            }
+            None
+        };
+        AuthPolicy { verifier, open_services: auth.open_services.iter().cloned().collect(), methods }
     }
 }
 

@@ -13,7 +13,7 @@ use std::{
 use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
 use frontdesk_runtime::{CheckpointError, Checkpointer};
 use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError};
-use frontdesk_workflows::WorkflowError;
+use frontdesk_workflows::{tenant, Tenant, WorkflowError};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -193,13 +193,15 @@ impl LlmCallLedger {
     /// A thread's most recent calls, at most `limit`, and its totals. Calls made before this is
     /// asked are waited for (briefly), so a caller that has just seen a turn finish sees its
     /// calls. A thread without calls is `NotFound` unless the server knows it otherwise.
-    pub async fn calls(&self, thread_id: &str, limit: usize) -> Result<ThreadCalls, WorkflowError> {
-        if thread_id.is_empty() || thread_id.len() > THREAD_ID_MAX {
+    pub async fn calls(&self, tenant: &Tenant, id: &str, limit: usize) -> Result<ThreadCalls, WorkflowError> {
+        if id.is_empty() || id.len() > THREAD_ID_MAX || id.contains(tenant::SEPARATOR) {
             return Err(WorkflowError::InvalidArgument {
                 field: "thread_id",
-                reason: format!("must be 1 to {THREAD_ID_MAX} bytes"),
+                reason: format!("must be 1 to {THREAD_ID_MAX} bytes without '/'"),
             });
         }
+        let key = tenant.key(id);
+        let thread_id = key.as_str();
         if let Some(log) = &self.log {
             if !log.flushed(FLUSH_WAIT).await {
                 debug!(thread_id, "llm call log still writing; listing what is recorded");
@@ -208,7 +210,7 @@ impl LlmCallLedger {
         let calls = self.database.llm_calls(thread_id, limit).await.map_err(store_error)?;
         if calls.is_empty() {
             if !self.known(thread_id).await? {
-                return Err(WorkflowError::NotFound { what: "thread", id: thread_id.to_owned() });
+                return Err(WorkflowError::NotFound { what: "thread", id: id.to_owned() });
             }
             return Ok(ThreadCalls { calls, totals: LlmCallTotals::default() });
         }
@@ -216,12 +218,13 @@ impl LlmCallLedger {
         Ok(ThreadCalls { calls, totals })
     }
 
-    /// Erases a thread's calls (`DeleteConversation`), those still queued included.
-    pub async fn forget(&self, thread_id: &str) -> Result<u64, WorkflowError> {
+    /// Erases the calls of one of `tenant`'s threads (`DeleteConversation`), those still queued
+    /// included.
+    pub async fn forget(&self, tenant: &Tenant, id: &str) -> Result<u64, WorkflowError> {
         if let Some(log) = &self.log {
             log.flushed(FLUSH_WAIT).await;
         }
-        self.database.delete_llm_calls(thread_id).await.map_err(store_error)
+        self.database.delete_llm_calls(&tenant.key(id)).await.map_err(store_error)
     }
 
     /// Whether the thread exists in the shared store (a conversation, an investigation, a

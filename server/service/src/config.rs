@@ -23,6 +23,9 @@ pub struct Config {
     pub model: ModelConfig,
     pub limits: LimitsConfig,
     pub runs: RunsConfig,
+    pub auth: AuthConfig,
+    pub tls: TlsConfig,
+    pub quotas: QuotasConfig,
     pub workflows: WorkflowsConfig,
     pub log: LogConfig,
     /// Seconds graceful shutdown waits for in-flight runs to commit.
@@ -37,6 +40,9 @@ impl Default for Config {
             model: ModelConfig::default(),
             limits: LimitsConfig::default(),
             runs: RunsConfig::default(),
+            auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
+            quotas: QuotasConfig::default(),
             workflows: WorkflowsConfig::default(),
             log: LogConfig::default(),
             shutdown_grace_secs: 30,
@@ -271,6 +277,91 @@ impl Default for RunsConfig {
             recovery_concurrency: 16,
         }
     }
+}
+
+/// Who may call: API keys (`authorization: Bearer <key>`), or nobody checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// `keys` when the server listens on a non-loopback address, `none` on loopback.
+    Auto,
+    /// Every call needs an API key (except `auth.open_services`).
+    Keys,
+    /// No keys: every call acts as tenant `default` with every scope. On a non-loopback address
+    /// the server warns at start-up.
+    None,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub mode: AuthMode,
+    /// Fully qualified gRPC services callable without a key, such as `grpc.health.v1.Health`
+    /// (load balancers) or `grpc.reflection.v1.ServerReflection` (grpcurl without `-H`).
+    pub open_services: Vec<String>,
+    /// Seconds a verified key is trusted without reading the key table again: a revocation
+    /// takes effect on a running server within this time.
+    pub cache_secs: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { mode: AuthMode::Auto, open_services: vec!["grpc.health.v1.Health".into()], cache_secs: 5 }
+    }
+}
+
+impl AuthConfig {
+    /// Whether keys are required when listening on `listen`.
+    pub fn keys_required(&self, listen: SocketAddr) -> bool {
+        match self.mode {
+            AuthMode::Keys => true,
+            AuthMode::None => false,
+            AuthMode::Auto => !listen.ip().is_loopback(),
+        }
+    }
+}
+
+/// TLS for the gRPC port (rustls). Unset `cert_file`: plaintext.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificate chain of the server, leaf first.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// PEM CA certificates: when set, every client must present a certificate they signed.
+    pub client_ca_file: Option<PathBuf>,
+    /// Seconds between checks of the files for changes (0: reload on SIGHUP only).
+    pub reload_check_secs: u64,
+}
+
+/// Per-tenant limits. 0 turns a limit off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuotasConfig {
+    /// Requests per second a tenant may make on average (a token bucket).
+    pub requests_per_sec: u32,
+    /// Requests a tenant may make at once above the average (the bucket's size).
+    pub burst: u32,
+    /// Streaming runs (turns, triages, investigations, research) a tenant may have in flight.
+    pub max_concurrent_runs: u32,
+    /// Per-tenant overrides of the three limits above, by tenant name.
+    pub tenants: BTreeMap<String, TenantQuota>,
+}
+
+impl Default for QuotasConfig {
+    fn default() -> Self {
+        Self { requests_per_sec: 0, burst: 0, max_concurrent_runs: 0, tenants: BTreeMap::new() }
+    }
+}
+
+/// One tenant's limits; an unset field takes the section's value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TenantQuota {
+    pub requests_per_sec: Option<u32>,
+    pub burst: Option<u32>,
+    pub max_concurrent_runs: Option<u32>,
 }
 
 /// One section per hosted workflow, `workflows.<name>`, kept here as configuration values and

@@ -34,6 +34,8 @@ pub fn event(e: Event) -> pb::RunEvent {
     let Event { run_id, event_id, time, node, task, kind } = e;
     let kind = match kind {
         EventKind::RunStarted { thread_id, workflow, resumed } => {
+            // The caller's id, not the tenant's storage key (only the owner sees a run's events).
+            let thread_id = frontdesk_workflows::tenant::caller_id(&thread_id).to_owned();
             Kind::RunStarted(pb::RunStarted { thread_id, workflow, resumed })
         }
         EventKind::NodeStarted { step } => Kind::NodeStarted(pb::NodeStarted { step }),

@@ -42,6 +42,10 @@ pub fn code_of(reason: ErrorReason) -> (Code, Option<Duration>) {
         ErrorReason::InterruptAnswered => (Code::FailedPrecondition, None),
         ErrorReason::WrongResponder => (Code::PermissionDenied, None),
         ErrorReason::ConversationEnded => (Code::FailedPrecondition, None),
+        ErrorReason::Unauthenticated => (Code::Unauthenticated, None),
+        ErrorReason::ScopeMissing => (Code::PermissionDenied, None),
+        // The quota's own wait replaces this one (`quota_exceeded`).
+        ErrorReason::QuotaExceeded => (Code::ResourceExhausted, Some(Duration::from_secs(1))),
         // Never sent: every error picks a real reason.
         ErrorReason::Unspecified => (Code::Unknown, None),
     }
@@ -230,6 +234,47 @@ pub fn oversized_request(status: &Status, max_bytes: usize) -> Option<Status> {
 /// An invalid request field found by a handler before it reaches a workflow.
 pub fn invalid_argument(field: &'static str, reason: impl Into<String>) -> Status {
     to_status(WorkflowError::InvalidArgument { field, reason: reason.into() })
+}
+
+/// Why a call was refused before it reached a handler (the auth and quota layers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessError {
+    /// No `authorization: Bearer` metadata, or not a Frontdesk key.
+    MissingKey,
+    /// A well-formed key that is unknown or revoked.
+    InvalidKey,
+    /// The key's scopes do not include `scope` (such as `triage:write`).
+    ScopeMissing { scope: String },
+    /// The tenant is over `quota` (`requests_per_sec`, `max_concurrent_runs`); a retry after
+    /// `retry_after` may pass.
+    QuotaExceeded { tenant: String, quota: &'static str, limit: u32, retry_after: Duration },
+}
+
+/// The one `AccessError` → `Status` mapping. The messages name no key: a presented key is a
+/// secret even when it is wrong.
+pub fn access_status(error: AccessError) -> Status {
+    match error {
+        AccessError::MissingKey => Failure::new(
+            ErrorReason::Unauthenticated,
+            "this server needs an API key: send metadata `authorization: Bearer <key>`".into(),
+        )
+        .into_status(),
+        AccessError::InvalidKey => {
+            Failure::new(ErrorReason::Unauthenticated, "the API key is unknown or revoked".into()).into_status()
+        }
+        AccessError::ScopeMissing { scope } => {
+            Failure::new(ErrorReason::ScopeMissing, format!("the API key lacks scope {scope}"))
+                .with("scope", scope)
+                .into_status()
+        }
+        AccessError::QuotaExceeded { tenant, quota, limit, retry_after } => Failure {
+            retry_after: Some(retry_after),
+            ..Failure::new(ErrorReason::QuotaExceeded, format!("tenant {tenant} is over its quota {quota} ({limit})"))
+                .with("quota", quota)
+                .with("limit", limit.to_string())
+        }
+        .into_status(),
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod calllog;
 pub mod config;
 pub mod convert;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use frontdesk_api::v1 as pb;
 use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadQuery};
-use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, WorkflowError};
+use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, Tenant, WorkflowError};
 
 use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
 
@@ -52,9 +52,10 @@ impl Registry {
     /// malformed id rather than an unknown one; a run that is not running, never did or has
     /// already ended, is `NotFound`: there is nothing left to cancel, and a caller told "not
     /// cancelled" could not tell a typo from a finished run.
-    pub fn cancel_run(&self, run_id: &str) -> Result<(), WorkflowError> {
+    /// Another tenant's run is as unknown as one that never existed.
+    pub fn cancel_run(&self, tenant: &Tenant, run_id: &str) -> Result<(), WorkflowError> {
         validate_run_id(run_id)?;
-        if self.runs.cancel(run_id) {
+        if self.runs.cancel_where(run_id, |thread| tenant.owns(thread)) {
             Ok(())
         } else {
             Err(WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
@@ -63,9 +64,12 @@ impl Registry {
 
     /// Follows a run this replica is running or ended recently: its events after `after`, then
     /// live ones until its last.
-    pub fn subscribe_run(&self, run_id: &str, after: u64) -> Result<RunSubscription, WorkflowError> {
+    pub fn subscribe_run(&self, tenant: &Tenant, run_id: &str, after: u64) -> Result<RunSubscription, WorkflowError> {
         validate_run_id(run_id)?;
-        self.runs.subscribe(run_id, after).ok_or_else(|| WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
+        self.runs
+            .subscribe(run_id, after)
+            .filter(|subscription| tenant.owns(subscription.thread_id()))
+            .ok_or_else(|| WorkflowError::NotFound { what: "run", id: run_id.to_owned() })
     }
 
     fn conversational(&self) -> impl Iterator<Item = &Conversations> {
@@ -83,11 +87,11 @@ impl Registry {
         }
     }
 
-    /// The workflow that owns a conversation.
-    pub async fn owner_of(&self, conversation_id: &str) -> Result<&Conversations, WorkflowError> {
+    /// The workflow that owns one of `tenant`'s conversations.
+    pub async fn owner_of(&self, tenant: &Tenant, conversation_id: &str) -> Result<&Conversations, WorkflowError> {
         validate_id(conversation_id)?;
         let not_found = || WorkflowError::NotFound { what: "conversation", id: conversation_id.to_owned() };
-        let thread = self.checkpointer.thread(conversation_id).await?.ok_or_else(not_found)?;
+        let thread = self.checkpointer.thread(&tenant.key(conversation_id)).await?.ok_or_else(not_found)?;
         self.conversational().find(|c| c.name() == thread.workflow).ok_or_else(not_found)
     }
 
@@ -97,37 +101,45 @@ impl Registry {
     /// `InvalidArgument` on `page_token`.
     pub async fn list_conversations(
         &self,
+        tenant: &Tenant,
         workflow: Option<&str>,
         page_token: Option<String>,
         limit: usize,
     ) -> Result<(Vec<ConversationView<pb::conversation::State>>, Option<String>), WorkflowError> {
-        let query = workflow.unwrap_or("");
+        // Bound to the tenant too: a token is no use to another tenant.
+        let query = format!("{tenant}\n{}", workflow.unwrap_or(""));
+        let query = query.as_str();
         let after: Option<String> = page_token::decode(CONVERSATION_LISTING, query, page_token.as_deref())?;
-        let (views, next) = self.list_conversations_after(workflow, after, limit).await?;
+        let (views, next) = self.list_conversations_after(tenant, workflow, after, limit).await?;
         Ok((views, next.map(|after| page_token::encode(CONVERSATION_LISTING, query, &after))))
     }
 
     /// [`Registry::list_conversations`] by the last conversation id of the page before.
     async fn list_conversations_after(
         &self,
+        tenant: &Tenant,
         workflow: Option<&str>,
         after: Option<String>,
         limit: usize,
     ) -> Result<(Vec<ConversationView<pb::conversation::State>>, Option<String>), WorkflowError> {
         if let Some(name) = workflow {
-            return self.conversation_workflow(name)?.list(after, limit).await;
+            return self.conversation_workflow(name)?.list(tenant, after, limit).await;
         }
         let mut views = Vec::with_capacity(limit);
         let mut after = after;
+        let prefix = Some(tenant.key_prefix()).filter(|p| !p.is_empty());
         loop {
             let page = self
                 .checkpointer
-                .list_threads(&ThreadQuery { after: after.clone(), limit, ..Default::default() })
+                .list_threads(&ThreadQuery { after: after.clone(), limit, prefix: prefix.clone(), ..Default::default() })
                 .await?;
             for thread in &page.threads {
                 after = Some(thread.thread_id.clone());
+                if !tenant.owns(&thread.thread_id) {
+                    continue;
+                }
                 let Some(owner) = self.conversational().find(|c| c.name() == thread.workflow) else { continue };
-                match owner.summarize(thread).await {
+                match owner.summarize(tenant, thread).await {
                     Ok(view) => views.push(view),
                     Err(WorkflowError::NotFound { .. }) => continue,
                     Err(other) => return Err(other),

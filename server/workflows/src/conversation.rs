@@ -15,7 +15,7 @@ use frontdesk_runtime::{
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::{idempotency::fingerprint, Message, WorkflowError};
+use crate::{idempotency::fingerprint, Message, Tenant, WorkflowError};
 
 /// A conversation as callers see it; `V` is the workflow's view of its own state.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,24 +117,37 @@ pub trait ConversationWorkflow: Send + Sync + 'static {
     fn description(&self) -> &str;
     fn graph(&self) -> GraphDescription;
     fn limits(&self) -> &ConversationLimits;
-    /// Creates a conversation. With an idempotency key and no id, the id is derived from the
-    /// key, so a retried start finds the conversation it created.
+    /// Creates one of `tenant`'s conversations. With an idempotency key and no id, the id is
+    /// derived from the key, so a retried start finds the conversation it created.
     async fn start(
         &self,
+        tenant: &Tenant,
         id: Option<String>,
         idempotency_key: Option<String>,
     ) -> Result<(ConversationView<Self::View>, Message), WorkflowError>;
-    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<Self::View>, WorkflowError>;
-    async fn get(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
-    /// Summary (no messages) of a stored thread of this workflow.
-    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView<Self::View>, WorkflowError>;
-    async fn reset(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
-    async fn delete(&self, id: &str) -> Result<(), WorkflowError>;
-    /// Finishes runs a crash interrupted (start-up).
+    async fn send(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        text: &str,
+        options: TurnOptions,
+    ) -> Result<TurnHandle<Self::View>, WorkflowError>;
+    async fn get(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
+    /// Summary (no messages) of a stored thread of this workflow, one of `tenant`'s.
+    async fn summarize(
+        &self,
+        tenant: &Tenant,
+        thread: &ThreadSummary,
+    ) -> Result<ConversationView<Self::View>, WorkflowError>;
+    async fn reset(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<Self::View>, WorkflowError>;
+    async fn delete(&self, tenant: &Tenant, id: &str) -> Result<(), WorkflowError>;
+    /// Finishes runs a crash interrupted (start-up), of every tenant.
     async fn recover(&self) -> Result<usize, WorkflowError>;
-    /// Threads of this workflow, ordered by id.
+    /// `tenant`'s threads of this workflow, ordered by storage key; `after` and the returned
+    /// cursor are storage keys.
     async fn list(
         &self,
+        tenant: &Tenant,
         after: Option<String>,
         limit: usize,
     ) -> Result<(Vec<ConversationView<Self::View>>, Option<String>), WorkflowError>;
@@ -260,14 +273,15 @@ impl<C: ConversationSpec> ConversationHost<C> {
         }
     }
 
-    async fn load(&self, id: &str) -> Result<(C::State, Checkpoint, SystemTime), WorkflowError> {
+    /// `id` is the caller's, `key` its storage key.
+    async fn load(&self, id: &str, key: &str) -> Result<(C::State, Checkpoint, SystemTime), WorkflowError> {
         validate_id(id)?;
         let (state, cp) =
-            self.runner.state(id).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
+            self.runner.state(key).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
         if cp.workflow != self.spec.name() {
             return Err(not_found(id));
         }
-        let created_at = self.runner.checkpointer().thread(id).await?.map_or(cp.created_at, |t| t.created_at);
+        let created_at = self.runner.checkpointer().thread(key).await?.map_or(cp.created_at, |t| t.created_at);
         Ok((state, cp, created_at))
     }
 }
@@ -281,14 +295,14 @@ struct Finished {
 
 async fn finish_turn<V: DeserializeOwned>(
     finished: Result<Finished, RunError>,
-    id: String,
+    (id, key): (String, String),
     workflow: String,
     checkpointer: Arc<dyn frontdesk_runtime::Checkpointer>,
 ) -> Result<TurnOutcome<V>, WorkflowError> {
     let finished = finished.map_err(|e| map_run_error(&id, e))?;
     let output: TurnOutput<V> =
         serde_json::from_value(finished.output).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
-    let thread = checkpointer.thread(&id).await?;
+    let thread = checkpointer.thread(&key).await?;
     let now = SystemTime::now();
     Ok(TurnOutcome {
         run_id: finished.run_id,
@@ -329,6 +343,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
 
     async fn start(
         &self,
+        tenant: &Tenant,
         id: Option<String>,
         idempotency_key: Option<String>,
     ) -> Result<(ConversationView<C::View>, Message), WorkflowError> {
@@ -340,8 +355,9 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             (None, None) => format!("conv-{}", uuid::Uuid::now_v7().simple()),
         };
         validate_id(&id)?;
+        let key = tenant.key(&id);
         let state = self.spec.initial_state();
-        match self.runner.create_thread(&id, &state).await {
+        match self.runner.create_thread(&key, &state).await {
             Ok(cp) => {
                 let welcome = self.spec.messages(&state).last().cloned().ok_or(WorkflowError::NotFound {
                     what: "welcome message of workflow",
@@ -351,7 +367,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             }
             Err(RunError::AlreadyExists { .. }) if idempotency_key.is_some() => {
                 // A retried start: report what the first call created, if it is ours.
-                let (state, cp, created_at) = self.load(&id).await?;
+                let (state, cp, created_at) = self.load(&id, &key).await?;
                 let welcome = self.spec.messages(&state).first().cloned().ok_or_else(|| not_found(&id))?;
                 Ok((self.view(&id, &state, &cp, created_at, false), welcome))
             }
@@ -360,13 +376,20 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         }
     }
 
-    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<C::View>, WorkflowError> {
+    async fn send(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        text: &str,
+        options: TurnOptions,
+    ) -> Result<TurnHandle<C::View>, WorkflowError> {
         validate_id(id)?;
+        let key = tenant.key(id);
         let text = validate_turn(text, options.idempotency_key.as_deref(), self.limits.max_text_chars)?;
         // One read answers both "does it exist" and "is it at its turn limit"; the runner reads
         // the newest checkpoint again under the thread lock, which is the read that counts.
         let (state, cp) =
-            self.runner.state(id).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
+            self.runner.state(&key).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
         if cp.workflow != self.spec.name() {
             return Err(not_found(id));
         }
@@ -376,7 +399,9 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         if (at_limit || ended) && cp.run.status != frontdesk_runtime::RunStatus::Running {
             // A retry of a turn that already ran is a replay, not a new turn.
             let replay = match &options.idempotency_key {
-                Some(key) => self.runner.checkpointer().find_idempotent(id, key).await?.is_some(),
+                Some(idempotency_key) => {
+                    self.runner.checkpointer().find_idempotent(&key, idempotency_key).await?.is_some()
+                }
                 None => false,
             };
             if !replay && ended {
@@ -389,7 +414,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 });
             }
         }
-        let mut request = RunRequest::new(id, RunInput::Update(self.spec.user_turn(Message::user(text))));
+        let mut request = RunRequest::new(key.clone(), RunInput::Update(self.spec.user_turn(Message::user(text))));
         // What the turn is: a retry with the key must send the same text to the same
         // conversation (the busy policy only says how to wait, so it is not part of it).
         request.fingerprint = options
@@ -402,7 +427,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
         let checkpointer = self.runner.checkpointer().clone();
-        let (id, workflow) = (id.to_owned(), self.spec.name().to_owned());
+        let (ids, workflow) = ((id.to_owned(), key), self.spec.name().to_owned());
         let outcome = Box::pin(async move {
             let result = match outcome.await {
                 Ok(result) => result.map(|o: RunOutcome<C::State>| Finished {
@@ -413,36 +438,40 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 }),
                 Err(_) => Err(RunError::Lost),
             };
-            finish_turn(result, id, workflow, checkpointer).await
+            finish_turn(result, ids, workflow, checkpointer).await
         });
         Ok(TurnHandle { run_id, events, outcome })
     }
 
-    async fn get(&self, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
-        let (state, cp, created_at) = self.load(id).await?;
+    async fn get(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
+        let (state, cp, created_at) = self.load(id, &tenant.key(id)).await?;
         Ok(self.view(id, &state, &cp, created_at, true))
     }
 
-    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView<C::View>, WorkflowError> {
-        let (state, cp) = self
-            .runner
-            .state(&thread.thread_id)
-            .await
-            .map_err(|e| map_run_error(&thread.thread_id, e))?
-            .ok_or_else(|| not_found(&thread.thread_id))?;
-        Ok(self.view(&thread.thread_id, &state, &cp, thread.created_at, false))
+    async fn summarize(
+        &self,
+        tenant: &Tenant,
+        thread: &ThreadSummary,
+    ) -> Result<ConversationView<C::View>, WorkflowError> {
+        let key = &thread.thread_id;
+        let id = tenant.id(key).ok_or_else(|| not_found(key))?;
+        let (state, cp) =
+            self.runner.state(key).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
+        Ok(self.view(id, &state, &cp, thread.created_at, false))
     }
 
-    async fn reset(&self, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
-        let (state, _, created_at) = self.load(id).await?;
+    async fn reset(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<C::View>, WorkflowError> {
+        let key = tenant.key(id);
+        let (state, _, created_at) = self.load(id, &key).await?;
         let reset = self.spec.reset(&state);
-        let cp = self.runner.overwrite_state(id, &reset).await.map_err(|e| map_run_error(id, e))?;
+        let cp = self.runner.overwrite_state(&key, &reset).await.map_err(|e| map_run_error(id, e))?;
         Ok(self.view(id, &reset, &cp, created_at, false))
     }
 
-    async fn delete(&self, id: &str) -> Result<(), WorkflowError> {
-        self.load(id).await?;
-        if self.runner.delete_thread(id).await.map_err(|e| map_run_error(id, e))? {
+    async fn delete(&self, tenant: &Tenant, id: &str) -> Result<(), WorkflowError> {
+        let key = tenant.key(id);
+        self.load(id, &key).await?;
+        if self.runner.delete_thread(&key).await.map_err(|e| map_run_error(id, e))? {
             Ok(())
         } else {
             Err(not_found(id))
@@ -455,17 +484,18 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
 
     async fn list(
         &self,
+        tenant: &Tenant,
         after: Option<String>,
         limit: usize,
     ) -> Result<(Vec<ConversationView<C::View>>, Option<String>), WorkflowError> {
-        let page = self
-            .runner
-            .checkpointer()
-            .list_threads(&ThreadQuery { workflow: Some(self.spec.name().to_owned()), after, limit, prefix: None })
-            .await?;
+        let prefix = Some(tenant.key_prefix()).filter(|p| !p.is_empty());
+        let query = ThreadQuery { workflow: Some(self.spec.name().to_owned()), after, limit, prefix };
+        let page = self.runner.checkpointer().list_threads(&query).await?;
         let mut views = Vec::with_capacity(page.threads.len());
-        for thread in &page.threads {
-            match self.summarize(thread).await {
+        // The default tenant's listing passes over other tenants' keys: a page may come back
+        // short, and its cursor still moves on.
+        for thread in page.threads.iter().filter(|t| tenant.owns(&t.thread_id)) {
+            match self.summarize(tenant, thread).await {
                 Ok(view) => views.push(view),
                 // Deleted between the listing and the read.
                 Err(WorkflowError::NotFound { .. }) => {}

@@ -15,9 +15,11 @@ pub mod message;
 pub mod page_token;
 pub mod research;
 pub mod service_call;
+pub mod tenant;
 pub mod tool_loop;
 pub mod triage;
 
 pub use conversation::{ConversationView, ConversationWorkflow, TurnHandle, TurnOptions, TurnOutcome};
 pub use error::WorkflowError;
+pub use tenant::Tenant;
 pub use message::{Message, Role};

@@ -3,19 +3,38 @@
 use std::{pin::Pin, sync::Arc};
 
 use frontdesk_api::v1::{
-    self as pb, conversation_service_server::ConversationService, send_message_response::Payload, BusyPolicy,
+    self as pb,
+    conversation_service_server::{ConversationService, ConversationServiceServer},
+    send_message_response::Payload,
+    BusyPolicy,
 };
 use frontdesk_runtime::BusyPolicy as RunBusyPolicy;
 use frontdesk_workflows::TurnOptions;
 use futures::Stream;
-use tonic::{Request, Response, Status};
+use tonic::{server::NamedService, Request, Response, Status};
 
 use super::{optional, page_size, run_events, stream_run};
 use crate::{
+    auth::{self, Access, ServiceAccess},
     calllog::LlmCallLedger,
     convert,
     error::{invalid_argument, to_status},
     registry::Registry,
+};
+
+/// The scopes of `ConversationService`'s methods (scope service `conversation`): erasing a
+/// conversation is `admin`.
+pub static ACCESS: ServiceAccess = ServiceAccess {
+    service: <ConversationServiceServer<ConversationApi> as NamedService>::NAME,
+    scope: "conversation",
+    methods: &[
+        ("StartConversation", Access::Write),
+        ("SendMessage", Access::Write),
+        ("GetConversation", Access::Read),
+        ("ListConversations", Access::Read),
+        ("ResetConversation", Access::Write),
+        ("DeleteConversation", Access::Admin),
+    ],
 };
 
 pub struct ConversationApi {
@@ -40,13 +59,14 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::StartConversationRequest>,
     ) -> Result<Response<pb::StartConversationResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::StartConversationRequest { workflow, conversation_id, idempotency_key } = request.into_inner();
         if workflow.is_empty() {
             return Err(invalid_argument("workflow", "must name a workflow (see ListWorkflows)"));
         }
         let host = self.registry.conversation_workflow(&workflow).map_err(to_status)?;
         let (view, welcome) =
-            host.start(optional(conversation_id), optional(idempotency_key)).await.map_err(to_status)?;
+            host.start(&tenant, optional(conversation_id), optional(idempotency_key)).await.map_err(to_status)?;
         Ok(Response::new(pb::StartConversationResponse {
             conversation: Some(convert::conversation(view).0),
             welcome: Some(convert::message(welcome)),
@@ -57,15 +77,16 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<Self::SendMessageStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::SendMessageRequest { conversation_id, text, idempotency_key, busy_policy } = request.into_inner();
         let busy = match BusyPolicy::try_from(busy_policy) {
             Ok(BusyPolicy::Unspecified | BusyPolicy::Reject) => RunBusyPolicy::Reject,
             Ok(BusyPolicy::Queue) => RunBusyPolicy::Queue,
             Err(_) => return Err(invalid_argument("busy_policy", format!("unknown value {busy_policy}"))),
         };
-        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
+        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
         let options = TurnOptions { idempotency_key: optional(idempotency_key), busy };
-        let turn = host.send(&conversation_id, &text, options).await.map_err(to_status)?;
+        let turn = host.send(&tenant, &conversation_id, &text, options).await.map_err(to_status)?;
         let stream = stream_run(
             run_events(turn.events),
             |event| pb::SendMessageResponse { payload: Some(Payload::Event(event)) },
@@ -79,9 +100,10 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::GetConversationRequest>,
     ) -> Result<Response<pb::GetConversationResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::GetConversationRequest { conversation_id } = request.into_inner();
-        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
-        let view = host.get(&conversation_id).await.map_err(to_status)?;
+        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
+        let view = host.get(&tenant, &conversation_id).await.map_err(to_status)?;
         let (conversation, messages) = convert::conversation(view);
         Ok(Response::new(pb::GetConversationResponse { conversation: Some(conversation), messages }))
     }
@@ -90,11 +112,12 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::ListConversationsRequest>,
     ) -> Result<Response<pb::ListConversationsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListConversationsRequest { workflow, page_size: size, page_token } = request.into_inner();
         let limit = page_size(size)?;
         let (views, next) = self
             .registry
-            .list_conversations(optional(workflow).as_deref(), optional(page_token), limit)
+            .list_conversations(&tenant, optional(workflow).as_deref(), optional(page_token), limit)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ListConversationsResponse {
@@ -108,9 +131,10 @@ impl ConversationService for ConversationApi {
         request: Request<pb::ResetConversationRequest>,
     ) -> Result<Response<pb::ResetConversationResponse>, Status> {
         // Resetting is idempotent by nature: a repeated reset leaves the same cleared state.
+        let tenant = auth::tenant(&request);
         let pb::ResetConversationRequest { conversation_id, idempotency_key: _ } = request.into_inner();
-        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
-        let view = host.reset(&conversation_id).await.map_err(to_status)?;
+        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
+        let view = host.reset(&tenant, &conversation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::ResetConversationResponse { conversation: Some(convert::conversation(view).0) }))
     }
 
@@ -118,11 +142,12 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::DeleteConversationRequest>,
     ) -> Result<Response<pb::DeleteConversationResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::DeleteConversationRequest { conversation_id } = request.into_inner();
-        let host = self.registry.owner_of(&conversation_id).await.map_err(to_status)?;
-        host.delete(&conversation_id).await.map_err(to_status)?;
+        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
+        host.delete(&tenant, &conversation_id).await.map_err(to_status)?;
         // Erasure covers the conversation's model calls too (their prompts, with call_log = "full").
-        self.llm_calls.forget(&conversation_id).await.map_err(to_status)?;
+        self.llm_calls.forget(&tenant, &conversation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::DeleteConversationResponse {}))
     }
 }

@@ -2,10 +2,13 @@
 
 use std::sync::Arc;
 
-use frontdesk_api::v1::{self as pb, workflow_service_server::WorkflowService};
+use frontdesk_api::v1::{
+    self as pb,
+    workflow_service_server::{WorkflowService, WorkflowServiceServer},
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{server::NamedService, Request, Response, Status};
 use tracing::debug;
 
 use frontdesk_store::LlmCallRow;
@@ -16,7 +19,21 @@ use crate::{
     error::{invalid_argument, to_status},
     grpc::page_size,
     registry::Registry,
+    auth::{self, Access, ServiceAccess},
     workflows::HostedWorkflow,
+};
+
+/// The scopes of `WorkflowService`'s methods (scope service `workflow`).
+pub static ACCESS: ServiceAccess = ServiceAccess {
+    service: <WorkflowServiceServer<WorkflowApi> as NamedService>::NAME,
+    scope: "workflow",
+    methods: &[
+        ("ListWorkflows", Access::Read),
+        ("DescribeWorkflow", Access::Read),
+        ("CancelRun", Access::Write),
+        ("ListLlmCalls", Access::Read),
+        ("SubscribeRun", Access::Read),
+    ],
 };
 
 fn workflow(hosted: &dyn HostedWorkflow) -> pb::Workflow {
@@ -81,8 +98,9 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<pb::SubscribeRunRequest>,
     ) -> Result<Response<Self::SubscribeRunStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::SubscribeRunRequest { run_id, after_event_id } = request.into_inner();
-        let mut subscription = self.registry.subscribe_run(&run_id, after_event_id).map_err(to_status)?;
+        let mut subscription = self.registry.subscribe_run(&tenant, &run_id, after_event_id).map_err(to_status)?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
             while let Some((event, skipped)) = subscription.next().await {
@@ -121,8 +139,9 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::CancelRunRequest { run_id } = request.into_inner();
-        self.registry.cancel_run(&run_id).map_err(to_status)?;
+        self.registry.cancel_run(&tenant, &run_id).map_err(to_status)?;
         Ok(Response::new(pb::CancelRunResponse { cancelled: true }))
     }
 
@@ -130,9 +149,10 @@ impl WorkflowService for WorkflowApi {
         &self,
         request: Request<pb::ListLlmCallsRequest>,
     ) -> Result<Response<pb::ListLlmCallsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListLlmCallsRequest { thread_id, page_size: requested } = request.into_inner();
         let limit = page_size(requested)?;
-        let found = self.llm_calls.calls(&thread_id, limit).await.map_err(to_status)?;
+        let found = self.llm_calls.calls(&tenant, &thread_id, limit).await.map_err(to_status)?;
         let totals = found.totals;
         Ok(Response::new(pb::ListLlmCallsResponse {
             calls: found.calls.into_iter().map(llm_call).collect(),

@@ -20,10 +20,12 @@ use frontdesk_runtime::{
 use frontdesk_store::Database;
 use frontdesk_workflows::{
     conversation::{ConversationLimits, ConversationWorkflow},
-    ConversationView, Message, TurnHandle, TurnOptions, WorkflowError,
+    ConversationView, Message, Tenant, TurnHandle, TurnOptions, WorkflowError,
 };
 use serde::{de::DeserializeOwned, Serialize};
 use tonic::service::RoutesBuilder;
+
+use crate::auth::ServiceAccess;
 
 /// Declares each workflow's adapter module and lists it in [`WORKFLOWS`]: a module `name`
 /// registers its `name::Workflow`.
@@ -78,8 +80,9 @@ pub trait HostedWorkflow: Send + Sync + 'static {
         self.recover().await
     }
     /// Adds the workflow's own gRPC service, if it has one, with the request size limit; returns
-    /// the service's name, which health then reports as serving.
-    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+    /// the service's name and its methods' scopes: health reports it as serving, and the auth
+    /// layer checks its scopes.
+    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
         let _ = (routes, max_message_bytes);
         None
     }
@@ -94,8 +97,9 @@ pub trait TaskDesk: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     type State: State;
     fn runner(&self) -> &Runner<Self::State>;
-    /// Adds the desk's gRPC service with the request size limit; returns the service's name.
-    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str;
+    /// Adds the desk's gRPC service with the request size limit; returns the service's name
+    /// and its methods' scopes.
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static ServiceAccess;
 }
 
 /// A task workflow as the server hosts it, from its desk.
@@ -135,7 +139,7 @@ impl<D: TaskDesk> HostedWorkflow for HostedTask<D> {
         Ok(TaskDesk::runner(&*self.desk).recover().await?)
     }
 
-    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
         Some(D::add_service(self.desk.clone(), routes, max_message_bytes))
     }
 
@@ -200,31 +204,42 @@ where
 
     async fn start(
         &self,
+        tenant: &Tenant,
         id: Option<String>,
         idempotency_key: Option<String>,
     ) -> Result<(ConversationView<Self::View>, Message), WorkflowError> {
-        let (view, welcome) = self.0.start(id, idempotency_key).await?;
+        let (view, welcome) = self.0.start(tenant, id, idempotency_key).await?;
         Ok((view.map(ProtoState::into_proto), welcome))
     }
 
-    async fn send(&self, id: &str, text: &str, options: TurnOptions) -> Result<TurnHandle<Self::View>, WorkflowError> {
-        Ok(self.0.send(id, text, options).await?.map(ProtoState::into_proto))
+    async fn send(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        text: &str,
+        options: TurnOptions,
+    ) -> Result<TurnHandle<Self::View>, WorkflowError> {
+        Ok(self.0.send(tenant, id, text, options).await?.map(ProtoState::into_proto))
     }
 
-    async fn get(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError> {
-        Ok(self.0.get(id).await?.map(ProtoState::into_proto))
+    async fn get(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<Self::View>, WorkflowError> {
+        Ok(self.0.get(tenant, id).await?.map(ProtoState::into_proto))
     }
 
-    async fn summarize(&self, thread: &ThreadSummary) -> Result<ConversationView<Self::View>, WorkflowError> {
-        Ok(self.0.summarize(thread).await?.map(ProtoState::into_proto))
+    async fn summarize(
+        &self,
+        tenant: &Tenant,
+        thread: &ThreadSummary,
+    ) -> Result<ConversationView<Self::View>, WorkflowError> {
+        Ok(self.0.summarize(tenant, thread).await?.map(ProtoState::into_proto))
     }
 
-    async fn reset(&self, id: &str) -> Result<ConversationView<Self::View>, WorkflowError> {
-        Ok(self.0.reset(id).await?.map(ProtoState::into_proto))
+    async fn reset(&self, tenant: &Tenant, id: &str) -> Result<ConversationView<Self::View>, WorkflowError> {
+        Ok(self.0.reset(tenant, id).await?.map(ProtoState::into_proto))
     }
 
-    async fn delete(&self, id: &str) -> Result<(), WorkflowError> {
-        self.0.delete(id).await
+    async fn delete(&self, tenant: &Tenant, id: &str) -> Result<(), WorkflowError> {
+        self.0.delete(tenant, id).await
     }
 
     async fn recover(&self) -> Result<usize, WorkflowError> {
@@ -233,10 +248,11 @@ where
 
     async fn list(
         &self,
+        tenant: &Tenant,
         after: Option<String>,
         limit: usize,
     ) -> Result<(Vec<ConversationView<Self::View>>, Option<String>), WorkflowError> {
-        let (views, next) = self.0.list(after, limit).await?;
+        let (views, next) = self.0.list(tenant, after, limit).await?;
         Ok((views.into_iter().map(|v| v.map(ProtoState::into_proto)).collect(), next))
     }
 }

@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 
 use super::{types::*, ResearchState, ResearchUpdate, DEFAULT_RETRY_LIMIT, MAX_RETRY_LIMIT, NAME};
-use crate::{page_token, WorkflowError};
+use crate::{page_token, Tenant, WorkflowError};
 
 /// Longest question accepted.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
@@ -117,7 +117,8 @@ impl ResearchDesk {
         &self.runner
     }
 
-    pub async fn ask(&self, request: AskRequest) -> Result<ResearchHandle, WorkflowError> {
+    /// Starts one of `tenant`'s research runs (an idempotency key names it within the tenant).
+    pub async fn ask(&self, tenant: &Tenant, request: AskRequest) -> Result<ResearchHandle, WorkflowError> {
         let AskRequest { question, retry_limit, corpus, idempotency_key } = request;
         let question = question.trim().to_owned();
         if question.is_empty() {
@@ -156,8 +157,9 @@ impl ResearchDesk {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let key = tenant.key(&research_id);
         let mut run = RunRequest::new(
-            research_id.clone(),
+            key,
             RunInput::Update(super::initial(&question, &corpus, retry_limit, now)),
         );
         run.mode = ThreadMode::New;
@@ -188,22 +190,26 @@ impl ResearchDesk {
                 });
         let desk = self.clone();
         let id = research_id.clone();
+        let tenant = tenant.clone();
         let outcome = Box::pin(async move {
             outcome
                 .await
                 .unwrap_or(Err(RunError::Lost))
                 .map_err(|error| WorkflowError::run_on("research", id.clone(), error))?;
-            desk.get(&id).await
+            desk.get(&tenant, &id).await
         });
         Ok(ResearchHandle { research_id, progress: Box::pin(progress), outcome })
     }
 
-    pub async fn get(&self, research_id: &str) -> Result<ResearchView, WorkflowError> {
+    pub async fn get(&self, tenant: &Tenant, research_id: &str) -> Result<ResearchView, WorkflowError> {
         if research_id.is_empty() {
             return Err(invalid("research_id", "is required"));
         }
-        let found =
-            self.runner.state(research_id).await.map_err(|e| WorkflowError::run_on("research", research_id, e))?;
+        let found = self
+            .runner
+            .state(&tenant.key(research_id))
+            .await
+            .map_err(|e| WorkflowError::run_on("research", research_id, e))?;
         let (state, checkpoint) = found
             .filter(|(state, _)| !state.question.is_empty())
             .ok_or_else(|| WorkflowError::NotFound { what: "research", id: research_id.to_owned() })?;
@@ -214,19 +220,23 @@ impl ResearchDesk {
         Ok(ResearchView { research_id: research_id.to_owned(), state, updated_at_ms })
     }
 
-    /// Ordered by id, paged with opaque tokens.
+    /// `tenant`'s research, ordered by id, paged with opaque tokens (bound to the tenant).
     pub async fn list(
         &self,
+        tenant: &Tenant,
         page_token: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<ResearchView>, Option<String>), WorkflowError> {
-        let after: Option<String> = page_token::decode("research", "", page_token)?;
-        let query = ThreadQuery { workflow: Some(NAME.to_owned()), prefix: Some("RES-".into()), after, limit };
+        let after: Option<String> = page_token::decode("research", tenant.name(), page_token)?;
+        let prefix = Some(tenant.key("RES-"));
+        let query = ThreadQuery { workflow: Some(NAME.to_owned()), prefix, after, limit };
         let page = self.runner.checkpointer().list_threads(&query).await?;
         let mut views = Vec::with_capacity(page.threads.len());
-        for thread in page.threads {
-            views.push(self.get(&thread.thread_id).await?);
+        for thread in &page.threads {
+            // The default tenant's prefix `RES-` is no other tenant's (theirs start `<tenant>/`).
+            let Some(id) = tenant.id(&thread.thread_id) else { continue };
+            views.push(self.get(tenant, id).await?);
         }
-        Ok((views, page.next_after.map(|after| page_token::encode("research", "", &after))))
+        Ok((views, page.next_after.map(|after| page_token::encode("research", tenant.name(), &after))))
     }
 }

@@ -15,6 +15,22 @@ use tonic::{server::NamedService, service::RoutesBuilder};
 
 use self::{grpc::InvestigationApi, store::SqlInvestigationStore};
 use super::{BoxError, HostedTask, HostedWorkflow, TaskDesk, Wiring, WorkflowModule};
+use crate::auth::{Access, ServiceAccess};
+
+/// The scopes of `InvestigationService`'s methods (scope service `investigation`).
+static ACCESS: ServiceAccess = ServiceAccess {
+    service: <InvestigationServiceServer<InvestigationApi> as NamedService>::NAME,
+    scope: "investigation",
+    methods: &[
+        ("StartInvestigation", Access::Write),
+        ("Respond", Access::Write),
+        ("GetInvestigation", Access::Read),
+        ("ListInvestigations", Access::Read),
+        ("WatchInvestigation", Access::Read),
+        ("GetAuditTrail", Access::Read),
+        ("ListPendingActions", Access::Read),
+    ],
+};
 
 pub struct Workflow;
 
@@ -91,10 +107,10 @@ impl TaskDesk for InvestigationDesk {
         InvestigationDesk::runner(self)
     }
 
-    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str {
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static ServiceAccess {
         routes.add_service(
             InvestigationServiceServer::new(InvestigationApi::new(desk)).max_decoding_message_size(max_message_bytes),
         );
-        <InvestigationServiceServer<InvestigationApi> as NamedService>::NAME
+        &ACCESS
     }
 }

@@ -17,6 +17,14 @@ use tonic::{server::NamedService, service::RoutesBuilder};
 
 use self::grpc::ResearchApi;
 use super::{BoxError, HostedTask, HostedWorkflow, TaskDesk, Wiring, WorkflowModule};
+use crate::auth::{Access, ServiceAccess};
+
+/// The scopes of `ResearchService`'s methods (scope service `research`).
+static ACCESS: ServiceAccess = ServiceAccess {
+    service: <ResearchServiceServer<ResearchApi> as NamedService>::NAME,
+    scope: "research",
+    methods: &[("Ask", Access::Write), ("GetResearch", Access::Read), ("ListResearch", Access::Read)],
+};
 
 pub struct Workflow;
 
@@ -95,10 +103,10 @@ impl TaskDesk for ResearchDesk {
         ResearchDesk::runner(self)
     }
 
-    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static str {
+    fn add_service(desk: Arc<Self>, routes: &mut RoutesBuilder, max_message_bytes: usize) -> &'static ServiceAccess {
         routes.add_service(
             ResearchServiceServer::new(ResearchApi::new(desk)).max_decoding_message_size(max_message_bytes),
         );
-        <ResearchServiceServer<ResearchApi> as NamedService>::NAME
+        &ACCESS
     }
 }

@@ -20,6 +20,19 @@ use tonic::{server::NamedService, service::RoutesBuilder};
 
 use self::{archive::SqlTicketArchive, grpc::TriageApi};
 use super::{BoxError, HostedWorkflow, Wiring, WorkflowKind, WorkflowModule};
+use crate::auth::{Access, ServiceAccess};
+
+/// The scopes of `TriageService`'s methods (scope service `triage`).
+static ACCESS: ServiceAccess = ServiceAccess {
+    service: <TriageServiceServer<TriageApi> as NamedService>::NAME,
+    scope: "triage",
+    methods: &[
+        ("TriageTicket", Access::Write),
+        ("GetTicket", Access::Read),
+        ("ListTickets", Access::Read),
+        ("ListActiveTickets", Access::Read),
+    ],
+};
 
 pub struct Workflow;
 
@@ -162,11 +175,11 @@ impl HostedWorkflow for HostedTriage {
         Ok(self.desk.runner().recover().await?)
     }
 
-    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static str> {
+    fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
         routes.add_service(
             TriageServiceServer::new(TriageApi::new(self.desk.clone())).max_decoding_message_size(max_message_bytes),
         );
-        Some(<TriageServiceServer<TriageApi> as NamedService>::NAME)
+        Some(&ACCESS)
     }
 
     fn as_any(&self) -> &dyn Any {
