@@ -694,7 +694,7 @@ async fn an_imported_ticket_id_that_exists_is_refused_before_any_model_call() {
     let import = |message: &'static str, id: &'static str| {
         let (desk, request) = (desk.clone(), request(message));
         async move {
-            let mut handle = desk.triage_as_new_ticket(request, id).await?;
+            let mut handle = desk.triage_as_new_ticket(&frontdesk_workflows::Tenant::default(), request, id).await?;
             while handle.progress.next().await.is_some() {}
             handle.outcome.await
         }

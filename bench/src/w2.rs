@@ -294,8 +294,10 @@ async fn run_ticket(desk: &TriageDesk, t: &W2Ticket) -> Result<Outcome, String> 
         language: None,
         idempotency_key: None,
     };
-    let mut handle =
-        desk.triage_as_new_ticket(request, &t.ticket_id).await.map_err(|e| format!("{}: {e}", t.ticket_id))?;
+    let mut handle = desk
+        .triage_as_new_ticket(&frontdesk_workflows::Tenant::default(), request, &t.ticket_id)
+        .await
+        .map_err(|e| format!("{}: {e}", t.ticket_id))?;
     while handle.progress.next().await.is_some() {}
     let outcome = handle.outcome.await.map_err(|e| format!("{}: {e}", t.ticket_id))?;
     let result = outcome.output.result.ok_or_else(|| format!("{}: no triage result", t.ticket_id))?;

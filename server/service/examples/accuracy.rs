@@ -288,7 +288,7 @@ async fn run_triage(llm: LlmClient, root: &Path, filter: Option<&str>, score: &m
             language: None,
             idempotency_key: None,
         };
-        let mut handle = desk.triage(request).await.expect("triage starts");
+        let mut handle = desk.triage(&frontdesk_workflows::Tenant::default(), request).await.expect("triage starts");
         let mut decision = Value::Null;
         while let Some(progress) = handle.progress.next().await {
             let TriageProgress::Event(event) = progress else { continue };

@@ -233,12 +233,9 @@ impl LlmCallLedger {
         if self.checkpointer.thread(thread_id).await?.is_some() {
             return Ok(true);
         }
-        // Archived tickets keep their thread id; ticket threads are `customer_id:ticket_id`.
-        let Some((_, ticket_id)) = thread_id.rsplit_once(':') else { return Ok(false) };
-        if ticket_id.is_empty() {
-            return Ok(false);
-        }
-        let ticket = self.database.get_ticket(ticket_id).await.map_err(store_error)?;
+        // Archived tickets keep their thread id, `<customer key>:<ticket id>`.
+        let Some(ticket_key) = frontdesk_workflows::triage::archived_ticket_key(thread_id) else { return Ok(false) };
+        let ticket = self.database.get_ticket(&ticket_key).await.map_err(store_error)?;
         Ok(ticket.is_some_and(|(ticket, _)| ticket.thread_id == thread_id))
     }
 }

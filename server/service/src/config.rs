@@ -50,7 +50,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// `sqlite://PATH` (the file is created if missing, WAL; its directory must exist) or
@@ -59,6 +59,17 @@ pub struct DatabaseConfig {
     pub max_connections: u32,
     /// Newest checkpoints kept per thread; older ones are pruned on write.
     pub checkpoint_retention: usize,
+}
+
+/// Never prints the URL's password.
+impl fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &redact_url_password(&self.url).unwrap_or_else(|| self.url.clone()))
+            .field("max_connections", &self.max_connections)
+            .field("checkpoint_retention", &self.checkpoint_retention)
+            .finish()
+    }
 }
 
 impl Default for DatabaseConfig {
@@ -104,8 +115,13 @@ pub struct ModelConfig {
     /// Base URL of an OpenAI-compatible API, e.g. `http://127.0.0.1:11434/v1`. Falls back to
     /// `OPENAI_BASE_URL`, then OpenAI itself.
     pub base_url: Option<String>,
-    /// API key. Falls back to `OPENAI_API_KEY`. Never logged.
+    /// API key. Falls back to `OPENAI_API_KEY` when neither this nor `api_key_file` is set.
+    /// Never logged or printed.
     pub api_key: Option<String>,
+    /// A file holding the API key (its content, surrounding whitespace trimmed), such as a
+    /// mounted secret, so the key is in neither the configuration file nor the environment.
+    /// Read by [`Config::load`], which puts the key in `api_key`; setting both is an error.
+    pub api_key_file: Option<PathBuf>,
     /// Model name (or Azure deployment's model).
     pub model: String,
     /// Azure OpenAI: resource endpoint, deployment and API version.
@@ -168,7 +184,8 @@ impl std::fmt::Debug for ModelConfig {
         f.debug_struct("ModelConfig")
             .field("provider", &self.provider)
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
+            .field("api_key_file", &self.api_key_file)
             .field("model", &self.model)
             .field("azure_endpoint", &self.azure_endpoint)
             .field("azure_deployment", &self.azure_deployment)
@@ -190,6 +207,7 @@ impl Default for ModelConfig {
             provider: ModelProvider::Auto,
             base_url: None,
             api_key: None,
+            api_key_file: None,
             model: String::new(),
             azure_endpoint: None,
             azure_deployment: None,
@@ -335,8 +353,8 @@ pub struct TlsConfig {
     pub reload_check_secs: u64,
 }
 
-/// Per-tenant limits. 0 turns a limit off.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Per-tenant limits. 0 turns a limit off (the default: no quotas).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QuotasConfig {
     /// Requests per second a tenant may make on average (a token bucket).
@@ -347,12 +365,6 @@ pub struct QuotasConfig {
     pub max_concurrent_runs: u32,
     /// Per-tenant overrides of the three limits above, by tenant name.
     pub tenants: BTreeMap<String, TenantQuota>,
-}
-
-impl Default for QuotasConfig {
-    fn default() -> Self {
-        Self { requests_per_sec: 0, burst: 0, max_concurrent_runs: 0, tenants: BTreeMap::new() }
-    }
 }
 
 /// One tenant's limits; an unset field takes the section's value.
@@ -400,14 +412,19 @@ impl WorkflowsConfig {
     }
 }
 
-/// The typed settings, so secrets are as redacted as their types make them.
+/// Each section redacted as `--print-config` redacts it (by key name and URL password), so a
+/// secret in any workflow's settings stays out of a debug print whether or not its settings
+/// type redacts it.
 impl fmt::Debug for WorkflowsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut map = f.debug_map();
         for (name, section) in &self.0 {
-            match registration(name).map(|w| w.read_section(section)) {
-                Some(Ok(settings)) => map.entry(name, &settings),
-                _ => map.entry(name, &format_args!("<invalid>")),
+            match serde_json::to_value(section) {
+                Ok(mut value) => {
+                    redact(None, &mut value);
+                    map.entry(name, &format_args!("{value}"))
+                }
+                Err(_) => map.entry(name, &format_args!("<invalid>")),
             };
         }
         map.finish()
@@ -558,7 +575,7 @@ impl Config {
         figment = figment
             .merge(Env::prefixed(ENV_PREFIX).split(ENV_SPLIT))
             .merge(Named { name: FLAGS, provider: Serialized::defaults(overrides) });
-        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(problems(&figment, e, &[])))?;
+        let mut config: Config = figment.extract().map_err(|e| ConfigError::Invalid(problems(&figment, e, &[])))?;
         // Each `workflows.<name>` must name a hosted workflow and read as its settings. Read
         // through the figment (not from the extracted values) so errors keep their origin.
         let mut found = Vec::new();
@@ -580,6 +597,9 @@ impl Config {
                 }),
             }
         }
+        if let Err(problem) = config.model.read_api_key_file(&figment) {
+            found.push(problem);
+        }
         if found.is_empty() {
             Ok(config)
         } else {
@@ -594,6 +614,13 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let mut value = serde_json::to_value(self).expect("the configuration serializes to JSON");
         redact(None, &mut value);
+        // A key read from `api_key_file` is held in `api_key`; printed there too, the file
+        // would not load back (both set). The file's path is printed, never its content.
+        if let Some(model) = value.get_mut("model").and_then(serde_json::Value::as_object_mut) {
+            if model.get("api_key_file").is_some_and(|file| !file.is_null()) {
+                model.insert("api_key".into(), serde_json::Value::Null);
+            }
+        }
         let mut out = String::from(
             "# The effective configuration of frontdesk-server (--print-config); secrets are \"<redacted>\".\n",
         );
@@ -601,6 +628,32 @@ impl Config {
             write_table(&mut out, &mut Vec::new(), table);
         }
         out
+    }
+}
+
+impl ModelConfig {
+    /// Reads `api_key_file` into `api_key`. A problem names the setting and where its value
+    /// came from, and never quotes the file's content.
+    fn read_api_key_file(&mut self, figment: &Figment) -> Result<(), Problem> {
+        let Some(path) = &self.api_key_file else { return Ok(()) };
+        let setting = "model.api_key_file";
+        let problem = |message: String| Problem {
+            origin: origin(figment.find_metadata(setting), &["model".into(), "api_key_file".into()]),
+            setting: setting.into(),
+            message,
+        };
+        if self.api_key.as_deref().is_some_and(|key| !key.is_empty()) {
+            let key_origin = origin(figment.find_metadata("model.api_key"), &["model".into(), "api_key".into()]);
+            return Err(problem(format!("model.api_key is set too ({key_origin}); set only one of the two")));
+        }
+        let content = std::fs::read_to_string(path)
+            .map_err(|error| problem(format!("cannot read {}: {error}", path.display())))?;
+        let key = content.trim();
+        if key.is_empty() {
+            return Err(problem(format!("{} is empty", path.display())));
+        }
+        self.api_key = Some(key.to_owned());
+        Ok(())
     }
 }
 
@@ -912,6 +965,99 @@ mod tests {
                 Ok(())
             });
         }
+    }
+
+    /// `model.api_key_file`: the key is the file's trimmed content; `--print-config` prints the
+    /// path, never the key, and loads back.
+    #[test]
+    fn the_api_key_is_read_from_a_file() {
+        jailed(|jail| {
+            jail.create_file("model.key", "  sk-file-secret-5\n").unwrap();
+            jail.create_file("frontdesk.toml", "[model]\napi_key_file = \"model.key\"\n").unwrap();
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            assert_eq!(config.model.api_key.as_deref(), Some("sk-file-secret-5"));
+            let printed = config.to_toml();
+            assert!(!printed.contains("sk-file-secret-5"), "{printed}");
+            assert!(printed.contains("api_key_file = \"model.key\""), "{printed}");
+            assert!(printed.contains("# api_key is not set"), "{printed}");
+            assert!(!format!("{config:?}").contains("sk-file-secret-5"));
+            jail.create_file("printed.toml", &printed).unwrap();
+            let reloaded = Config::load(Some("printed.toml".as_ref()), &Overrides::default())?;
+            assert_eq!(serde_json::to_value(&reloaded).unwrap(), serde_json::to_value(&config).unwrap());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_unreadable_empty_or_doubled_api_key_file_is_an_error_naming_the_settings() {
+        jailed(|jail| {
+            jail.create_file("frontdesk.toml", "[model]\napi_key_file = \"missing.key\"\n").unwrap();
+            let found = problem(Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "model.api_key_file");
+            assert!(found.origin.ends_with("frontdesk.toml"), "{found}");
+            assert!(found.message.contains("cannot read missing.key"), "{found}");
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.create_file("blank.key", " \n").unwrap();
+            jail.set_env("FRONTDESK__MODEL__API_KEY_FILE", "blank.key");
+            let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "model.api_key_file");
+            assert_eq!(found.origin, "from environment variable FRONTDESK__MODEL__API_KEY_FILE");
+            assert!(found.message.contains("blank.key is empty"), "{found}");
+            Ok(())
+        });
+        jailed(|jail| {
+            jail.create_file("model.key", "sk-file-secret-6").unwrap();
+            jail.create_file("frontdesk.toml", "[model]\napi_key_file = \"model.key\"\n").unwrap();
+            jail.set_env("FRONTDESK__MODEL__API_KEY", "sk-env-secret-7");
+            let error = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default()).unwrap_err();
+            let text = error.to_string();
+            assert!(!text.contains("secret-6") && !text.contains("secret-7"), "{text}");
+            let found = problem(error);
+            assert_eq!(found.setting, "model.api_key_file");
+            assert!(
+                found
+                    .message
+                    .contains("model.api_key is set too (from environment variable FRONTDESK__MODEL__API_KEY)"),
+                "{found}"
+            );
+            Ok(())
+        });
+    }
+
+    /// A debug print of the whole configuration (as a panic or a `?config` field would make)
+    /// holds no secret, whichever section or workflow it is in.
+    #[test]
+    fn the_debug_print_of_the_configuration_is_redacted() {
+        jailed(|jail| {
+            jail.create_file(
+                "frontdesk.toml",
+                r#"
+                [database]
+                url = "postgres://fd:pg-secret-2@db.example:5432/fd"
+                [model]
+                api_key = "sk-secret-1"
+                [workflows.intake.submitter]
+                kind = "sharepoint"
+                tenant_id = "contoso"
+                client_id = "app"
+                client_secret = "sp-secret-4"
+                site_id = "site"
+                team_lists = { "ops-change" = "LIST-1" }
+                [workflows.triage]
+                redis_url = "redis://:redis-secret-3@127.0.0.1:6379/0"
+                "#,
+            )
+            .unwrap();
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            let debug = format!("{config:?}");
+            for secret in ["sk-secret-1", "pg-secret-2", "redis-secret-3", "sp-secret-4"] {
+                assert!(!debug.contains(secret), "{secret} in {debug}");
+            }
+            assert!(debug.contains("db.example") && debug.contains("contoso"), "{debug}");
+            Ok(())
+        });
     }
 
     #[test]

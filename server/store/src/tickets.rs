@@ -17,9 +17,13 @@ pub const TICKET_OPEN: &str = "open";
 /// A ticket whose triage completed (times are kept at millisecond precision).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletedTicket {
+    /// The ticket's key: its id, as `{tenant}/{ticket_id}` outside the default tenant (the
+    /// workflow layer builds the keys), so tenants' ticket ids never clash.
     pub ticket_id: String,
+    /// The customer's key, built the same way.
     pub customer_id: String,
-    /// The thread that triaged it, normally `{customer_id}:{ticket_id}`.
+    /// The thread that triaged it, normally `{customer_id}:{ticket_id}` (the customer's key and
+    /// the ticket's id).
     pub thread_id: String,
     /// [`TICKET_RESOLVED`] or [`TICKET_OPEN`].
     pub status: String,

@@ -25,10 +25,16 @@ impl ArchivedStatus {
     }
 }
 
+/// An archived ticket. Its ids are storage keys in its tenant (`crate::tenant`): the ticket's
+/// and the customer's ids for the default tenant, `<tenant>/<id>` otherwise, so tenants'
+/// tickets never clash; the desk shows callers their own ids.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchivedTicket {
+    /// The ticket's key: `tenant.key(ticket_id)`.
     pub ticket_id: String,
+    /// The customer's key: `tenant.key(customer_id)`.
     pub customer_id: String,
+    /// The ticket's thread, `<customer key>:<ticket id>`.
     pub thread_id: String,
     pub status: ArchivedStatus,
     pub subject: String,
@@ -67,6 +73,8 @@ pub struct RecordedRequest {
 #[error("ticket archive unavailable")]
 pub struct ArchiveError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
+/// The archive, addressed by storage keys only (ticket keys, customer keys): it knows nothing
+/// of tenants.
 #[async_trait]
 pub trait TicketArchive: Send + Sync + 'static {
     /// Saves a ticket and its messages in one transaction. Saving the same ticket again is a

@@ -13,6 +13,14 @@
 //! reason the erase need not be durable before the call returns
 //! (`Checkpointer::delete_thread_unsynced`): a thread a crash brings back is an archived
 //! ticket's, and is deleted again on the next read.
+//!
+//! Tenancy (`crate::tenant`): a ticket's thread is `<customer key>:<ticket id>`, the customer
+//! key being `tenant.key(customer_id)`; its archive row is keyed by `tenant.key(ticket_id)` and
+//! `tenant.key(customer_id)`, and idempotency records by the customer key. The state keeps the
+//! caller's ids (the nodes look the customer up in the shared directory, the matcher shows
+//! ticket ids to the model), so what a caller sees needs no translation; paths that only have
+//! a thread (the archive handoff, repairs) take the tenant's scope from its id
+//! (`thread_scope`).
 
 use std::{
     future::Future,
@@ -39,7 +47,7 @@ use super::{
     matcher::{self, Candidate, MatchState, MatchUpdate},
     Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
 };
-use crate::{message::now_ms, page_token, WorkflowError};
+use crate::{message::now_ms, page_token, tenant::SEPARATOR, Tenant, WorkflowError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -227,10 +235,10 @@ pub fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
 }
 
 /// A ticket id as every triage call checks it: 1 to 64 bytes without ':' (the separator of a
-/// ticket's thread id).
+/// ticket's thread id) or '/' (the tenant's, see `tenant`).
 pub fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
-    if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains(':') {
-        return Err(invalid("ticket_id", "must be 1 to 64 characters without ':'"));
+    if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains([':', '/']) {
+        return Err(invalid("ticket_id", "must be 1 to 64 characters without ':' or '/'"));
     }
     Ok(())
 }
@@ -264,8 +272,34 @@ pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Resul
     Ok(())
 }
 
-fn thread_id(customer_id: &str, ticket_id: &str) -> String {
-    format!("{customer_id}:{ticket_id}")
+/// A ticket's thread id: `<customer key>:<ticket id>`.
+fn thread_id(customer_key: &str, ticket_id: &str) -> String {
+    format!("{customer_key}:{ticket_id}")
+}
+
+/// The tenant part of the keys of a ticket's thread `<tenant>/<customer>:<ticket>`
+/// (`<tenant>/`), empty for the default tenant's `<customer>:<ticket>`. Customer ids and tenant
+/// names have neither `/` nor `:`, so a `/` before the first `:` can only end a tenant; one
+/// after it belongs to a ticket id from before ticket ids were refused a `/`.
+fn thread_scope(thread: &str) -> &str {
+    let customer_end = thread.find(':').unwrap_or(thread.len());
+    match thread[..customer_end].find(SEPARATOR) {
+        Some(end) => &thread[..=end],
+        None => "",
+    }
+}
+
+/// The archive key of the ticket of thread `<customer key>:<ticket id>`: the ticket id in the
+/// thread's tenant (`tenant.key(ticket_id)`), `None` for a thread id of another shape.
+pub fn archived_ticket_key(thread: &str) -> Option<String> {
+    let (_, ticket_id) = thread.split_once(':').filter(|(_, ticket_id)| !ticket_id.is_empty())?;
+    Some(format!("{}{ticket_id}", thread_scope(thread)))
+}
+
+/// The storage key of `id` (a ticket's or customer's) in the tenant of `thread`: what
+/// `tenant.key(id)` gives for the tenant that started the thread.
+fn key_in_thread(thread: &str, id: &str) -> String {
+    format!("{}{id}", thread_scope(thread))
 }
 
 fn new_ticket_id() -> String {
@@ -304,11 +338,12 @@ impl TriageDesk {
     /// Triages one customer message. A customer without active tickets gets a new ticket
     /// straight away; otherwise the matching graph decides first, and its run's events stream
     /// before the resolution.
-    pub async fn triage(&self, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
-        if let Some(replay) = self.admit(&request).await? {
+    pub async fn triage(&self, tenant: &Tenant, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
+        if let Some(replay) = self.admit(tenant, &request).await? {
             return Ok(replay);
         }
-        let active = self.active_tickets(&request.customer_id).await?;
+        let customer_key = tenant.key(&request.customer_id);
+        let active = self.active_tickets(&customer_key).await?;
         if active.is_empty() {
             let resolution = Resolution {
                 ticket_id: new_ticket_id(),
@@ -318,7 +353,7 @@ impl TriageDesk {
                 candidates: Vec::new(),
                 usage: None,
             };
-            return self.start(request, resolution).await;
+            return self.start(customer_key, request, resolution).await;
         }
         let candidates: Vec<Candidate> = active
             .iter()
@@ -331,8 +366,9 @@ impl TriageDesk {
             candidates: Some(candidates),
             decision: Some(None),
         };
-        // Ephemeral: the thread id only keeps concurrent matchings apart.
-        let thread = format!("{customer_id}:match-{}", uuid::Uuid::now_v7().simple());
+        // Ephemeral: the thread id only keeps concurrent matchings apart (and names the tenant,
+        // like every thread whose model calls are logged).
+        let thread = format!("{customer_key}:match-{}", uuid::Uuid::now_v7().simple());
         let matching = self
             .matcher
             .start(RunRequest::new(thread, RunInput::Update(input)))
@@ -342,7 +378,7 @@ impl TriageDesk {
         let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
         let desk = self.clone();
         tokio::spawn(async move {
-            let _ = outcome_tx.send(desk.match_then_run(request, matching, tx).await);
+            let _ = outcome_tx.send(desk.match_then_run(customer_key, request, matching, tx).await);
         });
         let outcome = Box::pin(async move {
             outcome_rx.await.unwrap_or_else(|_| Err(WorkflowError::run_on("customer", customer_id, RunError::Lost)))
@@ -354,6 +390,7 @@ impl TriageDesk {
     /// and forwards the ticket's run. A caller that went away stops the forwarding, not the runs.
     async fn match_then_run(
         &self,
+        customer_key: String,
         request: TriageRequest,
         matching: RunHandle<MatchState>,
         tx: mpsc::Sender<TriageProgress>,
@@ -385,7 +422,7 @@ impl TriageDesk {
             usage,
         };
         let _ = tx.send(TriageProgress::Resolved(resolution.clone())).await;
-        let TicketRun { mut events, outcome } = self.run(request, resolution).await?;
+        let TicketRun { mut events, outcome } = self.run(customer_key, request, resolution).await?;
         while let Some(event) = events.recv().await {
             let _ = tx.send(TriageProgress::Event(event)).await;
         }
@@ -393,8 +430,13 @@ impl TriageDesk {
     }
 
     /// Starts the ticket's run for a resolution known up front.
-    async fn start(&self, request: TriageRequest, resolution: Resolution) -> Result<TriageHandle, WorkflowError> {
-        let TicketRun { events, outcome } = self.run(request, resolution.clone()).await?;
+    async fn start(
+        &self,
+        customer_key: String,
+        request: TriageRequest,
+        resolution: Resolution,
+    ) -> Result<TriageHandle, WorkflowError> {
+        let TicketRun { events, outcome } = self.run(customer_key, request, resolution.clone()).await?;
         let progress = Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Run(events));
         Ok(TriageHandle { progress, outcome })
     }
@@ -409,16 +451,18 @@ impl TriageDesk {
     /// imports of one id exactly one runs. The archive is checked first and separately: an
     /// import racing a completing import of the same id can pass that check after the first
     /// ticket is archived and its thread deleted, and then re-archives the ticket under its id.
+    /// Ticket ids are the tenant's own: another tenant's ticket with the same id is no clash.
     pub async fn triage_as_new_ticket(
         &self,
+        tenant: &Tenant,
         request: TriageRequest,
         ticket_id: &str,
     ) -> Result<TriageHandle, WorkflowError> {
         validate_ticket_id(ticket_id)?;
-        if let Some(replay) = self.admit(&request).await? {
+        if let Some(replay) = self.admit(tenant, &request).await? {
             return Ok(replay);
         }
-        if self.archive.exists(ticket_id).await.map_err(archive_error)? {
+        if self.archive.exists(&tenant.key(ticket_id)).await.map_err(archive_error)? {
             return Err(WorkflowError::AlreadyExists { what: "ticket", id: ticket_id.to_owned() });
         }
         let resolution = Resolution {
@@ -429,19 +473,22 @@ impl TriageDesk {
             candidates: Vec::new(),
             usage: None,
         };
-        self.start(request, resolution).await
+        self.start(tenant.key(&request.customer_id), request, resolution).await
     }
 
     /// Validates the request and checks the customer; returns the recorded outcome when the
     /// request replays an earlier one with the same idempotency key.
-    async fn admit(&self, request: &TriageRequest) -> Result<Option<TriageHandle>, WorkflowError> {
+    /// Idempotency keys are the tenant's own (records are kept under the customer key).
+    async fn admit(&self, tenant: &Tenant, request: &TriageRequest) -> Result<Option<TriageHandle>, WorkflowError> {
         self.validate(request)?;
         let customer_id = request.customer_id.clone();
+        // The directory is shared by every tenant: it knows the caller's customer id.
         if self.customers.lookup(&customer_id).is_none() {
             return Err(WorkflowError::NotFound { what: "customer", id: customer_id });
         }
         if let Some(key) = &request.idempotency_key {
-            if let Some(recorded) = self.archive.find_request(&customer_id, key).await.map_err(archive_error)? {
+            let customer_key = tenant.key(&customer_id);
+            if let Some(recorded) = self.archive.find_request(&customer_key, key).await.map_err(archive_error)? {
                 // A record from before fingerprints were kept cannot be compared: replayed.
                 if recorded.fingerprint.is_some_and(|f| f != request.fingerprint()) {
                     return Err(WorkflowError::IdempotencyMismatch {
@@ -471,7 +518,14 @@ impl TriageDesk {
     }
 
     /// Runs the graph on the resolved ticket; archives the ticket after the run when it completes.
-    async fn run(&self, request: TriageRequest, resolution: Resolution) -> Result<TicketRun, WorkflowError> {
+    /// `customer_key` is the customer's storage key in the caller's tenant; the state keeps the
+    /// caller's ids.
+    async fn run(
+        &self,
+        customer_key: String,
+        request: TriageRequest,
+        resolution: Resolution,
+    ) -> Result<TicketRun, WorkflowError> {
         let customer_id = request.customer_id.clone();
         let message =
             TicketMessage { author: Author::Customer, text: request.message.trim().to_owned(), at_ms: now_ms() };
@@ -494,7 +548,7 @@ impl TriageDesk {
                 ..Default::default()
             }
         };
-        let thread = thread_id(&customer_id, &resolution.ticket_id);
+        let thread = thread_id(&customer_key, &resolution.ticket_id);
         let mut run = RunRequest::new(thread.clone(), RunInput::Update(update));
         run.idempotency_key = request.idempotency_key.clone();
         // The ticket's run keeps the fingerprint with the key too, so a different request
@@ -532,7 +586,7 @@ impl TriageDesk {
                     .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 finisher
                     .archive
-                    .record_request(&result.output.customer_id, key, &fingerprint, &json)
+                    .record_request(&customer_key, key, &fingerprint, &json)
                     .await
                     .map_err(archive_error)?;
             }
@@ -552,10 +606,12 @@ impl TriageDesk {
         Ok(TicketRun { events, outcome })
     }
 
-    /// The customer's active tickets, after repairing any that a crash left half-archived.
-    async fn active_tickets(&self, customer_id: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {
+    /// The active tickets of the customer with storage key `customer_key`, after repairing any
+    /// that a crash left half-archived.
+    async fn active_tickets(&self, customer_key: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {
         let mut active = Vec::new();
-        for thread_id in self.thread_ids(Some(format!("{customer_id}:"))).await? {
+        // The default tenant's `<customer>:` never prefixes another tenant's `<tenant>/...`.
+        for thread_id in self.thread_ids(Some(format!("{customer_key}:"))).await? {
             if let Some(entry) = self.finisher().repair(&thread_id).await? {
                 active.push(entry);
             }
@@ -563,8 +619,8 @@ impl TriageDesk {
         Ok(active)
     }
 
-    /// Repairs every triage thread (start-up, after crash recovery). Returns how many tickets
-    /// it archived or cleaned up.
+    /// Repairs every triage thread, of every tenant (start-up, after crash recovery). Returns
+    /// how many tickets it archived or cleaned up.
     pub async fn sweep(&self) -> Result<usize, WorkflowError> {
         let mut repaired = 0;
         for thread_id in self.thread_ids(None).await? {
@@ -618,37 +674,51 @@ impl TriageDesk {
         Ok(())
     }
 
-    pub async fn list_active(&self, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
+    /// The customer's active tickets in the caller's tenant.
+    pub async fn list_active(&self, tenant: &Tenant, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
         self.known_customer(customer_id)?;
-        Ok(self.active_tickets(customer_id).await?.iter().map(|(state, cp)| active_summary(state, cp)).collect())
+        let active = self.active_tickets(&tenant.key(customer_id)).await?;
+        Ok(active.iter().map(|(state, cp)| active_summary(state, cp)).collect())
     }
 
-    /// A page of the customer's archived tickets and the token of the next page (`None` on
-    /// the last). Tokens are opaque and bound to the customer and status filter
-    /// ([`crate::page_token`]); one that is not is `InvalidArgument` on `page_token`.
+    /// A page of the customer's archived tickets in the caller's tenant and the token of the
+    /// next page (`None` on the last). Tokens are opaque and bound to the tenant, the customer
+    /// and the status filter ([`crate::page_token`]); one that is not is `InvalidArgument` on
+    /// `page_token`.
     pub async fn list_archived(
         &self,
+        tenant: &Tenant,
         customer_id: &str,
         status: Option<ArchivedStatus>,
         page_token: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<TicketSummary>, Option<String>), WorkflowError> {
         self.known_customer(customer_id)?;
-        let query = format!("{customer_id}/{}", status.map_or("", ArchivedStatus::as_str));
+        let customer_key = tenant.key(customer_id);
+        // The customer key in the query binds a token to the tenant; the cursor holds the
+        // archive's own ticket keys, all of this tenant's.
+        let query = format!("{customer_key}/{}", status.map_or("", ArchivedStatus::as_str));
         let after: Option<ArchiveCursor> = page_token::decode(ARCHIVE_LISTING, &query, page_token)?;
-        let (tickets, next) = self.archive.list(customer_id, status, after, limit).await.map_err(archive_error)?;
+        let (tickets, next) = self.archive.list(&customer_key, status, after, limit).await.map_err(archive_error)?;
         let next = next.map(|cursor| page_token::encode(ARCHIVE_LISTING, &query, &cursor));
-        Ok((tickets.iter().map(archived_summary).collect(), next))
+        Ok((tickets.iter().map(|ticket| archived_summary(tenant, ticket)).collect(), next))
     }
 
-    /// One of the customer's tickets. Another customer's ticket is NOT_FOUND, exactly like a
-    /// ticket that does not exist; an unknown customer is NOT_FOUND as a customer.
-    pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<TicketView, WorkflowError> {
+    /// One of the customer's tickets in the caller's tenant. Another customer's ticket, or
+    /// another tenant's, is NOT_FOUND, exactly like a ticket that does not exist; an unknown
+    /// customer is NOT_FOUND as a customer.
+    pub async fn get_ticket(
+        &self,
+        tenant: &Tenant,
+        customer_id: &str,
+        ticket_id: &str,
+    ) -> Result<TicketView, WorkflowError> {
         validate_customer_id(customer_id)?;
         validate_ticket_id(ticket_id)?;
         self.known_customer(customer_id)?;
         let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
-        if let Some((state, cp)) = self.finisher().repair(&thread_id(customer_id, ticket_id)).await? {
+        let customer_key = tenant.key(customer_id);
+        if let Some((state, cp)) = self.finisher().repair(&thread_id(&customer_key, ticket_id)).await? {
             return Ok(TicketView {
                 summary: active_summary(&state, &cp),
                 english: state.translation.as_ref().map(|t| t.translated_messages.clone()).unwrap_or_default(),
@@ -658,13 +728,13 @@ impl TriageDesk {
                 messages: state.messages.items,
             });
         }
-        let archived = self.archive.get(ticket_id).await.map_err(archive_error)?.ok_or_else(not_found)?;
-        if archived.customer_id != customer_id {
+        let archived = self.archive.get(&tenant.key(ticket_id)).await.map_err(archive_error)?.ok_or_else(not_found)?;
+        if archived.customer_id != customer_key {
             return Err(not_found());
         }
         // Everything the live ticket showed is archived with it, so the view is the same.
         Ok(TicketView {
-            summary: archived_summary(&archived),
+            summary: archived_summary(tenant, &archived),
             english: archived.english,
             language: archived.language,
             run_id: archived.run_id,
@@ -698,11 +768,14 @@ fn active_summary(state: &TriageState, cp: &Checkpoint) -> TicketSummary {
     }
 }
 
-fn archived_summary(ticket: &ArchivedTicket) -> TicketSummary {
+/// An archived ticket of `tenant`'s as the tenant sees it: with its own ids, not the keys.
+fn archived_summary(tenant: &Tenant, ticket: &ArchivedTicket) -> TicketSummary {
     let ms = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    // Only the tenant's own tickets reach here; a key it does not own is shown as stored.
+    let id = |key: &str| tenant.id(key).unwrap_or(key).to_owned();
     TicketSummary {
-        ticket_id: ticket.ticket_id.clone(),
-        customer_id: ticket.customer_id.clone(),
+        ticket_id: id(&ticket.ticket_id),
+        customer_id: id(&ticket.customer_id),
         status: ticket.status.into(),
         subject: ticket.subject.clone(),
         result: Some(ticket.result.clone()),
@@ -733,9 +806,10 @@ fn archived_ticket(
             at_ms: completed_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
         });
     }
+    // Keyed in the thread's tenant, like the thread itself.
     Some(ArchivedTicket {
-        ticket_id: state.ticket.ticket_id.clone(),
-        customer_id: state.ticket.customer_id.clone(),
+        ticket_id: key_in_thread(thread, &state.ticket.ticket_id),
+        customer_id: key_in_thread(thread, &state.ticket.customer_id),
         thread_id: thread.to_owned(),
         status,
         subject: state.ticket.subject.clone(),
@@ -826,7 +900,7 @@ impl Finisher {
         if cp.workflow != NAME {
             return Ok(None);
         }
-        if self.archive.exists(&state.ticket.ticket_id).await.map_err(archive_error)? {
+        if self.archive.exists(&key_in_thread(thread, &state.ticket.ticket_id)).await.map_err(archive_error)? {
             match self.runner.delete_thread_unsynced(thread).await {
                 Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(None),
                 Err(other) => return Err(WorkflowError::Run(other)),
@@ -838,5 +912,27 @@ impl Finisher {
             return Ok(None);
         }
         Ok(Some((state, cp)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_ids_name_their_tenant_and_archive_keys() {
+        let acme = Tenant::new("acme").unwrap();
+        for tenant in [Tenant::default(), acme] {
+            let thread = thread_id(&tenant.key("CUST-1"), "TKT-1");
+            assert_eq!(key_in_thread(&thread, "TKT-1"), tenant.key("TKT-1"));
+            assert_eq!(key_in_thread(&thread, "CUST-1"), tenant.key("CUST-1"));
+            assert_eq!(archived_ticket_key(&thread), Some(tenant.key("TKT-1")));
+        }
+        assert_eq!(thread_scope("acme/CUST-1:TKT-1"), "acme/");
+        // A default-tenant ticket id from before ids were refused a '/' names no tenant.
+        assert_eq!(thread_scope("CUST-1:a/b"), "");
+        assert_eq!(archived_ticket_key("CUST-1:a/b").as_deref(), Some("a/b"));
+        assert_eq!(archived_ticket_key("conversation-1"), None);
+        assert_eq!(archived_ticket_key("CUST-1:"), None);
     }
 }

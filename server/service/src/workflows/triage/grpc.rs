@@ -1,4 +1,5 @@
-//! `frontdesk.v1.TriageService`: validate, convert, call the triage desk, convert back.
+//! `frontdesk.v1.TriageService`: validate, convert, call the triage desk in the caller's
+//! tenant, convert back.
 
 use std::{pin::Pin, sync::Arc};
 
@@ -9,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert;
 use crate::{
+    auth,
     error::{invalid_argument, to_status},
     grpc::{optional, page_size, stream_run},
 };
@@ -37,6 +39,7 @@ impl TriageService for TriageApi {
         &self,
         request: Request<pb::TriageTicketRequest>,
     ) -> Result<Response<Self::TriageTicketStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::TriageTicketRequest { customer_id, message, subject, language, idempotency_key } = request.into_inner();
         let request = TriageRequest {
             customer_id,
@@ -45,7 +48,7 @@ impl TriageService for TriageApi {
             language: optional(language),
             idempotency_key: optional(idempotency_key),
         };
-        let handle = self.desk.triage(request).await.map_err(to_status)?;
+        let handle = self.desk.triage(&tenant, request).await.map_err(to_status)?;
         let stream = stream_run(
             handle.progress.into_stream(),
             |progress| match progress {
@@ -62,8 +65,9 @@ impl TriageService for TriageApi {
         &self,
         request: Request<pb::GetTicketRequest>,
     ) -> Result<Response<pb::GetTicketResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::GetTicketRequest { customer_id, ticket_id } = request.into_inner();
-        let view = self.desk.get_ticket(&customer_id, &ticket_id).await.map_err(to_status)?;
+        let view = self.desk.get_ticket(&tenant, &customer_id, &ticket_id).await.map_err(to_status)?;
         Ok(Response::new(convert::ticket_view(view)))
     }
 
@@ -71,6 +75,7 @@ impl TriageService for TriageApi {
         &self,
         request: Request<pb::ListTicketsRequest>,
     ) -> Result<Response<pb::ListTicketsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListTicketsRequest { customer_id, status, page_size: size, page_token } = request.into_inner();
         let limit = page_size(size)?;
         let status = match pb::TicketStatus::try_from(status) {
@@ -82,7 +87,7 @@ impl TriageService for TriageApi {
                 if !page_token.is_empty() {
                     return Err(invalid_argument("page_token", "active tickets are not paged; pass no page_token"));
                 }
-                let active = self.desk.list_active(&customer_id).await.map_err(to_status)?;
+                let active = self.desk.list_active(&tenant, &customer_id).await.map_err(to_status)?;
                 return Ok(Response::new(pb::ListTicketsResponse {
                     tickets: active.into_iter().map(convert::ticket).collect(),
                     next_page_token: String::new(),
@@ -90,8 +95,11 @@ impl TriageService for TriageApi {
             }
             Err(_) => return Err(invalid_argument("status", format!("unknown value {status}"))),
         };
-        let (tickets, next) =
-            self.desk.list_archived(&customer_id, status, Some(&page_token), limit).await.map_err(to_status)?;
+        let (tickets, next) = self
+            .desk
+            .list_archived(&tenant, &customer_id, status, Some(&page_token), limit)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ListTicketsResponse {
             tickets: tickets.into_iter().map(convert::ticket).collect(),
             next_page_token: next.unwrap_or_default(),
@@ -102,8 +110,9 @@ impl TriageService for TriageApi {
         &self,
         request: Request<pb::ListActiveTicketsRequest>,
     ) -> Result<Response<pb::ListActiveTicketsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListActiveTicketsRequest { customer_id } = request.into_inner();
-        let active = self.desk.list_active(&customer_id).await.map_err(to_status)?;
+        let active = self.desk.list_active(&tenant, &customer_id).await.map_err(to_status)?;
         Ok(Response::new(pb::ListActiveTicketsResponse { tickets: active.into_iter().map(convert::ticket).collect() }))
     }
 }

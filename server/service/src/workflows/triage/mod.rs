@@ -4,6 +4,8 @@
 pub mod archive;
 mod convert;
 mod grpc;
+#[cfg(test)]
+mod tests;
 
 use std::{any::Any, path::PathBuf, sync::Arc};
 
@@ -48,7 +50,8 @@ pub struct TriageSettings {
     pub active_store: ActiveStore,
     /// Redis URL for `active_store = "redis"`, e.g. redis://127.0.0.1:6379.
     pub redis_url: Option<String>,
-    /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`.
+    /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`, the
+    /// customer id as `{tenant}/{customer_id}` for a tenant other than `default`.
     pub redis_key_prefix: Option<String>,
     /// When a triage run writes checkpoints: `exit` (default) writes the accepted ticket and the
     /// final state, and a crash re-runs the ticket's model calls; `every_node` also writes one
