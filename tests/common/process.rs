@@ -63,6 +63,11 @@ pub fn spawn_replica(
 }
 
 impl ServerProcess {
+    /// The child's process id, for signals a test sends (`kill -HUP`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(format!("http://{}", self.addr)).await.unwrap()
     }

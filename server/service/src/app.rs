@@ -73,6 +73,8 @@ pub enum StartError {
         #[source]
         source: frontdesk_runtime::CheckpointError,
     },
+    #[error("cannot set up TLS")]
+    Tls(#[source] crate::tls::TlsError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,6 +231,7 @@ impl App {
     /// Serves on an already-bound listener (tests bind `127.0.0.1:0`).
     pub async fn serve_on(self, listener: TcpListener) -> Result<RunningServer, StartError> {
         let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
+        let tls = crate::tls::ServerTls::from_config(&self.config.tls).map_err(StartError::Tls)?;
         let max_bytes = self.config.limits.max_message_bytes;
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
@@ -279,16 +282,22 @@ impl App {
             "frontdesk-server listening"
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .layer(AuthLayer::new(auth))
             .layer(RequestLimitLayer::new(max_bytes))
-            .add_routes(routes.routes())
+            .add_routes(routes.routes());
+        let stopped = async {
+            let _ = stop_rx.await;
+        };
+        let task = match tls {
             // TCP_NODELAY: a stream's small frames (an event, a result) go out at once instead of
             // waiting for the client's delayed ACK (about 40 ms per turn on Linux otherwise).
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async {
-                let _ = stop_rx.await;
-            });
-        let task = tokio::spawn(server);
+            None => tokio::spawn(
+                router.serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), stopped),
+            ),
+            // TLS connections, TCP_NODELAY set likewise (tls.rs).
+            Some(tls) => tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stopped)),
+        };
         Ok(RunningServer {
             addr,
             stop: stop_tx,

@@ -12,4 +12,5 @@ pub mod error;
 pub mod grpc;
 pub mod registry;
 pub mod telemetry;
+pub mod tls;
 pub mod workflows;
