@@ -80,7 +80,11 @@ async fn start(tls: TlsConfig) -> (Result<RunningServer, StartError>, tempfile::
     config.shutdown_grace_secs = 5;
     config.tls = tls;
     let overrides = Overrides { model: Some(Arc::new(ScriptedModel::new("scripted-tls"))), parts: Parts::default() };
-    let app = App::build(config, overrides).await.expect("server builds");
+    // Certificates are read when the app is built, before the database is opened.
+    let app = match App::build(config, overrides).await {
+        Ok(app) => app,
+        Err(error) => return (Err(error), dir),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     (app.serve_on(listener).await, dir)
 }

@@ -103,6 +103,8 @@ pub struct App {
     /// This replica's id: the owner in its runs' checkpoints and the key of its lease.
     replica: Arc<str>,
     lease_ttl: Duration,
+    /// `None`: plaintext.
+    tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 /// `host:port`: stable across restarts of the same process, so a restarted replica takes its
@@ -123,6 +125,9 @@ fn default_replica_id(listen: SocketAddr) -> String {
 
 impl App {
     pub async fn build(config: Config, overrides: Overrides) -> Result<App, StartError> {
+        // Certificates first: a bad file stops start-up before the database or any MCP server
+        // is touched.
+        let tls = crate::tls::ServerTls::from_config(&config.tls).map_err(StartError::Tls)?;
         let database = Database::connect(
             &config.database.url,
             StoreOptions {
@@ -202,7 +207,7 @@ impl App {
         let registry = Registry::new(workflows, checkpointer, runs);
 
         let lease_ttl = runner_config.lease_ttl;
-        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name, replica, lease_ttl })
+        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name, replica, lease_ttl, tls })
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -231,7 +236,7 @@ impl App {
     /// Serves on an already-bound listener (tests bind `127.0.0.1:0`).
     pub async fn serve_on(self, listener: TcpListener) -> Result<RunningServer, StartError> {
         let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: self.config.listen, source })?;
-        let tls = crate::tls::ServerTls::from_config(&self.config.tls).map_err(StartError::Tls)?;
+        let tls = self.tls.clone();
         let max_bytes = self.config.limits.max_message_bytes;
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ConversationServiceServer<ConversationApi>>().await;
