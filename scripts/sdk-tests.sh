@@ -13,11 +13,19 @@
 #    TypeScript package under a strict consumer tsconfig, each SDK's tests (live ones, and unit
 #    tests of retries and re-attaching against in-process fake servers) and example program, and
 #    grpcurl against server reflection;
-# 4. stops the server (also on failure or interrupt) and prints `sdk: N passed, M failed`,
+# 4. starts a SECOND server that requires API keys (auth.mode = "keys"), creates a key with
+#    `frontdesk-server keys create`, and runs grpcurl (-H "authorization: Bearer ..."), each SDK's
+#    chat example and the `frontdesk` CLI with it, and checks that calls without it are refused
+#    (UNAUTHENTICATED); skipped, with a note, when the server binary has no `keys` command;
+# 5. starts a THIRD server serving mutual TLS with the test certificates of client/testdata/tls,
+#    and runs grpcurl, each SDK's live TLS test and the CLI against it (and checks that clients
+#    without a certificate, or in plaintext, are refused);
+# 6. stops the servers (also on failure or interrupt) and prints `sdk: N passed, M failed`,
 #    counting suites. Exits non-zero when a suite failed or the setup did.
 #
 # Environment: SDK_TESTS_KEEP_TMP=1 keeps the temp dir (server log, database, generated code);
-# SDK_TESTS_SERVER_BIN=PATH uses that frontdesk-server binary instead of building one.
+# SDK_TESTS_SERVER_BIN=PATH uses that frontdesk-server binary instead of building one (the keyed
+# suites run the `frontdesk` CLI found beside it, when there is one).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +35,9 @@ export NO_UPDATE_NOTIFIER=1 npm_config_update_notifier=false npm_config_fund=fal
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/sdk-tests.XXXXXX")"
 SERVER_PID=""
+KEYED_PID=""
+TLS_PID=""
+SKIPPED=()
 PASSED=0
 FAILED=0
 FAILED_NAMES=()
@@ -35,13 +46,21 @@ BUF="$ROOT/client/typescript/node_modules/.bin/buf"
 GRPCURL="$ROOT/client/go/.bin/grpcurl"
 PY="$ROOT/client/python/.venv/bin/python"
 
-cleanup() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$SERVER_PID" 2>/dev/null
-    wait "$SERVER_PID" 2>/dev/null
+# stop_server PID: SIGTERM, then SIGKILL after 5 s.
+stop_server() {
+  local pid="$1"
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
   fi
+}
+
+cleanup() {
+  stop_server "$SERVER_PID"
+  stop_server "$KEYED_PID"
+  stop_server "$TLS_PID"
   if [[ "${SDK_TESTS_KEEP_TMP:-0}" == "1" ]]; then
     echo "sdk: kept $TMP"
   else
@@ -119,25 +138,59 @@ suite "typescript-package" bash client/typescript/scripts/check-package.sh
 
 # ---------------------------------------------------------------------------------------------
 # The server
-PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-ADDR="127.0.0.1:$PORT"
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+TLS_DIR="$ROOT/client/testdata/tls"
+
+# healthy ADDR [tls]: grpc.health.v1 answers SERVING (over mutual TLS with the certificates of
+# $TLS_DIR when "tls" is given). Called by its path, without reflection, which a server that
+# requires keys refuses without one (Health itself is open).
+healthy() {
+  "$PY" - "$1" "${2:-}" "$TLS_DIR" <<'PYEOF' 2>/dev/null
+import pathlib, sys, grpc
+addr, tls, tls_dir = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+if tls:
+    credentials = grpc.ssl_channel_credentials(
+        (tls_dir / "ca.pem").read_bytes(), (tls_dir / "client.key").read_bytes(),
+        (tls_dir / "client.pem").read_bytes())
+    channel = grpc.secure_channel(addr, credentials)
+else:
+    channel = grpc.insecure_channel(addr)
+check = channel.unary_unary(
+    "/grpc.health.v1.Health/Check", request_serializer=lambda _: b"", response_deserializer=bytes)
+sys.exit(0 if check(None, timeout=2) == b"\x08\x01" else 1)  # HealthCheckResponse{SERVING}
+PYEOF
+}
+
+# start_server NAME ADDR DB [ENV=VALUE...]: starts frontdesk-server with the scripted demo model
+# in the background (log in $TMP/NAME.log; its pid in STARTED_PID) and waits until it is
+# healthy (over TLS when the environment sets FRONTDESK__TLS__CERT_FILE). Returns non-zero when
+# it does not become healthy.
+start_server() {
+  local name="$1" addr="$2" db="$3"; shift 3
+  local tls="" var
+  for var in "$@"; do [[ "$var" == FRONTDESK__TLS__CERT_FILE=* ]] && tls=tls; done
+  env "$@" "$SERVER_BIN" --listen "$addr" --database-url "sqlite://$db" \
+    --model-provider scripted --model-script "$ROOT/tests/fixtures/demo-script.json" \
+    --log-format text >"$TMP/$name.log" 2>&1 &
+  STARTED_PID=$!
+  for _ in $(seq 150); do
+    if ! kill -0 "$STARTED_PID" 2>/dev/null; then break; fi
+    if healthy "$addr" "$tls"; then return 0; fi
+    sleep 0.2
+  done
+  tail -n 40 "$TMP/$name.log" >&2
+  return 1
+}
+
+ADDR="127.0.0.1:$(free_port)"
 say "setup: starting frontdesk-server on $ADDR"
-"$SERVER_BIN" --listen "$ADDR" --database-url "sqlite://$TMP/sdk-test.db" \
-  --model-provider scripted --model-script "$ROOT/tests/fixtures/demo-script.json" \
-  --log-format text >"$TMP/server.log" 2>&1 &
-SERVER_PID=$!
-ready=0
-for _ in $(seq 150); do
-  if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
-  if "$GRPCURL" -plaintext -max-time 2 -d '{}' "$ADDR" grpc.health.v1.Health/Check 2>/dev/null | grep -q SERVING; then
-    ready=1; break
-  fi
-  sleep 0.2
-done
-if [[ $ready -ne 1 ]]; then
-  tail -n 40 "$TMP/server.log" >&2
-  die "frontdesk-server did not become healthy on $ADDR"
-fi
+STARTED_PID=""
+start_server server "$ADDR" "$TMP/sdk-test.db"; started=$?
+SERVER_PID="$STARTED_PID"
+[[ $started -eq 0 ]] || die "frontdesk-server did not become healthy on $ADDR"
 echo "server healthy (pid $SERVER_PID)"
 export FRONTDESK_ADDR="$ADDR" FRONTDESK_REQUIRE_SERVER=1
 
@@ -333,11 +386,175 @@ grpcurl_checks() {
 suite "grpcurl-reflection" grpcurl_checks
 
 # ---------------------------------------------------------------------------------------------
+# API keys: a second server with auth.mode = "keys" (on loopback, where "auto" would need none)
+CLI_BIN="$(dirname "$SERVER_BIN")/frontdesk"
+KEYED_ADDR=""
+FRONTDESK_TEST_KEY=""
+
+# refused LOGFILE: the call without a key was refused as UNAUTHENTICATED.
+refused() {
+  grep -q -i "unauthenticated" "$1" || { cat "$1"; echo "a call without a key was not refused as UNAUTHENTICATED"; return 1; }
+}
+
+keys_grpcurl() {
+  local dir="$TMP/grpcurl-keys" auth="authorization: Bearer $FRONTDESK_TEST_KEY"
+  mkdir -p "$dir"
+  # (set -e would not apply here: the function runs as the condition of `if` in suite.)
+  if "$GRPCURL" -plaintext -d '{"workflow": "intake"}' "$KEYED_ADDR" \
+      frontdesk.v1.ConversationService/StartConversation >"$dir/anonymous.txt" 2>&1; then
+    cat "$dir/anonymous.txt"; echo "StartConversation without a key succeeded"; return 1
+  fi
+  refused "$dir/anonymous.txt" || return 1
+  # -H goes with the reflection requests too (reflection is not an open service by default).
+  "$GRPCURL" -plaintext -H "$auth" "$KEYED_ADDR" list >"$dir/list.txt" 2>&1 || { cat "$dir/list.txt"; return 1; }
+  cat "$dir/list.txt"
+  grep -qx frontdesk.v1.ConversationService "$dir/list.txt" || { echo "list lacks ConversationService"; return 1; }
+  "$GRPCURL" -plaintext -H "$auth" -d '{"workflow": "intake"}' "$KEYED_ADDR" \
+    frontdesk.v1.ConversationService/StartConversation >"$dir/start.json" 2>&1 || { cat "$dir/start.json"; return 1; }
+  grep -q '"conversationId"' "$dir/start.json" || { cat "$dir/start.json"; return 1; }
+  echo "StartConversation with the key -> $(grep -o '"conversationId": "[^"]*"' "$dir/start.json" | head -n1)"
+}
+
+keys_python_example() {
+  ! "$PY" client/python/examples/chat.py "$KEYED_ADDR" >"$TMP/py-anonymous.log" 2>&1 || { cat "$TMP/py-anonymous.log"; return 1; }
+  refused "$TMP/py-anonymous.log" || return 1
+  FRONTDESK_KEY="$FRONTDESK_TEST_KEY" "$PY" client/python/examples/chat.py "$KEYED_ADDR" >"$TMP/py-keys.log" 2>&1 \
+    || { cat "$TMP/py-keys.log"; return 1; }
+  example_ok "$TMP/py-keys.log"
+}
+
+keys_typescript_example() {
+  ! (cd client/typescript && node build/examples/chat.js "$KEYED_ADDR") >"$TMP/ts-anonymous.log" 2>&1 \
+    || { cat "$TMP/ts-anonymous.log"; return 1; }
+  refused "$TMP/ts-anonymous.log" || return 1
+  (cd client/typescript && FRONTDESK_KEY="$FRONTDESK_TEST_KEY" node build/examples/chat.js "$KEYED_ADDR") \
+    >"$TMP/ts-keys.log" 2>&1 || { cat "$TMP/ts-keys.log"; return 1; }
+  example_ok "$TMP/ts-keys.log"
+}
+
+keys_go_example() {
+  ! (cd client/go && go run ./examples/chat -addr "$KEYED_ADDR") >"$TMP/go-anonymous.log" 2>&1 \
+    || { cat "$TMP/go-anonymous.log"; return 1; }
+  refused "$TMP/go-anonymous.log" || return 1
+  (cd client/go && FRONTDESK_KEY="$FRONTDESK_TEST_KEY" go run ./examples/chat -addr "$KEYED_ADDR") \
+    >"$TMP/go-keys.log" 2>&1 || { cat "$TMP/go-keys.log"; return 1; }
+  example_ok "$TMP/go-keys.log"
+}
+
+keys_rust_cli() {
+  ! "$CLI_BIN" --server "http://$KEYED_ADDR" workflows >"$TMP/cli-anonymous.log" 2>&1 \
+    || { cat "$TMP/cli-anonymous.log"; return 1; }
+  refused "$TMP/cli-anonymous.log" || return 1
+  FRONTDESK_KEY="$FRONTDESK_TEST_KEY" "$CLI_BIN" --server "http://$KEYED_ADDR" workflows >"$TMP/cli-keys.log" 2>&1 \
+    || { cat "$TMP/cli-keys.log"; return 1; }
+  cat "$TMP/cli-keys.log"
+  grep -q "intake" "$TMP/cli-keys.log" || { echo "the CLI listed no workflows"; return 1; }
+}
+
+if ! "$SERVER_BIN" keys --help >/dev/null 2>&1; then
+  SKIPPED+=("keys-* (this frontdesk-server has no \`keys\` command to create an API key with)")
+  say "keys: SKIPPED: $SERVER_BIN has no \`keys\` command (\`frontdesk-server keys create\`)"
+else
+  KEYED_ADDR="127.0.0.1:$(free_port)"
+  say "setup: starting frontdesk-server with auth.mode = keys on $KEYED_ADDR"
+  STARTED_PID=""
+  start_server keyed-server "$KEYED_ADDR" "$TMP/sdk-keys.db" FRONTDESK__AUTH__MODE=keys; started=$?
+  KEYED_PID="$STARTED_PID"
+  # The key is printed on stdout alone; it is never echoed here.
+  if [[ $started -eq 0 ]] && FRONTDESK_TEST_KEY="$("$SERVER_BIN" --database-url "sqlite://$TMP/sdk-keys.db" \
+        keys create --tenant sdk-tests --scopes '*:admin' 2>"$TMP/keys-create.log" | tail -n1)" \
+      && [[ "$FRONTDESK_TEST_KEY" == fdk_* ]]; then
+    echo "keyed server healthy (pid $KEYED_PID), key created for tenant sdk-tests"
+    suite "keys-grpcurl" keys_grpcurl
+    suite "keys-python-example" keys_python_example
+    suite "keys-typescript-example" keys_typescript_example
+    suite "keys-go-example" keys_go_example
+    if [[ -x "$CLI_BIN" ]]; then
+      suite "keys-rust-cli" keys_rust_cli
+    else
+      SKIPPED+=("keys-rust-cli (no frontdesk CLI binary beside $SERVER_BIN)")
+    fi
+  else
+    cat "$TMP/keys-create.log" >&2
+    FAILED=$((FAILED + 1)); FAILED_NAMES+=("keys-setup")
+    echo "--- FAIL keys-setup (the keyed server did not start, or \`keys create\` printed no key)"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# TLS: a THIRD server serving mutual TLS with the test certificates of client/testdata/tls (for
+# localhost and 127.0.0.1); every client presents client.pem. Dialled as localhost:PORT.
+TLS_PORT="$(free_port)"
+TLS_ADDR="localhost:$TLS_PORT"
+
+tls_grpcurl() {
+  local dir="$TMP/grpcurl-tls" tls=(-cacert "$TLS_DIR/ca.pem" -cert "$TLS_DIR/client.pem" -key "$TLS_DIR/client.key")
+  mkdir -p "$dir"
+  "$GRPCURL" "${tls[@]}" "$TLS_ADDR" list >"$dir/list.txt" 2>&1 || { cat "$dir/list.txt"; return 1; }
+  grep -qx frontdesk.v1.ConversationService "$dir/list.txt" || { cat "$dir/list.txt"; return 1; }
+  "$GRPCURL" "${tls[@]}" -d '{"workflow": "intake"}' "$TLS_ADDR" \
+    frontdesk.v1.ConversationService/StartConversation >"$dir/start.json" 2>&1 || { cat "$dir/start.json"; return 1; }
+  grep -q '"conversationId"' "$dir/start.json" || { cat "$dir/start.json"; return 1; }
+  echo "list and StartConversation over mutual TLS"
+  if "$GRPCURL" -cacert "$TLS_DIR/ca.pem" "$TLS_ADDR" list >"$dir/no-cert.txt" 2>&1; then
+    cat "$dir/no-cert.txt"; echo "a client without a certificate was served"; return 1
+  fi
+  if "$GRPCURL" -plaintext "$TLS_ADDR" list >"$dir/plaintext.txt" 2>&1; then
+    cat "$dir/plaintext.txt"; echo "a plaintext client was served"; return 1
+  fi
+  echo "refused without a client certificate, and in plaintext"
+}
+
+tls_rust_cli() {
+  "$CLI_BIN" --server "https://$TLS_ADDR" --tls-ca "$TLS_DIR/ca.pem" --tls-cert "$TLS_DIR/client.pem" \
+    --tls-key "$TLS_DIR/client.key" workflows >"$TMP/cli-tls.log" 2>&1 || { cat "$TMP/cli-tls.log"; return 1; }
+  cat "$TMP/cli-tls.log"
+  grep -q "intake" "$TMP/cli-tls.log" || { echo "the CLI listed no workflows"; return 1; }
+}
+
+say "setup: starting frontdesk-server with mutual TLS on $TLS_ADDR"
+STARTED_PID=""
+start_server tls-server "127.0.0.1:$TLS_PORT" "$TMP/sdk-tls.db" \
+  FRONTDESK__TLS__CERT_FILE="$TLS_DIR/server.pem" FRONTDESK__TLS__KEY_FILE="$TLS_DIR/server.key" \
+  FRONTDESK__TLS__CLIENT_CA_FILE="$TLS_DIR/ca.pem"; started=$?
+TLS_PID="$STARTED_PID"
+if [[ $started -eq 0 ]]; then
+  echo "TLS server healthy (pid $TLS_PID)"
+  suite "tls-grpcurl" tls_grpcurl
+  suite "tls-python" env FRONTDESK_TLS_ADDR="$TLS_ADDR" \
+    "$PY" -m pytest -q -p no:cacheprovider client/python/tests/test_auth.py -k live_server_over_mutual_tls
+  suite "tls-typescript" bash -c "cd client/typescript && FRONTDESK_TLS_ADDR='$TLS_ADDR' \
+    node --test --test-name-pattern='live server over mutual TLS' build/test/auth.test.js"
+  suite "tls-go" bash -c "cd client/go && FRONTDESK_TLS_ADDR='$TLS_ADDR' go test -count=1 -run '^TestLiveMutualTLS\$' ."
+  if [[ -x "$CLI_BIN" ]]; then
+    suite "tls-rust-cli" tls_rust_cli
+  else
+    SKIPPED+=("tls-rust-cli (no frontdesk CLI binary beside $SERVER_BIN)")
+  fi
+else
+  FAILED=$((FAILED + 1)); FAILED_NAMES+=("tls-setup")
+  echo "--- FAIL tls-setup (the TLS server did not become healthy; $TMP/tls-server.log)"
+fi
+
+# ---------------------------------------------------------------------------------------------
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then
   echo "sdk: the server died during the run; last log lines:" >&2
   tail -n 40 "$TMP/server.log" >&2
   FAILED=$((FAILED + 1)); FAILED_NAMES+=("server-alive")
 fi
+if [[ -n "$KEYED_PID" ]] && ! kill -0 "$KEYED_PID" 2>/dev/null; then
+  echo "sdk: the keyed server died during the run; last log lines:" >&2
+  tail -n 40 "$TMP/keyed-server.log" >&2
+  FAILED=$((FAILED + 1)); FAILED_NAMES+=("keyed-server-alive")
+fi
+if [[ -n "$TLS_PID" ]] && ! kill -0 "$TLS_PID" 2>/dev/null; then
+  echo "sdk: the TLS server died during the run; last log lines:" >&2
+  tail -n 40 "$TMP/tls-server.log" >&2
+  FAILED=$((FAILED + 1)); FAILED_NAMES+=("tls-server-alive")
+fi
+for skipped in "${SKIPPED[@]}"; do
+  echo "sdk: skipped: $skipped"
+done
 if [[ $FAILED -gt 0 ]]; then
   echo
   echo "failed suites: ${FAILED_NAMES[*]}"

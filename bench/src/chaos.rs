@@ -396,6 +396,7 @@ fn classify(e: &ClientError) -> (String, Retry, Option<Duration>) {
     match e {
         ClientError::Transport(_) => ("transport error".into(), Retry::Reconnect, None),
         ClientError::StreamEndedWithoutResult => ("stream ended without a result".into(), Retry::Reconnect, None),
+        ClientError::InvalidApiKey => ("invalid api key".into(), Retry::No, None),
         ClientError::Status(api) => {
             let label = match &api.reason {
                 Some(reason) => format!("{} {reason}", code_name(api.code)),

@@ -12,6 +12,18 @@
 //	}
 //	result, err := turn.Result()
 //
+// A server that requires API keys gets one with Connect, over TLS with a private CA and a client
+// certificate if need be:
+//
+//	c, err := frontdesk.Connect("frontdesk.example.com:50051", frontdesk.Options{
+//		APIKey: os.Getenv("FRONTDESK_KEY"),
+//		TLS:    &frontdesk.TLSConfig{CACertPEM: caPEM},
+//	})
+//
+// It refuses calls without a valid key as UNAUTHENTICATED (ReasonUnauthenticated), calls whose
+// key lacks the method's scope as PERMISSION_DENIED (ReasonScopeMissing), and calls over a
+// tenant's quota as RESOURCE_EXHAUSTED (ReasonQuotaExceeded, with RetryInfo); none is retried.
+//
 // Calls with an idempotency key are retried on UNAVAILABLE and ABORTED, waiting the server's
 // RetryInfo delay, and their broken streams re-attached (SubscribeRun, then the call again
 // with its key for the recorded result), each event delivered once; Client.Retry sets the
@@ -59,8 +71,10 @@ type Client struct {
 }
 
 // Dial creates a client for target (host:port). Without options the connection is
-// plaintext; pass grpc.WithTransportCredentials for TLS, or other dial options. The
-// connection is made lazily, on the first call.
+// plaintext; with options they must include transport credentials
+// (grpc.WithTransportCredentials: insecure.NewCredentials() for plaintext, credentials.NewTLS
+// for TLS); WithAPIKey adds a key. Connect does all that from Options. The connection is made
+// lazily, on the first call.
 func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}

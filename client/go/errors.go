@@ -26,19 +26,23 @@ type Error struct {
 	// Message is the status message.
 	Message string
 	// Reason is the stable google.rpc.ErrorInfo reason, such as "NOT_FOUND",
-	// "INVALID_ARGUMENT", "THREAD_BUSY", "WRONG_RESPONDER" or "CONVERSATION_ENDED" (a message to
-	// a service call that was hung up; ReasonConversationEnded): a frontdeskv1.ErrorReason name
-	// without its ERROR_REASON_ prefix; empty when the server sent none.
+	// "INVALID_ARGUMENT", "THREAD_BUSY", "WRONG_RESPONDER", "CONVERSATION_ENDED" (a message to a
+	// service call that was hung up; ReasonConversationEnded) or the API key refusals
+	// ReasonUnauthenticated, ReasonScopeMissing and ReasonQuotaExceeded: a
+	// frontdeskv1.ErrorReason name without its ERROR_REASON_ prefix; empty when the server sent
+	// none.
 	Reason string
 	// Domain is the ErrorInfo domain ("frontdesk.dev").
 	Domain string
-	// Metadata is the ErrorInfo metadata.
+	// Metadata is the ErrorInfo metadata, such as the "scope" a key lacks or the "quota" a
+	// tenant is over.
 	Metadata map[string]string
 	// FieldViolations are the google.rpc.BadRequest violations of an INVALID_ARGUMENT.
 	FieldViolations []FieldViolation
 	// RetryDelay is the google.rpc.RetryInfo delay: how long to wait before retrying, sent where
 	// retrying helps (such as ABORTED THREAD_BUSY, with the time left on another replica's
-	// lease, or UNAVAILABLE MODEL_UNAVAILABLE); 0 when the server sent none (see RetryInfo).
+	// lease, UNAVAILABLE MODEL_UNAVAILABLE, or RESOURCE_EXHAUSTED QUOTA_EXCEEDED); 0 when the
+	// server sent none (see RetryInfo).
 	RetryDelay time.Duration
 
 	hasRetryDelay bool

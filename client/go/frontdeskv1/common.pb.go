@@ -79,6 +79,15 @@ const (
 	// The conversation has ended (a service call was hung up) and takes no more messages
 	// (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_CONVERSATION_ENDED ErrorReason = 22
+	// No API key, or one that is unknown, malformed or revoked (UNAUTHENTICATED). Send
+	// `authorization: Bearer <key>` with a key from `frontdesk-server keys create`.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 23
+	// The key lacks the scope the method needs (PERMISSION_DENIED); ErrorInfo metadata `scope`
+	// names it, for example `triage:write`.
+	ErrorReason_ERROR_REASON_SCOPE_MISSING ErrorReason = 24
+	// The tenant is over a quota (RESOURCE_EXHAUSTED with RetryInfo); metadata `quota` names it:
+	// `requests_per_sec` or `max_concurrent_runs`.
+	ErrorReason_ERROR_REASON_QUOTA_EXCEEDED ErrorReason = 25
 )
 
 // Enum value maps for ErrorReason.
@@ -107,6 +116,9 @@ var (
 		20: "ERROR_REASON_INTERRUPT_ANSWERED",
 		21: "ERROR_REASON_WRONG_RESPONDER",
 		22: "ERROR_REASON_CONVERSATION_ENDED",
+		23: "ERROR_REASON_UNAUTHENTICATED",
+		24: "ERROR_REASON_SCOPE_MISSING",
+		25: "ERROR_REASON_QUOTA_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -132,6 +144,9 @@ var (
 		"ERROR_REASON_INTERRUPT_ANSWERED":   20,
 		"ERROR_REASON_WRONG_RESPONDER":      21,
 		"ERROR_REASON_CONVERSATION_ENDED":   22,
+		"ERROR_REASON_UNAUTHENTICATED":      23,
+		"ERROR_REASON_SCOPE_MISSING":        24,
+		"ERROR_REASON_QUOTA_EXCEEDED":       25,
 	}
 )
 
@@ -1662,7 +1677,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\xa1\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\x84\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1687,7 +1702,10 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	" ERROR_REASON_INTERRUPT_NOT_FOUND\x10\x13\x12#\n" +
 	"\x1fERROR_REASON_INTERRUPT_ANSWERED\x10\x14\x12 \n" +
 	"\x1cERROR_REASON_WRONG_RESPONDER\x10\x15\x12#\n" +
-	"\x1fERROR_REASON_CONVERSATION_ENDED\x10\x16BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x1fERROR_REASON_CONVERSATION_ENDED\x10\x16\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x17\x12\x1e\n" +
+	"\x1aERROR_REASON_SCOPE_MISSING\x10\x18\x12\x1f\n" +
+	"\x1bERROR_REASON_QUOTA_EXCEEDED\x10\x19BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once

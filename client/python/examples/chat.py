@@ -2,7 +2,8 @@
 
     python examples/chat.py [HOST:PORT] [MESSAGE]
 
-The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051.
+The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+the API key.
 """
 
 import os
@@ -14,7 +15,7 @@ from frontdesk import FrontdeskClient, FrontdeskError, RunEvent, event_kind
 def main() -> int:
     addr = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FRONTDESK_ADDR", "127.0.0.1:50051")
     text = sys.argv[2] if len(sys.argv) > 2 else "Hi! What can you help me with?"
-    with FrontdeskClient(addr) as client:
+    with FrontdeskClient(addr, api_key=os.environ.get("FRONTDESK_KEY") or None) as client:
         started = client.start_conversation("intake")
         conversation_id = started.conversation.conversation_id
         print(f"conversation {conversation_id}")

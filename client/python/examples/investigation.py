@@ -6,7 +6,7 @@ manager, then print the advisory report and the audit trail.
 The mutation is given inline with a fresh id (mutation 1002 of the sample HR data, as the
 changer u003 made it: Payroll at Admin, which u003 is not authorised for), so the example can
 run again and again on one server. The address defaults to $FRONTDESK_ADDR, then
-127.0.0.1:50051.
+127.0.0.1:50051; $FRONTDESK_KEY, when set, is the API key.
 """
 
 import datetime
@@ -78,7 +78,7 @@ def main() -> int:
         description="Raised monthly salary by 4%",
         changed_at=datetime.datetime(2025, 11, 10, 14, 30, tzinfo=datetime.timezone.utc),
     )
-    with FrontdeskClient(addr) as client:
+    with FrontdeskClient(addr, api_key=os.environ.get("FRONTDESK_KEY") or None) as client:
         try:
             print(f"mutation {mutation.mutation_id}: {mutation.changer_id} changed "
                   f"{mutation.system} at {mutation.access_level}")

@@ -4,7 +4,8 @@ reasoning trace.
 
     python examples/research.py [HOST:PORT] ["question"]
 
-The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051.
+The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+the API key.
 """
 
 import os
@@ -33,7 +34,7 @@ def name(enum, value: int, prefix: str) -> str:
 def main() -> int:
     addr = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FRONTDESK_ADDR", "127.0.0.1:50051")
     question = sys.argv[2] if len(sys.argv) > 2 else QUESTION
-    with FrontdeskClient(addr) as client:
+    with FrontdeskClient(addr, api_key=os.environ.get("FRONTDESK_KEY") or None) as client:
         try:
             print(f"question: {question}")
             stream = client.ask(question, timeout=120)

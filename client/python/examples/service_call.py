@@ -6,8 +6,9 @@ FAILED_PRECONDITION, reason CONVERSATION_ENDED.
 
     python examples/service_call.py [HOST:PORT] [--turns N]
 
-The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051. ``--turns N`` says at most the
-first N customer lines (default: all of them, until the call ends).
+The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+the API key. ``--turns N`` says at most the first N customer lines (default: all of them, until
+the call ends).
 
 A real model drives the whole call: the greeting, the customer's issue, their contact details,
 the customer record, the task, the booking and the hangup. The scripted demo model
@@ -106,7 +107,7 @@ def main() -> int:
     args = parser.parse_args()
     lines = CUSTOMER_LINES[: max(args.turns, 0)]
 
-    with FrontdeskClient(args.addr) as client:
+    with FrontdeskClient(args.addr, api_key=os.environ.get("FRONTDESK_KEY") or None) as client:
         started = client.start_conversation("service_call")
         call_id = started.conversation.conversation_id
         state = service_call_state(started.conversation)

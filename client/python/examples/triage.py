@@ -3,6 +3,7 @@
     python examples/triage.py [HOST:PORT] [CUSTOMER_ID] [MESSAGE]
 
 The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; the customer to CUST-001.
+$FRONTDESK_KEY, when set, is the API key.
 """
 
 import os
@@ -16,7 +17,8 @@ def main() -> int:
     addr = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FRONTDESK_ADDR", "127.0.0.1:50051")
     customer_id = sys.argv[2] if len(sys.argv) > 2 else "CUST-001"
     text = sys.argv[3] if len(sys.argv) > 3 else "I was charged twice for my subscription this month."
-    with FrontdeskClient(addr) as client:
+    key = os.environ.get("FRONTDESK_KEY") or None
+    with FrontdeskClient(addr, api_key=key) as client:
         print(f"customer {customer_id}: {text}")
         try:
             for item in client.triage_ticket(customer_id, text, subject="Billing question"):

@@ -126,6 +126,24 @@
 //!
 //! The `frontdesk` CLI's `chat --workflow service_call` prints the same after each turn and ends
 //! when the call has ended.
+//!
+//! A server that requires API keys (`auth.mode = "keys"`, the default off loopback) refuses calls
+//! without one as `UNAUTHENTICATED` ([`UNAUTHENTICATED`]) and calls whose key lacks the method's
+//! scope as `PERMISSION_DENIED` ([`SCOPE_MISSING`]). [`Client::builder`] sends a key with every
+//! call, and connects over TLS (a private CA, and a client certificate for mutual TLS):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use frontdesk_client::{Certificate, Client, ClientTlsConfig, Identity};
+//!
+//! let key = std::env::var("FRONTDESK_KEY").expect("an API key");
+//! let tls = ClientTlsConfig::new()
+//!     .ca_certificate(Certificate::from_pem(std::fs::read("ca.pem")?))
+//!     .identity(Identity::from_pem(std::fs::read("client.pem")?, std::fs::read("client.key")?));
+//! let client = Client::builder("https://frontdesk.example.com:50051").api_key(key).tls(tls).connect().await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -133,9 +151,14 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 use tonic_types::StatusExt;
+
+pub use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 pub use frontdesk_api::v1;
 use v1::conversation_service_client::ConversationServiceClient;
@@ -558,6 +581,11 @@ pub enum ClientError {
     /// result (or a triage without its ticket resolution).
     #[error("the stream ended without a result")]
     StreamEndedWithoutResult,
+    /// The API key given to [`ClientBuilder::api_key`] or [`Client::with_api_key`] is empty or
+    /// cannot be sent as a header value (it has characters other than visible ASCII); the
+    /// message never contains the key.
+    #[error("the API key is not a valid header value")]
+    InvalidApiKey,
 }
 
 impl ClientError {
@@ -697,57 +725,200 @@ fn non_empty(s: Option<String>) -> String {
     s.unwrap_or_default()
 }
 
-/// A Frontdesk client: every service over one channel. Cheap to clone.
+/// The channel every stub of a [`Client`] calls through: the connection, with the client's
+/// [`Credentials`] added to each call.
+pub type AuthChannel = InterceptedService<Channel, Credentials>;
+
+/// What a [`Client`] sends with every call: its API key as `authorization: Bearer <key>`, or
+/// nothing. A call that already carries an `authorization` header (set on a raw stub's request)
+/// keeps it. `Debug` never shows the key.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+impl Credentials {
+    /// Credentials sending `key` (a key from `frontdesk-server keys create`, `fdk_…`).
+    pub fn api_key(key: &str) -> Result<Self, ClientError> {
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(ClientError::InvalidApiKey);
+        }
+        let mut value: MetadataValue<Ascii> =
+            format!("Bearer {key}").parse().map_err(|_| ClientError::InvalidApiKey)?;
+        // Sensitive values are kept out of HPACK's dynamic table and print as "Sensitive".
+        value.set_sensitive(true);
+        Ok(Credentials { authorization: Some(value) })
+    }
+
+    /// Whether an API key is sent.
+    pub fn has_api_key(&self) -> bool {
+        self.authorization.is_some()
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = if self.has_api_key() { "<redacted>" } else { "none" };
+        f.debug_struct("Credentials").field("api_key", &format_args!("{key}")).finish()
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.authorization {
+            if !request.metadata().contains_key("authorization") {
+                request.metadata_mut().insert("authorization", value.clone());
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// Builds a [`Client`]: the server's address, an API key, TLS, the connect timeout
+/// ([`Client::builder`]). `Debug` never shows the key or TLS material.
+#[derive(Clone)]
+pub struct ClientBuilder {
+    endpoint: String,
+    api_key: Option<String>,
+    tls: Option<ClientTlsConfig>,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &format_args!("{}", if self.api_key.is_some() { "<redacted>" } else { "none" }))
+            .field("tls", &self.tls.is_some())
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    /// Sends `key` as `authorization: Bearer <key>` with every call (unary and streaming).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Connects over TLS with `tls`: the CA that signed the server's certificate
+    /// ([`ClientTlsConfig::ca_certificate`], or [`ClientTlsConfig::with_enabled_roots`] for the
+    /// system's roots), a client
+    /// certificate for mutual TLS ([`ClientTlsConfig::identity`]), the name to verify
+    /// ([`ClientTlsConfig::domain_name`]; the endpoint's host without one). An `http://`
+    /// endpoint is taken as `https://`. An `https://` endpoint without this option verifies the
+    /// server against the system's roots.
+    pub fn tls(mut self, tls: ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// How long [`ClientBuilder::connect`] waits for the connection (10 s unless set).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    fn endpoint(&self) -> Result<(Endpoint, Credentials), ClientError> {
+        let credentials = match &self.api_key {
+            Some(key) => Credentials::api_key(key)?,
+            None => Credentials::default(),
+        };
+        // tonic speaks TLS to https:// URIs only: TLS settings on an http:// endpoint would be
+        // ignored and the key sent in plaintext.
+        let url = match (&self.tls, self.endpoint.strip_prefix("http://")) {
+            (Some(_), Some(rest)) => format!("https://{rest}"),
+            _ => self.endpoint.clone(),
+        };
+        let mut endpoint = Endpoint::from_shared(url)?.connect_timeout(self.connect_timeout);
+        let tls = match &self.tls {
+            Some(tls) => Some(tls.clone()),
+            None if endpoint.uri().scheme_str() == Some("https") => Some(ClientTlsConfig::new().with_enabled_roots()),
+            None => None,
+        };
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls)?;
+        }
+        Ok((endpoint, credentials))
+    }
+
+    /// Connects now; fails when the server cannot be reached (or the TLS handshake fails).
+    pub async fn connect(self) -> Result<Client, ClientError> {
+        let (endpoint, credentials) = self.endpoint()?;
+        Ok(Client { channel: endpoint.connect().await?, credentials })
+    }
+
+    /// Connects on the first call (and again after the connection broke).
+    pub fn connect_lazy(self) -> Result<Client, ClientError> {
+        let (endpoint, credentials) = self.endpoint()?;
+        Ok(Client { channel: endpoint.connect_lazy(), credentials })
+    }
+}
+
+/// A Frontdesk client: every service over one channel. Cheap to clone. `Debug` never shows the
+/// API key.
 #[derive(Debug, Clone)]
 pub struct Client {
-    conversations: ConversationServiceClient<Channel>,
-    workflows: WorkflowServiceClient<Channel>,
-    triage: TriageServiceClient<Channel>,
-    investigations: InvestigationServiceClient<Channel>,
-    research: ResearchServiceClient<Channel>,
+    channel: Channel,
+    credentials: Credentials,
 }
 
 impl Client {
-    /// Connects to a server, such as `"http://127.0.0.1:50051"`.
+    /// Connects to a server, such as `"http://127.0.0.1:50051"` (an `https://` address verifies
+    /// the server against the system's roots). [`Client::builder`] adds an API key or TLS
+    /// settings.
     pub async fn connect(endpoint: impl Into<String>) -> Result<Self, ClientError> {
-        let channel = Endpoint::from_shared(endpoint.into())?.connect_timeout(CONNECT_TIMEOUT).connect().await?;
-        Ok(Self::from_channel(channel))
+        Self::builder(endpoint).connect().await
     }
 
-    /// Wraps an existing channel (for custom TLS, timeouts or lazy connection).
+    /// A [`ClientBuilder`] for `endpoint`, such as `"https://frontdesk.example.com:50051"`:
+    /// `Client::builder(endpoint).api_key(key).tls(tls).connect().await`.
+    pub fn builder(endpoint: impl Into<String>) -> ClientBuilder {
+        ClientBuilder { endpoint: endpoint.into(), api_key: None, tls: None, connect_timeout: CONNECT_TIMEOUT }
+    }
+
+    /// Wraps an existing channel (for custom TLS, timeouts or lazy connection); add a key with
+    /// [`Client::with_api_key`].
     pub fn from_channel(channel: Channel) -> Self {
-        Client {
-            conversations: ConversationServiceClient::new(channel.clone()),
-            workflows: WorkflowServiceClient::new(channel.clone()),
-            triage: TriageServiceClient::new(channel.clone()),
-            investigations: InvestigationServiceClient::new(channel.clone()),
-            research: ResearchServiceClient::new(channel),
-        }
+        Client { channel, credentials: Credentials::default() }
     }
 
-    /// The raw `ConversationService` stub, for calls this wrapper does not cover.
-    pub fn conversations(&self) -> ConversationServiceClient<Channel> {
-        self.conversations.clone()
+    /// This client sending `key` as `authorization: Bearer <key>` with every call.
+    pub fn with_api_key(self, key: &str) -> Result<Self, ClientError> {
+        Ok(Client { credentials: Credentials::api_key(key)?, ..self })
+    }
+
+    /// Whether this client sends an API key.
+    pub fn has_api_key(&self) -> bool {
+        self.credentials.has_api_key()
+    }
+
+    /// The raw `ConversationService` stub, for calls this wrapper does not cover. It sends the
+    /// client's API key too.
+    pub fn conversations(&self) -> ConversationServiceClient<AuthChannel> {
+        ConversationServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
     /// The raw `WorkflowService` stub.
-    pub fn workflows(&self) -> WorkflowServiceClient<Channel> {
-        self.workflows.clone()
+    pub fn workflows(&self) -> WorkflowServiceClient<AuthChannel> {
+        WorkflowServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
     /// The raw `TriageService` stub.
-    pub fn triage(&self) -> TriageServiceClient<Channel> {
-        self.triage.clone()
+    pub fn triage(&self) -> TriageServiceClient<AuthChannel> {
+        TriageServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
     /// The raw `InvestigationService` stub.
-    pub fn investigations(&self) -> InvestigationServiceClient<Channel> {
-        self.investigations.clone()
+    pub fn investigations(&self) -> InvestigationServiceClient<AuthChannel> {
+        InvestigationServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
     /// The raw `ResearchService` stub.
-    pub fn research(&self) -> ResearchServiceClient<Channel> {
-        self.research.clone()
+    pub fn research(&self) -> ResearchServiceClient<AuthChannel> {
+        ResearchServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
     /// Creates a conversation on `workflow` and returns it with its welcome message.
@@ -1408,6 +1579,19 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
 /// The reason (`ApiError::reason`) of a message sent to a conversation that has ended, such as a
 /// service call that was hung up: `FAILED_PRECONDITION`.
 pub const CONVERSATION_ENDED: &str = "CONVERSATION_ENDED";
+
+/// The reason of a call without an API key, or with one that is unknown, malformed or revoked:
+/// `UNAUTHENTICATED`. Not worth retrying with the same key.
+pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+
+/// The reason of a call whose API key lacks the scope the method needs: `PERMISSION_DENIED`;
+/// `ApiError::metadata["scope"]` names the scope, such as `triage:write`.
+pub const SCOPE_MISSING: &str = "SCOPE_MISSING";
+
+/// The reason of a call over one of the tenant's quotas: `RESOURCE_EXHAUSTED`, with
+/// `ApiError::retry_after` saying when to try again and `ApiError::metadata["quota"]` naming the
+/// quota (`requests_per_sec` or `max_concurrent_runs`).
+pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
 
 /// The conversation's state when it is an intake conversation.
 pub fn intake_state(c: &v1::Conversation) -> Option<&v1::IntakeState> {

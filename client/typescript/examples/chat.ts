@@ -1,12 +1,13 @@
 // Start a conversation, send a turn and print the run's events as they arrive.
 //   node build/examples/chat.js [HOST:PORT] [MESSAGE]
-// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051.
+// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+// the API key.
 import { FrontdeskClient, FrontdeskError, eventKind } from "@frontdesk/client";
 
 const addr = process.argv[2] ?? process.env.FRONTDESK_ADDR ?? "127.0.0.1:50051";
 const text = process.argv[3] ?? "Hi! What can you help me with?";
 
-const client = new FrontdeskClient({ baseUrl: `http://${addr}` });
+const client = new FrontdeskClient({ baseUrl: `http://${addr}`, apiKey: process.env.FRONTDESK_KEY || undefined });
 try {
   const { conversation, welcome } = await client.startConversation({ workflow: "intake" });
   const id = conversation!.conversationId;

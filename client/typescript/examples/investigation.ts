@@ -4,7 +4,7 @@
 // The mutation is given inline with a fresh id (mutation 1002 of the sample HR data, as the
 // changer u003 made it: Payroll at Admin, which u003 is not authorised for), so the example can
 // run again and again on one server. The address defaults to $FRONTDESK_ADDR, then
-// 127.0.0.1:50051.
+// 127.0.0.1:50051; $FRONTDESK_KEY, when set, is the API key.
 import {
   Agent,
   AgentAction,
@@ -51,7 +51,7 @@ function showAction(a: PendingAction): void {
   console.log(`pending action ${a.actionId} for ${a.recipientId} (${ResponderRole[a.recipientRole]}): ${a.subject}`);
 }
 
-const client = new FrontdeskClient({ baseUrl: `http://${addr}` });
+const client = new FrontdeskClient({ baseUrl: `http://${addr}`, apiKey: process.env.FRONTDESK_KEY || undefined });
 try {
   const mutation = {
     mutationId: `example-ts-${crypto.randomUUID().replaceAll("-", "").slice(0, 10)}`,

@@ -2,7 +2,8 @@
 // its citations, each critic decision and the expert's answer, then the final answer and the
 // reasoning trace.
 //   node build/examples/research.js [HOST:PORT] ["question"]
-// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051.
+// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+// the API key.
 import {
   CriticDecision,
   FrontdeskClient,
@@ -16,7 +17,7 @@ const question =
   process.argv[3] ?? "Who invented CRISPR gene editing, and when was the transistor invented?";
 const signal = AbortSignal.timeout(120_000);
 
-const client = new FrontdeskClient({ baseUrl: `http://${addr}` });
+const client = new FrontdeskClient({ baseUrl: `http://${addr}`, apiKey: process.env.FRONTDESK_KEY || undefined });
 try {
   console.log(`question: ${question}`);
   const stream = client.ask(question, { signal });

@@ -6,8 +6,9 @@
 //
 //   node build/examples/service_call.js [HOST:PORT] [--turns N]
 //
-// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051. --turns N says at most the
-// first N customer lines (default: all of them, until the call ends).
+// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+// the API key. --turns N says at most the first N customer lines (default: all of them, until
+// the call ends).
 //
 // A real model drives the whole call: the greeting, the customer's issue, their contact details,
 // the customer record, the task, the booking and the hangup. The scripted demo model
@@ -102,7 +103,11 @@ function printState(state: ServiceCallState): void {
   console.log(`call ended: ${state.callEnded ? "yes" : "no"}`);
 }
 
-const client = new FrontdeskClient({ baseUrl: `http://${addr}`, timeoutMs: 30_000 });
+const client = new FrontdeskClient({
+  baseUrl: `http://${addr}`,
+  apiKey: process.env.FRONTDESK_KEY || undefined,
+  timeoutMs: 30_000,
+});
 try {
   const started = await client.startConversation({ workflow: "service_call" });
   const callId = started.conversation!.conversationId;

@@ -1,6 +1,7 @@
 // Triage one customer message and print the ticket resolution, the run's events and the result.
 //   node build/examples/triage.js [HOST:PORT] [CUSTOMER_ID] [MESSAGE]
 // The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; the customer to CUST-001.
+// $FRONTDESK_KEY, when set, is the API key.
 import {
   FrontdeskClient,
   FrontdeskError,
@@ -13,7 +14,7 @@ const addr = process.argv[2] ?? process.env.FRONTDESK_ADDR ?? "127.0.0.1:50051";
 const customerId = process.argv[3] ?? "CUST-001";
 const text = process.argv[4] ?? "I was charged twice for my subscription this month.";
 
-const client = new FrontdeskClient({ baseUrl: `http://${addr}` });
+const client = new FrontdeskClient({ baseUrl: `http://${addr}`, apiKey: process.env.FRONTDESK_KEY || undefined });
 try {
   console.log(`customer ${customerId}: ${text}`);
   const stream = client.triageTicket(customerId, text, {

@@ -93,9 +93,20 @@ import {
 export const DEFAULT_BASE_URL = "http://127.0.0.1:50051";
 
 export interface FrontdeskClientOptions {
-  /** Server address as a URL: "http://host:port" (plaintext h2c) or "https://host:port". */
+  /**
+   * Server address as a URL: "http://host:port" (plaintext h2c) or "https://host:port" (TLS,
+   * verified against Node's CA store unless `tls` names a CA).
+   */
   baseUrl?: string;
-  /** Headers sent with every call, such as an authorization header. */
+  /**
+   * API key (from `frontdesk-server keys create`), sent as `authorization: Bearer <key>` with
+   * every call, retries and re-attaching streams included (a call given its own authorization
+   * header keeps that). The client never shows it: not in `util.inspect`, `toString` or JSON.
+   */
+  apiKey?: string;
+  /** TLS settings of an "https://" baseUrl: a private CA, a client certificate (mutual TLS). */
+  tls?: TlsOptions;
+  /** Headers sent with every call. */
   headers?: HeadersInit;
   /**
    * Default deadline of unary calls in milliseconds (streams have none unless given). A call's
@@ -111,6 +122,21 @@ export interface FrontdeskClientOptions {
    * are never retried.
    */
   retry?: RetryPolicy | boolean;
+}
+
+/** How a client connects over TLS (`FrontdeskClientOptions.tls`); PEM text or bytes. */
+export interface TlsOptions {
+  /** The CA certificate(s) that signed the server's certificate; omitted: Node's CA store. */
+  ca?: string | Uint8Array;
+  /** A client certificate, for mutual TLS (with `key`). */
+  cert?: string | Uint8Array;
+  /** The client certificate's private key. */
+  key?: string | Uint8Array;
+  /**
+   * The name to verify the server's certificate against, when it differs from the baseUrl's
+   * host (such as connecting by IP address to a certificate that names a host).
+   */
+  serverName?: string;
 }
 
 /** Per-call options: an AbortSignal to cancel, a deadline, extra headers. */
@@ -291,6 +317,25 @@ function hrMutation(input: HrMutationInput | HrMutation): HrMutation {
  * that was hung up): FAILED_PRECONDITION.
  */
 export const CONVERSATION_ENDED = "CONVERSATION_ENDED";
+
+/**
+ * The FrontdeskError reason of a call without an API key, or with one that is unknown,
+ * malformed or revoked: UNAUTHENTICATED.
+ */
+export const UNAUTHENTICATED = "UNAUTHENTICATED";
+
+/**
+ * The FrontdeskError reason of a call whose API key lacks the scope the method needs:
+ * PERMISSION_DENIED; `errorMetadata.scope` names it, such as "triage:write".
+ */
+export const SCOPE_MISSING = "SCOPE_MISSING";
+
+/**
+ * The FrontdeskError reason of a call over one of the tenant's quotas: RESOURCE_EXHAUSTED, with
+ * `retryDelayMs` saying when to try again; `errorMetadata.quota` names the quota
+ * ("requests_per_sec" or "max_concurrent_runs"). The client does not retry it.
+ */
+export const QUOTA_EXCEEDED = "QUOTA_EXCEEDED";
 
 /** The conversation's state when it is an intake conversation, undefined otherwise. */
 export function intakeState(conversation: Conversation | undefined): IntakeState | undefined {
@@ -628,11 +673,35 @@ export class AuditStream implements AsyncIterable<AuditEntry> {
   }
 }
 
+/** PEM given as text or bytes, as node:tls takes it. */
+function pem(value: string | Uint8Array): string | Buffer {
+  return typeof value === "string" ? value : Buffer.from(value);
+}
+
+/** The interceptor that sends `key` with every call that has no authorization header. */
+function bearer(key: string): Interceptor {
+  const trimmed = key.trim();
+  // Checked here, where the error cannot show the key; a header value must be visible ASCII.
+  if (!/^[\x21-\x7e]+$/.test(trimmed)) {
+    throw new TypeError("apiKey must be non-empty visible ASCII (a key from `frontdesk-server keys create`)");
+  }
+  const value = `Bearer ${trimmed}`;
+  return (next) => (req) => {
+    if (!req.header.has("authorization")) req.header.set("authorization", value);
+    return next(req);
+  };
+}
+
 /**
  * Client for Frontdesk's ConversationService, TriageService, InvestigationService,
  * ResearchService and WorkflowService over gRPC (HTTP/2), built on Connect-ES. The generated
  * Connect clients are `conversations`, `triage`, `investigations`, `research` and `workflows`.
  * Call close() when done, to release the HTTP/2 connection.
+ *
+ * A server that requires API keys refuses a call without a valid one as UNAUTHENTICATED
+ * (reason `UNAUTHENTICATED`), one whose key lacks the method's scope as PERMISSION_DENIED
+ * (`SCOPE_MISSING`, `errorMetadata.scope` naming it), and a tenant over a quota as
+ * RESOURCE_EXHAUSTED (`QUOTA_EXCEEDED`, with `retryDelayMs`). None of them is retried.
  */
 export class FrontdeskClient {
   readonly conversations: Client<typeof ConversationService>;
@@ -641,26 +710,57 @@ export class FrontdeskClient {
   readonly investigations: Client<typeof InvestigationService>;
   readonly research: Client<typeof ResearchService>;
   private readonly sessions: Http2SessionManager;
-  private readonly headers: HeadersInit | undefined;
+  // True private fields: util.inspect and JSON.stringify do not see them (they may hold a key).
+  readonly #headers: HeadersInit | undefined;
+  readonly #description: string;
   private readonly timeoutMs: number | undefined;
   private readonly retry: Required<RetryPolicy> | undefined;
 
   constructor(options: FrontdeskClientOptions = {}) {
     this.retry = resolveRetryPolicy(options.retry);
     const baseUrl = options.baseUrl ?? DEFAULT_BASE_URL;
-    this.sessions = new Http2SessionManager(baseUrl);
+    const tls = options.tls;
+    if (tls !== undefined && !baseUrl.startsWith("https://")) {
+      throw new TypeError(`tls needs an https:// baseUrl, not ${baseUrl}`);
+    }
+    if ((tls?.cert === undefined) !== (tls?.key === undefined)) {
+      throw new TypeError("tls.cert and tls.key go together (mutual TLS)");
+    }
+    this.sessions = new Http2SessionManager(baseUrl, undefined, tls && {
+      ca: tls.ca === undefined ? undefined : pem(tls.ca),
+      cert: tls.cert === undefined ? undefined : pem(tls.cert),
+      key: tls.key === undefined ? undefined : pem(tls.key),
+      servername: tls.serverName,
+    });
+    const interceptors = [...(options.interceptors ?? [])];
+    if (options.apiKey !== undefined) interceptors.unshift(bearer(options.apiKey));
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.sessions,
-      interceptors: options.interceptors ?? [],
+      interceptors,
     });
     this.conversations = createClient(ConversationService, transport);
     this.workflows = createClient(WorkflowService, transport);
     this.triage = createClient(TriageService, transport);
     this.investigations = createClient(InvestigationService, transport);
     this.research = createClient(ResearchService, transport);
-    this.headers = options.headers;
+    this.#headers = options.headers;
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    const key = options.apiKey === undefined ? "none" : "<redacted>";
+    this.#description = `FrontdeskClient(${baseUrl}, apiKey: ${key})`;
+  }
+
+  /** Where the client connects and whether it sends a key; never the key. */
+  toString(): string {
+    return this.#description;
+  }
+
+  toJSON(): string {
+    return this.#description;
+  }
+
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.#description;
   }
 
   /** Closes the HTTP/2 connection; calls in flight fail. */
@@ -673,7 +773,7 @@ export class FrontdeskClient {
   }
 
   private opts(o: CallOpts | undefined, unary: boolean): CallOptions {
-    const headers = new Headers(this.headers);
+    const headers = new Headers(this.#headers);
     new Headers(o?.headers).forEach((v, k) => headers.set(k, v));
     return {
       signal: o?.signal,

@@ -20,21 +20,23 @@ export class FrontdeskError extends Error {
   /** The status message, without a code prefix. */
   readonly rawMessage: string;
   /**
-   * Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND", "THREAD_BUSY", "WRONG_RESPONDER" or
-   * "CONVERSATION_ENDED" (a message to a service call that was hung up; `CONVERSATION_ENDED`):
-   * an `ErrorReason` name without its `ERROR_REASON_` prefix.
+   * Stable google.rpc.ErrorInfo reason, such as "NOT_FOUND", "THREAD_BUSY", "WRONG_RESPONDER",
+   * "CONVERSATION_ENDED" (a message to a service call that was hung up; `CONVERSATION_ENDED`), or
+   * the API key refusals "UNAUTHENTICATED", "SCOPE_MISSING" and "QUOTA_EXCEEDED": an
+   * `ErrorReason` name without its `ERROR_REASON_` prefix.
    */
   readonly reason: string | undefined;
   /** The ErrorInfo domain ("frontdesk.dev"). */
   readonly domain: string | undefined;
-  /** The ErrorInfo metadata. */
+  /** The ErrorInfo metadata, such as the `scope` a key lacks or the `quota` a tenant is over. */
   readonly errorMetadata: Readonly<Record<string, string>>;
   /** google.rpc.BadRequest field violations (INVALID_ARGUMENT). */
   readonly fieldViolations: readonly FieldViolation[];
   /**
    * The google.rpc.RetryInfo delay in milliseconds: how long to wait before retrying, sent where
    * retrying helps (such as ABORTED THREAD_BUSY, with the time left on another replica's lease,
-   * or UNAVAILABLE MODEL_UNAVAILABLE); undefined when the server sent none.
+   * UNAVAILABLE MODEL_UNAVAILABLE, or RESOURCE_EXHAUSTED QUOTA_EXCEEDED); undefined when the
+   * server sent none.
    */
   readonly retryDelayMs: number | undefined;
 

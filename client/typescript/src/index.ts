@@ -4,10 +4,13 @@ export {
   DEFAULT_BASE_URL,
   FrontdeskClient,
   InvestigationStream,
+  QUOTA_EXCEEDED,
   ResearchStream,
   RunEventStream,
+  SCOPE_MISSING,
   TriageStream,
   TurnStream,
+  UNAUTHENTICATED,
   eventKind,
   intakeState,
   serviceCallContext,
@@ -26,6 +29,7 @@ export {
   type ResponderRoleName,
   type StreamItem,
   type TicketStatusFilter,
+  type TlsOptions,
   type TriageItem,
 } from "./client.js";
 export { FrontdeskError, grpcCodeName, type FieldViolation } from "./errors.js";

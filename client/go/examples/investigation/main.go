@@ -6,7 +6,7 @@
 // The mutation is given inline with a fresh id (mutation 1002 of the sample HR data, as the
 // changer u003 made it: Payroll at Admin, which u003 is not authorised for), so the example can
 // run again and again on one server. The address defaults to $FRONTDESK_ADDR, then
-// 127.0.0.1:50051.
+// 127.0.0.1:50051; $FRONTDESK_KEY, when set, is the API key.
 package main
 
 import (
@@ -35,7 +35,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := frontdesk.Dial(*addr)
+	c, err := frontdesk.Connect(*addr, frontdesk.Options{APIKey: os.Getenv("FRONTDESK_KEY")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,7 +4,8 @@
 //
 //	go run ./examples/research [-addr HOST:PORT] [-question "..."]
 //
-// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051.
+// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+// the API key.
 package main
 
 import (
@@ -30,7 +31,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c, err := frontdesk.Dial(*addr)
+	c, err := frontdesk.Connect(*addr, frontdesk.Options{APIKey: os.Getenv("FRONTDESK_KEY")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,8 +6,9 @@
 //
 //	go run ./examples/service_call [-addr HOST:PORT] [-turns N]
 //
-// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051. -turns N says at most the
-// first N customer lines (default: all of them, until the call ends).
+// The address defaults to $FRONTDESK_ADDR, then 127.0.0.1:50051; $FRONTDESK_KEY, when set, is
+// the API key. -turns N says at most the first N customer lines (default: all of them, until
+// the call ends).
 //
 // A real model drives the whole call: the greeting, the customer's issue, their contact details,
 // the customer record, the task, the booking and the hangup. The scripted demo model
@@ -167,7 +168,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := frontdesk.Dial(*addr)
+	c, err := frontdesk.Connect(*addr, frontdesk.Options{APIKey: os.Getenv("FRONTDESK_KEY")})
 	if err != nil {
 		log.Fatal(err)
 	}

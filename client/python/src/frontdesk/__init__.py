@@ -10,7 +10,8 @@
             else:
                 print("reply:", item.reply.text)
 
-Messages are the generated protobuf classes in ``frontdesk.v1``.
+Messages are the generated protobuf classes in ``frontdesk.v1``. A server that requires API
+keys gets one with ``FrontdeskClient(target, api_key=key, tls=TlsConfig.from_files(ca=...))``.
 """
 
 from frontdesk._aio import (
@@ -31,9 +32,13 @@ from frontdesk._client import (
     TriageStream,
     TurnStream,
 )
+from frontdesk._auth import TlsConfig
 from frontdesk._common import (
     CONVERSATION_ENDED,
     DEFAULT_TARGET,
+    QUOTA_EXCEEDED,
+    SCOPE_MISSING,
+    UNAUTHENTICATED,
     AgentMessage,
     AuditEntry,
     Citation,
@@ -71,6 +76,9 @@ __version__ = "0.1.0"
 __all__ = [
     "CONVERSATION_ENDED",
     "DEFAULT_TARGET",
+    "QUOTA_EXCEEDED",
+    "SCOPE_MISSING",
+    "UNAUTHENTICATED",
     "AgentMessage",
     "AsyncAuditStream",
     "AsyncFrontdeskClient",
@@ -108,6 +116,7 @@ __all__ = [
     "StatusChange",
     "StreamItem",
     "TicketResolution",
+    "TlsConfig",
     "TriageItem",
     "TriageResult",
     "TriageStream",

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple, Union
 import grpc
 import grpc.aio
 
+from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
 from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
@@ -413,12 +414,15 @@ class AsyncFrontdeskClient:
     """asyncio client with the same methods as FrontdeskClient, as coroutines; send_message
     returns an AsyncTurnStream, triage_ticket an AsyncTriageStream, start_investigation and
     respond an AsyncInvestigationStream, watch_investigation an AsyncAuditStream and ask an
-    AsyncResearchStream. Use ``async with``, or ``await close()``."""
+    AsyncResearchStream. Use ``async with``, or ``await close()``. ``api_key`` and ``tls`` are
+    as FrontdeskClient's."""
 
     def __init__(
         self,
         target: str = c.DEFAULT_TARGET,
         *,
+        api_key: Optional[str] = None,
+        tls: _auth.TlsOption = None,
         credentials: Optional[grpc.ChannelCredentials] = None,
         metadata: Optional[c.Metadata] = None,
         timeout: Optional[float] = 30.0,
@@ -426,16 +430,21 @@ class AsyncFrontdeskClient:
         channel: Optional[grpc.aio.Channel] = None,
         retry: RetryOption = True,
     ) -> None:
+        self._metadata = _auth.bearer_metadata(api_key, metadata)
+        credentials, tls_options = _auth.resolve_tls(tls, credentials)
         if channel is None:
+            options = [*(options or []), *tls_options]
             if credentials is None:
                 channel = grpc.aio.insecure_channel(target, options=options)
             else:
                 channel = grpc.aio.secure_channel(target, credentials, options=options)
             self._owns_channel = True
+            self._target: Optional[str] = target
         else:
             self._owns_channel = False
+            self._target = None
+        self._tls = credentials is not None
         self.channel = channel
-        self._metadata = list(metadata or [])
         self._timeout = timeout
         self._retry = resolve_policy(retry)
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
@@ -443,6 +452,9 @@ class AsyncFrontdeskClient:
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
         self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
         self.research = research_pb2_grpc.ResearchServiceStub(channel)
+
+    def __repr__(self) -> str:
+        return _auth.describe(type(self).__name__, self._target, self._tls, self._metadata)
 
     async def close(self) -> None:
         if self._owns_channel:

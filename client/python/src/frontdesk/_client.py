@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 
 import grpc
 
+from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
 from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
@@ -419,19 +420,30 @@ class FrontdeskClient:
     """Blocking client for Frontdesk's ConversationService, TriageService,
     InvestigationService, ResearchService and WorkflowService.
 
-    ``target`` is host:port. Without ``credentials`` the channel is plaintext; pass
-    ``grpc.ssl_channel_credentials()`` (or others) for TLS. ``metadata`` is sent with every
-    call (for example an authorization header), ``timeout`` is the default deadline in
-    seconds for unary calls (streams have none unless given per call; a call's deadline covers
-    its retries). ``retry`` is the retry policy of calls with an idempotency key: True (the
-    default ``RetryPolicy()``), a ``RetryPolicy``, or False (never retry, never re-attach).
-    Use as a context manager, or call close().
+    ``target`` is host:port. ``api_key`` (a key from ``frontdesk-server keys create``) is sent
+    as ``authorization: Bearer <key>`` with every call, retries and re-attaching streams
+    included; it never appears in the client's repr. ``tls``: False or omitted connects in
+    plaintext, True over TLS trusting the system's roots, a ``TlsConfig`` with its CA, client
+    certificate (mutual TLS) and server name; or pass any ``grpc.ChannelCredentials`` as
+    ``credentials``. ``metadata`` is sent with every call, ``timeout`` is the default deadline
+    in seconds for unary calls (streams have none unless given per call; a call's deadline
+    covers its retries). ``retry`` is the retry policy of calls with an idempotency key: True
+    (the default ``RetryPolicy()``), a ``RetryPolicy``, or False (never retry, never
+    re-attach). Use as a context manager, or call close().
+
+    A server that requires keys refuses a call without a valid one as UNAUTHENTICATED (reason
+    ``UNAUTHENTICATED``), one whose key lacks the method's scope as PERMISSION_DENIED (reason
+    ``SCOPE_MISSING``, ``error_metadata["scope"]`` naming it), and a tenant over a quota as
+    RESOURCE_EXHAUSTED (reason ``QUOTA_EXCEEDED``, with ``retry_delay``). None of them is
+    retried.
     """
 
     def __init__(
         self,
         target: str = c.DEFAULT_TARGET,
         *,
+        api_key: Optional[str] = None,
+        tls: _auth.TlsOption = None,
         credentials: Optional[grpc.ChannelCredentials] = None,
         metadata: Optional[c.Metadata] = None,
         timeout: Optional[float] = 30.0,
@@ -439,16 +451,21 @@ class FrontdeskClient:
         channel: Optional[grpc.Channel] = None,
         retry: RetryOption = True,
     ) -> None:
+        self._metadata = _auth.bearer_metadata(api_key, metadata)
+        credentials, tls_options = _auth.resolve_tls(tls, credentials)
         if channel is None:
+            options = [*(options or []), *tls_options]
             if credentials is None:
                 channel = grpc.insecure_channel(target, options=options)
             else:
                 channel = grpc.secure_channel(target, credentials, options=options)
             self._owns_channel = True
+            self._target: Optional[str] = target
         else:
             self._owns_channel = False
+            self._target = None
+        self._tls = credentials is not None
         self.channel = channel
-        self._metadata = list(metadata or [])
         self._timeout = timeout
         self._retry = resolve_policy(retry)
         self.conversations = conversation_pb2_grpc.ConversationServiceStub(channel)
@@ -456,6 +473,9 @@ class FrontdeskClient:
         self.triage = triage_pb2_grpc.TriageServiceStub(channel)
         self.investigations = investigation_pb2_grpc.InvestigationServiceStub(channel)
         self.research = research_pb2_grpc.ResearchServiceStub(channel)
+
+    def __repr__(self) -> str:
+        return _auth.describe(type(self).__name__, self._target, self._tls, self._metadata)
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:

@@ -67,6 +67,19 @@ DEFAULT_TARGET = "127.0.0.1:50051"
 #: that was hung up): FAILED_PRECONDITION.
 CONVERSATION_ENDED = "CONVERSATION_ENDED"
 
+#: The FrontdeskError reason of a call without an API key, or with one that is unknown,
+#: malformed or revoked: UNAUTHENTICATED.
+UNAUTHENTICATED = "UNAUTHENTICATED"
+
+#: The FrontdeskError reason of a call whose API key lacks the scope the method needs:
+#: PERMISSION_DENIED; ``error_metadata["scope"]`` names it, such as ``triage:write``.
+SCOPE_MISSING = "SCOPE_MISSING"
+
+#: The FrontdeskError reason of a call over one of the tenant's quotas: RESOURCE_EXHAUSTED, with
+#: ``retry_delay`` saying when to try again; ``error_metadata["quota"]`` names the quota
+#: (``requests_per_sec`` or ``max_concurrent_runs``). The client does not retry it.
+QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+
 _BUSY = {
     None: conversation_pb2.BUSY_POLICY_UNSPECIFIED,
     "reject": conversation_pb2.BUSY_POLICY_REJECT,
@@ -441,6 +454,9 @@ def unpack(response: conversation_pb2.SendMessageResponse) -> Optional[StreamIte
 __all__ = [
     "CONVERSATION_ENDED",
     "DEFAULT_TARGET",
+    "QUOTA_EXCEEDED",
+    "SCOPE_MISSING",
+    "UNAUTHENTICATED",
     "AgentMessage",
     "AuditEntry",
     "Citation",

@@ -23,12 +23,14 @@ class FrontdeskError(Exception):
     """A failed Frontdesk call.
 
     ``code`` is the gRPC status code; ``reason`` the stable ErrorInfo reason (such as
-    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"``, ``"WRONG_RESPONDER"`` or
-    ``"CONVERSATION_ENDED"``: a message to a service call that was hung up),
+    ``"NOT_FOUND"``, ``"INVALID_ARGUMENT"``, ``"THREAD_BUSY"``, ``"WRONG_RESPONDER"``,
+    ``"CONVERSATION_ENDED"``: a message to a service call that was hung up, or the API key
+    refusals ``"UNAUTHENTICATED"``, ``"SCOPE_MISSING"`` and ``"QUOTA_EXCEEDED"``),
     ``None`` when the server sent none; ``domain`` the ErrorInfo domain (``"frontdesk.dev"``);
     ``error_metadata`` the ErrorInfo metadata (such as ``kind`` and ``id`` of what was not
-    found, or ``field``); ``retry_delay`` the google.rpc.RetryInfo delay in seconds, sent where
-    retrying may help (``THREAD_BUSY``, ``CHECKPOINT_CONFLICT``, ``MODEL_UNAVAILABLE``, ...),
+    found, ``field``, the ``scope`` a key lacks or the ``quota`` a tenant is over);
+    ``retry_delay`` the google.rpc.RetryInfo delay in seconds, sent where retrying may help
+    (``THREAD_BUSY``, ``CHECKPOINT_CONFLICT``, ``MODEL_UNAVAILABLE``, ``QUOTA_EXCEEDED``, ...),
     ``None`` otherwise; ``field_violations`` the BadRequest violations of an INVALID_ARGUMENT;
     ``details`` every decoded detail message (unknown ones as ``google.protobuf.Any``).
     ``retryable`` tells whether the client retries such an error for a call with an

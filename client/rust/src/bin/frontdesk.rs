@@ -1,16 +1,19 @@
 //! `frontdesk`: command-line client for the Frontdesk service.
 
+use std::fmt;
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use frontdesk_client::{
     audit_entry_kind, code_name, describe_agent_message, describe_audit_entry, describe_citation,
     describe_critic_verdict, describe_event, describe_orchestrator_message, describe_status_change, describe_tool_call,
     format_duration, nodes_run, research_outcome_label, research_step_label, service_call_context, service_call_state,
-    tool_calls, v1, AskOptions, AuditTrailKey, Client, ClientError, InvestigationEvent, InvestigationStream, Reply,
-    ResearchEvent, SendOptions, StartOptions, TriageEvent, TriageOptions, TurnEvent, CONVERSATION_ENDED,
-    SERVICE_CALL_ROUTING_NODES,
+    tool_calls, v1, AskOptions, AuditTrailKey, Certificate, Client, ClientError, ClientTlsConfig, Identity,
+    InvestigationEvent, InvestigationStream, Reply, ResearchEvent, SendOptions, StartOptions, TriageEvent,
+    TriageOptions, TurnEvent, CONVERSATION_ENDED, SERVICE_CALL_ROUTING_NODES,
 };
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
@@ -21,6 +24,24 @@ struct Cli {
     /// Server address.
     #[arg(long, global = true, env = "FRONTDESK_SERVER", default_value = "http://127.0.0.1:50051")]
     server: String,
+
+    /// API key (from `frontdesk-server keys create`), sent as `authorization: Bearer <key>` with
+    /// every call.
+    #[arg(long, global = true, env = "FRONTDESK_KEY", hide_env_values = true, value_name = "KEY")]
+    api_key: Option<ApiKeyArg>,
+
+    /// PEM file with the CA certificate(s) that signed the server's certificate. An `https://`
+    /// server without it is verified against the system's roots.
+    #[arg(long, global = true, env = "FRONTDESK_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// PEM client certificate for mutual TLS (with --tls-key).
+    #[arg(long, global = true, env = "FRONTDESK_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, global = true, env = "FRONTDESK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -423,6 +444,48 @@ enum ConversationCommand {
     },
 }
 
+/// An `--api-key` value; `Debug` (of `Cli`) never shows it.
+#[derive(Clone)]
+struct ApiKeyArg(String);
+
+impl FromStr for ApiKeyArg {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ApiKeyArg(s.to_owned()))
+    }
+}
+
+impl fmt::Debug for ApiKeyArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Connects as the global options say: the server, the API key, TLS.
+async fn connect(cli: &Cli) -> Result<Client, CliError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| CliError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
+    };
+    let mut builder = Client::builder(cli.server.clone());
+    // An empty FRONTDESK_KEY means no key, as an unset one does.
+    if let Some(key) = cli.api_key.as_ref().filter(|k| !k.0.trim().is_empty()) {
+        builder = builder.api_key(key.0.clone());
+    }
+    if cli.tls_ca.is_some() || cli.tls_cert.is_some() {
+        let mut tls = ClientTlsConfig::new();
+        tls = match &cli.tls_ca {
+            Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
+            None => tls.with_enabled_roots(),
+        };
+        if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        builder = builder.tls(tls);
+    }
+    builder.connect().await.map_err(|e| CliError::Connect(cli.server.clone(), e))
+}
+
 /// A failure of the CLI: a client error or a local I/O error.
 #[derive(Debug)]
 enum CliError {
@@ -477,7 +540,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, CliError> {
-    let client = Client::connect(cli.server.clone()).await.map_err(|e| CliError::Connect(cli.server.clone(), e))?;
+    let client = connect(&cli).await?;
     match cli.command {
         Command::Workflows { command: None | Some(WorkflowsCommand::List) } => list_workflows(&client).await?,
         Command::Workflows { command: Some(WorkflowsCommand::Describe { name }) } => {

@@ -36,6 +36,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_INTERRUPT_ANSWERED: _ClassVar[ErrorReason]
     ERROR_REASON_WRONG_RESPONDER: _ClassVar[ErrorReason]
     ERROR_REASON_CONVERSATION_ENDED: _ClassVar[ErrorReason]
+    ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
+    ERROR_REASON_SCOPE_MISSING: _ClassVar[ErrorReason]
+    ERROR_REASON_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_THREAD_BUSY: ErrorReason
 ERROR_REASON_CHECKPOINT_CONFLICT: ErrorReason
@@ -59,6 +62,9 @@ ERROR_REASON_INTERRUPT_NOT_FOUND: ErrorReason
 ERROR_REASON_INTERRUPT_ANSWERED: ErrorReason
 ERROR_REASON_WRONG_RESPONDER: ErrorReason
 ERROR_REASON_CONVERSATION_ENDED: ErrorReason
+ERROR_REASON_UNAUTHENTICATED: ErrorReason
+ERROR_REASON_SCOPE_MISSING: ErrorReason
+ERROR_REASON_QUOTA_EXCEEDED: ErrorReason
 
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "event_id", "time", "node", "task", "run_started", "node_started", "node_finished", "token_delta", "llm_call_finished", "tool_called", "tool_returned", "run_interrupted", "run_finished", "run_failed", "node_retrying", "node_failed", "tasks_dispatched", "task_finished", "interrupt_raised")
