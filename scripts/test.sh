@@ -4,7 +4,8 @@
 # SQLite and a real PostgreSQL server that this script installs and starts on a loopback port,
 # the embedded model's tests against the real model file (fetched by scripts/ensure-model.sh),
 # short chaos runs (SIGKILLs and a lost replica), the fuzz targets for a bounded time, and the SDK
-# suites against a live server. Idempotent; safe to run again.
+# suites against a live server; last, that no log of a server the tests started holds the secret
+# planted in each of them. Idempotent; safe to run again.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -32,6 +33,16 @@ step() {
 export CARGO_INCREMENTAL=0
 # Every cargo command below selects the whole workspace so that features unify the same way and
 # the artifacts of the first build are reused rather than built a second time.
+
+# Every server the end-to-end tests start through tests/common/process.rs gets this secret (as its
+# model API key, which the scripted model never sends) and keeps its log in FRONTDESK_TEST_LOG_DIR;
+# the last step fails the run if any of those logs holds it.
+FRONTDESK_TEST_PLANTED_SECRET="planted-secret-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+test_logs="${CARGO_TARGET_DIR:-target}/test-logs"
+rm -rf "$test_logs"
+mkdir -p "$test_logs"
+FRONTDESK_TEST_LOG_DIR="$(cd "$test_logs" && pwd)"
+export FRONTDESK_TEST_PLANTED_SECRET FRONTDESK_TEST_LOG_DIR
 
 step "postgresql (installed from Debian's packages if missing, started on 127.0.0.1)"
 FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"
@@ -81,6 +92,19 @@ if [ -x scripts/sdk-tests.sh ]; then
   step "client SDKs, examples and grpcurl against a live server"
   scripts/sdk-tests.sh
 fi
+
+step "no planted secret in the logs of the servers the tests started ($FRONTDESK_TEST_LOG_DIR)"
+logs="$(find "$FRONTDESK_TEST_LOG_DIR" -name '*.log' | wc -l)"
+if [ "$logs" -eq 0 ]; then
+  echo "no server logs were kept: does tests/common/process.rs still honour FRONTDESK_TEST_LOG_DIR?" >&2
+  exit 1
+fi
+if leaked="$(grep -rlF -- "$FRONTDESK_TEST_PLANTED_SECRET" "$FRONTDESK_TEST_LOG_DIR")"; then
+  echo "the planted secret is in these server logs:" >&2
+  echo "$leaked" >&2
+  exit 1
+fi
+echo "$logs server logs, none holds the planted secret"
 
 step_done
 echo

@@ -1,7 +1,7 @@
 //! The real `frontdesk-server` binary as a child process, for tests that restart or kill it.
 
 use std::{
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Write},
     path::Path,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -34,23 +34,34 @@ pub fn spawn_replica(
 ) -> ServerProcess {
     let script_path = dir.join(format!("{name}.json"));
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_frontdesk-server"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_frontdesk-server"));
+    command
         .args(["--listen", "127.0.0.1:0", "--log-format", "json", "--model-provider", "scripted"])
         .arg("--database-url")
         .arg(format!("sqlite://{}", db.display()))
         .arg("--model-script")
         .arg(&script_path)
         .env("RUST_LOG", "info")
-        .env("FRONTDESK__RUNS__REPLICA_ID", replica_id)
+        .env("FRONTDESK__RUNS__REPLICA_ID", replica_id);
+    // scripts/test.sh gives every server a secret to keep and greps the logs for it afterwards.
+    // As the model's API key it changes nothing: the scripted provider never sends it.
+    if let Ok(secret) = std::env::var(PLANTED_SECRET_VAR) {
+        command.env("FRONTDESK__MODEL__API_KEY", secret);
+    }
+    let mut child = command
         .envs(settings.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("frontdesk-server starts");
     let stderr = child.stderr.take().unwrap();
+    let mut log = log_file(name, child.id());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(log) = &mut log {
+                let _ = writeln!(log, "{line}");
+            }
             if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) {
                 if value["message"] == "frontdesk-server listening" {
                     let _ = tx.send(value["addr"].as_str().unwrap_or_default().to_owned());
@@ -60,6 +71,18 @@ pub fn spawn_replica(
     });
     let addr = rx.recv_timeout(Duration::from_secs(60)).expect("server logs its address");
     ServerProcess { child, addr }
+}
+
+/// A secret scripts/test.sh sets for every server these helpers start (see [`spawn_replica`]).
+pub const PLANTED_SECRET_VAR: &str = "FRONTDESK_TEST_PLANTED_SECRET";
+
+/// With `FRONTDESK_TEST_LOG_DIR` set (scripts/test.sh sets it), each server's stderr is also
+/// kept in a file there, `<test binary>-<name>-<pid>.log`, for checks over a whole test run.
+fn log_file(name: &str, pid: u32) -> Option<std::fs::File> {
+    let dir = std::path::PathBuf::from(std::env::var_os("FRONTDESK_TEST_LOG_DIR")?);
+    std::fs::create_dir_all(&dir).ok()?;
+    let binary = std::env::current_exe().ok()?.file_stem()?.to_string_lossy().into_owned();
+    std::fs::File::create(dir.join(format!("{binary}-{name}-{pid}.log"))).ok()
 }
 
 impl ServerProcess {

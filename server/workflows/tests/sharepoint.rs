@@ -73,6 +73,7 @@ impl Mock {
             tenant_id: TENANT.to_owned(),
             client_id: CLIENT_ID.to_owned(),
             client_secret: SECRET.to_owned(),
+            client_secret_file: None,
             site_id: SITE.to_owned(),
             team_lists: BTreeMap::from([("ops".to_owned(), LIST.to_owned())]),
             authority_url: Some(self.base.clone()),
@@ -391,6 +392,7 @@ async fn unreachable_service_is_unavailable() {
         tenant_id: TENANT.to_owned(),
         client_id: CLIENT_ID.to_owned(),
         client_secret: SECRET.to_owned(),
+        client_secret_file: None,
         site_id: SITE.to_owned(),
         team_lists: BTreeMap::from([("ops".to_owned(), LIST.to_owned())]),
         authority_url: Some(format!("http://{addr}")),
@@ -437,6 +439,7 @@ fn invalid_configuration_is_refused() {
         tenant_id: TENANT.to_owned(),
         client_id: CLIENT_ID.to_owned(),
         client_secret: SECRET.to_owned(),
+        client_secret_file: None,
         site_id: SITE.to_owned(),
         team_lists: BTreeMap::new(),
         authority_url: None,
@@ -453,5 +456,80 @@ fn invalid_configuration_is_refused() {
         let err = SharePointSubmitter::new(config).expect_err("invalid");
         assert!(matches!(err, SubmitError::Unavailable(_)), "{err:?}");
         assert!(!format!("{err:?}").contains(SECRET));
+    }
+}
+
+/// A file of the test's own under the system's temp directory, removed on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, content: &str) -> TempFile {
+        let path = std::env::temp_dir().join(format!("frontdesk-sharepoint-{}-{name}", std::process::id()));
+        std::fs::write(&path, content).expect("temp file");
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn the_client_secret_can_come_from_a_file() {
+    let mock = Mock::start().await;
+    let file = TempFile::new("secret", &format!("  {SECRET}\n"));
+    let config: SharePointConfig = serde_json::from_value(json!({
+        "tenant_id": TENANT,
+        "client_id": CLIENT_ID,
+        "client_secret_file": file.0,
+        "site_id": SITE,
+        "team_lists": {"ops": LIST},
+        "authority_url": mock.base,
+        "graph_url": format!("{}/v1.0", mock.base),
+    }))
+    .expect("config");
+    assert!(!format!("{config:?}").contains(SECRET));
+    let submitter = SharePointSubmitter::new(config).expect("submitter");
+    submitter.submit(&submission("ops")).await.expect("submitted");
+    let s = mock.state();
+    assert_eq!(s.token_requests[0].1.get("client_secret").map(String::as_str), Some(SECRET), "trimmed");
+}
+
+#[test]
+fn a_missing_empty_or_doubled_client_secret_file_is_refused() {
+    let empty = TempFile::new("empty", " \n");
+    let full = TempFile::new("full", SECRET);
+    let base = SharePointConfig {
+        tenant_id: TENANT.to_owned(),
+        client_id: CLIENT_ID.to_owned(),
+        client_secret: String::new(),
+        client_secret_file: None,
+        site_id: SITE.to_owned(),
+        team_lists: BTreeMap::new(),
+        authority_url: None,
+        graph_url: None,
+        timeout_secs: None,
+    };
+    let missing = std::env::temp_dir().join("frontdesk-sharepoint-no-such-file");
+    for (config, expected) in [
+        (SharePointConfig { client_secret_file: Some(missing), ..base.clone() }, "cannot read client_secret_file"),
+        (SharePointConfig { client_secret_file: Some(empty.0.clone()), ..base.clone() }, "is empty"),
+        (
+            SharePointConfig {
+                client_secret: "other".into(),
+                client_secret_file: Some(full.0.clone()),
+                ..base.clone()
+            },
+            "client_secret and client_secret_file are both set",
+        ),
+        (base.clone(), "client_secret is empty"),
+    ] {
+        let err = SharePointSubmitter::new(config).expect_err("invalid");
+        let SubmitError::Unavailable(source) = &err else { panic!("{err:?}") };
+        let message = source.to_string();
+        assert!(message.contains(expected), "{message}");
+        assert!(!message.contains(SECRET), "{message}");
     }
 }

@@ -18,7 +18,7 @@
 //! - network failure, timeout, 5xx, 408/429 throttling, or an unreadable success body:
 //!   [`SubmitError::Unavailable`].
 
-use std::{collections::BTreeMap, fmt, time::Duration};
+use std::{collections::BTreeMap, fmt, path::PathBuf, time::Duration};
 
 use async_trait::async_trait;
 use reqwest::{StatusCode, Url};
@@ -45,8 +45,14 @@ pub struct SharePointConfig {
     pub tenant_id: String,
     /// Application (client) id of the app registration.
     pub client_id: String,
-    /// Client secret of the app registration. Never logged or put in an error.
+    /// Client secret of the app registration. Never logged or put in an error. Leave it unset
+    /// when `client_secret_file` holds it.
+    #[serde(default)]
     pub client_secret: String,
+    /// A file holding the client secret (its content, surrounding whitespace trimmed), such as
+    /// a mounted secret; read when the submitter is built. Setting both is an error.
+    #[serde(default)]
+    pub client_secret_file: Option<PathBuf>,
     /// Graph site id, e.g. `contoso.sharepoint.com,{site-collection-guid},{web-guid}`.
     pub site_id: String,
     /// team_id -> list id (GUID or list name).
@@ -70,6 +76,7 @@ impl fmt::Debug for SharePointConfig {
             .field("tenant_id", &self.tenant_id)
             .field("client_id", &self.client_id)
             .field("client_secret", &"<redacted>")
+            .field("client_secret_file", &self.client_secret_file)
             .field("site_id", &self.site_id)
             .field("team_lists", &self.team_lists)
             .field("authority_url", &self.authority_url)
@@ -121,6 +128,22 @@ enum ServiceError {
     Status { service: &'static str, status: u16, message: String },
     #[error("{service} returned an unreadable response: {message}")]
     Malformed { service: &'static str, message: String },
+}
+
+/// `client_secret`, or the trimmed content of `client_secret_file`. An error names the setting
+/// and the file, never the content.
+fn read_client_secret(config: &SharePointConfig) -> Result<String, SubmitError> {
+    let Some(path) = &config.client_secret_file else { return Ok(config.client_secret.clone()) };
+    if !config.client_secret.is_empty() {
+        return Err(config_error("client_secret and client_secret_file are both set; set only one"));
+    }
+    let content = std::fs::read_to_string(path)
+        .map_err(|e| config_error(format!("cannot read client_secret_file {}: {e}", path.display())))?;
+    let secret = content.trim();
+    if secret.is_empty() {
+        return Err(config_error(format!("client_secret_file {} is empty", path.display())));
+    }
+    Ok(secret.to_owned())
 }
 
 fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> SubmitError {
@@ -190,10 +213,11 @@ impl SharePointSubmitter {
     /// [`SubmitError::Unavailable`] (whose source says what is wrong) if a URL is invalid or a
     /// required value is empty.
     pub fn new(config: SharePointConfig) -> Result<Self, SubmitError> {
+        let client_secret = read_client_secret(&config)?;
         for (name, value) in [
             ("tenant_id", &config.tenant_id),
             ("client_id", &config.client_id),
-            ("client_secret", &config.client_secret),
+            ("client_secret", &client_secret),
             ("site_id", &config.site_id),
         ] {
             if value.trim().is_empty() {
@@ -230,7 +254,7 @@ impl SharePointSubmitter {
             http,
             tenant_id: config.tenant_id,
             client_id: config.client_id,
-            client_secret: config.client_secret,
+            client_secret,
             token_url,
             scope,
             team_items,
