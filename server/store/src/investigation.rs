@@ -5,6 +5,10 @@
 //!
 //! The CSV files and their columns are described in `config/investigation/README.md`, which
 //! ships a sample. [`write_audit_csv`] and [`write_pending_actions_csv`] export rows as CSV.
+//!
+//! Investigations are kept per tenant: their ids here (`investigation_id`, an action's
+//! `action_id`) are storage keys, `<tenant>/<id>` or, for the default tenant, the id alone.
+//! Listings for one tenant take a [`KeyScope`]; HR data is shared.
 
 use std::{collections::HashMap, io::Write, path::Path, time::SystemTime};
 
@@ -158,6 +162,49 @@ pub struct ImportCounts {
     pub mutations: usize,
 }
 
+/// Whose investigations a listing returns, by the `investigation_id` (a storage key) of its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyScope<'a> {
+    /// Every tenant's (operator tools).
+    All,
+    /// Keys without a `/`: the default tenant's.
+    Unprefixed,
+    /// Keys that start with this prefix, such as `acme/`: that tenant's (an empty prefix is
+    /// every key).
+    Prefix(&'a str),
+}
+
+impl KeyScope<'_> {
+    /// The binds of a scope's conditions (see [`scoped!`]): the keys' range (inclusive start,
+    /// exclusive end) and the `NOT LIKE` pattern that excludes prefixed keys. A range rather
+    /// than `LIKE 'acme/%'` spares escaping `_` and `%`; the key columns sort by bytes
+    /// (`COLLATE "C"` on PostgreSQL, SQLite's default).
+    fn binds(self) -> (Option<String>, Option<String>, Option<&'static str>) {
+        match self {
+            KeyScope::All | KeyScope::Prefix("") => (None, None, None),
+            KeyScope::Unprefixed => (None, None, Some("%/%")),
+            KeyScope::Prefix(prefix) => (Some(prefix.to_owned()), prefix_end(prefix), None),
+        }
+    }
+}
+
+/// The smallest string greater than every string that starts with `prefix`, if any.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        // The next scalar value, skipping the surrogate gap.
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(u32::from(c) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 /// Where a page of [`Database::list_investigations`] ends: the last investigation's creation
 /// time and id. Typed, like [`TicketCursor`](crate::TicketCursor): encoding it for clients is
 /// the workflow layer's business.
@@ -291,14 +338,36 @@ const UPSERT_INVESTIGATION: &str = concat!(
 );
 const GET_INVESTIGATION: &str =
     concat!("SELECT ", investigation_columns!(), " FROM investigations WHERE investigation_id = $1");
+/// The conditions of a [`KeyScope`] on the `investigation_id` column, its binds numbered from
+/// `$n`: the range's start, its end, the pattern of keys to exclude.
+macro_rules! scoped {
+    ($from:literal, $to:literal, $exclude:literal) => {
+        concat!(
+            "($",
+            $from,
+            " IS NULL OR investigation_id >= $",
+            $from,
+            ") AND ($",
+            $to,
+            " IS NULL OR investigation_id < $",
+            $to,
+            ") AND ($",
+            $exclude,
+            " IS NULL OR investigation_id NOT LIKE $",
+            $exclude,
+            ")"
+        )
+    };
+}
 /// Newest first; `$2`/`$3` the (created_at_ms, investigation_id) of the last row of the
-/// previous page.
+/// previous page; `$5`..`$7` the scope.
 const LIST_INVESTIGATIONS: &str = concat!(
     "SELECT ",
     investigation_columns!(),
     " FROM investigations WHERE ($1 IS NULL OR status = $1) \
-     AND ($2 IS NULL OR created_at_ms < $2 OR (created_at_ms = $2 AND investigation_id < $3)) \
-     ORDER BY created_at_ms DESC, investigation_id DESC LIMIT $4"
+     AND ($2 IS NULL OR created_at_ms < $2 OR (created_at_ms = $2 AND investigation_id < $3)) AND ",
+    scoped!("5", "6", "7"),
+    " ORDER BY created_at_ms DESC, investigation_id DESC LIMIT $4"
 );
 
 macro_rules! audit_columns {
@@ -320,10 +389,13 @@ const AUDIT_TRAIL: &str = concat!(
     audit_columns!(),
     " FROM investigation_audit WHERE investigation_id = $1 AND ($2 IS NULL OR seq > $2) ORDER BY seq"
 );
+/// `$2`..`$4` the scope.
 const AUDIT_BY_CORRELATION: &str = concat!(
     "SELECT ",
     audit_columns!(),
-    " FROM investigation_audit WHERE correlation_id = $1 ORDER BY at_ms, investigation_id, seq"
+    " FROM investigation_audit WHERE correlation_id = $1 AND ",
+    scoped!("2", "3", "4"),
+    " ORDER BY at_ms, investigation_id, seq"
 );
 const AUDIT_ALL: &str =
     concat!("SELECT ", audit_columns!(), " FROM investigation_audit ORDER BY investigation_id, seq");
@@ -347,11 +419,13 @@ const UPSERT_ACTION: &str = concat!(
 const ANSWER_ACTION: &str =
     "UPDATE pending_actions SET status = $2, reply_json = $3, answered_at_ms = $4 WHERE action_id = $1";
 const GET_ACTION: &str = concat!("SELECT ", action_columns!(), " FROM pending_actions WHERE action_id = $1");
+/// `$3`..`$5` the scope.
 const LIST_ACTIONS: &str = concat!(
     "SELECT ",
     action_columns!(),
-    " FROM pending_actions WHERE ($1 IS NULL OR recipient_id = $1) AND ($2 IS NULL OR status = $2) \
-     ORDER BY created_at_ms, action_id"
+    " FROM pending_actions WHERE ($1 IS NULL OR recipient_id = $1) AND ($2 IS NULL OR status = $2) AND ",
+    scoped!("3", "4", "5"),
+    " ORDER BY created_at_ms, action_id"
 );
 
 // --- Stored rows, as the database returns them. ---
@@ -726,7 +800,19 @@ impl Database {
         after: Option<&InvestigationCursor>,
         limit: usize,
     ) -> Result<(Vec<InvestigationRow>, Option<InvestigationCursor>), StoreError> {
+        self.list_investigations_in(KeyScope::All, status, after, limit).await
+    }
+
+    /// [`Self::list_investigations`] of the investigations in `scope`.
+    pub async fn list_investigations_in(
+        &self,
+        scope: KeyScope<'_>,
+        status: Option<&str>,
+        after: Option<&InvestigationCursor>,
+        limit: usize,
+    ) -> Result<(Vec<InvestigationRow>, Option<InvestigationCursor>), StoreError> {
         let limit = limit.max(1);
+        let (from, to, exclude) = scope.binds();
         // One row more than the page, to know whether another page follows.
         let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
         let rows: Vec<StoredInvestigation> = on_pool!(self, conn => {
@@ -735,6 +821,9 @@ impl Database {
                 .bind(after.map(|c| c.created_at_ms))
                 .bind(after.map(|c| c.investigation_id.as_str()))
                 .bind(fetch)
+                .bind(from.as_deref())
+                .bind(to.as_deref())
+                .bind(exclude)
                 .fetch_all(conn)
                 .await
         })
@@ -800,8 +889,24 @@ impl Database {
     /// Every audit entry of `correlation_id`, whatever its investigation, in time order (ties
     /// by investigation, then `seq`).
     pub async fn audit_by_correlation(&self, correlation_id: &str) -> Result<Vec<AuditRow>, StoreError> {
+        self.audit_by_correlation_in(KeyScope::All, correlation_id).await
+    }
+
+    /// [`Self::audit_by_correlation`] of the investigations in `scope`.
+    pub async fn audit_by_correlation_in(
+        &self,
+        scope: KeyScope<'_>,
+        correlation_id: &str,
+    ) -> Result<Vec<AuditRow>, StoreError> {
+        let (from, to, exclude) = scope.binds();
         let rows: Vec<StoredAudit> = on_pool!(self, conn => {
-            sqlx::query_as(AUDIT_BY_CORRELATION).bind(correlation_id).fetch_all(conn).await
+            sqlx::query_as(AUDIT_BY_CORRELATION)
+                .bind(correlation_id)
+                .bind(from.as_deref())
+                .bind(to.as_deref())
+                .bind(exclude)
+                .fetch_all(conn)
+                .await
         })
         .map_err(StoreError::query("get audit by correlation"))?;
         audit_rows(rows)
@@ -875,8 +980,26 @@ impl Database {
         recipient_id: Option<&str>,
         status: Option<&str>,
     ) -> Result<Vec<PendingActionRow>, StoreError> {
+        self.pending_actions_in(KeyScope::All, recipient_id, status).await
+    }
+
+    /// [`Self::pending_actions`] of the investigations in `scope`.
+    pub async fn pending_actions_in(
+        &self,
+        scope: KeyScope<'_>,
+        recipient_id: Option<&str>,
+        status: Option<&str>,
+    ) -> Result<Vec<PendingActionRow>, StoreError> {
+        let (from, to, exclude) = scope.binds();
         let rows: Vec<StoredAction> = on_pool!(self, conn => {
-            sqlx::query_as(LIST_ACTIONS).bind(recipient_id).bind(status).fetch_all(conn).await
+            sqlx::query_as(LIST_ACTIONS)
+                .bind(recipient_id)
+                .bind(status)
+                .bind(from.as_deref())
+                .bind(to.as_deref())
+                .bind(exclude)
+                .fetch_all(conn)
+                .await
         })
         .map_err(StoreError::query("list pending actions"))?;
         Ok(rows.into_iter().map(StoredAction::into_row).collect())
@@ -1285,6 +1408,17 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+
+    #[test]
+    fn scopes_bind_a_tenants_key_range() {
+        assert_eq!(KeyScope::Prefix("acme/").binds(), (Some("acme/".into()), Some("acme0".into()), None));
+        assert_eq!(KeyScope::Prefix("team_b/").binds().1.as_deref(), Some("team_b0"));
+        assert_eq!(KeyScope::Unprefixed.binds(), (None, None, Some("%/%")));
+        assert_eq!(KeyScope::All.binds(), (None, None, None));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end(""), None);
+    }
 
     #[test]
     fn formats_rfc3339_in_utc() {

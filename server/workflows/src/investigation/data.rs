@@ -3,9 +3,18 @@
 //! mutation's `change_investigation`) are projections of the investigation's state, written by
 //! the agents as they act and keyed so that a node re-run after a crash overwrites instead of
 //! duplicating (audit entries by position, actions by id).
+//!
+//! Tenancy (`crate::tenant`): the records are keyed by storage keys. The `investigation_id` of
+//! an index row, an audit entry or an action, and an action's `action_id`, are what
+//! `tenant.key(..)` gives for the caller's ids, so one mutation investigated by two tenants has
+//! two sets of rows; what the entries and actions record inside (messages, replies,
+//! notifications) keeps the caller's ids. Listings take the tenant and return its rows only.
+//! HR data is shared by every tenant.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+
+use crate::Tenant;
 
 use super::types::{AbsenceKind, ActionStatus, AdvisoryReport, AuditEntry, HrMutation, PendingAction, Status};
 
@@ -77,6 +86,7 @@ pub struct InvestigationRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListCursor {
     pub created_at_ms: i64,
+    /// The storage key of the page's last investigation.
     pub investigation_id: String,
 }
 
@@ -104,9 +114,10 @@ pub trait InvestigationStore: Send + Sync + 'static {
     /// Upserts the index row (its first `created_at_ms` is kept).
     async fn save_investigation(&self, record: &InvestigationRecord) -> Result<(), StoreFailure>;
     async fn investigation(&self, investigation_id: &str) -> Result<Option<InvestigationRecord>, StoreFailure>;
-    /// Most recently created first, ties by id descending.
+    /// `tenant`'s investigations, most recently created first, ties by key descending.
     async fn list_investigations(
         &self,
+        tenant: &Tenant,
         status: Option<Status>,
         after: Option<ListCursor>,
         limit: usize,
@@ -115,12 +126,18 @@ pub trait InvestigationStore: Send + Sync + 'static {
     async fn write_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreFailure>;
     /// Entries with a seq above `after_seq`, in order.
     async fn audit_trail(&self, investigation_id: &str, after_seq: u32) -> Result<Vec<AuditEntry>, StoreFailure>;
-    async fn audit_by_correlation(&self, correlation_id: &str) -> Result<Vec<AuditEntry>, StoreFailure>;
+    /// The entries of `tenant`'s investigations with `correlation_id`.
+    async fn audit_by_correlation(
+        &self,
+        tenant: &Tenant,
+        correlation_id: &str,
+    ) -> Result<Vec<AuditEntry>, StoreFailure>;
     /// Upserts an action by id.
     async fn save_action(&self, action: &PendingAction) -> Result<(), StoreFailure>;
-    /// Oldest first.
+    /// The actions of `tenant`'s investigations, oldest first.
     async fn actions(
         &self,
+        tenant: &Tenant,
         recipient_id: Option<&str>,
         status: Option<ActionStatus>,
     ) -> Result<Vec<PendingAction>, StoreFailure>;

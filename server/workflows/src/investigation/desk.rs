@@ -1,6 +1,10 @@
 //! What callers do with investigations: start one, answer a pending action, read, list, watch,
 //! read the audit trail and the pending actions. Runs go through the runner; reads of records
 //! go to the store.
+//!
+//! Every entry point takes the caller's tenant: the investigation's thread and its records are
+//! under `tenant.key(investigation_id)`, so another tenant's investigation is as missing as one
+//! nobody started, and records read from the store are shown with the caller's ids.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
@@ -15,7 +19,7 @@ use super::{
     types::*,
     InvestigationState, InvestigationUpdate,
 };
-use crate::{page_token, WorkflowError};
+use crate::{page_token, tenant::SEPARATOR, Tenant, WorkflowError};
 
 /// The investigation's view: its state.
 pub type InvestigationView = InvestigationState;
@@ -91,9 +95,22 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> WorkflowError {
     WorkflowError::InvalidArgument { field, reason: reason.into() }
 }
 
-/// The investigation of a mutation: one per mutation.
+/// The investigation of a mutation: one per mutation in each tenant.
 pub fn investigation_id(mutation_id: &str) -> String {
     format!("INV-{mutation_id}")
+}
+
+/// An audit entry read from the store, as `tenant` is shown it; `None` for another tenant's.
+fn own_entry(tenant: &Tenant, mut entry: AuditEntry) -> Option<AuditEntry> {
+    entry.investigation_id = tenant.id(&entry.investigation_id)?.to_owned();
+    Some(entry)
+}
+
+/// A pending action read from the store, as `tenant` is shown it; `None` for another tenant's.
+fn own_action(tenant: &Tenant, mut action: PendingAction) -> Option<PendingAction> {
+    action.investigation_id = tenant.id(&action.investigation_id)?.to_owned();
+    action.action_id = tenant.id(&action.action_id)?.to_owned();
+    Some(action)
 }
 
 fn fingerprint(parts: &[&str]) -> String {
@@ -158,11 +175,17 @@ impl InvestigationDesk {
         &self.store
     }
 
-    pub async fn start(&self, request: StartRequest) -> Result<InvestigationHandle, WorkflowError> {
+    /// Starts the investigation of a mutation in `tenant`. Mutations are shared by every tenant
+    /// (an inline one is recorded with the HR data); the investigation is the tenant's own.
+    pub async fn start(&self, tenant: &Tenant, request: StartRequest) -> Result<InvestigationHandle, WorkflowError> {
         let mutation = match request.mutation {
             MutationRef::Id(id) => {
                 if id.is_empty() {
                     return Err(invalid("mutation_id", "is required"));
+                }
+                // The investigation id is derived from it and must not name a tenant.
+                if id.contains(SEPARATOR) {
+                    return Err(invalid("mutation_id", "must not contain '/'"));
                 }
                 let stored = self.store.mutation(&id).await.map_err(store_error)?;
                 stored.ok_or(WorkflowError::NotFound { what: "mutation", id })?.mutation
@@ -186,16 +209,20 @@ impl InvestigationDesk {
             created_at_ms: Some(now_ms()),
             ..Default::default()
         };
-        let mut run = RunRequest::new(id.clone(), RunInput::Update(input));
+        let mut run = RunRequest::new(tenant.key(&id), RunInput::Update(input));
         run.mode = ThreadMode::New;
         run.fingerprint = Some(fingerprint(&["start", &mutation.mutation_id]));
         run.idempotency_key = request.idempotency_key;
-        self.run(id, run).await
+        self.run(tenant, id, run).await
     }
 
     /// Answers a pending action. The reply is checked against the action (its role and
     /// recipient) before the run resumes the interrupt, which accepts it only once.
-    pub async fn respond(&self, request: RespondRequest) -> Result<InvestigationHandle, WorkflowError> {
+    pub async fn respond(
+        &self,
+        tenant: &Tenant,
+        request: RespondRequest,
+    ) -> Result<InvestigationHandle, WorkflowError> {
         let RespondRequest { investigation_id, action_id, role, responder_id, text, decision, idempotency_key } =
             request;
         if investigation_id.is_empty() {
@@ -222,9 +249,10 @@ impl InvestigationDesk {
             }
             _ => {}
         }
+        let key = tenant.key(&investigation_id);
         let (_, checkpoint) = self
             .runner
-            .state(&investigation_id)
+            .state(&key)
             .await
             .map_err(|e| WorkflowError::run_on("investigation", investigation_id.clone(), e))?
             .ok_or_else(|| WorkflowError::NotFound { what: "investigation", id: investigation_id.clone() })?;
@@ -249,17 +277,19 @@ impl InvestigationDesk {
         let reply = Reply { role, responder_id, text, decision };
         let value =
             serde_json::to_value(&reply).map_err(|source| WorkflowError::Corrupt { id: action_id.clone(), source })?;
-        let mut run = RunRequest::new(investigation_id.clone(), RunInput::Resume { interrupt_id: action_id, value });
+        let mut run = RunRequest::new(key, RunInput::Resume { interrupt_id: action_id, value });
         // Two replies racing for one action: the second waits for the first and then finds it
         // answered, rather than failing as busy.
         run.busy = BusyPolicy::Queue;
         run.fingerprint = Some(print);
         run.idempotency_key = idempotency_key;
-        self.run(investigation_id, run).await
+        self.run(tenant, investigation_id, run).await
     }
 
+    /// Runs `request` on the thread of `tenant`'s investigation `id`.
     async fn run(
         &self,
+        tenant: &Tenant,
         id: String,
         request: RunRequest<InvestigationUpdate>,
     ) -> Result<InvestigationHandle, WorkflowError> {
@@ -277,19 +307,20 @@ impl InvestigationDesk {
             futures::stream::iter(items)
         });
         let desk = self.clone();
+        let tenant = tenant.clone();
         let outcome = Box::pin(async move {
             let result = outcome.await.unwrap_or(Err(RunError::Lost));
             desk.changed.notify_waiters();
             result.map_err(|error| WorkflowError::run_on("investigation", id.clone(), error))?;
-            desk.get(&id).await
+            desk.get(&tenant, &id).await
         });
         Ok(InvestigationHandle { progress: Box::pin(progress), outcome })
     }
 
-    pub async fn get(&self, investigation_id: &str) -> Result<InvestigationView, WorkflowError> {
+    pub async fn get(&self, tenant: &Tenant, investigation_id: &str) -> Result<InvestigationView, WorkflowError> {
         let found = self
             .runner
-            .state(investigation_id)
+            .state(&tenant.key(investigation_id))
             .await
             .map_err(|e| WorkflowError::run_on("investigation", investigation_id, e))?;
         found
@@ -298,39 +329,54 @@ impl InvestigationDesk {
             .ok_or_else(|| WorkflowError::NotFound { what: "investigation", id: investigation_id.to_owned() })
     }
 
-    /// Most recently started first, paged with opaque tokens.
+    /// `tenant`'s investigations, most recently started first, paged with opaque tokens. A
+    /// token is bound to the tenant and the status filter, and its cursor holds a storage key
+    /// of the tenant's, so no token pages into another tenant's investigations.
     pub async fn list(
         &self,
+        tenant: &Tenant,
         status: Option<Status>,
         page_token: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<InvestigationView>, Option<String>), WorkflowError> {
-        let query = status.map_or("", Status::as_str);
-        let after: Option<ListCursor> = page_token::decode("investigations", query, page_token)?;
-        let (records, next) = self.store.list_investigations(status, after, limit).await.map_err(store_error)?;
+        // The default tenant's query is the status alone, as before tenants.
+        let query = format!("{}{}", tenant.key_prefix(), status.map_or("", Status::as_str));
+        let after: Option<ListCursor> = page_token::decode("investigations", &query, page_token)?;
+        if after.as_ref().is_some_and(|cursor| !tenant.owns(&cursor.investigation_id)) {
+            return Err(invalid("page_token", "belongs to another listing or query"));
+        }
+        let (records, next) =
+            self.store.list_investigations(tenant, status, after, limit).await.map_err(store_error)?;
         let mut views = Vec::with_capacity(records.len());
         for record in records {
-            views.push(self.get(&record.investigation_id).await?);
+            // The store lists the tenant's keys only; this keeps it so whatever the store does.
+            if let Some(id) = tenant.id(&record.investigation_id) {
+                views.push(self.get(tenant, id).await?);
+            }
         }
-        Ok((views, next.map(|cursor| page_token::encode("investigations", query, &cursor))))
+        Ok((views, next.map(|cursor| page_token::encode("investigations", &query, &cursor))))
     }
 
-    pub async fn audit_trail(&self, key: AuditKey) -> Result<Vec<AuditEntry>, WorkflowError> {
+    pub async fn audit_trail(&self, tenant: &Tenant, key: AuditKey) -> Result<Vec<AuditEntry>, WorkflowError> {
         match key {
             AuditKey::Investigation(id) => {
                 if id.is_empty() {
                     return Err(invalid("investigation_id", "is required"));
                 }
-                if self.store.investigation(&id).await.map_err(store_error)?.is_none() {
+                let key = tenant.key(&id);
+                if self.store.investigation(&key).await.map_err(store_error)?.is_none() {
                     return Err(WorkflowError::NotFound { what: "investigation", id });
                 }
-                self.store.audit_trail(&id, 0).await.map_err(store_error)
+                let entries = self.store.audit_trail(&key, 0).await.map_err(store_error)?;
+                Ok(entries.into_iter().filter_map(|entry| own_entry(tenant, entry)).collect())
             }
             AuditKey::Correlation(id) => {
                 if id.is_empty() {
                     return Err(invalid("correlation_id", "is required"));
                 }
-                let entries = self.store.audit_by_correlation(&id).await.map_err(store_error)?;
+                let entries = self.store.audit_by_correlation(tenant, &id).await.map_err(store_error)?;
+                let entries: Vec<AuditEntry> =
+                    entries.into_iter().filter_map(|entry| own_entry(tenant, entry)).collect();
                 if entries.is_empty() {
                     return Err(WorkflowError::NotFound { what: "correlation", id });
                 }
@@ -339,32 +385,37 @@ impl InvestigationDesk {
         }
     }
 
+    /// `tenant`'s pending actions, oldest first.
     pub async fn pending_actions(
         &self,
+        tenant: &Tenant,
         recipient_id: Option<&str>,
         status: ActionStatus,
     ) -> Result<Vec<PendingAction>, WorkflowError> {
-        self.store.actions(recipient_id, Some(status)).await.map_err(store_error)
+        let actions = self.store.actions(tenant, recipient_id, Some(status)).await.map_err(store_error)?;
+        Ok(actions.into_iter().filter_map(|action| own_action(tenant, action)).collect())
     }
 
     /// The trail after `after_seq`, then each entry as it is written, until the report is
     /// generated. Entries come from the store, so a watch sees what any replica writes.
     pub async fn watch(
         &self,
+        tenant: &Tenant,
         investigation_id: &str,
         after_seq: u32,
     ) -> Result<Pin<Box<dyn Stream<Item = Result<AuditEntry, WorkflowError>> + Send>>, WorkflowError> {
-        if self.store.investigation(investigation_id).await.map_err(store_error)?.is_none() {
+        let key = tenant.key(investigation_id);
+        if self.store.investigation(&key).await.map_err(store_error)?.is_none() {
             return Err(WorkflowError::NotFound { what: "investigation", id: investigation_id.to_owned() });
         }
         let (tx, rx) = mpsc::channel(32);
         let desk = self.clone();
-        let id = investigation_id.to_owned();
+        let tenant = tenant.clone();
         tokio::spawn(async move {
             let mut after = after_seq;
             loop {
                 let changed = desk.changed.notified();
-                let entries = match desk.store.audit_trail(&id, after).await {
+                let entries = match desk.store.audit_trail(&key, after).await {
                     Ok(entries) => entries,
                     Err(error) => {
                         let _ = tx.send(Err(store_error(error))).await;
@@ -376,6 +427,7 @@ impl InvestigationDesk {
                 for entry in entries {
                     after = entry.seq;
                     finished |= matches!(&entry.record, AuditRecord::StatusChange(c) if c.to.is_final());
+                    let Some(entry) = own_entry(&tenant, entry) else { continue };
                     if tx.send(Ok(entry)).await.is_err() {
                         return;
                     }
@@ -384,7 +436,7 @@ impl InvestigationDesk {
                     return;
                 }
                 // Watching from past the end of a finished investigation: nothing more will come.
-                if !read_any && matches!(desk.store.investigation(&id).await, Ok(Some(r)) if r.status.is_final()) {
+                if !read_any && matches!(desk.store.investigation(&key).await, Ok(Some(r)) if r.status.is_final()) {
                     return;
                 }
                 tokio::select! {

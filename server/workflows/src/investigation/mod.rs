@@ -10,6 +10,12 @@
 //!                             ⇄ advisory_agent
 //!         any agent that fails after 3 attempts → escalate → advisory_agent → investigation_agent → END
 //! ```
+//!
+//! Tenancy (`crate::tenant`): an investigation's thread id is `tenant.key(investigation_id)`, so
+//! each tenant investigates a mutation on its own. The state keeps the caller's ids, so what a
+//! caller is shown needs no translation; the desk builds storage keys from the caller's tenant,
+//! and the agents, which know only their thread, key the records they write with the thread's
+//! tenant ([`thread_tenant`]).
 
 pub mod data;
 mod desk;
@@ -24,10 +30,15 @@ use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, NodeOptions, RetryPolicy, Target};
 use serde::{Deserialize, Serialize};
 
+use crate::{
+    tenant::{InvalidTenant, SEPARATOR},
+    Tenant,
+};
+
 pub use data::{InvestigationRecord, InvestigationStore, ListCursor, StoreFailure, StoredMutation};
 pub use desk::{
-    AuditKey, InvestigationDesk, InvestigationHandle, InvestigationProgress, InvestigationView, MutationRef,
-    RespondRequest, StartRequest,
+    investigation_id, AuditKey, InvestigationDesk, InvestigationHandle, InvestigationProgress, InvestigationView,
+    MutationRef, RespondRequest, StartRequest,
 };
 pub use types::*;
 
@@ -75,7 +86,16 @@ impl InvestigationState {
     }
 }
 
-/// The index row of an investigation's state.
+/// The tenant whose investigation thread `thread_id` is: the thread id is
+/// `tenant.key(investigation_id)`, and investigation ids have no `/`.
+pub fn thread_tenant(thread_id: &str) -> Result<Tenant, InvalidTenant> {
+    match thread_id.split_once(SEPARATOR) {
+        Some((name, _)) => Tenant::new(name),
+        None => Ok(Tenant::default()),
+    }
+}
+
+/// The index row of an investigation's state, under the caller's id.
 pub fn record_of(state: &InvestigationState) -> InvestigationRecord {
     InvestigationRecord {
         investigation_id: state.investigation_id.clone(),
@@ -171,4 +191,25 @@ pub fn build(deps: InvestigationDeps) -> Result<Graph<InvestigationState>, Graph
         .durability(Durability::EveryNode)
         .output(output)
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_tenant_has_its_own_thread_for_a_mutation_and_nodes_find_the_tenant_in_it() {
+        let id = investigation_id("1002");
+        let tenants = [Tenant::new("acme").unwrap(), Tenant::new("globex").unwrap(), Tenant::default()];
+        let threads: Vec<String> = tenants.iter().map(|t| t.key(&id)).collect();
+        assert_eq!(threads, ["acme/INV-1002", "globex/INV-1002", "INV-1002"]);
+        for (tenant, thread) in tenants.iter().zip(&threads) {
+            assert_eq!(&thread_tenant(thread).unwrap(), tenant);
+            assert_eq!(tenant.id(thread), Some(id.as_str()));
+            for other in tenants.iter().filter(|other| *other != tenant) {
+                assert_eq!(other.id(thread), None, "{other} must not own {thread}");
+            }
+        }
+        assert!(thread_tenant("/acme/INV-1002").is_err(), "a key nobody owns names no tenant");
+    }
 }

@@ -156,27 +156,44 @@ impl<'a> Journal<'a> {
 }
 
 /// Writes a node's records (audit entries, index row, pending actions, the mutation's status)
-/// before its checkpoint: a crash in between re-runs the node, which overwrites them.
+/// before its checkpoint: a crash in between re-runs the node, which overwrites them. The
+/// records are keyed in the tenant of the node's thread (a recovered run's too); the mutation's
+/// `change_investigation`, in the HR data every tenant shares, follows the default tenant's
+/// investigation only, so tenants never overwrite each other's status there.
 async fn persist(
     deps: &InvestigationDeps,
+    ctx: &NodeContext,
     state: &InvestigationState,
     update: &InvestigationUpdate,
 ) -> Result<(), NodeError> {
     let store = &deps.tools.store;
     let failed =
         |e| NodeError::with_source(NodeErrorKind::DependencyFailed, "cannot write the investigation records", e);
+    let tenant = super::thread_tenant(ctx.thread_id())
+        .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "the thread id names no tenant", e))?;
     let mut after = state.clone();
     after.apply(update.clone());
     if let Some(entries) = &update.audit {
-        store.write_audit(entries).await.map_err(failed)?;
+        let entries: Vec<AuditEntry> = entries
+            .iter()
+            .map(|entry| AuditEntry { investigation_id: tenant.key(&entry.investigation_id), ..entry.clone() })
+            .collect();
+        store.write_audit(&entries).await.map_err(failed)?;
     }
     if let Some(actions) = &update.actions {
         for action in actions.iter().filter(|a| !state.actions.contains(a)) {
-            store.save_action(action).await.map_err(failed)?;
+            let keyed = PendingAction {
+                action_id: tenant.key(&action.action_id),
+                investigation_id: tenant.key(&action.investigation_id),
+                ..action.clone()
+            };
+            store.save_action(&keyed).await.map_err(failed)?;
         }
     }
-    store.save_investigation(&super::record_of(&after)).await.map_err(failed)?;
-    if after.status != state.status {
+    let mut record = super::record_of(&after);
+    record.investigation_id = tenant.key(&record.investigation_id);
+    store.save_investigation(&record).await.map_err(failed)?;
+    if after.status != state.status && tenant.is_default() {
         if let Some(mutation) = &after.mutation {
             store.set_change_investigation(&mutation.mutation_id, after.status).await.map_err(failed)?;
         }
@@ -367,7 +384,7 @@ impl Node<InvestigationState> for InvestigationAgent {
             }
         }
         let update = journal.finish();
-        persist(deps, state, &update).await?;
+        persist(deps, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
 }
@@ -382,7 +399,7 @@ impl Node<InvestigationState> for Escalate {
         "The investigation agent's escalation: an agent failed after its retries; manual intervention and a report"
     }
 
-    async fn run(&self, state: &InvestigationState, _ctx: &NodeContext) -> Output {
+    async fn run(&self, state: &InvestigationState, ctx: &NodeContext) -> Output {
         let me = Agent::InvestigationAgent;
         let failure = state.failure.clone().ok_or_else(|| internal("escalation without a failure"))?;
         let mut journal = Journal::new(state);
@@ -408,7 +425,7 @@ impl Node<InvestigationState> for Escalate {
         journal.set_status(me, Status::ManualInterventionRequired, &correlation_id)?;
         journal.request(Action::GenerateAdvisoryReport, serde_json::json!({"outcome": "manual_intervention"}));
         let update = journal.finish();
-        persist(&self.0, state, &update).await?;
+        persist(&self.0, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
 }
@@ -472,7 +489,7 @@ impl Node<InvestigationState> for RightsCheckAgent {
         ));
         journal.update.rights = Some(Some(rights));
         let update = journal.finish();
-        persist(deps, state, &update).await?;
+        persist(deps, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
 }
@@ -746,7 +763,7 @@ impl Node<InvestigationState> for RequestForInformationAgent {
             };
             let interrupt = self.notify(ctx, state, &mut journal, role, &recipient, &correlation_id).await?;
             let update = journal.finish();
-            persist(deps, state, &update).await?;
+            persist(deps, ctx, state, &update).await?;
             return Ok(NodeOutput::interrupt(update, interrupt));
         };
         let reply: Reply = serde_json::from_value(resume.value.clone())
@@ -781,7 +798,7 @@ impl Node<InvestigationState> for RequestForInformationAgent {
             }
         }
         let update = journal.finish();
-        persist(deps, state, &update).await?;
+        persist(deps, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
 }
@@ -892,7 +909,7 @@ impl Node<InvestigationState> for AdvisoryAgent {
         ));
         journal.update.report = Some(Some(report));
         let update = journal.finish();
-        persist(deps, state, &update).await?;
+        persist(deps, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
 }

@@ -1,4 +1,5 @@
-//! `frontdesk.v1.InvestigationService`: validate, convert, call the investigation desk, convert back.
+//! `frontdesk.v1.InvestigationService`: validate, convert, call the investigation desk in the
+//! caller's tenant, convert back.
 
 use std::{pin::Pin, sync::Arc};
 
@@ -11,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert;
 use crate::{
+    auth,
     error::{invalid_argument, to_status},
     grpc::{optional, stream_run},
 };
@@ -39,6 +41,7 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::StartInvestigationRequest>,
     ) -> Result<Response<Self::StartInvestigationStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::StartInvestigationRequest { mutation, idempotency_key } = request.into_inner();
         let mutation = match mutation {
             Some(pb::start_investigation_request::Mutation::MutationId(id)) => MutationRef::Id(id),
@@ -49,7 +52,7 @@ impl InvestigationService for InvestigationApi {
         };
         let handle = self
             .desk
-            .start(StartRequest { mutation, idempotency_key: optional(idempotency_key) })
+            .start(&tenant, StartRequest { mutation, idempotency_key: optional(idempotency_key) })
             .await
             .map_err(to_status)?;
         let stream = stream_run(
@@ -62,6 +65,7 @@ impl InvestigationService for InvestigationApi {
     }
 
     async fn respond(&self, request: Request<pb::RespondRequest>) -> Result<Response<Self::RespondStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::RespondRequest { investigation_id, action_id, role, responder_id, text, decision, idempotency_key } =
             request.into_inner();
         let role = match pb::ResponderRole::try_from(role) {
@@ -84,7 +88,7 @@ impl InvestigationService for InvestigationApi {
             decision,
             idempotency_key: optional(idempotency_key),
         };
-        let handle = self.desk.respond(request).await.map_err(to_status)?;
+        let handle = self.desk.respond(&tenant, request).await.map_err(to_status)?;
         let stream = stream_run(
             handle.progress,
             |p| pb::RespondResponse { progress: Some(convert::progress(p)) },
@@ -98,11 +102,12 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::GetInvestigationRequest>,
     ) -> Result<Response<pb::GetInvestigationResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::GetInvestigationRequest { investigation_id } = request.into_inner();
         if investigation_id.is_empty() {
             return Err(invalid_argument("investigation_id", "is required"));
         }
-        let view = self.desk.get(&investigation_id).await.map_err(to_status)?;
+        let view = self.desk.get(&tenant, &investigation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::GetInvestigationResponse { investigation: Some(convert::investigation(view)) }))
     }
 
@@ -110,6 +115,7 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::ListInvestigationsRequest>,
     ) -> Result<Response<pb::ListInvestigationsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListInvestigationsRequest { status, page_size, page_token } = request.into_inner();
         let status = convert::status_filter(status)
             .map_err(|()| invalid_argument("status", format!("unknown value {status}")))?;
@@ -118,7 +124,7 @@ impl InvestigationService for InvestigationApi {
             n if (1..=MAX_PAGE).contains(&n) => n as usize,
             _ => return Err(invalid_argument("page_size", format!("must be 0 (the default, 20) to {MAX_PAGE}"))),
         };
-        let (views, next) = self.desk.list(status, Some(&page_token), limit).await.map_err(to_status)?;
+        let (views, next) = self.desk.list(&tenant, status, Some(&page_token), limit).await.map_err(to_status)?;
         Ok(Response::new(pb::ListInvestigationsResponse {
             investigations: views.into_iter().map(convert::investigation).collect(),
             next_page_token: next.unwrap_or_default(),
@@ -129,11 +135,12 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::WatchInvestigationRequest>,
     ) -> Result<Response<Self::WatchInvestigationStream>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::WatchInvestigationRequest { investigation_id, after_seq } = request.into_inner();
         if investigation_id.is_empty() {
             return Err(invalid_argument("investigation_id", "is required"));
         }
-        let entries = self.desk.watch(&investigation_id, after_seq).await.map_err(to_status)?;
+        let entries = self.desk.watch(&tenant, &investigation_id, after_seq).await.map_err(to_status)?;
         let stream = entries.map(|entry| {
             entry.map(|e| pb::WatchInvestigationResponse { entry: Some(convert::audit_entry(e)) }).map_err(to_status)
         });
@@ -144,13 +151,14 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::GetAuditTrailRequest>,
     ) -> Result<Response<pb::GetAuditTrailResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::GetAuditTrailRequest { key } = request.into_inner();
         let key = match key {
             Some(pb::get_audit_trail_request::Key::InvestigationId(id)) => AuditKey::Investigation(id),
             Some(pb::get_audit_trail_request::Key::CorrelationId(id)) => AuditKey::Correlation(id),
             None => return Err(invalid_argument("key", "give an investigation_id or a correlation_id")),
         };
-        let entries = self.desk.audit_trail(key).await.map_err(to_status)?;
+        let entries = self.desk.audit_trail(&tenant, key).await.map_err(to_status)?;
         Ok(Response::new(pb::GetAuditTrailResponse {
             entries: entries.into_iter().map(convert::audit_entry).collect(),
         }))
@@ -160,6 +168,7 @@ impl InvestigationService for InvestigationApi {
         &self,
         request: Request<pb::ListPendingActionsRequest>,
     ) -> Result<Response<pb::ListPendingActionsResponse>, Status> {
+        let tenant = auth::tenant(&request);
         let pb::ListPendingActionsRequest { recipient_id, status } = request.into_inner();
         let status = match pb::PendingActionStatus::try_from(status) {
             Ok(pb::PendingActionStatus::Unspecified | pb::PendingActionStatus::Awaiting) => ActionStatus::Awaiting,
@@ -167,7 +176,7 @@ impl InvestigationService for InvestigationApi {
             Err(_) => return Err(invalid_argument("status", format!("unknown value {status}"))),
         };
         let recipient = optional(recipient_id);
-        let actions = self.desk.pending_actions(recipient.as_deref(), status).await.map_err(to_status)?;
+        let actions = self.desk.pending_actions(&tenant, recipient.as_deref(), status).await.map_err(to_status)?;
         Ok(Response::new(pb::ListPendingActionsResponse {
             actions: actions.into_iter().map(convert::pending_action).collect(),
         }))

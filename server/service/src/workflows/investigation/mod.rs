@@ -4,6 +4,8 @@
 mod convert;
 mod grpc;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 use std::{sync::Arc, time::Duration};
 

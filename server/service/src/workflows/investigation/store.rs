@@ -1,19 +1,24 @@
 //! The investigation's data and records in the SQL database: the workflow's
-//! [`InvestigationStore`] over the store crate's tables.
+//! [`InvestigationStore`] over the store crate's tables. Records are keyed by storage keys; a
+//! tenant's listings are the rows in its key range (`KeyScope`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use frontdesk_store::{
     investigation::{
-        AbsenceKind as StoreAbsence, AuditRow, HrMutationRow, InvestigationCursor, InvestigationRow, PendingActionRow,
+        AbsenceKind as StoreAbsence, AuditRow, HrMutationRow, InvestigationCursor, InvestigationRow, KeyScope,
+        PendingActionRow,
     },
     Database,
 };
-use frontdesk_workflows::investigation::{
-    data::{Absence, DirectGrant, Role, RoleGrant, User},
-    AbsenceKind, AccessLevel, ActionStatus, AuditEntry, AuditRecord, HrMutation, InvestigationRecord,
-    InvestigationStore, ListCursor, PendingAction, ResponderRole, Status, StoreFailure, StoredMutation,
+use frontdesk_workflows::{
+    investigation::{
+        data::{Absence, DirectGrant, Role, RoleGrant, User},
+        AbsenceKind, AccessLevel, ActionStatus, AuditEntry, AuditRecord, HrMutation, InvestigationRecord,
+        InvestigationStore, ListCursor, PendingAction, ResponderRole, Status, StoreFailure, StoredMutation,
+    },
+    Tenant,
 };
 
 pub struct SqlInvestigationStore {
@@ -23,6 +28,15 @@ pub struct SqlInvestigationStore {
 impl SqlInvestigationStore {
     pub fn new(db: Database) -> Self {
         Self { db }
+    }
+}
+
+/// The rows of `tenant`'s investigations: keys with its prefix, or without any for `default`.
+fn scope<'a>(tenant: &Tenant, prefix: &'a str) -> KeyScope<'a> {
+    if tenant.is_default() {
+        KeyScope::Unprefixed
+    } else {
+        KeyScope::Prefix(prefix)
     }
 }
 
@@ -250,14 +264,19 @@ impl InvestigationStore for SqlInvestigationStore {
 
     async fn list_investigations(
         &self,
+        tenant: &Tenant,
         status: Option<Status>,
         after: Option<ListCursor>,
         limit: usize,
     ) -> Result<(Vec<InvestigationRecord>, Option<ListCursor>), StoreFailure> {
         let after =
             after.map(|c| InvestigationCursor { created_at_ms: c.created_at_ms, investigation_id: c.investigation_id });
-        let (rows, next) =
-            self.db.list_investigations(status.map(Status::as_str), after.as_ref(), limit).await.map_err(failed)?;
+        let prefix = tenant.key_prefix();
+        let (rows, next) = self
+            .db
+            .list_investigations_in(scope(tenant, &prefix), status.map(Status::as_str), after.as_ref(), limit)
+            .await
+            .map_err(failed)?;
         let records = rows.into_iter().map(record).collect::<Result<Vec<_>, _>>()?;
         Ok((records, next.map(|c| ListCursor { created_at_ms: c.created_at_ms, investigation_id: c.investigation_id })))
     }
@@ -293,8 +312,14 @@ impl InvestigationStore for SqlInvestigationStore {
         self.db.audit_trail(investigation_id, after).await.map_err(failed)?.into_iter().map(entry).collect()
     }
 
-    async fn audit_by_correlation(&self, correlation_id: &str) -> Result<Vec<AuditEntry>, StoreFailure> {
-        self.db.audit_by_correlation(correlation_id).await.map_err(failed)?.into_iter().map(entry).collect()
+    async fn audit_by_correlation(
+        &self,
+        tenant: &Tenant,
+        correlation_id: &str,
+    ) -> Result<Vec<AuditEntry>, StoreFailure> {
+        let prefix = tenant.key_prefix();
+        let rows = self.db.audit_by_correlation_in(scope(tenant, &prefix), correlation_id).await.map_err(failed)?;
+        rows.into_iter().map(entry).collect()
     }
 
     async fn save_action(&self, a: &PendingAction) -> Result<(), StoreFailure> {
@@ -316,11 +341,13 @@ impl InvestigationStore for SqlInvestigationStore {
 
     async fn actions(
         &self,
+        tenant: &Tenant,
         recipient_id: Option<&str>,
         status: Option<ActionStatus>,
     ) -> Result<Vec<PendingAction>, StoreFailure> {
+        let prefix = tenant.key_prefix();
         self.db
-            .pending_actions(recipient_id, status.map(ActionStatus::as_str))
+            .pending_actions_in(scope(tenant, &prefix), recipient_id, status.map(ActionStatus::as_str))
             .await
             .map_err(failed)?
             .into_iter()
