@@ -321,7 +321,13 @@ async fn list_get_reset_and_delete() {
 
     s.client.delete_conversation(id).await.unwrap();
     assert_eq!(s.client.get_conversation(id).await.err().unwrap().code(), Some(Code::NotFound));
-    let checkpoints = s.server().registry().list_conversations(&frontdesk_workflows::Tenant::default(), None, None, 50).await.unwrap().0;
+    let checkpoints = s
+        .server()
+        .registry()
+        .list_conversations(&frontdesk_workflows::Tenant::default(), None, None, 50)
+        .await
+        .unwrap()
+        .0;
     assert_eq!(checkpoints.len(), 4, "erasure removes the conversation's checkpoints");
 }
 

@@ -311,7 +311,8 @@ async fn ask(
     let started = Instant::now();
     let fail = |what: String| format!("{question:?} ({}): {what}", if parallel { "parallel" } else { "sequential" });
     let request = AskRequest { question: question.to_owned(), retry_limit: None, corpus: None, idempotency_key: None };
-    let mut handle = desk.ask(&frontdesk_workflows::Tenant::default(), request).await.map_err(|e| fail(e.to_string()))?;
+    let mut handle =
+        desk.ask(&frontdesk_workflows::Tenant::default(), request).await.map_err(|e| fail(e.to_string()))?;
     let mut calls: BTreeMap<String, u64> = BTreeMap::new();
     let mut call_usage = Usage::default();
     let mut finished: Option<Usage> = None;

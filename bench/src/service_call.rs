@@ -866,7 +866,8 @@ async fn run_call(
     let mut llm_events: BTreeMap<String, u64> = BTreeMap::new();
     let mut tool_events = Vec::new();
     for (turn, text) in script.messages().iter().enumerate() {
-        let mut handle = host.send(&Tenant::default(), &id, text, TurnOptions::default()).await.map_err(|e| fail(e.to_string()))?;
+        let mut handle =
+            host.send(&Tenant::default(), &id, text, TurnOptions::default()).await.map_err(|e| fail(e.to_string()))?;
         let mut nodes = Vec::new();
         while let Some(event) = handle.events.recv().await {
             match event.kind {

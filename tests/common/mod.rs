@@ -33,6 +33,8 @@ pub struct TestServer {
     pub model: Arc<ScriptedModel>,
     pub submitter: Arc<RecordingSubmitter>,
     pub server: Option<RunningServer>,
+    /// `database.url`, for commands run on the server's database (`frontdesk-server keys`).
+    pub database_url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -67,6 +69,8 @@ pub struct Options {
     pub call_log: CallLogMode,
     /// `model.call_log_file`.
     pub call_log_file: Option<std::path::PathBuf>,
+    /// Any other setting, applied last.
+    pub configure: fn(&mut Config),
 }
 
 impl Default for Options {
@@ -78,6 +82,7 @@ impl Default for Options {
             outbox: false,
             call_log: CallLogMode::Off,
             call_log_file: None,
+            configure: |_| {},
         }
     }
 }
@@ -90,7 +95,8 @@ impl TestServer {
     pub async fn start_with(options: Options) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
-        config.database.url = database_url(dir.path()).await;
+        let database_url = database_url(dir.path()).await;
+        config.database.url = database_url.clone();
         let mut intake = config.workflows.settings::<intake::Workflow>().unwrap();
         intake.debug_commands = options.debug_commands;
         config.workflows.set::<intake::Workflow>(&intake).unwrap();
@@ -99,6 +105,7 @@ impl TestServer {
         config.model.call_log = options.call_log;
         config.model.call_log_file = options.call_log_file;
         config.shutdown_grace_secs = 5;
+        (options.configure)(&mut config);
         // With FRONTDESK_E2E_TRIAGE_STORE=redis, active tickets live in Redis (a prefix per server).
         if std::env::var("FRONTDESK_E2E_TRIAGE_STORE").as_deref() == Ok("redis") {
             let url = std::env::var("FRONTDESK_TEST_REDIS_URL")
@@ -118,7 +125,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = app.serve_on(listener).await.expect("server starts");
         let client = Client::connect(format!("http://{}", server.addr)).await.expect("client connects");
-        Self { client, model, submitter, server: Some(server), _dir: dir }
+        Self { client, model, submitter, server: Some(server), database_url, _dir: dir }
     }
 
     pub fn server(&self) -> &RunningServer {

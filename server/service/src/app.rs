@@ -19,9 +19,9 @@ use tonic_health::ServingStatus;
 use tracing::{error, info, warn};
 
 use crate::{
+    auth::{keys::ApiKeys, AuthLayer, AuthPolicy, KeyVerifier, MethodTable},
     calllog::{LlmCallLedger, SqlCallLog},
     config::{CallLogMode, Config, ModelProvider},
-    auth::{keys::ApiKeys, AuthLayer, AuthPolicy, KeyVerifier, MethodTable},
     grpc::{
         conversation::{self, ConversationApi},
         request_limit::RequestLimitLayer,
@@ -65,6 +65,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the built-in gRPC contract does not decode")]
+    Contract(#[source] prost::DecodeError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[source] tonic_reflection::server::Error),
     #[error("cannot take replica {replica}'s lease in the database (runs.replica_id)")]
@@ -264,7 +266,12 @@ impl App {
                 scoped.push(access);
             }
         }
-        let auth = Arc::new(self.auth_policy(addr, MethodTable::new(scoped)));
+        let methods = MethodTable::new(scoped);
+        let runs =
+            crate::quota::run_paths(frontdesk_api::FILE_DESCRIPTOR_SET, &methods).map_err(StartError::Contract)?;
+        let quotas =
+            crate::quota::quota_layer(&self.config.quotas, runs, self.config.auth.open_services.iter().cloned());
+        let auth = Arc::new(self.auth_policy(addr, methods));
 
         // The lease first: recovery and takeover scans on other replicas read it to tell this
         // replica's runs from abandoned ones.
@@ -289,6 +296,8 @@ impl App {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let router = tonic::transport::Server::builder()
             .layer(AuthLayer::new(auth))
+            // Inside auth: quotas are the caller's tenant's.
+            .layer(quotas)
             .layer(RequestLimitLayer::new(max_bytes))
             .add_routes(routes.routes());
         let stopped = async {

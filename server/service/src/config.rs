@@ -687,7 +687,7 @@ fn redact(key: Option<&str>, value: &mut serde_json::Value) {
 }
 
 /// `scheme://user:password@rest` with the password replaced; `None` when there is none.
-fn redact_url_password(url: &str) -> Option<String> {
+pub(crate) fn redact_url_password(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);

@@ -6,15 +6,17 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+use std::{io::Write, net::SocketAddr, path::PathBuf, process::ExitCode, str::FromStr};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use frontdesk_server::{
     admin::{self, Export},
     app::{App, Overrides as Injected},
+    auth::{keys, Scopes},
     config::{Config, Overrides},
     telemetry,
 };
+use frontdesk_workflows::Tenant;
 
 /// Frontdesk: LLM multi-agent workflows as durable graphs, over gRPC.
 ///
@@ -73,6 +75,40 @@ enum Command {
     Export {
         #[arg(value_enum)]
         what: ExportWhat,
+    },
+    /// Create, list and revoke API keys (docs/operations.md, "API keys").
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Create a key. Prints the key on stdout, alone on one line: it is shown this once only.
+    Create {
+        /// The tenant the key acts for: 1 to 63 characters of a-z 0-9 _ -.
+        #[arg(long, value_parser = Tenant::new)]
+        tenant: Tenant,
+        /// Comma-separated `<service>:<access>` scopes, such as conversation:write,triage:read;
+        /// the service conversation, triage, investigation, research, workflow or *, the access
+        /// read, write or admin.
+        #[arg(long, value_parser = Scopes::from_str)]
+        scopes: Scopes,
+        /// A label for people, such as who holds the key.
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// List keys, newest first, revoked ones included (never their secrets).
+    List {
+        /// Only this tenant's keys.
+        #[arg(long, value_parser = Tenant::new)]
+        tenant: Option<Tenant>,
+    },
+    /// Revoke a key. Running servers refuse it within auth.cache_secs.
+    Revoke {
+        /// The key's id: the 16 hex characters after `fdk_`, as `keys list` shows them.
+        key_id: String,
     },
 }
 
@@ -149,12 +185,69 @@ async fn run_command(config: &Config, command: &Command) -> ExitCode {
             };
             admin::export(config, what, std::io::stdout().lock()).await
         }
+        Command::Keys { command } => return run_keys(config, command).await,
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("frontdesk-server: {}", report(&error));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `keys create|list|revoke`: 0 when done, 1 when it failed or the key to revoke is unknown, 2
+/// for a key id of the wrong form (a bad tenant or scope list is refused by clap, also with 2).
+async fn run_keys(config: &Config, command: &KeysCommand) -> ExitCode {
+    let failed = |error: &dyn std::error::Error| {
+        eprintln!("frontdesk-server: {}", report(error));
+        ExitCode::FAILURE
+    };
+    match command {
+        KeysCommand::Create { tenant, scopes, name } => match admin::create_key(config, tenant, scopes, name).await {
+            Ok(created) => {
+                let mut stdout = std::io::stdout().lock();
+                if let Err(error) = writeln!(stdout, "{}", created.key.expose()).and_then(|()| stdout.flush()) {
+                    return failed(&error);
+                }
+                eprintln!(
+                    "frontdesk-server: key {} for tenant {tenant}, scopes {scopes}; store it now: it cannot be shown again",
+                    created.key.key_id()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(error) => failed(&error),
+        },
+        KeysCommand::List { tenant } => match admin::list_keys(config, tenant.as_ref()).await {
+            Ok(keys) => match admin::write_keys_table(&keys, std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => failed(&error),
+            },
+            Err(error) => failed(&error),
+        },
+        KeysCommand::Revoke { key_id } => {
+            if !keys::is_key_id(key_id) {
+                // Not echoed: a whole key given by mistake would put its secret on the screen.
+                eprintln!(
+                    "frontdesk-server: KEY_ID must be a key id, the 16 lowercase hex characters after `fdk_` \
+                     (`frontdesk-server keys list` shows them), not the key itself"
+                );
+                return ExitCode::from(2);
+            }
+            match admin::revoke_key(config, key_id).await {
+                Ok(true) => {
+                    eprintln!(
+                        "frontdesk-server: key {key_id} revoked; running servers refuse it within {} s (auth.cache_secs)",
+                        config.auth.cache_secs
+                    );
+                    ExitCode::SUCCESS
+                }
+                Ok(false) => {
+                    eprintln!("frontdesk-server: no key {key_id}");
+                    ExitCode::FAILURE
+                }
+                Err(error) => failed(&error),
+            }
         }
     }
 }

@@ -131,7 +131,12 @@ impl Registry {
         loop {
             let page = self
                 .checkpointer
-                .list_threads(&ThreadQuery { after: after.clone(), limit, prefix: prefix.clone(), ..Default::default() })
+                .list_threads(&ThreadQuery {
+                    after: after.clone(),
+                    limit,
+                    prefix: prefix.clone(),
+                    ..Default::default()
+                })
                 .await?;
             for thread in &page.threads {
                 after = Some(thread.thread_id.clone());

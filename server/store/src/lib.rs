@@ -5,7 +5,8 @@
 //! [`Checkpointer`](frontdesk_runtime::Checkpointer) on it; [`intake`] holds the workflow
 //! layer's intake submissions, [`tickets`] the completed triage tickets and [`investigation`]
 //! the investigation workflow's HR data, investigations, audit trail and pending actions
-//! (imported from and exported to CSV), and [`llm_calls`] the structured log of model calls. Queries are built at run time with binds (no
+//! (imported from and exported to CSV), [`llm_calls`] the structured log of model calls and
+//! [`api_keys`] the server's API keys (a salted hash of each secret, never the secret). Queries are built at run time with binds (no
 //! compile-time checked macros), in one SQL text for both dialects wherever they agree. [`RedisCheckpointer`] implements the same trait on a Redis server
 //! (the triage design's store for active tickets; see [`redis_checkpointer`] for its keys).
 //!
@@ -17,6 +18,7 @@
 //! `export FRONTDESK_TEST_REDIS_URL="$(scripts/ensure-redis.sh | tail -n1)"` (each run uses
 //! its own random key prefix and deletes its keys) and `FRONTDESK_REQUIRE_REDIS=1`.
 
+pub mod api_keys;
 mod checkpointer;
 mod db;
 mod error;
@@ -27,6 +29,7 @@ pub mod redis_checkpointer;
 mod reuse;
 pub mod tickets;
 
+pub use api_keys::{ApiKeyRecord, ApiKeyRow};
 pub use checkpointer::SqlCheckpointer;
 pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::StoreError;

@@ -130,6 +130,16 @@ async fn postgres_llm_calls() {
 }
 
 #[tokio::test]
+async fn postgres_api_keys() {
+    let Some(server) = server_url() else { return };
+    let fresh = FreshDatabase::create(&server).await;
+    let db = Database::connect(&fresh.url, StoreOptions::default()).await.unwrap();
+    common::api_keys::run_all(&db).await;
+    db.close().await;
+    fresh.drop_database().await;
+}
+
+#[tokio::test]
 async fn unreachable_postgres_fails_fast() {
     let start = Instant::now();
     let err = Database::connect_with_timeout(

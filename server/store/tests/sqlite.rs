@@ -304,3 +304,17 @@ async fn llm_calls_on_file() {
     common::llm_calls::run_all(&db).await;
     db.close().await;
 }
+
+#[tokio::test]
+async fn api_keys_in_memory() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    common::api_keys::run_all(&db).await;
+}
+
+#[tokio::test]
+async fn api_keys_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    common::api_keys::run_all(&db).await;
+    db.close().await;
+}

@@ -21,5 +21,5 @@ pub mod triage;
 
 pub use conversation::{ConversationView, ConversationWorkflow, TurnHandle, TurnOptions, TurnOutcome};
 pub use error::WorkflowError;
-pub use tenant::Tenant;
 pub use message::{Message, Role};
+pub use tenant::Tenant;

@@ -104,7 +104,8 @@ impl FromStr for Scopes {
 
     /// A comma-separated list, such as `conversation:write,triage:read`; at least one.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let scopes = s.split(',').filter(|p| !p.trim().is_empty()).map(Scope::from_str).collect::<Result<Vec<_>, _>>()?;
+        let scopes =
+            s.split(',').filter(|p| !p.trim().is_empty()).map(Scope::from_str).collect::<Result<Vec<_>, _>>()?;
         if scopes.is_empty() {
             return Err(InvalidScope(s.to_owned()));
         }

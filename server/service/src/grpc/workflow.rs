@@ -14,12 +14,12 @@ use tracing::debug;
 use frontdesk_store::LlmCallRow;
 
 use crate::{
+    auth::{self, Access, ServiceAccess},
     calllog::LlmCallLedger,
     convert,
     error::{invalid_argument, to_status},
     grpc::page_size,
     registry::Registry,
-    auth::{self, Access, ServiceAccess},
     workflows::HostedWorkflow,
 };
 

@@ -9,6 +9,7 @@ use std::{
 use frontdesk_runtime::{conformance::sample, CheckpointError, Checkpointer, RunStatus};
 use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage};
 
+pub mod api_keys;
 pub mod investigation;
 pub mod llm_calls;
 

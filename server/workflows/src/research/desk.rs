@@ -158,10 +158,7 @@ impl ResearchDesk {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let key = tenant.key(&research_id);
-        let mut run = RunRequest::new(
-            key,
-            RunInput::Update(super::initial(&question, &corpus, retry_limit, now)),
-        );
+        let mut run = RunRequest::new(key, RunInput::Update(super::initial(&question, &corpus, retry_limit, now)));
         run.mode = ThreadMode::New;
         run.idempotency_key = idempotency_key;
         run.fingerprint = Some(format!("{:x}", hasher.finalize()));

@@ -38,7 +38,7 @@ static ACCESS: ServiceAccess = ServiceAccess {
 
 pub struct Workflow;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TriageSettings {
     /// Customer directory (JSON Lines); the shipped config/triage/customers.jsonl when unset.
@@ -50,13 +50,32 @@ pub struct TriageSettings {
     pub active_store: ActiveStore,
     /// Redis URL for `active_store = "redis"`, e.g. redis://127.0.0.1:6379.
     pub redis_url: Option<String>,
-    /// Prefix of every Redis key: `{prefix}:checkpoint:{customer_id}:{ticket_id}:{version}`, the
-    /// customer id as `{tenant}/{customer_id}` for a tenant other than `default`.
+    /// Prefix of every Redis key: `{prefix}:checkpoint:{thread_id}:{version}`, the thread id
+    /// `{customer_id}:{ticket_id}`, the customer id as `{tenant}/{customer_id}` for a tenant
+    /// other than `default`.
     pub redis_key_prefix: Option<String>,
     /// When a triage run writes checkpoints: `exit` (default) writes the accepted ticket and the
     /// final state, and a crash re-runs the ticket's model calls; `every_node` also writes one
     /// after each node, so a crash re-runs only the node in flight.
     pub durability: DurabilitySetting,
+}
+
+/// Never prints the Redis URL's password.
+impl std::fmt::Debug for TriageSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redis_url = self
+            .redis_url
+            .as_deref()
+            .map(|url| crate::config::redact_url_password(url).unwrap_or_else(|| url.to_owned()));
+        f.debug_struct("TriageSettings")
+            .field("customers", &self.customers)
+            .field("articles", &self.articles)
+            .field("active_store", &self.active_store)
+            .field("redis_url", &redis_url)
+            .field("redis_key_prefix", &self.redis_key_prefix)
+            .field("durability", &self.durability)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
