@@ -155,10 +155,6 @@ impl Server {
         Server { child, addr, reader }
     }
 
-    async fn client(&self) -> Client {
-        Client::connect(format!("http://{}", self.addr)).await.unwrap()
-    }
-
     /// SIGTERM, then waits for the process and for the last of its stderr.
     fn stop(mut self) {
         // SAFETY: plain kill(2) on our own child's pid.
@@ -207,10 +203,28 @@ async fn drive(client: &Client) {
 }
 
 async fn served_calls_print_no_secret(source: Source) {
-    let setup = Setup::new(source);
+    let mut setup = Setup::new(source);
+    // API keys are secrets too: the one the CLI makes (its stdout is the one place it may be
+    // shown), and a wrong one a caller presents.
+    let created = setup.command().args(["keys", "create", "--tenant", "acme", "--scopes", "*:admin"]).output().unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+    setup.assert_clean("keys create's stderr", &String::from_utf8_lossy(&created.stderr));
+    let key_id = key.split('_').nth(1).unwrap().to_owned();
+    let wrong = format!("fdk_{key_id}_{}", "B".repeat(43));
+    setup.secrets.extend([key.clone(), key.split('_').nth(2).unwrap().to_owned(), wrong.clone()]);
+    setup.env.push(("FRONTDESK__AUTH__MODE".into(), "keys".into()));
+
     let server = Server::start(&setup);
-    drive(&server.client().await).await;
+    let url = format!("http://{}", server.addr);
+    drive(&Client::builder(url.as_str()).api_key(key.as_str()).connect().await.unwrap()).await;
+    let refused = Client::builder(url.as_str()).api_key(wrong.as_str()).connect().await.unwrap();
+    let error = refused.list_workflows().await.unwrap_err();
+    assert_eq!(error.code(), Some(Code::Unauthenticated), "{error:?}");
     server.stop();
+    let keys = setup.command().args(["keys", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&keys.stdout).contains(&key_id), "the listing shows the key's id");
+    setup.assert_clean("keys list", &String::from_utf8_lossy(&keys.stdout));
 
     let stderr = std::fs::read_to_string(setup.path("stderr.log")).unwrap();
     assert!(stderr.contains("\"level\":\"DEBUG\""), "debug logging is on:\n{stderr}");

@@ -548,3 +548,83 @@ async fn investigations_audit_trails_and_pending_actions_belong_to_their_tenant(
     }
     s.stop().await;
 }
+
+/// Lists reflection's services through `channel` with `key`.
+async fn reflect(channel: Channel, key: Option<&str>) -> Result<Vec<String>, Status> {
+    use tonic_reflection::pb::v1::{
+        server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
+        server_reflection_response::MessageResponse, ServerReflectionRequest,
+    };
+    let bearer = Bearer(key.map(|k| format!("Bearer {k}").parse().unwrap()));
+    let mut reflection = ServerReflectionClient::new(InterceptedService::new(channel, bearer));
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection.server_reflection_info(futures::stream::iter([request])).await?.into_inner();
+    let response = responses.message().await?.expect("a reflection response");
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("{response:?}") };
+    Ok(list.service.into_iter().map(|s| s.name).collect())
+}
+
+#[tokio::test]
+async fn reflection_needs_a_key_unless_opened() {
+    let s = server().await;
+    let key = create_key(&s, "acme", "workflow:read");
+    let channel = Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+    let refused = reflect(channel.clone(), None).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    // Any valid key may reflect: the contract is no tenant's data (grpcurl -H works).
+    let names = reflect(channel, Some(&key)).await.unwrap();
+    assert!(names.iter().any(|n| n == "frontdesk.v1.TriageService"), "{names:?}");
+    s.stop().await;
+
+    let open = TestServer::start_with(Options {
+        configure: |config| {
+            config.auth.mode = AuthMode::Keys;
+            config.auth.open_services.push("grpc.reflection.v1.ServerReflection".into());
+        },
+        ..Options::default()
+    })
+    .await;
+    let channel = Channel::from_shared(format!("http://{}", open.server().addr)).unwrap().connect().await.unwrap();
+    assert!(reflect(channel.clone(), None).await.is_ok());
+    let mut anonymous = WorkflowServiceClient::new(channel);
+    let refused = anonymous.list_workflows(pb::ListWorkflowsRequest {}).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "opening reflection opens nothing else");
+    open.stop().await;
+}
+
+/// An in-process server listening on every interface (as in a container), with `auth.mode`.
+async fn on_every_interface(mode: AuthMode) -> (frontdesk_server::app::RunningServer, tempfile::TempDir) {
+    use frontdesk_server::{
+        app::{App, Overrides},
+        config::Config,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.database.url = common::database_url(dir.path()).await;
+    config.shutdown_grace_secs = 5;
+    config.auth.mode = mode;
+    let model = std::sync::Arc::new(frontdesk_llm::ScriptedModel::new("scripted-test"));
+    let app = App::build(config, Overrides { model: Some(model), ..Overrides::default() }).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    (app.serve_on(listener).await.unwrap(), dir)
+}
+
+#[tokio::test]
+async fn keys_are_required_by_default_off_loopback_and_none_runs_open() {
+    let (server, _dir) = on_every_interface(AuthMode::Auto).await;
+    let channel =
+        Channel::from_shared(format!("http://127.0.0.1:{}", server.addr.port())).unwrap().connect().await.unwrap();
+    let refused = WorkflowServiceClient::new(channel).list_workflows(pb::ListWorkflowsRequest {}).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    server.shutdown().await.unwrap();
+
+    let (server, _dir) = on_every_interface(AuthMode::None).await;
+    let channel =
+        Channel::from_shared(format!("http://127.0.0.1:{}", server.addr.port())).unwrap().connect().await.unwrap();
+    let listed = WorkflowServiceClient::new(channel).list_workflows(pb::ListWorkflowsRequest {}).await;
+    assert!(listed.is_ok(), "auth.mode = \"none\" serves without keys: {listed:?}");
+    server.shutdown().await.unwrap();
+}
