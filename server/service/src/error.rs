@@ -243,6 +243,9 @@ pub enum AccessError {
     MissingKey,
     /// A well-formed key that is unknown or revoked.
     InvalidKey,
+    /// The key table cannot be read (the database is down): the key is neither accepted nor
+    /// refused.
+    KeyTableUnavailable,
     /// The key's scopes do not include `scope` (such as `triage:write`).
     ScopeMissing { scope: String },
     /// The tenant is over `quota` (`requests_per_sec`, `max_concurrent_runs`); a retry after
@@ -262,6 +265,11 @@ pub fn access_status(error: AccessError) -> Status {
         AccessError::InvalidKey => {
             Failure::new(ErrorReason::Unauthenticated, "the API key is unknown or revoked".into()).into_status()
         }
+        AccessError::KeyTableUnavailable => Failure::new(
+            ErrorReason::StoreUnavailable,
+            "cannot check the API key now: the key table cannot be read".into(),
+        )
+        .into_status(),
         AccessError::ScopeMissing { scope } => {
             Failure::new(ErrorReason::ScopeMissing, format!("the API key lacks scope {scope}"))
                 .with("scope", scope)
@@ -431,6 +439,27 @@ mod tests {
     fn limit_exceeded() {
         let status = to_status(WorkflowError::LimitExceeded { limit: "turns per conversation", max: 5 });
         check(&status, Code::ResourceExhausted, ErrorReason::LimitExceeded, &["limit", "max"]);
+    }
+
+    #[test]
+    fn refusals_before_the_handler_follow_the_table() {
+        check(&access_status(AccessError::MissingKey), Code::Unauthenticated, ErrorReason::Unauthenticated, &[]);
+        check(&access_status(AccessError::InvalidKey), Code::Unauthenticated, ErrorReason::Unauthenticated, &[]);
+        let scope = AccessError::ScopeMissing { scope: "triage:write".into() };
+        check(&access_status(scope), Code::PermissionDenied, ErrorReason::ScopeMissing, &["scope"]);
+        // An outage of the key table is retried, not blamed on the key.
+        let outage = access_status(AccessError::KeyTableUnavailable);
+        check(&outage, Code::Unavailable, ErrorReason::StoreUnavailable, &[]);
+        let quota = AccessError::QuotaExceeded {
+            tenant: "acme".into(),
+            quota: "requests_per_sec",
+            limit: 2,
+            retry_after: Duration::from_millis(300),
+        };
+        let status = access_status(quota);
+        check(&status, Code::ResourceExhausted, ErrorReason::QuotaExceeded, &["quota", "limit"]);
+        let retry = status.get_error_details().retry_info().and_then(|r| r.retry_delay).unwrap();
+        assert_eq!(retry, Duration::from_millis(300), "the quota's own wait");
     }
 
     #[test]

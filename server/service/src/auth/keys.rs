@@ -254,7 +254,8 @@ impl ApiKeys {
             }
             Err(e) => {
                 tracing::warn!(key_id, error = %e, "cannot read the key table");
-                return Err(AccessError::InvalidKey);
+                // Not the caller's fault, and a retry may pass: not UNAUTHENTICATED.
+                return Err(AccessError::KeyTableUnavailable);
             }
         };
         let hash = salted_hash(&record.salt, &presented.secret);
