@@ -77,7 +77,7 @@ step "end-to-end suites again, on PostgreSQL"
 psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
   "select datname from pg_database where datname ~ '^frontdesk_(e2e|t)_[0-9a-f]{32}$'" |
   while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
-FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research --test reattach
+FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research --test reattach --test tenancy
 
 step "triage end-to-end suite with active tickets in Redis"
 FRONTDESK_E2E_TRIAGE_STORE=redis cargo test --workspace --locked --test triage
