@@ -408,8 +408,9 @@ fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The smallest string greater than every string that starts with `prefix`, if any.
-fn prefix_end(prefix: &str) -> Option<String> {
+/// The smallest string greater than every string that starts with `prefix`, if any (the
+/// exclusive end of a prefix's key range).
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         let next = match last {

@@ -14,7 +14,7 @@ use std::{collections::HashMap, io::Write, path::Path, time::SystemTime};
 
 use sqlx::Connection;
 
-use crate::{from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
+use crate::{checkpointer::prefix_end, from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
 
 /// [`HrMutationRow::change_investigation`] of a mutation nobody has investigated yet: what an
 /// import gives a new mutation whose cell is empty.
@@ -186,23 +186,6 @@ impl KeyScope<'_> {
             KeyScope::Prefix(prefix) => (Some(prefix.to_owned()), prefix_end(prefix), None),
         }
     }
-}
-
-/// The smallest string greater than every string that starts with `prefix`, if any.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        // The next scalar value, skipping the surrogate gap.
-        let next = match last {
-            '\u{D7FF}' => Some('\u{E000}'),
-            c => char::from_u32(u32::from(c) + 1),
-        };
-        if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 /// Where a page of [`Database::list_investigations`] ends: the last investigation's creation

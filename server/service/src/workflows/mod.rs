@@ -40,6 +40,9 @@ macro_rules! workflows {
 // The one line where workflows are listed.
 workflows![intake, triage, investigation, research, service_call];
 
+#[cfg(test)]
+pub(crate) mod testing;
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A config section that does not read as its workflow's settings (boxed: figment's error is large).

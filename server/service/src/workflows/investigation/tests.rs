@@ -12,7 +12,7 @@ use std::{
 
 use frontdesk_llm::{ChatRequest, LlmClient, LlmError, ScriptedModel};
 use frontdesk_runtime::{Checkpoint, Checkpointer, RunMarker, RunStatus, Runner, RunnerConfig, State};
-use frontdesk_store::{sqlx, Database, SqlCheckpointer, StoreOptions};
+use frontdesk_store::{Database, SqlCheckpointer};
 use frontdesk_workflows::{
     investigation::{
         self, ActionStatus, AuditEntry, AuditKey, AuditRecord, InvestigationDeps, InvestigationDesk,
@@ -68,16 +68,7 @@ fn answer(request: &ChatRequest) -> Result<String, LlmError> {
 /// A fresh SQLite database, and a fresh PostgreSQL one when a server is configured, each with
 /// the sample HR data.
 async fn databases() -> Vec<Database> {
-    let options = || StoreOptions { max_connections: 2, checkpoint_retention: 2 };
-    let mut databases = vec![Database::connect("sqlite::memory:", options()).await.unwrap()];
-    if let Ok(server) = std::env::var("FRONTDESK_TEST_POSTGRES_URL") {
-        let admin = sqlx::PgPool::connect(&server).await.expect("connect to FRONTDESK_TEST_POSTGRES_URL");
-        let name = format!("frontdesk_investigation_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-        admin.close().await;
-        let (base, _) = server.rsplit_once('/').expect("a database URL with a path");
-        databases.push(Database::connect(&format!("{base}/{name}"), options()).await.unwrap());
-    }
+    let databases = crate::workflows::testing::databases("investigation").await;
     for db in &databases {
         db.import_hr_csv(SAMPLE_DATA).await.unwrap();
     }

@@ -10,7 +10,7 @@ use std::{
 
 use frontdesk_llm::{ChatRequest, LlmClient, LlmError, ScriptedModel};
 use frontdesk_runtime::{Checkpoint, Checkpointer, Log, RunMarker, RunStatus, Runner, RunnerConfig, State};
-use frontdesk_store::{sqlx, Database, SqlCheckpointer, StoreOptions};
+use frontdesk_store::{Database, SqlCheckpointer};
 use frontdesk_workflows::{
     triage::{
         self, customers::CustomerDirectory, kb::KnowledgeBase, Author, Resolution, TicketInfo, TicketMessage,
@@ -71,17 +71,7 @@ fn answer(request: &ChatRequest) -> Result<String, LlmError> {
 
 /// A fresh SQLite database, and a fresh PostgreSQL one when a server is configured.
 async fn databases() -> Vec<Database> {
-    let options = || StoreOptions { max_connections: 2, checkpoint_retention: 2 };
-    let mut databases = vec![Database::connect("sqlite::memory:", options()).await.unwrap()];
-    if let Ok(server) = std::env::var("FRONTDESK_TEST_POSTGRES_URL") {
-        let admin = sqlx::PgPool::connect(&server).await.expect("connect to FRONTDESK_TEST_POSTGRES_URL");
-        let name = format!("frontdesk_triage_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-        admin.close().await;
-        let (base, _) = server.rsplit_once('/').expect("a database URL with a path");
-        databases.push(Database::connect(&format!("{base}/{name}"), options()).await.unwrap());
-    }
-    databases
+    crate::workflows::testing::databases("triage").await
 }
 
 struct Desk {
