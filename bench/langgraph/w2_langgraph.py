@@ -712,6 +712,7 @@ def main() -> int:
     ap.add_argument("--postgres-url", default=None)
     ap.add_argument("--savers", default="none,memory,sqlite,postgres")
     ap.add_argument("--phases", default="latency,throughput")
+    ap.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args()
 
     savers = [s for s in args.savers.split(",") if s]
@@ -802,6 +803,20 @@ def main() -> int:
         return 1
 
     print_report(machine, savers, latency, throughput, started)
+    if args.json:
+        out = {
+            "workload": "w2",
+            "engine": "langgraph",
+            "machine": machine,
+            "tickets": args.tickets,
+            "timed": args.timed,
+            "in_flight": IN_FLIGHT,
+            "durability": "async",
+            "latency": latency,
+            "throughput": throughput,
+        }
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
     return 0
 
 

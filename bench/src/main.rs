@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w1 [--conversations N] [--postgres-url URL]
-//!     [--out FILE] [--concurrency 100] [--rss-conversations 10000]
+//!     [--out FILE] [--json FILE] [--concurrency 100] [--rss-conversations 10000]
+//!     [--phases count,latency,inproc,grpc,rss] [--stores memory,sqlite,postgres]
 //! ```
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or when any
@@ -97,6 +98,8 @@ struct Args {
     conversations: usize,
     postgres_url: Option<String>,
     out: Option<PathBuf>,
+    /// Machine-readable results (scripts/compare.sh reads them).
+    json: Option<PathBuf>,
     concurrency: usize,
     rss_conversations: usize,
     store: String,
@@ -121,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
         conversations: 2000,
         postgres_url: None,
         out: None,
+        json: None,
         concurrency: 100,
         rss_conversations: 10_000,
         store: "sqlite".into(),
@@ -135,6 +139,7 @@ fn parse_args() -> Result<Args, String> {
             "--conversations" => args.conversations = number(value()?)?,
             "--postgres-url" => args.postgres_url = Some(value()?).filter(|u| !u.is_empty()),
             "--out" => args.out = Some(PathBuf::from(value()?)),
+            "--json" => args.json = Some(PathBuf::from(value()?)),
             "--concurrency" => args.concurrency = number(value()?)?.max(1),
             "--rss-conversations" => args.rss_conversations = number(value()?)?,
             "--store" => args.store = value()?,
@@ -388,6 +393,8 @@ struct Disk {
     conversations: u64,
     bytes: u64,
     bytes_compacted: u64,
+    /// The store's commit durability as the bench's connections see it, e.g. `synchronous=NORMAL`.
+    durability: String,
     detail: String,
 }
 
@@ -401,6 +408,7 @@ async fn sqlite_disk(fresh: &Fresh) -> Result<Disk, String> {
     let (file, wal) = (size("w1.db"), size("w1.db-wal"));
     let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(pool).await.map_err(err)?;
     let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await.map_err(err)?;
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(pool).await.map_err(err)?;
     sqlx::query("VACUUM").execute(pool).await.map_err(err)?;
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_all(pool).await.map_err(err)?;
     let compacted = size("w1.db") + size("w1.db-wal");
@@ -408,6 +416,10 @@ async fn sqlite_disk(fresh: &Fresh) -> Result<Disk, String> {
         conversations: threads as u64,
         bytes: file + wal,
         bytes_compacted: compacted,
+        durability: format!(
+            "synchronous={}",
+            ["OFF", "NORMAL", "FULL", "EXTRA"].get(synchronous as usize).copied().unwrap_or("?")
+        ),
         detail: format!("db {file} B + wal {wal} B, {free} free pages of {page} B; after VACUUM {compacted} B"),
     })
 }
@@ -423,12 +435,15 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
         .fetch_one(pool)
         .await
         .map_err(err)?;
+    let synchronous_commit: String =
+        sqlx::query_scalar("SHOW synchronous_commit").fetch_one(pool).await.map_err(err)?;
     sqlx::query("VACUUM FULL threads, checkpoints, idempotency_keys").execute(pool).await.map_err(err)?;
     let compacted: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
     Ok(Disk {
         conversations: threads as u64,
         bytes: bytes as u64,
         bytes_compacted: compacted as u64,
+        durability: format!("synchronous_commit={synchronous_commit}"),
         detail: format!(
             "threads+checkpoints+idempotency_keys incl. indexes and TOAST: {bytes} B (checkpoints {checkpoints} B) \
              as written; {compacted} B after VACUUM FULL"
@@ -842,8 +857,42 @@ fn run_w1(args: &Args) -> Result<(), String> {
         write_out(out, &report)?;
         println!("(written to {})", out.display());
     }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&json_report(args, &r)).map_err(err)?;
+        write_out(path, &json)?;
+    }
     println!("all replays reproduced W1's outcome counts and per-turn modes; total {:.0} s", r.total_secs);
     Ok(())
+}
+
+/// The figures of the report, keyed by store (`memory`, `sqlite`, `postgres`).
+fn json_report(args: &Args, r: &Results) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    const KEYS: [&str; 3] = ["memory", "sqlite", "postgres"];
+    let by_store = |f: &dyn Fn(usize) -> Option<Value>| -> Value {
+        Value::Object((0..3).filter_map(|i| Some((KEYS[i].to_owned(), f(i)?))).collect::<Map<_, _>>())
+    };
+    let tput = |t: &Option<Throughput>| t.as_ref().map(|t| json!({"turns_per_s": t.turns_per_s, "secs": t.secs}));
+    json!({
+        "workload": "w1",
+        "engine": "frontdesk",
+        "conversations": args.conversations,
+        "in_flight": args.concurrency,
+        "release": !cfg!(debug_assertions),
+        "latency": by_store(&|i| r.latency[i].as_ref().map(|l| json!({
+            "turns": l.n, "p50_us": l.p50_us, "p99_us": l.p99_us, "mean_us": l.mean_us, "max_us": l.max_us,
+        }))),
+        "disk": by_store(&|i| r.disk[i].as_ref().map(|d| json!({
+            "conversations": d.conversations,
+            "bytes": d.bytes,
+            "bytes_compacted": d.bytes_compacted,
+            "per_conversation_bytes": d.bytes as f64 / d.conversations.max(1) as f64,
+            "durability": d.durability,
+        }))),
+        "grpc": by_store(&|i| tput(&r.grpc[i])),
+        "in_process": by_store(&|i| tput(&r.in_process[i])),
+        "total_secs": r.total_secs,
+    })
 }
 
 fn write_out(path: &Path, report: &str) -> Result<(), String> {

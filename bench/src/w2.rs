@@ -9,6 +9,7 @@
 //! cargo run --release -p frontdesk-bench -- w2 [--tickets 10000] [--timed 2000]
 //!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability exit|every-node]
 //!     [--stores memory,sqlite,postgres,redis] [--phases latency,throughput] [--out FILE]
+//!     [--json FILE]
 //! ```
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or any replay
@@ -64,6 +65,8 @@ struct Args {
     redis_url: Option<String>,
     concurrency: usize,
     out: Option<PathBuf>,
+    /// Machine-readable results (scripts/compare.sh reads them).
+    json: Option<PathBuf>,
     /// The triage workflow's own (exit) unless `--durability every-node`.
     durability: Durability,
     /// Checkpointers to measure: `memory`, `sqlite` (always both unless `--stores` narrows them),
@@ -91,6 +94,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         redis_url: None,
         concurrency: 100,
         out: None,
+        json: None,
         durability: Durability::Exit,
         stores: vec!["all".into()],
         phases: vec!["all".into()],
@@ -105,6 +109,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--redis-url" => args.redis_url = Some(value()?).filter(|u| !u.is_empty()),
             "--concurrency" => args.concurrency = number(value()?)?.max(1),
             "--out" => args.out = Some(PathBuf::from(value()?)),
+            "--json" => args.json = Some(PathBuf::from(value()?)),
             "--stores" => args.stores = value()?.split(',').map(str::to_owned).collect(),
             "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
             "--durability" => {
@@ -133,6 +138,16 @@ enum W2Store {
 }
 
 impl W2Store {
+    /// The name `--stores` takes.
+    fn key(self) -> &'static str {
+        match self {
+            W2Store::Memory => "memory",
+            W2Store::Sqlite => "sqlite",
+            W2Store::Postgres => "postgres",
+            W2Store::Redis => "redis",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             W2Store::Memory => "in-memory",
@@ -571,8 +586,44 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
         std::fs::write(out, &report).map_err(|e| format!("{}: {e}", out.display()))?;
         println!("(written to {})", out.display());
     }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&json_report(&args, &r)).map_err(err)?;
+        std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     println!("all replays reproduced W2's outcomes; total {:.0} s", r.total_secs);
     Ok(())
+}
+
+/// The figures of the report, keyed by store (`memory`, `sqlite`, `postgres`, `redis`).
+fn json_report(args: &Args, r: &Results) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let latency: Map<String, Value> = r
+        .latency
+        .iter()
+        .map(|(store, l)| {
+            let l = &l.lat;
+            let v = json!({"tickets": l.n, "p50_us": l.p50_us, "p99_us": l.p99_us, "mean_us": l.mean_us, "max_us": l.max_us});
+            (store.key().to_owned(), v)
+        })
+        .collect();
+    let throughput: Map<String, Value> = r
+        .throughput
+        .iter()
+        .map(|(store, t)| (store.key().to_owned(), json!({"tickets_per_s": t.per_s, "secs": t.secs})))
+        .collect();
+    json!({
+        "workload": "w2",
+        "engine": "frontdesk",
+        "tickets": args.tickets,
+        "timed": args.timed,
+        "in_flight": args.concurrency,
+        // The two `--durability` accepts.
+        "durability": if args.durability == Durability::EveryNode { "every-node" } else { "exit" },
+        "release": !cfg!(debug_assertions),
+        "latency": latency,
+        "throughput": throughput,
+        "total_secs": r.total_secs,
+    })
 }
 
 fn ms(us: f64) -> String {
