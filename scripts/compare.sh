@@ -16,7 +16,7 @@
 # results and compare.md go (default target/compare/<UTC time>). --no-build: measure the
 # frontdesk-bench binary already in target/release as it is, without `cargo build` first.
 #
-# The LangGraph runs are pinned to CPU 0 (scripts/langgraph-w1.sh, langgraph-w2.sh); the
+# The LangGraph runs are pinned to CPU 0 (scripts/langgraph.sh w1 / w2); the
 # Frontdesk bench is not pinned. Nothing else should run on the machine meanwhile: each run
 # reports how busy the rest of the machine was.
 set -euo pipefail
@@ -86,14 +86,14 @@ run() {
 }
 
 if want w1; then
-    run langgraph-w1 scripts/langgraph-w1.sh --conversations "$CONVERSATIONS" \
+    run langgraph-w1 scripts/langgraph.sh w1 --conversations "$CONVERSATIONS" \
         "${PG_ARGS[@]}" --json "$OUT/langgraph-w1.json"
     run frontdesk-w1 "$BENCH" w1 \
         --conversations "$CONVERSATIONS" --phases latency,grpc "${PG_ARGS[@]}" \
         --json "$OUT/frontdesk-w1.json"
 fi
 if want w2; then
-    run langgraph-w2 scripts/langgraph-w2.sh --tickets "$TICKETS" --timed "$TIMED" \
+    run langgraph-w2 scripts/langgraph.sh w2 --tickets "$TICKETS" --timed "$TIMED" \
         "${PG_ARGS[@]}" --savers memory,sqlite,postgres --json "$OUT/langgraph-w2.json"
     run frontdesk-w2 "$BENCH" w2 \
         --tickets "$TICKETS" --timed "$TIMED" "${PG_ARGS[@]}" --json "$OUT/frontdesk-w2.json"

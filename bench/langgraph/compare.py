@@ -54,23 +54,42 @@ class Table:
         return "\n".join(out)
 
 
-def w1_table(fd: dict, lg: dict) -> tuple[Table, list[str]]:
-    t = Table(f"W1: intake conversation ({fd['conversations']} conversations x 8 turns)")
-    notes = []
+def latency_rows(t: Table, fd: dict, lg: dict, row: str, lg_keys: tuple, target: float):
+    """One p50 (p99) row per store both sides measured; `lg_keys` names LangGraph's p50 and p99
+    (W1 and W2 write them under different names)."""
+    lg_p50, lg_p99 = lg_keys
     for key, name in STORES:
         f, g = fd["latency"].get(key), lg["latency"].get(key)
         if not f or not g:
             continue
-        f_ms, g_ms = f["p50_us"] / 1000, g["p50_ms"]
+        f_ms, g_ms = f["p50_us"] / 1000, g[lg_p50]
         r = g_ms / f_ms
         t.add(
-            f"per turn p50 (p99), {name}, one thread",
+            row.format(name=name),
             f"{ms(f_ms)} ({ms(f['p99_us'] / 1000)})",
-            f"{ms(g_ms)} ({ms(g['p99_ms'])})",
+            f"{ms(g_ms)} ({ms(g[lg_p99])})",
             ratio_cell(r),
-            f">= {W1_TURN_TARGET:.0f}x",
-            met(r >= W1_TURN_TARGET),
+            f">= {target:.0f}x",
+            met(r >= target),
         )
+
+
+def lg_durability(lg: dict, store: str) -> set:
+    """The durability settings LangGraph's connections to one store reported, in any phase."""
+    return {
+        r["saver_durability"]
+        for d in (lg["latency"], lg["throughput"])
+        for k, r in d.items()
+        if k == store and r.get("saver_durability")
+    }
+
+
+def w1_table(fd: dict, lg: dict) -> tuple[Table, list[str]]:
+    t = Table(f"W1: intake conversation ({fd['conversations']} conversations x 8 turns)")
+    notes = []
+    latency_rows(
+        t, fd, lg, "per turn p50 (p99), {name}, one thread", ("p50_ms", "p99_ms"), W1_TURN_TARGET
+    )
     for key, name in STORES[1:]:
         f, g = fd["grpc"].get(key), lg["throughput"].get(key)
         if not f or not g:
@@ -99,18 +118,8 @@ def w1_table(fd: dict, lg: dict) -> tuple[Table, list[str]]:
             met(f_b <= W1_DISK_TARGET_BYTES),
         )
     # Durability as each side's connections reported it.
-    lg_sqlite = {
-        r["saver_durability"]
-        for d in (lg["latency"], lg["throughput"])
-        for k, r in d.items()
-        if k == "sqlite" and r.get("saver_durability")
-    }
-    lg_pg = {
-        r["saver_durability"]
-        for d in (lg["latency"], lg["throughput"])
-        for k, r in d.items()
-        if k == "postgres" and r.get("saver_durability")
-    }
+    lg_sqlite = lg_durability(lg, "sqlite")
+    lg_pg = lg_durability(lg, "postgres")
     fd_sqlite = (fd["disk"].get("sqlite") or {}).get("durability")
     fd_pg = (fd["disk"].get("postgres") or {}).get("durability")
     notes.append(
@@ -121,7 +130,7 @@ def w1_table(fd: dict, lg: dict) -> tuple[Table, list[str]]:
     if lg_sqlite and fd_sqlite and {fd_sqlite} != lg_sqlite:
         notes.append(
             "- The SQLite rows do not use the same synchronous setting on both sides "
-            "(`scripts/langgraph-w1.sh --sqlite-synchronous NORMAL` runs LangGraph with Frontdesk's)."
+            "(`scripts/langgraph.sh w1 --sqlite-synchronous NORMAL` runs LangGraph with Frontdesk's)."
         )
     ref = lg.get("reference")
     if ref:
@@ -164,20 +173,14 @@ def common_notes(lg: dict, items: int, what: str) -> list[str]:
 
 def w2_table(fd: dict, lg: dict) -> tuple[Table, list[str]]:
     t = Table(f"W2: ticket triage ({fd['timed']} timed tickets of {fd['tickets']})")
-    for key, name in STORES:
-        f, g = fd["latency"].get(key), lg["latency"].get(key)
-        if not f or not g:
-            continue
-        f_ms, g_ms = f["p50_us"] / 1000, g["p50"]
-        r = g_ms / f_ms
-        t.add(
-            f"per ticket p50 (p99) incl. archive + delete, {name}, one thread",
-            f"{ms(f_ms)} ({ms(f['p99_us'] / 1000)})",
-            f"{ms(g_ms)} ({ms(g['p99'])})",
-            ratio_cell(r),
-            f">= {W2_TICKET_TARGET:.0f}x",
-            met(r >= W2_TICKET_TARGET),
-        )
+    latency_rows(
+        t,
+        fd,
+        lg,
+        "per ticket p50 (p99) incl. archive + delete, {name}, one thread",
+        ("p50", "p99"),
+        W2_TICKET_TARGET,
+    )
     for key, name in STORES:
         f, g = fd["throughput"].get(key), lg["throughput"].get(key)
         if not f or not g:

@@ -6,17 +6,15 @@ section 7) on the machine at hand. The graph and node rules follow bench/WORKLOA
 the Rust bench's generator), checked against the same sha256 as the Rust bench, so both sides
 replay identical conversations.
 
-Run through scripts/langgraph-w1.sh (it builds the venv and pins the process to one CPU).
+Run through scripts/langgraph.sh w1 (it builds the venv and pins the process to one CPU).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sqlite3
 import sys
-import tempfile
 import time
 from collections import Counter
 from contextlib import closing
@@ -29,21 +27,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
-# workload.py and w2_langgraph.py live beside this file (bench/langgraph/).
+# workload.py and common.py live beside this file (bench/langgraph/).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workload  # noqa: E402
-from w2_langgraph import (  # noqa: E402
-    IN_FLIGHT,
-    PG_POOL_SIZE,
-    CheckFailed,
-    OtherLoad,
-    canonical_sha256,
-    check_wal,
-    machine_line,
-    percentile,
-)
+import common  # noqa: E402
 
-WARMUP = 50
 # The conversations bench/WORKLOADS.md publishes the sha256 and outcome counts of.
 SPEC_CONVERSATIONS = 2000
 
@@ -67,7 +55,6 @@ EXPECTED_MODES = [
     "CHAT", "ELICITATION", "ELICITATION", "ELICITATION", "REVIEW", "REVIEW", "CHAT", "CHAT",
 ]
 TEAM_ORDER = ["team-dba", "team-net", "team-app"]
-SQLITE_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +311,7 @@ class Tally:
     def check(self, what: str, convs: list):
         """Every conversation as section 4.4 says, and the counts its generator implies."""
         if self.problem is not None:
-            raise CheckFailed(f"{what}: {self.problem}")
+            raise common.CheckFailed(f"{what}: {self.problem}")
         want_teams = Counter(c["expect"]["team"] for c in convs)
         want_unknown = sum(bool(c["expect"]["fields_marked_unknown_before_submit"]) for c in convs)
         if (
@@ -332,129 +319,9 @@ class Tally:
             or self.teams != want_teams
             or self.rollback_unknown != want_unknown
         ):
-            raise CheckFailed(f"{what}: {self.conversations} conversations, {self.summary()}")
-
-
-# ---------------------------------------------------------------------------
-# Savers: a fresh store per phase (own SQLite file, own PostgreSQL database)
-# ---------------------------------------------------------------------------
-
-
-class PhaseStores:
-    """Temp dir for the SQLite file of one phase, plus its own PostgreSQL database."""
-
-    def __init__(self, name: str, postgres_url: str | None, need_postgres: bool):
-        self.dir = tempfile.TemporaryDirectory(prefix=f"lg-w1-{name}-")
-        self.saver_path = os.path.join(self.dir.name, "checkpoints.sqlite")
-        self.admin_url = postgres_url
-        self.pg_db = None
-        self.pg_url = None
-        if need_postgres:
-            import psycopg
-            from psycopg.conninfo import make_conninfo
-
-            self.pg_db = f"lg_w1_{os.getpid()}_{name}"
-            with psycopg.connect(postgres_url, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{self.pg_db}"')
-            self.pg_url = make_conninfo(postgres_url, dbname=self.pg_db)
-
-    def close(self):
-        if self.pg_db is not None:
-            import psycopg
-
-            with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.pg_db}" WITH (FORCE)')
-        self.dir.cleanup()
-
-
-class SyncSaver:
-    """Opens the sync saver of one kind (latency phase, reference pass)."""
-
-    def __init__(self, kind: str, stores: PhaseStores, synchronous: str | None):
-        self.kind, self.stores, self.synchronous, self.closer = kind, stores, synchronous, None
-        self.durability_note = ""
-
-    def __enter__(self):
-        if self.kind == "memory":
-            return InMemorySaver()
-        if self.kind == "sqlite":
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            # Same connection settings as SqliteSaver.from_conn_string; setup() turns on WAL.
-            self.closer = sqlite3.connect(self.stores.saver_path, check_same_thread=False)
-            saver = SqliteSaver(self.closer)
-            saver.setup()
-            if self.synchronous:
-                self.closer.execute(f"PRAGMA synchronous={self.synchronous}")
-            level = self.closer.execute("PRAGMA synchronous").fetchone()[0]
-            self.durability_note = f"synchronous={SQLITE_SYNCHRONOUS.get(level, level)}"
-            return saver
-        if self.kind == "postgres":
-            from langgraph.checkpoint.postgres import PostgresSaver
-
-            self.closer = PostgresSaver.from_conn_string(self.stores.pg_url)
-            saver = self.closer.__enter__()
-            saver.setup()
-            level = saver.conn.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"]
-            self.durability_note = f"synchronous_commit={level}"
-            return saver
-        raise ValueError(self.kind)
-
-    def __exit__(self, *exc):
-        if self.kind == "sqlite":
-            self.closer.close()
-        elif self.kind == "postgres":
-            self.closer.__exit__(*exc)
-
-
-class AsyncSaver:
-    """Opens the async saver of one kind (throughput phase)."""
-
-    def __init__(self, kind: str, stores: PhaseStores, synchronous: str | None):
-        self.kind, self.stores, self.synchronous, self.closer = kind, stores, synchronous, None
-        self.durability_note = ""
-
-    async def __aenter__(self):
-        if self.kind == "memory":
-            return InMemorySaver()
-        if self.kind == "sqlite":
-            import aiosqlite
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            self.closer = await aiosqlite.connect(self.stores.saver_path)
-            saver = AsyncSqliteSaver(self.closer)
-            await saver.setup()
-            if self.synchronous:
-                await self.closer.execute(f"PRAGMA synchronous={self.synchronous}")
-            async with self.closer.execute("PRAGMA synchronous") as cur:
-                level = (await cur.fetchone())[0]
-            self.durability_note = f"synchronous={SQLITE_SYNCHRONOUS.get(level, level)}"
-            return saver
-        if self.kind == "postgres":
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg.rows import dict_row
-            from psycopg_pool import AsyncConnectionPool
-
-            # The connection settings AsyncPostgresSaver.from_conn_string uses, pooled.
-            self.closer = AsyncConnectionPool(
-                self.stores.pg_url,
-                min_size=PG_POOL_SIZE,
-                max_size=PG_POOL_SIZE,
-                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-                open=False,
+            raise common.CheckFailed(
+                f"{what}: {self.conversations} conversations, {self.summary()}"
             )
-            await self.closer.open(wait=True)
-            saver = AsyncPostgresSaver(self.closer)
-            await saver.setup()
-            async with self.closer.connection() as conn:
-                row = await (await conn.execute("SHOW synchronous_commit")).fetchone()
-            self.durability_note = f"synchronous_commit={row['synchronous_commit']}"
-            return saver
-        raise ValueError(self.kind)
-
-    async def __aexit__(self, *exc):
-        if self.closer is not None:
-            await self.closer.close()
 
 
 # ---------------------------------------------------------------------------
@@ -562,17 +429,19 @@ def warm_id(i: int) -> str:
 
 
 def latency_phase(kind, convs, durability, synchronous, postgres_url) -> dict:
-    stores = PhaseStores(f"lat_{kind}", postgres_url, need_postgres=kind == "postgres")
+    stores = common.PhaseStores(
+        "w1", f"lat_{kind}", postgres_url, need_postgres=kind == "postgres"
+    )
     try:
-        opener = SyncSaver(kind, stores, synchronous)
+        opener = common.SyncSaver(kind, stores, synchronous)
         with opener as saver:
             graph = build_graph(saver)
             warm = Tally()
-            for i in range(WARMUP):
+            for i in range(common.WARMUP):
                 c = convs[i % len(convs)]
                 warm.add(c, warm_id(i), *run_conversation(graph, c, warm_id(i), durability))
             if warm.problem is not None:
-                raise CheckFailed(f"latency {kind} warm-up: {warm.problem}")
+                raise common.CheckFailed(f"latency {kind} warm-up: {warm.problem}")
             samples, tally = [], Tally()
             for c in convs:
                 seen, final = run_conversation(graph, c, c["thread_id"], durability, samples)
@@ -580,23 +449,23 @@ def latency_phase(kind, convs, durability, synchronous, postgres_url) -> dict:
             tally.check(f"latency {kind}", convs)
             storage = memory_storage(saver) if kind == "memory" else None
         if kind == "sqlite":
-            check_wal("SQLite saver", stores.saver_path)
+            common.check_wal("SQLite saver", stores.saver_path)
             storage = sqlite_storage(stores.saver_path)
         elif kind == "postgres":
             storage = postgres_storage(stores.pg_url)
     finally:
         stores.close()
-    if storage["threads"] != WARMUP + len(convs):
-        raise CheckFailed(f"latency {kind}: saver holds {storage['threads']} threads")
+    if storage["threads"] != common.WARMUP + len(convs):
+        raise common.CheckFailed(f"latency {kind}: saver holds {storage['threads']} threads")
     per_turn = []
     for t in range(8):
-        per_turn.append(percentile(sorted(samples[t::8]), 50))
+        per_turn.append(common.percentile(sorted(samples[t::8]), 50))
     samples.sort()
     return {
         "turns": len(samples),
-        "p50_ms": percentile(samples, 50),
-        "p95_ms": percentile(samples, 95),
-        "p99_ms": percentile(samples, 99),
+        "p50_ms": common.percentile(samples, 50),
+        "p95_ms": common.percentile(samples, 95),
+        "p99_ms": common.percentile(samples, 99),
         "mean_ms": sum(samples) / len(samples),
         "max_ms": samples[-1],
         "per_turn_p50_ms": per_turn,
@@ -621,23 +490,25 @@ async def drive(graph, convs, thread_ids, durability, in_flight) -> Tally:
 
 
 async def throughput_phase(kind, convs, durability, synchronous, postgres_url) -> dict:
-    stores = PhaseStores(f"tput_{kind}", postgres_url, need_postgres=kind == "postgres")
+    stores = common.PhaseStores(
+        "w1", f"tput_{kind}", postgres_url, need_postgres=kind == "postgres"
+    )
     try:
-        opener = AsyncSaver(kind, stores, synchronous)
+        opener = common.AsyncSaver(kind, stores, synchronous)
         async with opener as saver:
             graph = build_graph(saver)
-            warm_convs = [convs[i % len(convs)] for i in range(WARMUP)]
-            warm_ids = [warm_id(i) for i in range(WARMUP)]
-            warm = await drive(graph, warm_convs, warm_ids, durability, IN_FLIGHT)
+            warm_convs = [convs[i % len(convs)] for i in range(common.WARMUP)]
+            warm_ids = [warm_id(i) for i in range(common.WARMUP)]
+            warm = await drive(graph, warm_convs, warm_ids, durability, common.IN_FLIGHT)
             if warm.problem is not None:
-                raise CheckFailed(f"throughput {kind} warm-up: {warm.problem}")
+                raise common.CheckFailed(f"throughput {kind} warm-up: {warm.problem}")
             started = time.perf_counter()
             ids = [c["thread_id"] for c in convs]
-            tally = await drive(graph, convs, ids, durability, IN_FLIGHT)
+            tally = await drive(graph, convs, ids, durability, common.IN_FLIGHT)
             secs = time.perf_counter() - started
             tally.check(f"throughput {kind}", convs)
         if kind == "sqlite":
-            check_wal("SQLite saver", stores.saver_path)
+            common.check_wal("SQLite saver", stores.saver_path)
     finally:
         stores.close()
     return {
@@ -657,18 +528,17 @@ def kb(n: float) -> str:
 
 
 def print_report(machine, savers, latency, throughput, durability, reference, started):
-    print()
-    print("## W1 in LangGraph on this machine")
-    print()
-    print(f"- Machine: {machine}")
+    common.print_report_start("W1", machine)
     print(
-        f"- Latency: one thread, sync `graph.invoke` per turn (8 per conversation, one thread each),"
-        f" after {WARMUP} warm-up conversations; p50/p95/p99 nearest rank over every timed turn."
+        "- Latency: one thread, sync `graph.invoke` per turn (8 per conversation, one thread"
+        f" each), after {common.WARMUP} warm-up conversations; p50/p95/p99 nearest rank over"
+        " every timed turn."
     )
     print(
-        f"- Throughput: asyncio, one event loop, {IN_FLIGHT} tasks each running whole conversations"
-        " (8 awaited `graph.ainvoke`); savers InMemorySaver, AsyncSqliteSaver (one aiosqlite"
-        f" connection), AsyncPostgresSaver over an AsyncConnectionPool of {PG_POOL_SIZE}."
+        f"- Throughput: asyncio, one event loop, {common.IN_FLIGHT} tasks each running whole"
+        " conversations (8 awaited `graph.ainvoke`); savers InMemorySaver, AsyncSqliteSaver (one"
+        " aiosqlite connection), AsyncPostgresSaver over an AsyncConnectionPool of"
+        f" {common.PG_POOL_SIZE}."
     )
     notes = sorted(
         {
@@ -691,22 +561,14 @@ def print_report(machine, savers, latency, throughput, durability, reference, st
             f" {reference['write_batches_per_turn']:.2f} batches of pending writes (reference pass)."
         )
     print()
-    print(
-        "| W1 saver | p50 ms | p95 ms | p99 ms | mean ms | turns/s (100 in flight) | storage per conversation "
-        "| bench/WORKLOADS.md p50 (p99) ms | bench/WORKLOADS.md turns/s | bench/WORKLOADS.md storage "
-        "| rest of machine, CPUs (lat / tput) |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for kind in savers:
-        lat = latency.get(kind)
-        tput = throughput.get(kind)
-        ref_lat, ref_tput, ref_storage = REFERENCE[kind]
+
+    def cells(kind, lat, tput):
         storage = "-"
         if lat:
             storage = kb(lat["storage_per_conversation_bytes"])
             if kind == "memory":
                 storage += " serialized"
-        cells = [
+        return [
             SAVER_LABEL[kind],
             f"{lat['p50_ms']:.2f}" if lat else "-",
             f"{lat['p95_ms']:.2f}" if lat else "-",
@@ -714,24 +576,22 @@ def print_report(machine, savers, latency, throughput, durability, reference, st
             f"{lat['mean_ms']:.2f}" if lat else "-",
             f"{tput['turns_per_s']:.0f}" if tput else "-",
             storage,
-            ref_lat,
-            ref_tput,
-            ref_storage,
-            " / ".join(f"{r['other_cpus']:.2f}" if r else "-" for r in (lat, tput)),
+            *REFERENCE[kind],
         ]
-        print("| " + " | ".join(cells) + " |")
+
+    columns = [
+        "W1 saver", "p50 ms", "p95 ms", "p99 ms", "mean ms", "turns/s (100 in flight)",
+        "storage per conversation", "bench/WORKLOADS.md p50 (p99) ms",
+        "bench/WORKLOADS.md turns/s", "bench/WORKLOADS.md storage",
+    ]
+    common.print_table(columns, savers, latency, throughput, cells)
     print()
     print(
         "Storage is what the saver holds per conversation (warm-up ones included): SQLite the database"
         " file after a WAL checkpoint, PostgreSQL the checkpoint tables with indexes and TOAST, both as"
         " written (before VACUUM); InMemorySaver the serialized bytes it keeps."
     )
-    print(
-        "The last column is the average number of CPUs that other processes (PostgreSQL's server"
-        " included) kept busy during each phase: well above the server's share means another"
-        " process disturbed that row."
-    )
-    print(f"Whole run: {time.perf_counter() - started:.0f} s.")
+    common.print_report_end(started)
 
 
 def main() -> int:
@@ -748,9 +608,7 @@ def main() -> int:
         help="conversations of the untimed reference pass (2,000 checks bench/WORKLOADS.md's"
         " counts)",
     )
-    ap.add_argument("--postgres-url", default=None)
-    ap.add_argument("--savers", default="memory,sqlite,postgres")
-    ap.add_argument("--phases", default="latency,throughput")
+    common.add_common_args(ap, savers="memory,sqlite,postgres")
     ap.add_argument(
         "--durability",
         default="async",
@@ -764,110 +622,80 @@ def main() -> int:
         help="PRAGMA synchronous on the SQLite saver's connection (default: left as the saver"
         " opens it)",
     )
-    ap.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    common.add_json_arg(ap)
     args = ap.parse_args()
 
-    savers = [s for s in args.savers.split(",") if s]
-    phases = [p for p in args.phases.split(",") if p]
-    for s in savers:
-        if s not in REFERENCE:
-            ap.error(f"unknown saver {s!r}")
-    for p in phases:
-        if p not in ("latency", "throughput"):
-            ap.error(f"unknown phase {p!r}")
-    if "postgres" in savers and not args.postgres_url:
-        print("note: no --postgres-url, skipping the PostgreSQL rows", file=sys.stderr)
-        savers.remove("postgres")
+    savers, phases = common.savers_and_phases(ap, args, REFERENCE)
     if args.conversations < 1 or args.reference < 0:
         ap.error("--conversations must be at least 1")
 
     started = time.perf_counter()
     # Taken before the run, so the load average is not our own.
-    machine = machine_line()
+    machine = common.machine_line()
     n_gen = max(SPEC_CONVERSATIONS, args.conversations, args.reference)
     all_convs = workload.w1_conversations(n_gen)
     convs = all_convs[: args.conversations]
 
     reference = None
-    try:
-        workload.prng_self_test()
-        got = canonical_sha256(all_convs[:SPEC_CONVERSATIONS])
-        if got != EXPECTED_SHA256:
-            raise CheckFailed(
-                f"w1_conversations.jsonl sha256 {got} != bench/WORKLOADS.md {EXPECTED_SHA256}"
-            )
-        print("workload: sha256 of 2,000 conversations (w1_conversations.jsonl) = WORKLOADS.md")
+    workload.prng_self_test()
+    got = common.canonical_sha256(all_convs[:SPEC_CONVERSATIONS])
+    if got != EXPECTED_SHA256:
+        raise common.CheckFailed(
+            f"w1_conversations.jsonl sha256 {got} != bench/WORKLOADS.md {EXPECTED_SHA256}"
+        )
+    print("workload: sha256 of 2,000 conversations (w1_conversations.jsonl) = WORKLOADS.md")
 
-        if args.reference > 0:
-            ref_convs = all_convs[: args.reference]
-            print(
-                f"reference pass: {len(ref_convs)} conversations, InMemorySaver, untimed ...",
-                flush=True,
-            )
-            reference = reference_pass(ref_convs, args.durability)
-            tally = reference["tally"]
-            print(
-                f"  {reference['secs']:.1f} s; {tally.summary()}; every conversation shows the modes of"
-                f" section 4.4; per turn {reference['puts_per_turn']:.2f} checkpoints,"
-                f" {reference['write_batches_per_turn']:.2f} batches of writes"
-            )
-            if args.reference == SPEC_CONVERSATIONS:
-                if (
-                    dict(tally.teams) != EXPECTED_TEAMS
-                    or tally.rollback_unknown != EXPECTED_ROLLBACK_UNKNOWN
-                ):
-                    raise CheckFailed(
-                        f"2,000 conversations gave {tally.summary()}, not bench/WORKLOADS.md's"
-                    )
-                print("  counts over 2,000 conversations match bench/WORKLOADS.md")
-            else:
-                print("  note: not the 2,000 of bench/WORKLOADS.md, so its counts were not checked")
+    if args.reference > 0:
+        ref_convs = all_convs[: args.reference]
+        print(
+            f"reference pass: {len(ref_convs)} conversations, InMemorySaver, untimed ...",
+            flush=True,
+        )
+        reference = reference_pass(ref_convs, args.durability)
+        tally = reference["tally"]
+        print(
+            f"  {reference['secs']:.1f} s; {tally.summary()}; every conversation shows the modes of"
+            f" section 4.4; per turn {reference['puts_per_turn']:.2f} checkpoints,"
+            f" {reference['write_batches_per_turn']:.2f} batches of writes"
+        )
+        if args.reference == SPEC_CONVERSATIONS:
+            if (
+                dict(tally.teams) != EXPECTED_TEAMS
+                or tally.rollback_unknown != EXPECTED_ROLLBACK_UNKNOWN
+            ):
+                raise common.CheckFailed(
+                    f"2,000 conversations gave {tally.summary()}, not bench/WORKLOADS.md's"
+                )
+            print("  counts over 2,000 conversations match bench/WORKLOADS.md")
+        else:
+            print("  note: not the 2,000 of bench/WORKLOADS.md, so its counts were not checked")
 
-        latency, throughput = {}, {}
-        for kind in savers:
-            if "latency" in phases:
-                load = OtherLoad()
-                r = latency_phase(
-                    kind, convs, args.durability, args.sqlite_synchronous, args.postgres_url
-                )
-                r["other_cpus"] = load.stop()
-                latency[kind] = r
-                print(
-                    f"latency {kind}: {r['turns']} turns, p50 {r['p50_ms']:.3f} ms, p95 {r['p95_ms']:.3f} ms,"
-                    f" p99 {r['p99_ms']:.3f} ms, mean {r['mean_ms']:.3f} ms, max {r['max_ms']:.3f} ms;"
-                    f" p50 by turn 1-8 (ms) {' / '.join(f'{v:.2f}' for v in r['per_turn_p50_ms'])};"
-                    f" storage {kb(r['storage_per_conversation_bytes'])} per conversation"
-                    f" ({r['storage']['what']}); {r['saver_durability'] or 'no durability setting'}"
-                    f" ({load.text})",
-                    flush=True,
-                )
-            if "throughput" in phases:
-                load = OtherLoad()
-                r = asyncio.run(
-                    throughput_phase(
-                        kind, convs, args.durability, args.sqlite_synchronous, args.postgres_url
-                    )
-                )
-                r["other_cpus"] = load.stop()
-                throughput[kind] = r
-                print(
-                    f"throughput {kind}: {8 * len(convs)} turns in {r['secs']:.2f} s,"
-                    f" {r['turns_per_s']:.0f} turns/s ({load.text})",
-                    flush=True,
-                )
-        print("every timed replay reproduced W1's outcomes for each conversation")
-    except CheckFailed as e:
-        print(f"CHECK FAILED: {e}", file=sys.stderr)
-        return 1
+    saver_args = (convs, args.durability, args.sqlite_synchronous, args.postgres_url)
+    latency, throughput = common.run_phases(
+        savers,
+        phases,
+        lambda kind: latency_phase(kind, *saver_args),
+        lambda kind: throughput_phase(kind, *saver_args),
+        lambda r: (
+            f"{r['turns']} turns, p50 {r['p50_ms']:.3f} ms, p95 {r['p95_ms']:.3f} ms,"
+            f" p99 {r['p99_ms']:.3f} ms, mean {r['mean_ms']:.3f} ms, max {r['max_ms']:.3f} ms;"
+            f" p50 by turn 1-8 (ms) {' / '.join(f'{v:.2f}' for v in r['per_turn_p50_ms'])};"
+            f" storage {kb(r['storage_per_conversation_bytes'])} per conversation"
+            f" ({r['storage']['what']}); {r['saver_durability'] or 'no durability setting'}"
+        ),
+        lambda r: f"{8 * len(convs)} turns in {r['secs']:.2f} s, {r['turns_per_s']:.0f} turns/s",
+    )
+    print("every timed replay reproduced W1's outcomes for each conversation")
 
     print_report(machine, savers, latency, throughput, args.durability, reference, started)
-    if args.json:
-        out = {
+    common.write_json(
+        args.json,
+        {
             "workload": "w1",
             "engine": "langgraph",
             "machine": machine,
             "conversations": len(convs),
-            "in_flight": IN_FLIGHT,
+            "in_flight": common.IN_FLIGHT,
             "durability": args.durability,
             "reference": None
             if reference is None
@@ -880,11 +708,10 @@ def main() -> int:
             },
             "latency": latency,
             "throughput": throughput,
-        }
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        },
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.exit_code(main))

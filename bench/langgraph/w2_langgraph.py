@@ -6,38 +6,26 @@ bench/WORKLOADS.md (section 5) to the letter; the tickets come from workload.py 
 (the Python port of the Rust bench's generator), checked against the same sha256 as the Rust
 bench, so both sides replay identical tickets.
 
-Run through scripts/langgraph-w2.sh (it builds the venv and pins the process to one CPU).
+Run through scripts/langgraph.sh w2 (it builds the venv and pins the process to one CPU).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
-import importlib.metadata
-import json
-import math
 import os
-import platform
 import sqlite3
 import sys
-import tempfile
 import time
 from collections import Counter
 from contextlib import closing
 from typing import TypedDict
 
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-# The workload generator lives beside this file (bench/langgraph/workload.py).
+# The workload generator and common.py live beside this file (bench/langgraph/).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workload  # noqa: E402
-
-WARMUP = 50
-IN_FLIGHT = 100
-# LangGraph's own Postgres how-to uses a pool of this size; with one Python thread doing the
-# work, more connections would only add idle sessions.
-PG_POOL_SIZE = 20
+import common  # noqa: E402
 
 # The published figures (bench/WORKLOADS.md, section 7), printed beside ours.
 REFERENCE = {
@@ -65,10 +53,6 @@ EXPECTED_ACTIONS = {"auto_respond": 4922, "route_specialist": 2519, "escalate_hu
 EXPECTED_ACTIONS_FIRST_2000 = {"auto_respond": 1017, "route_specialist": 487, "escalate_human": 496}
 ACTION_ORDER = ["auto_respond", "route_specialist", "escalate_human"]
 ROUTE_ORDER = ["billing", "technical", "general", "escalate"]
-
-
-class CheckFailed(Exception):
-    pass
 
 
 # ---------------------------------------------------------------------------
@@ -259,6 +243,8 @@ CREATE TABLE IF NOT EXISTS completed_tickets (
 """
 ARCHIVE_INSERT = "INSERT INTO completed_tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 ARCHIVED_ACTIONS = ("auto_respond", "escalate_human")
+# In the phase's temp dir, beside the SQLite saver's file.
+ARCHIVE_FILE = "archive.sqlite"
 
 
 def graph_input(ticket: dict) -> dict:
@@ -311,124 +297,13 @@ async def arun_ticket(graph, saver, archive, ticket: dict) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# Savers: a fresh store per phase (own SQLite file, own PostgreSQL database)
-# ---------------------------------------------------------------------------
-
-
-class PhaseStores:
-    """Temp dir for the SQLite files of one phase, plus its own PostgreSQL database."""
-
-    def __init__(self, name: str, postgres_url: str | None, need_postgres: bool):
-        self.dir = tempfile.TemporaryDirectory(prefix=f"lg-w2-{name}-")
-        self.archive_path = os.path.join(self.dir.name, "archive.sqlite")
-        self.saver_path = os.path.join(self.dir.name, "checkpoints.sqlite")
-        self.admin_url = postgres_url
-        self.pg_db = None
-        self.pg_url = None
-        if need_postgres:
-            import psycopg
-            from psycopg.conninfo import make_conninfo
-
-            self.pg_db = f"lg_w2_{os.getpid()}_{name}"
-            with psycopg.connect(postgres_url, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{self.pg_db}"')
-            self.pg_url = make_conninfo(postgres_url, dbname=self.pg_db)
-
-    def close(self):
-        if self.pg_db is not None:
-            import psycopg
-
-            with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.pg_db}" WITH (FORCE)')
-        self.dir.cleanup()
-
-
-class SyncSaver:
-    """Opens the sync saver of one kind (latency phase, reference pass)."""
-
-    def __init__(self, kind: str, stores: PhaseStores):
-        self.kind, self.stores, self.closer = kind, stores, None
-
-    def __enter__(self):
-        if self.kind == "none":
-            return None
-        if self.kind == "memory":
-            return InMemorySaver()
-        if self.kind == "sqlite":
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            # Same connection settings as SqliteSaver.from_conn_string; setup() turns on WAL.
-            self.closer = sqlite3.connect(self.stores.saver_path, check_same_thread=False)
-            saver = SqliteSaver(self.closer)
-            saver.setup()
-            return saver
-        if self.kind == "postgres":
-            from langgraph.checkpoint.postgres import PostgresSaver
-
-            self.closer = PostgresSaver.from_conn_string(self.stores.pg_url)
-            saver = self.closer.__enter__()
-            saver.setup()
-            return saver
-        raise ValueError(self.kind)
-
-    def __exit__(self, *exc):
-        if self.kind == "sqlite":
-            self.closer.close()
-        elif self.kind == "postgres":
-            self.closer.__exit__(*exc)
-
-
-class AsyncSaver:
-    """Opens the async saver of one kind (throughput phase)."""
-
-    def __init__(self, kind: str, stores: PhaseStores):
-        self.kind, self.stores, self.closer = kind, stores, None
-
-    async def __aenter__(self):
-        if self.kind == "none":
-            return None
-        if self.kind == "memory":
-            return InMemorySaver()
-        if self.kind == "sqlite":
-            import aiosqlite
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            self.closer = await aiosqlite.connect(self.stores.saver_path)
-            saver = AsyncSqliteSaver(self.closer)
-            await saver.setup()
-            return saver
-        if self.kind == "postgres":
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg.rows import dict_row
-            from psycopg_pool import AsyncConnectionPool
-
-            # The connection settings AsyncPostgresSaver.from_conn_string uses, pooled.
-            self.closer = AsyncConnectionPool(
-                self.stores.pg_url,
-                min_size=PG_POOL_SIZE,
-                max_size=PG_POOL_SIZE,
-                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-                open=False,
-            )
-            await self.closer.open(wait=True)
-            saver = AsyncPostgresSaver(self.closer)
-            await saver.setup()
-            return saver
-        raise ValueError(self.kind)
-
-    async def __aexit__(self, *exc):
-        if self.closer is not None:
-            await self.closer.close()
-
-
-# ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
 
 
 def check_counts(what: str, got: Counter, expected: dict):
     if dict(got) != expected:
-        raise CheckFailed(f"{what}: got {dict(got)}, expected {expected}")
+        raise common.CheckFailed(f"{what}: got {dict(got)}, expected {expected}")
 
 
 def check_phase(what, tickets, outcomes, expected, archived_ids, kept_threads):
@@ -437,10 +312,12 @@ def check_phase(what, tickets, outcomes, expected, archived_ids, kept_threads):
         # Warm-up tickets past --tickets have no reference outcome.
         want = expected.get(ticket["ticket_id"])
         if want is not None and outcome != want:
-            raise CheckFailed(f"{what}: {ticket['ticket_id']} gave {outcome}, reference {want}")
+            raise common.CheckFailed(
+                f"{what}: {ticket['ticket_id']} gave {outcome}, reference {want}"
+            )
     want_archived = {t["ticket_id"] for t, o in zip(tickets, outcomes) if o[1] in ARCHIVED_ACTIONS}
     if archived_ids != want_archived:
-        raise CheckFailed(
+        raise common.CheckFailed(
             f"{what}: archive holds {len(archived_ids)} tickets, expected {len(want_archived)}"
         )
     if kept_threads is not None:
@@ -450,13 +327,13 @@ def check_phase(what, tickets, outcomes, expected, archived_ids, kept_threads):
             if o[1] not in ARCHIVED_ACTIONS
         }
         if kept_threads != want_kept:
-            raise CheckFailed(
+            raise common.CheckFailed(
                 f"{what}: saver keeps {len(kept_threads)} threads, expected {len(want_kept)}"
             )
 
 
 def archived_ticket_ids(path: str) -> set:
-    check_wal("archive", path)
+    common.check_wal("archive", path)
     with closing(sqlite3.connect(path)) as conn:
         return {row[0] for row in conn.execute("SELECT ticket_id FROM completed_tickets")}
 
@@ -473,65 +350,26 @@ async def asaver_threads(saver) -> set | None:
     return {c.config["configurable"]["thread_id"] async for c in saver.alist(None)}
 
 
-def check_wal(what: str, path: str):
-    with closing(sqlite3.connect(path)) as conn:
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    if mode != "wal":
-        raise CheckFailed(f"{what} journal mode is {mode}, expected wal")
-
-
 # ---------------------------------------------------------------------------
 # Phases
 # ---------------------------------------------------------------------------
 
 
-class OtherLoad:
-    """CPU time the rest of the machine used while a phase ran (PostgreSQL's server included).
-
-    Another process running during a phase skews its figures; this says how much did.
-    """
-
-    def __init__(self):
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample():
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy.
-        busy = sum(fields[:8]) - fields[3] - fields[4]
-        own = os.times()
-        return time.monotonic(), busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
-
-    def stop(self) -> float:
-        """Average number of CPUs the rest of the machine kept busy since the start."""
-        wall, busy, own = (b - a for a, b in zip(self.start, self._sample()))
-        self.text = f"rest of machine {busy - own:.1f} CPU-s in {wall:.1f} s"
-        # Clock-tick rounding can make an idle machine come out a hair below zero.
-        return max(0.0, (busy - own) / wall)
-
-
-def percentile(sorted_ms: list, p: float) -> float:
-    # Nearest rank, as the Rust bench (bench/src/stats.rs) computes it.
-    rank = max(1, math.ceil(p / 100 * len(sorted_ms)))
-    return sorted_ms[min(rank, len(sorted_ms)) - 1]
-
-
 def reference_pass(fx, tickets) -> tuple:
     """Untimed: all tickets through InMemorySaver; the outcomes every timed replay must match."""
     customers, articles, tokens = fx
-    stores = PhaseStores("reference", None, need_postgres=False)
+    stores = common.PhaseStores("w2", "reference", None, need_postgres=False)
     try:
-        with SyncSaver("memory", stores) as saver:
+        with common.SyncSaver("memory", stores) as saver:
             graph = build_graph(customers, articles, tokens, saver)
-            archive = open_archive(stores.archive_path)
+            archive = open_archive(stores.path(ARCHIVE_FILE))
             started = time.perf_counter()
             outcomes = [run_ticket(graph, saver, archive, t) for t in tickets]
             secs = time.perf_counter() - started
             archive.close()
             check_phase(
                 "reference pass", tickets, outcomes, {},
-                archived_ticket_ids(stores.archive_path), saver_threads(saver),
+                archived_ticket_ids(stores.path(ARCHIVE_FILE)), saver_threads(saver),
             )
     finally:
         stores.close()
@@ -540,11 +378,13 @@ def reference_pass(fx, tickets) -> tuple:
 
 def latency_phase(kind, fx, timed, warmup, expected, postgres_url) -> dict:
     customers, articles, tokens = fx
-    stores = PhaseStores(f"lat_{kind}", postgres_url, need_postgres=kind == "postgres")
+    stores = common.PhaseStores(
+        "w2", f"lat_{kind}", postgres_url, need_postgres=kind == "postgres"
+    )
     try:
-        with SyncSaver(kind, stores) as saver:
+        with common.SyncSaver(kind, stores) as saver:
             graph = build_graph(customers, articles, tokens, saver)
-            archive = open_archive(stores.archive_path)
+            archive = open_archive(stores.path(ARCHIVE_FILE))
             warm_outcomes = [run_ticket(graph, saver, archive, t) for t in warmup]
             samples, outcomes = [], []
             for t in timed:
@@ -553,17 +393,17 @@ def latency_phase(kind, fx, timed, warmup, expected, postgres_url) -> dict:
                 samples.append((time.perf_counter_ns() - started) / 1e6)
             archive.close()
             if kind == "sqlite":
-                check_wal("SQLite saver", stores.saver_path)
+                common.check_wal("SQLite saver", stores.saver_path)
             check_phase(
                 f"latency {kind}", list(warmup) + list(timed), warm_outcomes + outcomes,
-                expected, archived_ticket_ids(stores.archive_path), saver_threads(saver),
+                expected, archived_ticket_ids(stores.path(ARCHIVE_FILE)), saver_threads(saver),
             )
     finally:
         stores.close()
     samples.sort()
     return {
-        "p50": percentile(samples, 50),
-        "p99": percentile(samples, 99),
+        "p50": common.percentile(samples, 50),
+        "p99": common.percentile(samples, 99),
         "mean": sum(samples) / len(samples),
         "max": samples[-1],
     }
@@ -586,23 +426,26 @@ async def throughput_phase(kind, fx, timed, warmup, expected, postgres_url) -> d
     import aiosqlite
 
     customers, articles, tokens = fx
-    stores = PhaseStores(f"tput_{kind}", postgres_url, need_postgres=kind == "postgres")
+    stores = common.PhaseStores(
+        "w2", f"tput_{kind}", postgres_url, need_postgres=kind == "postgres"
+    )
     try:
-        async with AsyncSaver(kind, stores) as saver:
+        async with common.AsyncSaver(kind, stores) as saver:
             graph = build_graph(customers, articles, tokens, saver)
-            archive = await aiosqlite.connect(stores.archive_path, isolation_level=None)
+            archive = await aiosqlite.connect(stores.path(ARCHIVE_FILE), isolation_level=None)
             await archive.execute("PRAGMA journal_mode=WAL")
             await archive.execute(ARCHIVE_SCHEMA)
-            warm_outcomes = await drive(graph, saver, archive, warmup, IN_FLIGHT)
+            warm_outcomes = await drive(graph, saver, archive, warmup, common.IN_FLIGHT)
             started = time.perf_counter()
-            outcomes = await drive(graph, saver, archive, timed, IN_FLIGHT)
+            outcomes = await drive(graph, saver, archive, timed, common.IN_FLIGHT)
             secs = time.perf_counter() - started
             await archive.close()
             if kind == "sqlite":
-                check_wal("SQLite saver", stores.saver_path)
+                common.check_wal("SQLite saver", stores.saver_path)
             check_phase(
                 f"throughput {kind}", list(warmup) + list(timed), warm_outcomes + outcomes,
-                expected, archived_ticket_ids(stores.archive_path), await asaver_threads(saver),
+                expected, archived_ticket_ids(stores.path(ARCHIVE_FILE)),
+                await asaver_threads(saver),
             )
     finally:
         stores.close()
@@ -614,211 +457,131 @@ async def throughput_phase(kind, fx, timed, warmup, expected, postgres_url) -> d
 # ---------------------------------------------------------------------------
 
 
-def canonical_sha256(rows) -> str:
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(
-            (json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        )
-    return h.hexdigest()
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def version(pkg: str) -> str:
-    try:
-        return importlib.metadata.version(pkg)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def machine_line() -> str:
-    affinity = sorted(os.sched_getaffinity(0))
-    return (
-        f"nproc {os.cpu_count()}, CPU {cpu_model()}, process pinned to CPU(s) "
-        f"{','.join(map(str, affinity))}; load average {os.getloadavg()[0]:.2f} at start; "
-        f"Python {platform.python_version()}, langgraph {version('langgraph')}, "
-        f"langgraph-checkpoint {version('langgraph-checkpoint')}, "
-        f"langgraph-checkpoint-sqlite {version('langgraph-checkpoint-sqlite')}, "
-        f"langgraph-checkpoint-postgres {version('langgraph-checkpoint-postgres')}, "
-        f"psycopg {version('psycopg')}, SQLite {sqlite3.sqlite_version}"
-    )
-
-
 def fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
 def print_report(machine, savers, latency, throughput, started):
-    print()
-    print("## W2 in LangGraph on this machine")
-    print()
-    print(f"- Machine: {machine}")
+    common.print_report_start("W2", machine)
     print(
         "- Latency: one thread, sync `graph.invoke` + archive insert (own commit) + "
         "`delete_thread`, first timed tickets after 50 warm-up tickets."
     )
     print(
-        f"- Throughput: asyncio, one event loop, {IN_FLIGHT} tasks each awaiting "
+        f"- Throughput: asyncio, one event loop, {common.IN_FLIGHT} tasks each awaiting "
         "`graph.ainvoke` + archive insert (aiosqlite) + `adelete_thread`; savers InMemorySaver, "
         f"AsyncSqliteSaver (one aiosqlite connection), AsyncPostgresSaver over an "
-        f"AsyncConnectionPool of {PG_POOL_SIZE}."
+        f"AsyncConnectionPool of {common.PG_POOL_SIZE}."
     )
     print("- Durability: LangGraph's default (`async`); archive: SQLite file, WAL, one commit per ticket.")
     print()
-    print(
-        "| W2 saver | p50 ms | p99 ms | mean ms | tickets/s (100 in flight) "
-        "| bench/WORKLOADS.md p50 (p99) ms | bench/WORKLOADS.md tickets/s "
-        "| rest of machine, CPUs (lat / tput) |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for kind in savers:
-        lat = latency.get(kind)
-        tput = throughput.get(kind)
-        ref_lat, ref_tput = REFERENCE[kind]
-        cells = [
+
+    def cells(kind, lat, tput):
+        return [
             SAVER_LABEL[kind],
             fmt(lat["p50"]) if lat else "-",
             fmt(lat["p99"]) if lat else "-",
             fmt(lat["mean"]) if lat else "-",
             f"{tput['tickets_per_s']:.0f}" if tput else "-",
-            ref_lat,
-            ref_tput,
-            " / ".join(f"{r['other_cpus']:.2f}" if r else "-" for r in (lat, tput)),
+            *REFERENCE[kind],
         ]
-        print("| " + " | ".join(cells) + " |")
+
+    columns = [
+        "W2 saver", "p50 ms", "p99 ms", "mean ms", "tickets/s (100 in flight)",
+        "bench/WORKLOADS.md p50 (p99) ms", "bench/WORKLOADS.md tickets/s",
+    ]
+    common.print_table(columns, savers, latency, throughput, cells)
     print()
-    print(
-        "The last column is the average number of CPUs that other processes (PostgreSQL's server"
-        " included) kept busy during each phase: well above the server's share means another"
-        " process disturbed that row."
-    )
-    print(f"Whole run: {time.perf_counter() - started:.0f} s.")
+    common.print_report_end(started)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tickets", type=int, default=10000)
     ap.add_argument("--timed", type=int, default=2000)
-    ap.add_argument("--postgres-url", default=None)
-    ap.add_argument("--savers", default="none,memory,sqlite,postgres")
-    ap.add_argument("--phases", default="latency,throughput")
-    ap.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    common.add_common_args(ap, savers="none,memory,sqlite,postgres")
+    common.add_json_arg(ap)
     args = ap.parse_args()
 
-    savers = [s for s in args.savers.split(",") if s]
-    phases = [p for p in args.phases.split(",") if p]
-    for s in savers:
-        if s not in REFERENCE:
-            ap.error(f"unknown saver {s!r}")
-    for p in phases:
-        if p not in ("latency", "throughput"):
-            ap.error(f"unknown phase {p!r}")
-    if "postgres" in savers and not args.postgres_url:
-        print("note: no --postgres-url, skipping the PostgreSQL rows", file=sys.stderr)
-        savers.remove("postgres")
+    savers, phases = common.savers_and_phases(ap, args, REFERENCE)
     if not 0 < args.timed <= args.tickets:
         ap.error("--timed must be between 1 and --tickets")
 
     started = time.perf_counter()
     # Taken before the run, so the load average is not our own.
-    machine = machine_line()
+    machine = common.machine_line()
     # The warm-up tickets come after the timed ones, so generate past --tickets if need be.
-    n_gen = max(args.tickets, args.timed + WARMUP)
+    n_gen = max(args.tickets, args.timed + common.WARMUP)
     customers, articles, all_tickets = workload.w2_tickets(n_gen)
     tickets = all_tickets[: args.tickets]
     fx = (customers, articles, workload.tokens)
     timed = all_tickets[: args.timed]
-    warmup = all_tickets[args.timed : args.timed + WARMUP]
+    warmup = all_tickets[args.timed : args.timed + common.WARMUP]
 
-    try:
-        if args.tickets == 10000:
-            got = {
-                "customers": canonical_sha256(customers.values()),
-                "articles": canonical_sha256(articles),
-                "tickets": canonical_sha256(tickets),
-            }
-            if got != EXPECTED_SHA256:
-                raise CheckFailed(f"workload sha256 {got} != bench/WORKLOADS.md {EXPECTED_SHA256}")
-            print("workload: sha256 of customers, articles and 10,000 tickets = bench/WORKLOADS.md")
+    if args.tickets == 10000:
+        got = {
+            "customers": common.canonical_sha256(customers.values()),
+            "articles": common.canonical_sha256(articles),
+            "tickets": common.canonical_sha256(tickets),
+        }
+        if got != EXPECTED_SHA256:
+            raise common.CheckFailed(
+                f"workload sha256 {got} != bench/WORKLOADS.md {EXPECTED_SHA256}"
+            )
+        print("workload: sha256 of customers, articles and 10,000 tickets = bench/WORKLOADS.md")
 
-        print(f"reference pass: {len(tickets)} tickets, InMemorySaver, untimed ...", flush=True)
-        outcomes, secs = reference_pass(fx, tickets)
-        routes = Counter(r for r, _ in outcomes)
-        actions = Counter(a for _, a in outcomes)
-        first = Counter(a for _, a in outcomes[:2000])
-        print(
-            f"  {secs:.1f} s; routes "
-            + " / ".join(f"{k} {routes[k]}" for k in ROUTE_ORDER)
-            + "; actions "
-            + " / ".join(f"{k} {actions[k]}" for k in ACTION_ORDER)
-            + "; first 2,000: "
-            + " / ".join(str(first[k]) for k in ACTION_ORDER)
-        )
-        if args.tickets == 10000:
-            check_counts("routes over 10,000 tickets", routes, EXPECTED_ROUTES)
-            check_counts("actions over 10,000 tickets", actions, EXPECTED_ACTIONS)
-            print("  counts over 10,000 tickets match bench/WORKLOADS.md")
-        if args.tickets >= 2000:
-            check_counts("actions over the first 2,000 tickets", first, EXPECTED_ACTIONS_FIRST_2000)
-            print("  counts over the first 2,000 tickets match bench/WORKLOADS.md")
-        expected = {t["ticket_id"]: o for t, o in zip(tickets, outcomes)}
+    print(f"reference pass: {len(tickets)} tickets, InMemorySaver, untimed ...", flush=True)
+    outcomes, secs = reference_pass(fx, tickets)
+    routes = Counter(r for r, _ in outcomes)
+    actions = Counter(a for _, a in outcomes)
+    first = Counter(a for _, a in outcomes[:2000])
+    print(
+        f"  {secs:.1f} s; routes "
+        + " / ".join(f"{k} {routes[k]}" for k in ROUTE_ORDER)
+        + "; actions "
+        + " / ".join(f"{k} {actions[k]}" for k in ACTION_ORDER)
+        + "; first 2,000: "
+        + " / ".join(str(first[k]) for k in ACTION_ORDER)
+    )
+    if args.tickets == 10000:
+        check_counts("routes over 10,000 tickets", routes, EXPECTED_ROUTES)
+        check_counts("actions over 10,000 tickets", actions, EXPECTED_ACTIONS)
+        print("  counts over 10,000 tickets match bench/WORKLOADS.md")
+    if args.tickets >= 2000:
+        check_counts("actions over the first 2,000 tickets", first, EXPECTED_ACTIONS_FIRST_2000)
+        print("  counts over the first 2,000 tickets match bench/WORKLOADS.md")
+    expected = {t["ticket_id"]: o for t, o in zip(tickets, outcomes)}
 
-        latency, throughput = {}, {}
-        for kind in savers:
-            if "latency" in phases:
-                load = OtherLoad()
-                r = latency_phase(kind, fx, timed, warmup, expected, args.postgres_url)
-                r["other_cpus"] = load.stop()
-                latency[kind] = r
-                print(
-                    f"latency {kind}: {len(timed)} tickets, p50 {r['p50']:.3f} ms, "
-                    f"p99 {r['p99']:.3f} ms, mean {r['mean']:.3f} ms, max {r['max']:.3f} ms ({load.text})",
-                    flush=True,
-                )
-            if "throughput" in phases:
-                load = OtherLoad()
-                r = asyncio.run(
-                    throughput_phase(kind, fx, timed, warmup, expected, args.postgres_url)
-                )
-                r["other_cpus"] = load.stop()
-                throughput[kind] = r
-                print(
-                    f"throughput {kind}: {len(timed)} tickets in {r['secs']:.2f} s, "
-                    f"{r['tickets_per_s']:.0f} tickets/s ({load.text})",
-                    flush=True,
-                )
-        print("every timed replay reproduced the reference outcome of each ticket")
-    except CheckFailed as e:
-        print(f"CHECK FAILED: {e}", file=sys.stderr)
-        return 1
+    latency, throughput = common.run_phases(
+        savers,
+        phases,
+        lambda kind: latency_phase(kind, fx, timed, warmup, expected, args.postgres_url),
+        lambda kind: throughput_phase(kind, fx, timed, warmup, expected, args.postgres_url),
+        lambda r: (
+            f"{len(timed)} tickets, p50 {r['p50']:.3f} ms, p99 {r['p99']:.3f} ms, "
+            f"mean {r['mean']:.3f} ms, max {r['max']:.3f} ms"
+        ),
+        lambda r: f"{len(timed)} tickets in {r['secs']:.2f} s, {r['tickets_per_s']:.0f} tickets/s",
+    )
+    print("every timed replay reproduced the reference outcome of each ticket")
 
     print_report(machine, savers, latency, throughput, started)
-    if args.json:
-        out = {
+    common.write_json(
+        args.json,
+        {
             "workload": "w2",
             "engine": "langgraph",
             "machine": machine,
             "tickets": args.tickets,
             "timed": args.timed,
-            "in_flight": IN_FLIGHT,
+            "in_flight": common.IN_FLIGHT,
             "durability": "async",
             "latency": latency,
             "throughput": throughput,
-        }
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        },
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.exit_code(main))
