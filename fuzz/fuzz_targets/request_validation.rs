@@ -11,7 +11,7 @@ use arbitrary::Arbitrary;
 use frontdesk_workflows::{
     conversation::{validate_id, validate_turn},
     triage::{validate_customer_id, validate_request, validate_ticket_id, TriageRequest},
-    WorkflowError,
+    Tenant, WorkflowError,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -98,17 +98,32 @@ fuzz_target!(|input: Input| {
         assert!(!input.customer_id.contains(':'));
     }
 
-    // Ticket ids: 1 to 64 bytes without ':'.
-    let ticket_ok = !input.ticket_id.is_empty() && input.ticket_id.len() <= 64 && !input.ticket_id.contains(':');
+    // Ticket ids: 1 to 64 bytes without ':' (the thread separator) or '/' (the tenant's).
+    let ticket_ok = !input.ticket_id.is_empty()
+        && input.ticket_id.len() <= 64
+        && !input.ticket_id.contains(':')
+        && !input.ticket_id.contains('/');
     let got = field(validate_ticket_id(&input.ticket_id));
     assert_eq!(got.is_none(), ticket_ok, "validate_ticket_id({:?})", input.ticket_id);
     if let Some(f) = got {
         assert_eq!(f, "ticket_id");
     }
-    // A customer id and a ticket id that both pass make an unambiguous thread id.
+    // A customer id and a ticket id that both pass make an unambiguous thread id, in every
+    // tenant's key space: the tenant's key gives the caller's ids back, and no other tenant owns it.
     if customer_ok && ticket_ok {
         let thread = format!("{}:{}", input.customer_id, input.ticket_id);
         assert_eq!(thread.split_once(':'), Some((input.customer_id.as_str(), input.ticket_id.as_str())));
+        let tenants = [Tenant::default(), Tenant::new("acme").unwrap(), Tenant::new("acme2").unwrap()];
+        for owner in &tenants {
+            let key = format!("{}:{}", owner.key(&input.customer_id), input.ticket_id);
+            for other in &tenants {
+                let seen = other.id(&key);
+                assert_eq!(seen.is_some(), other == owner, "{other} sees {key:?} of {owner}");
+                if let Some(id) = seen {
+                    assert_eq!(id, thread);
+                }
+            }
+        }
     }
 
     // Triage requests: the checks in order, the first failing one named.
