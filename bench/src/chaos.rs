@@ -243,7 +243,7 @@ base_url = "{SUBMIT_BASE}"
 
 /// `--server-bin`, else `frontdesk-server` next to this binary (target/release after
 /// `cargo build --release -p frontdesk-server -p frontdesk-bench`).
-fn server_bin(given: Option<&Path>) -> Result<PathBuf, String> {
+pub fn server_bin(given: Option<&Path>) -> Result<PathBuf, String> {
     let path = match given {
         Some(p) => p.to_owned(),
         None => std::env::current_exe().map_err(err)?.with_file_name("frontdesk-server"),
@@ -277,6 +277,16 @@ pub struct ServerProc {
 }
 
 impl ServerProc {
+    /// A server process (not started) run with a configuration file written by the caller.
+    pub fn with_config(replica_id: &str, port: u16, bin: PathBuf, config: PathBuf, log: PathBuf) -> ServerProc {
+        ServerProc { replica_id: replica_id.to_owned(), port, bin, config, log, child: None, starts: 0 }
+    }
+
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }

@@ -29,6 +29,11 @@
 //! and W1's outcome counts; `frontdesk-bench chaos-replicas [--turns 1600] [--conversations 8]`
 //! runs two replicas on one PostgreSQL database with two clients on the same conversations and
 //! kills one replica for good mid-run. See `chaos.rs`, `chaos_replicas.rs` and `scripts/chaos.sh`.
+//!
+//! `frontdesk-bench scale [--conversations 10000] [--turns 8] [--model-latency-ms 500]
+//! [--database sqlite|postgres]` holds that many streaming conversations at once on one real
+//! `frontdesk-server` process against a scripted model that sleeps on every call, and prints the
+//! latency the server adds per turn and its peak RSS; see `scale.rs`.
 
 mod chaos;
 mod chaos_replicas;
@@ -36,6 +41,7 @@ mod drive;
 mod model_http;
 mod research;
 mod rules;
+mod scale;
 mod service_call;
 mod stats;
 mod w2;
@@ -159,6 +165,7 @@ fn main() -> ExitCode {
         Some("service-call") => Some(service_call::run(std::env::args().skip(2))),
         Some("chaos-kill") => Some(chaos::run_kill(std::env::args().skip(2))),
         Some("chaos-replicas") => Some(chaos_replicas::run(std::env::args().skip(2))),
+        Some("scale") => Some(scale::run(std::env::args().skip(2))),
         _ => None,
     };
     if let Some(result) = subcommand {
@@ -181,7 +188,7 @@ fn main() -> ExitCode {
         "w1" => run_w1(&args),
         "rss-probe" => rss_probe(&args),
         other => Err(format!(
-            "unknown command {other}; try `w1`, `w2`, `research`, `service-call`, `chaos-kill` or `chaos-replicas`"
+            "unknown command {other}; try `w1`, `w2`, `research`, `service-call`, `chaos-kill`, `chaos-replicas` or `scale`"
         )),
     };
     match result {

@@ -12,8 +12,8 @@ pub struct Latency {
     pub per_turn_p50_us: Vec<f64>,
 }
 
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+/// Nearest-rank percentile of sorted samples (ns), in µs.
+pub fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -49,12 +49,16 @@ pub fn vm_rss() -> u64 {
 
 fn status_kb(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    parse_status_kb(&status, key).unwrap_or(0)
+}
+
+/// The value of `key` (with its colon, e.g. `VmHWM:`) in a `/proc/<pid>/status` text, in kB.
+pub fn parse_status_kb(status: &str, key: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 pub fn cpu_model() -> String {

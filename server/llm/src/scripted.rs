@@ -27,7 +27,9 @@
 //!
 //! The object form may also carry `"by_purpose": {"PURPOSE": {"content": ...} | {"json": ...}}`:
 //! standing answers used, any number of times, once `replies` run out (handy for a long-running
-//! demo or SDK test server).
+//! demo or SDK test server), and `"delay_ms"`: a delay for every reply that sets none of its own,
+//! standing answers included. It stands in for a model's latency in tests and benchmarks
+//! (`frontdesk-bench scale`), nothing else.
 //!
 //! ```json
 //! [
@@ -203,6 +205,9 @@ enum ScriptFile {
         /// Standing answers by purpose, used once `replies` run out, any number of times.
         #[serde(default)]
         by_purpose: std::collections::BTreeMap<String, PurposeReply>,
+        /// Delay of every reply that sets none (test and benchmark use: a model's latency).
+        #[serde(default)]
+        delay_ms: Option<u64>,
     },
 }
 
@@ -228,6 +233,8 @@ pub struct ScriptedModel {
     log_requests: bool,
     /// Number of the next generated tool call id (`call_<n>`).
     next_tool_call: AtomicU64,
+    /// Delay of every reply that sets none (see [`ScriptedModel::with_default_delay`]).
+    default_delay: Option<Duration>,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -255,7 +262,15 @@ impl ScriptedModel {
             requests: Mutex::new(Vec::new()),
             log_requests: true,
             next_tool_call: AtomicU64::new(1),
+            default_delay: None,
         }
+    }
+
+    /// Every reply that sets no delay of its own waits `delay` before answering: a stand-in for
+    /// a model's latency in tests and benchmarks.
+    pub fn with_default_delay(mut self, delay: Duration) -> Self {
+        self.default_delay = Some(delay);
+        self
     }
 
     /// Keeps no copy of the requests ([`requests`](Self::requests) stays empty). The log is for
@@ -296,9 +311,9 @@ impl ScriptedModel {
     pub fn from_json_str(text: &str) -> Result<Self, LlmError> {
         let file: ScriptFile = serde_json::from_str(text)
             .map_err(|e| LlmError::Config { field: "scripted.file", problem: format!("invalid script: {e}") })?;
-        let (name, entries, by_purpose) = match file {
-            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies, Default::default()),
-            ScriptFile::Named { model, replies, by_purpose } => (model, replies, by_purpose),
+        let (name, entries, by_purpose, delay_ms) = match file {
+            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies, Default::default(), None),
+            ScriptFile::Named { model, replies, by_purpose, delay_ms } => (model, replies, by_purpose, delay_ms),
         };
         let mut standing = std::collections::BTreeMap::new();
         for (purpose, reply) in by_purpose {
@@ -323,6 +338,10 @@ impl ScriptedModel {
                     .cloned()
                     .ok_or_else(|| LlmError::ScriptExhausted { purpose: request.purpose.clone() })
             })
+        };
+        let model = match delay_ms {
+            Some(ms) => model.with_default_delay(Duration::from_millis(ms)),
+            None => model,
         };
         for (index, entry) in entries.into_iter().enumerate() {
             let tool_calls = match entry.tool_calls {
@@ -427,7 +446,7 @@ impl ScriptedModel {
 
     async fn respond(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let reply = self.next_reply(request)?;
-        if let Some(delay) = reply.delay {
+        if let Some(delay) = reply.delay.or(self.default_delay) {
             tokio::time::sleep(delay).await;
         }
         if let Some(fail) = &reply.fail {
@@ -716,6 +735,21 @@ mod by_purpose_tests {
             assert_eq!(model.chat(&ask("b")).await.unwrap().content, r#"{"x":1}"#);
         }
         assert!(matches!(model.chat(&ask("c")).await, Err(LlmError::ScriptExhausted { .. })));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_script_delay_holds_every_reply_without_its_own() {
+        let model = ScriptedModel::from_json_str(
+            r#"{"model": "slow", "delay_ms": 500, "replies": [{"content": "own", "delay_ms": 20}, {"content": "queued"}],
+                "by_purpose": {"a": {"content": "A"}}}"#,
+        )
+        .unwrap();
+        let ask = ChatRequest { purpose: "a".into(), ..Default::default() };
+        for (expected, delay) in [("own", 20), ("queued", 500), ("A", 500), ("A", 500)] {
+            let started = tokio::time::Instant::now();
+            assert_eq!(model.chat(&ask).await.unwrap().content, expected);
+            assert_eq!(started.elapsed(), Duration::from_millis(delay), "{expected}");
+        }
     }
 }
 
