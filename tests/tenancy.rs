@@ -589,6 +589,8 @@ async fn reflection_needs_a_key_unless_opened() {
     .await;
     let channel = Channel::from_shared(format!("http://{}", open.server().addr)).unwrap().connect().await.unwrap();
     assert!(reflect(channel.clone(), None).await.is_ok());
+    // An open service does not judge keys: a wrong one is served as no key is.
+    assert!(reflect(channel.clone(), Some("not-a-key")).await.is_ok());
     let mut anonymous = WorkflowServiceClient::new(channel);
     let refused = anonymous.list_workflows(pb::ListWorkflowsRequest {}).await.unwrap_err();
     assert_eq!(refused.code(), Code::Unauthenticated, "opening reflection opens nothing else");

@@ -315,7 +315,8 @@ pub enum AuthMode {
 pub struct AuthConfig {
     pub mode: AuthMode,
     /// Fully qualified gRPC services callable without a key, such as `grpc.health.v1.Health`
-    /// (load balancers) or `grpc.reflection.v1.ServerReflection` (grpcurl without `-H`).
+    /// (load balancers) or `grpc.reflection.v1.ServerReflection` (grpcurl without `-H`). A call
+    /// without a valid key is served there as with keys off: tenant `default`, every scope.
     pub open_services: Vec<String>,
     /// Seconds a verified key is trusted without reading the key table again: a revocation
     /// takes effect on a running server within this time.

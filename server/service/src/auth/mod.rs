@@ -225,17 +225,13 @@ impl AuthPolicy {
         let Some(verifier) = &self.verifier else { return Ok(Principal::open()) };
         let service = path.trim_start_matches('/').split('/').next().unwrap_or_default();
         let presented = header.and_then(|h| std::str::from_utf8(h).ok()).and_then(bearer);
+        // An open service is served as with keys off, to whoever calls it without a valid key.
+        let open = self.open_services.contains(service);
         let Some(presented) = presented else {
-            if self.open_services.contains(service) {
-                // An open service is called by nobody in particular: no tenant's data is in it.
-                return Ok(Principal { tenant: Tenant::default(), key_id: None, scopes: Scopes::default() });
-            }
-            return Err(AccessError::MissingKey);
+            return if open { Ok(Principal::open()) } else { Err(AccessError::MissingKey) };
         };
         let principal = match verifier.verify(presented).await {
-            Err(_) if self.open_services.contains(service) => {
-                Principal { tenant: Tenant::default(), key_id: None, scopes: Scopes::default() }
-            }
+            Err(_) if open => Principal::open(),
             other => other?,
         };
         if let Some((scope, access)) = self.methods.scope_of(path) {
