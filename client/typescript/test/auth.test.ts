@@ -18,7 +18,6 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   ConversationService,
   FrontdeskClient,
-  FrontdeskError,
   QUOTA_EXCEEDED,
   RunEventSchema,
   SCOPE_MISSING,
@@ -27,6 +26,7 @@ import {
   type StreamItem,
   type TlsOptions,
 } from "@frontdesk/client";
+import { rejection } from "./helpers.js";
 
 const SECRET = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcde";
 const KEY = `fdk_0123456789abcdef_${SECRET}`;
@@ -157,16 +157,6 @@ afterEach(async () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 });
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
-}
 
 async function collect(stream: AsyncIterable<StreamItem>): Promise<StreamItem[]> {
   const out: StreamItem[] = [];

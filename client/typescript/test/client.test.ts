@@ -4,13 +4,12 @@ import { after, before } from "node:test";
 import {
   Code,
   FrontdeskClient,
-  FrontdeskError,
   Role,
   eventKind,
   type RunEvent,
   type TurnResult,
 } from "@frontdesk/client";
-import { addr, baseUrl, liveTest } from "./helpers.js";
+import { addr, baseUrl, liveTest, rejection } from "./helpers.js";
 
 const SCRIPTED_REPLY = "Hello from the scripted demo model.";
 
@@ -24,16 +23,6 @@ async function newConversation(id?: string): Promise<string> {
   const res = await client.startConversation({ workflow: "intake", conversationId: id });
   assert.ok(res.conversation);
   return res.conversation.conversationId;
-}
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
 }
 
 liveTest("lists and describes workflows", async () => {

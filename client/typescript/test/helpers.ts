@@ -1,4 +1,7 @@
+import assert from "node:assert/strict";
 import { test } from "node:test";
+
+import { FrontdeskError } from "@frontdesk/client";
 
 /**
  * FRONTDESK_ADDR (host:port) names a running frontdesk-server with the scripted demo model
@@ -16,4 +19,15 @@ export function liveTest(name: string, fn: () => Promise<void>): void {
   } else {
     test(name, { skip: addr === "" ? "FRONTDESK_ADDR not set" : false }, fn);
   }
+}
+
+/** The `FrontdeskError` a call fails with; fails the test if it succeeds or fails otherwise. */
+export async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
+    return e;
+  }
+  assert.fail("expected the call to fail");
 }

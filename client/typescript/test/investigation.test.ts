@@ -9,7 +9,6 @@ import { after, before } from "node:test";
 import {
   Code,
   FrontdeskClient,
-  FrontdeskError,
   InvestigationStatus as S,
   ManagerDecision,
   PendingActionStatus,
@@ -20,7 +19,7 @@ import {
   type HrMutationInput,
   type Investigation,
 } from "@frontdesk/client";
-import { addr, baseUrl, liveTest } from "./helpers.js";
+import { addr, baseUrl, liveTest, rejection } from "./helpers.js";
 
 let client: FrontdeskClient;
 before(() => {
@@ -55,16 +54,6 @@ const authorised = (): HrMutationInput => ({
 });
 
 const statuses = (inv: Investigation) => inv.statusHistory.map((c) => c.to);
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
-}
 
 liveTest("an authorised change finishes at once with ACCEPT", async () => {
   const mutation = authorised();

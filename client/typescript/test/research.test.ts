@@ -10,13 +10,12 @@ import {
   Code,
   CriticDecision,
   FrontdeskClient,
-  FrontdeskError,
   ResearchOutcome,
   ResearchStep,
   eventKind,
   type Research,
 } from "@frontdesk/client";
-import { addr, baseUrl, liveTest } from "./helpers.js";
+import { addr, baseUrl, liveTest, rejection } from "./helpers.js";
 
 let client: FrontdeskClient;
 before(() => {
@@ -30,16 +29,6 @@ const CRITICS = ["critic_planner", "critic_researcher", "critic_researcher", "cr
 
 /** The question, made unique so that tests sharing the server tell their research apart. */
 const question = () => `${QUESTION} (ts ${crypto.randomUUID().slice(0, 8)})`;
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
-}
 
 liveTest("a question is answered, with its plan, results and critic decisions streamed", async () => {
   const text = question();

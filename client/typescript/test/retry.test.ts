@@ -14,7 +14,6 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   ConversationService,
   FrontdeskClient,
-  FrontdeskError,
   NodeStartedSchema,
   RunEventSchema,
   RunFinishedSchema,
@@ -24,6 +23,7 @@ import {
   type RetryPolicy,
   type StreamItem,
 } from "@frontdesk/client";
+import { rejection } from "./helpers.js";
 
 const RUN = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d";
 const LAST = 5;
@@ -147,16 +147,6 @@ async function withClient<T>(retry: RetryPolicy | boolean, fn: (c: FrontdeskClie
   } finally {
     client.close();
   }
-}
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
 }
 
 function ids(items: readonly StreamItem[]): (number | string)[] {

@@ -8,7 +8,6 @@ import { after, before } from "node:test";
 import {
   Code,
   FrontdeskClient,
-  FrontdeskError,
   RecommendedAction,
   Role,
   TicketStatus,
@@ -18,7 +17,7 @@ import {
   type TicketResolution,
   type TriageResult,
 } from "@frontdesk/client";
-import { addr, baseUrl, liveTest } from "./helpers.js";
+import { addr, baseUrl, liveTest, rejection } from "./helpers.js";
 
 const CUSTOMER = "CUST-001";
 const MESSAGE = "I was charged twice for my subscription this month.";
@@ -28,16 +27,6 @@ before(() => {
   if (addr !== "") client = new FrontdeskClient({ baseUrl, timeoutMs: 10_000 });
 });
 after(() => client?.close());
-
-async function rejection(p: Promise<unknown>): Promise<FrontdeskError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof FrontdeskError, `expected FrontdeskError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail("expected the call to fail");
-}
 
 liveTest("triageTicket streams the resolution, the events, then the result", async () => {
   const stream = client.triageTicket(CUSTOMER, MESSAGE, { subject: "Double charge" });
