@@ -210,9 +210,12 @@ async fn served_calls_print_no_secret(source: Source) {
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     let key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
     setup.assert_clean("keys create's stderr", &String::from_utf8_lossy(&created.stderr));
-    let key_id = key.split('_').nth(1).unwrap().to_owned();
+    // The secret is base64url, which may itself hold '_': split off the prefix and the id only.
+    let mut parts = key.splitn(3, '_');
+    let (key_id, secret) = (parts.nth(1).unwrap().to_owned(), parts.next().unwrap().to_owned());
+    assert_eq!(secret.len(), 43, "{key}");
     let wrong = format!("fdk_{key_id}_{}", "B".repeat(43));
-    setup.secrets.extend([key.clone(), key.split('_').nth(2).unwrap().to_owned(), wrong.clone()]);
+    setup.secrets.extend([key.clone(), secret, wrong.clone()]);
     setup.env.push(("FRONTDESK__AUTH__MODE".into(), "keys".into()));
 
     let server = Server::start(&setup);
