@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::process::spawn_server;
 
 use frontdesk_api::v1::{run_event::Kind, Role};
-use frontdesk_client::{Client, ClientError, SendOptions, TurnEvent};
+use frontdesk_client::{Client, ClientError, SendOptions, TurnEvent, TurnStream};
 use futures::StreamExt;
 use serde_json::json;
 use tonic::Code;
@@ -136,4 +136,153 @@ async fn graceful_shutdown_lets_an_in_flight_turn_commit() {
     let server = spawn_server(&db, &script(&[]), dir.path(), "b");
     let texts: Vec<String> = transcript(&server.client().await, &id).await.into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts[1..], ["in flight", "finished during shutdown"]);
+}
+
+/// The intake script up to REVIEW with the Ops Change team (two turns), as the scripted model
+/// answers them in order.
+fn to_review() -> Vec<Vec<serde_json::Value>> {
+    let extract = |stated: serde_json::Value, followup: &str| {
+        json!({"stated": stated, "marked_unknown": ["rollback_plan"], "reasoning": "scripted",
+               "followup_response": followup, "user_wants_to_abandon": false})
+    };
+    let fields = json!([
+        {"field": "title", "value": "Patch billing-db"},
+        {"field": "description", "value": "Patch the billing database to fix a memory leak"},
+        {"field": "justification", "value": "security patch required by policy"},
+        {"field": "affected_system", "value": "billing-db"},
+        {"field": "environment", "value": "production"},
+        {"field": "urgency", "value": "high"},
+        {"field": "requested_by", "value": "alice.nguyen"},
+        {"field": "desired_date", "value": "2026-12-01"},
+    ]);
+    let route = |to: &str| json!({"purpose": "supervisor.route", "json": {"reasoning": "scripted", "route": to}});
+    vec![
+        vec![
+            route("elicitation_agent"),
+            json!({"purpose": "elicitation.extract", "json": extract(json!([]), "Sure. What should change, and why?")}),
+        ],
+        vec![
+            route("elicitation_agent"),
+            json!({"purpose": "elicitation.extract", "json": extract(fields, "")}),
+            json!({"purpose": "team_matching.match", "json": {"reasoning": "scripted", "team_id": "ops-change", "confidence": "high"}}),
+        ],
+    ]
+}
+
+const STATING: &str = "description: Patch the billing database to fix a memory leak; justification: security patch \
+     required by policy; affected_system: billing-db; environment: production; urgency: high; requested_by: \
+     alice.nguyen; desired_date: 2026-12-01; title: Patch billing-db; rollback plan unknown";
+
+/// Not a bare "yes" (which the supervisor routes to review without a model call): the
+/// supervisor asks the model, so a supervisor that ran again would be seen.
+const CONFIRMATION: &str = "That matches what I need, file it with Ops";
+
+fn confirm() -> serde_json::Value {
+    json!({"purpose": "review.classify", "json": {"action_type": "confirm", "reasoning": "scripted", "response_to_user": ""}})
+}
+
+/// Sends a turn with `key`, retrying while the restarted server is still finishing the run a
+/// crash interrupted (recovery holds the thread), until it answers with that run's result.
+async fn retry_turn(client: &Client, id: &str, text: &str, key: &str) -> frontdesk_api::v1::TurnResult {
+    let opts = SendOptions { idempotency_key: Some(key.into()), queue_if_busy: true };
+    for _ in 0..50 {
+        match client.send_message_and_wait(id, text, opts.clone()).await {
+            Ok((_, result)) => return result,
+            Err(ClientError::Status(e)) if e.code == Code::Aborted => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(other) => panic!("retry failed: {other}"),
+        }
+    }
+    panic!("the retried turn never finished");
+}
+
+/// Sends a turn with `key` and returns once `node` has started, with the stream still open.
+async fn send_until_started(client: &Client, id: &str, text: &str, key: &str, node: &str) -> TurnStream {
+    let opts = SendOptions { idempotency_key: Some(key.into()), queue_if_busy: true };
+    let mut stream = client.send_message(id, text, opts).await.unwrap();
+    loop {
+        match stream.next().await.unwrap().unwrap() {
+            TurnEvent::Event(e) if matches!(e.kind, Some(Kind::NodeStarted(_))) && e.node == node => break,
+            _ => {}
+        }
+    }
+    stream
+}
+
+async fn submissions(db: &std::path::Path, id: &str) -> usize {
+    let url = format!("sqlite://{}", db.display());
+    let store = frontdesk_store::Database::connect(&url, Default::default()).await.unwrap();
+    let rows = store.list_submissions(id).await.unwrap();
+    store.close().await;
+    rows.len()
+}
+
+#[tokio::test]
+async fn sigkill_between_model_only_nodes_reruns_them_and_the_turn_ends_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frontdesk.db");
+    // Intake commits only the turn's input and its end: the supervisor's route is not durable
+    // when the chat agent's call hangs, so the restarted server routes the turn again.
+    let mut slow = chat_turn("never delivered");
+    slow[1]["delay_ms"] = json!(60_000);
+    let server = spawn_server(&db, &script(&[chat_turn("reply one"), slow]), dir.path(), "a");
+    let client = server.client().await;
+    let id = start(&client).await;
+    client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
+    let stream = send_until_started(&client, &id, "turn two", "turn-two", "chat_agent").await;
+    server.kill();
+    drop(stream);
+
+    let server = spawn_server(&db, &script(&[chat_turn("reply two")]), dir.path(), "b");
+    let client = server.client().await;
+    let two = retry_turn(&client, &id, "turn two", "turn-two").await;
+    assert_eq!(two.reply.unwrap().text, "reply two", "the same turn as one that never crashed");
+    let texts: Vec<String> = transcript(&client, &id).await.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts[1..], ["turn one", "reply one", "turn two", "reply two"]);
+}
+
+#[tokio::test]
+async fn sigkill_at_the_submitting_node_and_after_it_files_the_request_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frontdesk.db");
+    let route_review =
+        json!({"purpose": "supervisor.route", "json": {"reasoning": "scripted", "route": "review_agent"}});
+    let mut slow_confirm = confirm();
+    slow_confirm["delay_ms"] = json!(60_000);
+    let mut turns = to_review();
+    turns.push(vec![route_review, slow_confirm]);
+    let server = spawn_server(&db, &script(&turns), dir.path(), "a");
+    let client = server.client().await;
+    let id = start(&client).await;
+    client.send_message_and_wait(&id, "I want to raise a change request", SendOptions::default()).await.unwrap();
+    let (_, review) = client.send_message_and_wait(&id, STATING, SendOptions::default()).await.unwrap();
+    assert!(review.reply.unwrap().text.contains("Ops"), "the request is in review");
+
+    // The review agent (the node with effects) is in flight: the run committed before it.
+    let stream = send_until_started(&client, &id, CONFIRMATION, "confirm", "review_agent").await;
+    server.kill();
+    drop(stream);
+    assert_eq!(submissions(&db, &id).await, 0);
+
+    // The restarted server resumes at the review agent: its script has no supervisor reply,
+    // so a supervisor that ran again would fail the turn.
+    let server = spawn_server(&db, &script(&[vec![confirm()]]), dir.path(), "b");
+    let client = server.client().await;
+    let submitted = retry_turn(&client, &id, CONFIRMATION, "confirm").await;
+    let reply = submitted.reply.unwrap().text;
+    assert!(reply.contains("has been submitted"), "{reply}");
+    assert_eq!(submissions(&db, &id).await, 1, "filed once");
+
+    // Killed after the submitting node: nothing runs again, and a retry replays the outcome.
+    server.kill();
+    let server = spawn_server(&db, &script(&[]), dir.path(), "c");
+    let client = server.client().await;
+    let replayed = retry_turn(&client, &id, CONFIRMATION, "confirm").await;
+    assert_eq!(replayed.reply.unwrap().text, reply);
+    assert!(replayed.replayed);
+    assert_eq!(submissions(&db, &id).await, 1, "still filed once");
+    let texts: Vec<String> = transcript(&client, &id).await.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts.iter().filter(|t| t.contains("has been submitted")).count(), 1);
+    assert_eq!(texts.iter().filter(|t| t.as_str() == CONFIRMATION).count(), 1);
 }

@@ -156,8 +156,9 @@ async fn a_surviving_replica_finishes_a_dead_replicas_turn_once_its_lease_expire
     );
     let b = spawn_replica(
         &db,
-        // The supervisor's choice was committed on a: b resumes at the chat node.
-        &json!({"model": "scripted-b", "replies": [{"purpose": "chat.chat", "content": "from b"}]}),
+        // Intake commits nothing between its model-only nodes: b runs the turn again from its
+        // committed input, the supervisor first.
+        &json!({"model": "scripted-b", "replies": chat_turn("from b", 0)}),
         dir.path(),
         "b",
         "replica-b",

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w2 [--tickets 10000] [--timed 2000]
-//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability exit|every-node]
+//!     [--postgres-url URL] [--redis-url URL] [--concurrency 100] [--durability by-effect|every-node]
 //!     [--stores memory,sqlite,postgres,redis] [--phases latency,throughput] [--out FILE]
 //!     [--json FILE]
 //! ```
@@ -67,7 +67,7 @@ struct Args {
     out: Option<PathBuf>,
     /// Machine-readable results (scripts/compare.sh reads them).
     json: Option<PathBuf>,
-    /// The triage workflow's own (exit) unless `--durability every-node`.
+    /// The triage workflow's own (by-effect) unless `--durability every-node`.
     durability: Durability,
     /// Checkpointers to measure: `memory`, `sqlite` (always both unless `--stores` narrows them),
     /// plus `postgres` / `redis` when their URL is given.
@@ -95,7 +95,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         concurrency: 100,
         out: None,
         json: None,
-        durability: Durability::Exit,
+        durability: Durability::ByEffect,
         stores: vec!["all".into()],
         phases: vec!["all".into()],
     };
@@ -114,9 +114,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
             "--durability" => {
                 args.durability = match value()?.as_str() {
-                    "exit" => Durability::Exit,
+                    "by-effect" | "by_effect" | "exit" => Durability::ByEffect,
                     "every-node" => Durability::EveryNode,
-                    other => return Err(format!("--durability: {other:?} is not exit or every-node")),
+                    other => return Err(format!("--durability: {other:?} is not by-effect or every-node")),
                 }
             }
             other => return Err(format!("unknown option {other}")),
@@ -618,7 +618,7 @@ fn json_report(args: &Args, r: &Results) -> serde_json::Value {
         "timed": args.timed,
         "in_flight": args.concurrency,
         // The two `--durability` accepts.
-        "durability": if args.durability == Durability::EveryNode { "every-node" } else { "exit" },
+        "durability": if args.durability == Durability::EveryNode { "every-node" } else { "by-effect" },
         "release": !cfg!(debug_assertions),
         "latency": latency,
         "throughput": throughput,
@@ -684,7 +684,7 @@ fn markdown(args: &Args, r: &Results) -> String {
         s,
         "- Durability: {}",
         match args.durability {
-            Durability::Exit => "exit, the triage workflow's default (per ticket: the accepting checkpoint; then a resolved or escalated ticket is archived by the run's handoff and its thread erased, a route_specialist ticket gets its final checkpoint)",
+            Durability::ByEffect => "by-effect, the triage workflow's default (per ticket: the accepting checkpoint; then a resolved or escalated ticket is archived by the run's handoff and its thread erased, a route_specialist ticket gets its final checkpoint)",
             Durability::EveryNode => "every-node (per ticket: the accepting checkpoint and one per node, as LangGraph's measured configuration writes)",
             Durability::Ephemeral => "ephemeral (nothing written; not a configuration the triage workflow accepts)",
         }

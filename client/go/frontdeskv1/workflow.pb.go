@@ -373,7 +373,10 @@ type GraphNode struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// True for a fan-out node, whose tasks run concurrently.
-	FanOut        bool `protobuf:"varint,3,opt,name=fan_out,json=fanOut,proto3" json:"fan_out,omitempty"`
+	FanOut bool `protobuf:"varint,3,opt,name=fan_out,json=fanOut,proto3" json:"fan_out,omitempty"`
+	// True for a node that acts outside the workflow's state (files a request, calls a tool that
+	// changes something). A workflow that checkpoints by effect commits before and after it.
+	Effects       bool `protobuf:"varint,4,opt,name=effects,proto3" json:"effects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +428,13 @@ func (x *GraphNode) GetDescription() string {
 func (x *GraphNode) GetFanOut() bool {
 	if x != nil {
 		return x.FanOut
+	}
+	return false
+}
+
+func (x *GraphNode) GetEffects() bool {
+	if x != nil {
+		return x.Effects
 	}
 	return false
 }
@@ -954,11 +964,12 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\x15ListWorkflowsResponse\x124\n" +
 	"\tworkflows\x18\x01 \x03(\v2\x16.frontdesk.v1.WorkflowR\tworkflows\"-\n" +
 	"\x17DescribeWorkflowRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"Z\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"t\n" +
 	"\tGraphNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x17\n" +
-	"\afan_out\x18\x03 \x01(\bR\x06fanOut\"]\n" +
+	"\afan_out\x18\x03 \x01(\bR\x06fanOut\x12\x18\n" +
+	"\aeffects\x18\x04 \x01(\bR\aeffects\"]\n" +
 	"\tGraphEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12 \n" +

@@ -55,6 +55,8 @@ pub(crate) struct NodeEntry<S: State> {
     pub(crate) kind: NodeKind<S>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
+    /// Acts outside the state: see [`NodeOptions::effects`].
+    pub(crate) effects: bool,
 }
 
 impl<S: State> NodeEntry<S> {
@@ -171,6 +173,9 @@ pub struct NodeOptions {
     pub timeout: Option<Duration>,
     /// Overrides the graph's default retry policy.
     pub retry: Option<RetryPolicy>,
+    /// The node acts outside the state (files a request, sends a message), so running it again
+    /// is not harmless. Under [`Durability::ByEffect`] the run commits before and after it.
+    pub effects: bool,
 }
 
 impl NodeOptions {
@@ -181,6 +186,14 @@ impl NodeOptions {
 
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
+        self
+    }
+
+    /// Declares that the node acts outside the state ([`NodeOptions::effects`]). A crash while
+    /// it runs still runs it again, with the same run id ([`crate::NodeContext::run_id`]), so
+    /// its effect must be keyed by that id to happen once.
+    pub fn with_effects(mut self) -> Self {
+        self.effects = true;
         self
     }
 }
@@ -242,19 +255,22 @@ pub struct GraphBuilder<S: State> {
 }
 
 /// When a run writes checkpoints besides the accepting commit (which always makes the input
-/// durable before the run starts).
+/// durable before the run starts) and the commit when it stops (END, an interrupt, a failure).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
-    /// After every node: a crash loses at most the node in flight. For graphs whose nodes act
-    /// on the world (submit a request, send a message), where re-running one is not harmless.
+    /// After every node: a crash loses at most the node in flight. For graphs where a node's
+    /// result must not be recomputed (a model's answer that later steps build on was shown to
+    /// somebody, say), whatever the nodes do.
     #[default]
     EveryNode,
-    /// When the run stops (END, an interrupt, a failure), plus a heartbeat commit after a node
-    /// when the last commit is older than half of `RunnerConfig::takeover_after`, so a long run
-    /// is never taken for abandoned. A crash re-runs the run's nodes from its input; only for
-    /// graphs whose nodes have no effect outside the state, where that costs model calls only.
-    /// Node events still stream as each node finishes.
-    Exit,
+    /// Around effects: before a node declared with effects ([`NodeOptions::with_effects`]), if
+    /// anything changed since the last commit, and after it; nothing between effect-free nodes.
+    /// A crash re-runs at most the effect-free nodes since the last commit (model calls only),
+    /// or the effectful node it interrupted, with the same run id. A long run also writes a
+    /// heartbeat commit after a node when the last commit is older than half of
+    /// `RunnerConfig::takeover_after`, so it is never taken for abandoned. Node events still
+    /// stream as each node finishes.
+    ByEffect,
     /// Nothing is written: the run lives in memory only and a crash forgets it. For graphs whose
     /// result only the caller uses before it commits to anything (triage's ticket matching picks
     /// the ticket a message joins; the message is accepted by the ticket's own run). Every run
@@ -296,8 +312,8 @@ impl<S: State> GraphBuilder<S> {
 
     /// A node with its own timeout and retry policy.
     pub fn node_with(mut self, name: impl Into<String>, node: impl Node<S>, options: NodeOptions) -> Self {
-        let NodeOptions { timeout, retry } = options;
-        self.nodes.push((name.into(), NodeEntry { kind: NodeKind::Single(Arc::new(node)), timeout, retry }));
+        let NodeOptions { timeout, retry, effects } = options;
+        self.nodes.push((name.into(), NodeEntry { kind: NodeKind::Single(Arc::new(node)), timeout, retry, effects }));
         self
     }
 
@@ -320,9 +336,9 @@ impl<S: State> GraphBuilder<S> {
         T: TaskNode<S>,
         D: Fn(&S) -> Vec<T::Input> + Send + Sync + 'static,
     {
-        let NodeOptions { timeout, retry } = options;
+        let NodeOptions { timeout, retry, effects } = options;
         let kind = NodeKind::FanOut(Arc::new(TypedFanOut { task, dispatch }));
-        self.nodes.push((name.into(), NodeEntry { kind, timeout, retry }));
+        self.nodes.push((name.into(), NodeEntry { kind, timeout, retry, effects }));
         self
     }
 
@@ -539,6 +555,7 @@ impl<S: State> Graph<S> {
                     name: name.clone(),
                     description: entry.description().to_owned(),
                     fan_out: matches!(entry.kind, NodeKind::FanOut(_)),
+                    effects: entry.effects,
                 }
             })
             .collect();
@@ -567,6 +584,8 @@ pub struct NodeInfo {
     pub description: String,
     /// True for a fan-out node (its tasks run concurrently).
     pub fan_out: bool,
+    /// True for a node that acts outside the state ([`NodeOptions::effects`]).
+    pub effects: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

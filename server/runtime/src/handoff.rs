@@ -10,7 +10,7 @@
 //! The erase is not waited on for durability
 //! ([`Checkpointer::delete_thread_unsynced`](crate::Checkpointer::delete_thread_unsynced)), and a
 //! crash between the handoff and the erase leaves the thread as the run found it (with
-//! [`Durability::Exit`](crate::Durability::Exit), the run's accepting `Running` checkpoint).
+//! [`Durability::ByEffect`](crate::Durability::ByEffect), the run's accepting `Running` checkpoint).
 //! The handoff's owner must therefore recognise a thread whose state it already holds and erase
 //! it before [`Runner::recover`](crate::Runner::recover) would resume that run (the triage desk's
 //! start-up sweep does).

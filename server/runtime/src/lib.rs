@@ -35,6 +35,6 @@ pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, No
 pub use runlog::{RunLog, RunRetention, RunSubscription};
 pub use runner::{
     BusyPolicy, OutcomeReceiver, RunError, RunHandle, RunInput, RunOutcome, RunRegistry, RunRequest, Runner,
-    RunnerConfig, ThreadMode,
+    RunnerConfig, StartError, ThreadMode,
 };
 pub use state::{reducer, Keyed, Log, Mergeable, Reducer, State};

@@ -39,7 +39,7 @@ pub struct RunnerConfig {
     /// A run whose newest checkpoint is still `Running` and older than this is taken to be
     /// abandoned by a crashed process and may be taken over; a younger one belongs to a live
     /// run elsewhere and makes the thread busy. Must exceed the longest node timeout (a run
-    /// with [`Durability::Exit`] writes a heartbeat checkpoint whenever its next node could
+    /// with [`Durability::ByEffect`] writes a heartbeat checkpoint whenever its next node could
     /// otherwise run past it).
     pub takeover_after: Duration,
     /// This process's identity among the replicas sharing a store. Every checkpoint it writes
@@ -128,6 +128,26 @@ impl<U> RunRequest<U> {
             timeout: None,
             mode: ThreadMode::Existing,
         }
+    }
+}
+
+/// Why [`Runner::start_with`] started no run.
+#[derive(Debug)]
+pub enum StartError<E> {
+    /// The caller's admission check refused the thread as it stands.
+    Refused(E),
+    Run(RunError),
+}
+
+impl<E> From<RunError> for StartError<E> {
+    fn from(error: RunError) -> Self {
+        StartError::Run(error)
+    }
+}
+
+impl<E> From<CheckpointError> for StartError<E> {
+    fn from(error: CheckpointError) -> Self {
+        StartError::Run(error.into())
     }
 }
 
@@ -631,8 +651,10 @@ struct Execution<S: State> {
     failed_over: bool,
     /// What a failed run restores.
     rollback: Rollback<S>,
-    /// When this run last wrote a checkpoint (the heartbeat of [`Durability::Exit`]).
+    /// When this run last wrote a checkpoint (the heartbeat of [`Durability::ByEffect`]).
     last_commit: StdInstant,
+    /// The step of the last checkpoint: a node with effects starts from a committed one.
+    committed_step: u32,
     /// The graph's output (value and JSON text) once the run has completed or paused: the
     /// state no longer changes, and the checkpoint, the outcome and the final event all carry it.
     output: Option<(serde_json::Value, String)>,
@@ -902,13 +924,31 @@ impl<S: State> Runner<S> {
 
     /// Starts a run. Returns once the run's input is committed (or a replay is found); the run
     /// then proceeds on its own task and completes even if the handle is dropped.
-    pub async fn start(&self, mut request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+    pub async fn start(&self, request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+        self.start_with(request, |_: &S, _: &Checkpoint| Ok::<(), std::convert::Infallible>(())).await.map_err(
+            |error| match error {
+                StartError::Run(error) => error,
+                StartError::Refused(never) => match never {},
+            },
+        )
+    }
+
+    /// [`Runner::start`], with `admit` deciding on the thread's newest checkpoint (and its
+    /// decoded state) whether the run may start, before its input is applied. It runs under the
+    /// thread's lock on the one read the run starts from, so a caller's own checks (a turn
+    /// limit, say) need no read of their own and cannot race another run. Not called for a
+    /// replay of an idempotent run, nor on a new thread.
+    pub async fn start_with<E>(
+        &self,
+        mut request: RunRequest<S::Update>,
+        admit: impl FnOnce(&S, &Checkpoint) -> Result<(), E>,
+    ) -> Result<RunHandle<S>, StartError<E>> {
         if self.graph.durability() == Durability::Ephemeral {
             if request.idempotency_key.is_some() {
-                return Err(RunError::Ephemeral { what: "take an idempotency key (nothing is recorded)" });
+                return Err(RunError::Ephemeral { what: "take an idempotency key (nothing is recorded)" }.into());
             }
             if matches!(request.input, RunInput::Resume { .. }) {
-                return Err(RunError::Ephemeral { what: "resume (nothing is paused)" });
+                return Err(RunError::Ephemeral { what: "resume (nothing is paused)" }.into());
             }
             request.mode = ThreadMode::New;
         }
@@ -930,7 +970,7 @@ impl<S: State> Runner<S> {
                     }
                     self.registry.lock_thread(&request.thread_id, request.busy).await.map_err(|_| busy)?
                 }
-                _ => return Err(busy),
+                _ => return Err(busy.into()),
             },
         };
         let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
@@ -941,7 +981,7 @@ impl<S: State> Runner<S> {
                 // A record without a fingerprint (written before fingerprints were kept) or a
                 // request without one cannot be compared: replayed, as before.
                 if differs(&request.fingerprint, &found.fingerprint) {
-                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key: key.clone() });
+                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key: key.clone() }.into());
                 }
                 debug!(thread_id = %request.thread_id, run_id = %found.run_id, "replaying idempotent run");
                 let output = match found.output.as_deref() {
@@ -981,13 +1021,13 @@ impl<S: State> Runner<S> {
         // first finishes it unobserved, because its input was accepted.
         if let Some(cp) = latest.as_ref().filter(|cp| cp.run.status == RunStatus::Running) {
             if let Claim::Live { retry_after } = self.claim(cp, false).await? {
-                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after });
+                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after }.into());
             }
             let same_run = request.idempotency_key.is_some() && cp.run.idempotency_key == request.idempotency_key;
             if same_run {
                 if differs(&request.fingerprint, &cp.run.fingerprint) {
                     let key = request.idempotency_key.unwrap_or_default();
-                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key });
+                    return Err(RunError::IdempotencyMismatch { thread_id: request.thread_id, key }.into());
                 }
                 info!(thread_id = %request.thread_id, run_id = %cp.run.run_id, "taking over an abandoned run for its retry");
                 let exec = self.resume_execution(cp.clone(), tx)?;
@@ -1002,16 +1042,18 @@ impl<S: State> Runner<S> {
             self.finish_unobserved(cp.clone()).await?;
             latest = self.checkpointer.latest(&request.thread_id).await?;
             if latest.as_ref().is_some_and(|cp| cp.run.status == RunStatus::Running) {
-                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after: None });
+                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after: None }.into());
             }
         }
 
         let resumed = matches!(request.input, RunInput::Resume { .. });
         let (state, version, next, pending, resume, rollback) = match (latest, request.input) {
             (None, _) if request.mode == ThreadMode::Existing => {
-                return Err(RunError::NotFound { thread_id: request.thread_id })
+                return Err(RunError::NotFound { thread_id: request.thread_id }.into())
             }
-            (None, RunInput::Resume { .. }) => return Err(RunError::NothingToResume { thread_id: request.thread_id }),
+            (None, RunInput::Resume { .. }) => {
+                return Err(RunError::NothingToResume { thread_id: request.thread_id }.into())
+            }
             (None, RunInput::Update(update)) => {
                 let mut state = S::default();
                 state.apply(update);
@@ -1020,9 +1062,10 @@ impl<S: State> Runner<S> {
             }
             (Some(cp), RunInput::Update(update)) => {
                 if !cp.pending.interrupts.is_empty() {
-                    return Err(RunError::Interrupted { thread_id: request.thread_id });
+                    return Err(RunError::Interrupted { thread_id: request.thread_id }.into());
                 }
                 let before: S = decode(&cp)?;
+                admit(&before, &cp).map_err(StartError::Refused)?;
                 let mut state = before.clone();
                 state.apply(update);
                 // Finished tasks belong to the step they were written at, which this run leaves.
@@ -1038,9 +1081,11 @@ impl<S: State> Runner<S> {
                         RunError::InterruptAnswered { thread_id, interrupt_id }
                     } else {
                         RunError::UnknownInterrupt { thread_id, interrupt_id }
-                    });
+                    }
+                    .into());
                 };
                 let state: S = decode(&cp)?;
+                admit(&state, &cp).map_err(StartError::Refused)?;
                 let rollback = Rollback { state: state.clone(), next: cp.next.clone(), pending: cp.pending };
                 let resume = Resume { interrupt_id, value };
                 (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
@@ -1074,6 +1119,7 @@ impl<S: State> Runner<S> {
             failed_over: false,
             rollback,
             last_commit: StdInstant::now(),
+            committed_step: 0,
             output: None,
             erased: false,
         };
@@ -1081,9 +1127,9 @@ impl<S: State> Runner<S> {
         match exec.commit(RunStatus::Running).await {
             Ok(()) => {}
             Err(RunError::Checkpoint(CheckpointError::Conflict { .. })) if request.mode == ThreadMode::New => {
-                return Err(RunError::AlreadyExists { thread_id: request.thread_id });
+                return Err(RunError::AlreadyExists { thread_id: request.thread_id }.into());
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         }
         let tracked = self.track(&exec);
         exec.announce(resumed).await;
@@ -1329,6 +1375,8 @@ impl<S: State> Runner<S> {
             step_limit: self.graph.max_steps.max(cp.run.step.saturating_add(1)),
             failed_over: false,
             last_commit: StdInstant::now(),
+            // The run resumes from this very checkpoint.
+            committed_step: cp.run.step,
             output: None,
             erased: false,
         })
@@ -1405,11 +1453,34 @@ impl<S: State> Execution<S> {
         self.checkpointer.put(&checkpoint).await?;
         self.version += 1;
         self.last_commit = StdInstant::now();
+        self.committed_step = self.step;
         Ok(())
     }
 
+    fn has_effects(&self, node: &str) -> bool {
+        self.graph.nodes.get(node).is_some_and(|entry| entry.effects)
+    }
+
+    /// Whether a `Running` checkpoint must be written before `node` runs: under
+    /// [`Durability::ByEffect`], when the node has effects and the state moved since the last
+    /// commit, so a crash in it resumes at it and does not first re-run (and possibly re-route)
+    /// the nodes before it.
+    fn commit_before(&self, node: &str) -> bool {
+        self.graph.durability() == Durability::ByEffect && self.step != self.committed_step && self.has_effects(node)
+    }
+
+    /// Whether a `Running` checkpoint must be written after `node` ran (or after one of its
+    /// fan-out tasks finished): always under [`Durability::EveryNode`]; under
+    /// [`Durability::ByEffect`] when the node has effects or a heartbeat is due.
+    fn commit_after(&self, node: &str) -> bool {
+        match self.graph.durability() {
+            Durability::ByEffect => self.has_effects(node) || self.heartbeat_due(),
+            Durability::EveryNode | Durability::Ephemeral => self.heartbeat_due(),
+        }
+    }
+
     /// Whether a `Running` checkpoint must be written now. Always with
-    /// [`Durability::EveryNode`]; with [`Durability::Exit`] only when the next node, running
+    /// [`Durability::EveryNode`]; with [`Durability::ByEffect`] only when the next node, running
     /// to its timeout, could otherwise age the last checkpoint past `takeover_after`, and
     /// another process would take the live run for abandoned.
     fn heartbeat_due(&self) -> bool {
@@ -1418,8 +1489,8 @@ impl<S: State> Execution<S> {
             Durability::Ephemeral => false,
             // With a replica id, the replica's lease says the run is live, however old its
             // checkpoint.
-            Durability::Exit if self.config.replica.is_some() => false,
-            Durability::Exit => {
+            Durability::ByEffect if self.config.replica.is_some() => false,
+            Durability::ByEffect => {
                 let next = self.next.as_deref().and_then(|n| self.graph.nodes.get(n));
                 let timeout = next.map_or(self.config.node_timeout, |entry| self.node_timeout(entry));
                 self.last_commit.elapsed() + timeout >= self.config.takeover_after
@@ -1533,7 +1604,9 @@ impl<S: State> Execution<S> {
             };
             let update_json = serde_json::to_string(&update).map_err(|source| fail(self.codec_error(source)))?;
             self.pending.tasks.push(TaskWrite { node: node.to_string(), task: index, update: update_json.clone() });
-            self.commit(RunStatus::Running).await.map_err(fail)?;
+            if self.commit_after(node) {
+                self.commit(RunStatus::Running).await.map_err(fail)?;
+            }
             self.sink
                 .emit_task(
                     Some(node.clone()),
@@ -1596,6 +1669,9 @@ impl<S: State> Execution<S> {
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
+            if self.commit_before(&node) {
+                self.commit(RunStatus::Running).await?;
+            }
             self.sink.emit(Some(node.clone()), EventKind::NodeStarted { step: self.step }).await;
             let started = StdInstant::now();
             let output = match self.run_node(&node).await {
@@ -1634,7 +1710,7 @@ impl<S: State> Execution<S> {
                 (true, Some(_)) => RunStatus::Running,
             };
             let erased = status == RunStatus::Completed && self.hand_off().await;
-            if !erased && (status != RunStatus::Running || self.heartbeat_due()) {
+            if !erased && (status != RunStatus::Running || self.commit_after(&node)) {
                 self.commit(status).await?;
             }
             let next = if raised.is_empty() { self.next.clone() } else { None };

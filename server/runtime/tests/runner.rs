@@ -607,9 +607,9 @@ fn two_step_graph(second: impl Node<Doc>, durability: Durability) -> frontdesk_r
 }
 
 #[tokio::test]
-async fn exit_durability_writes_the_accepting_and_the_final_checkpoint_only() {
+async fn by_effect_durability_without_effects_writes_the_accepting_and_the_final_checkpoint_only() {
     let store = Arc::new(MemoryCheckpointer::new(10));
-    let graph = two_step_graph(Step { name: "billing", route: None }, Durability::Exit);
+    let graph = two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect);
     let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
     let mut handle = runner.start(input("billing")).await.unwrap();
     let mut finished = Vec::new();
@@ -627,9 +627,9 @@ async fn exit_durability_writes_the_accepting_and_the_final_checkpoint_only() {
 }
 
 #[tokio::test]
-async fn exit_durability_reruns_a_crashed_run_from_its_input() {
+async fn by_effect_durability_reruns_a_crashed_effect_free_run_from_its_input() {
     let store = Arc::new(MemoryCheckpointer::new(10));
-    let dying = Runner::new(two_step_graph(Hang, Durability::Exit), store.clone(), RunnerConfig::default());
+    let dying = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
     let mut handle = dying.start(input("billing")).await.unwrap();
     // Wait until the second node is in flight: the first has finished, and wrote nothing.
     while let Some(event) = handle.events.recv().await {
@@ -643,7 +643,7 @@ async fn exit_durability_reruns_a_crashed_run_from_its_input() {
 
     // The process "dies" here; the next one recovers the run from its input.
     let restarted = Runner::new(
-        two_step_graph(Step { name: "billing", route: None }, Durability::Exit),
+        two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
         store.clone(),
         RunnerConfig::default(),
     );
@@ -655,7 +655,7 @@ async fn exit_durability_reruns_a_crashed_run_from_its_input() {
 }
 
 #[tokio::test]
-async fn exit_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the_takeover_age() {
+async fn by_effect_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the_takeover_age() {
     let store = Arc::new(MemoryCheckpointer::new(10));
     // Every node's timeout reaches past takeover_after, so each Running step is a heartbeat.
     let config = RunnerConfig {
@@ -664,11 +664,137 @@ async fn exit_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the
         ..RunnerConfig::default()
     };
     let runner =
-        Runner::new(two_step_graph(Step { name: "billing", route: None }, Durability::Exit), store.clone(), config);
+        Runner::new(two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect), store.clone(), config);
     runner.start(input("billing")).await.unwrap().wait().await.unwrap();
     let history = store.history("t1", 10).await.unwrap();
     let written: Vec<(u64, RunStatus)> = history.iter().map(|cp| (cp.version, cp.run.status)).collect();
     assert_eq!(written, [(3, RunStatus::Completed), (2, RunStatus::Running), (1, RunStatus::Running)]);
+}
+
+/// Files something outside the state: records the run id of every call; hangs on the first
+/// call when `hang_first` (the process dies while the effect is in flight).
+#[derive(Default)]
+struct Effect {
+    calls: Arc<std::sync::Mutex<Vec<String>>>,
+    hang_first: bool,
+}
+
+#[async_trait]
+impl Node<Doc> for Effect {
+    async fn run(&self, _state: &Doc, ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        let first = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(ctx.run_id().to_owned());
+            calls.len() == 1
+        };
+        if first && self.hang_first {
+            std::future::pending::<()>().await;
+        }
+        Ok(NodeOutput::update(DocUpdate { log: Some(vec!["effect".into()]), ..Default::default() }))
+    }
+}
+
+/// classify -> effect (declared with effects) -> tail -> END, by effect.
+fn effect_graph(effect: Effect, tail: impl Node<Doc>) -> frontdesk_runtime::Graph<Doc> {
+    GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node_with("effect", effect, frontdesk_runtime::NodeOptions::default().with_effects())
+        .node("tail", tail)
+        .entry("classify")
+        .edge("classify", Target::node("effect"))
+        .edge("effect", Target::node("tail"))
+        .edge("tail", Target::End)
+        .durability(Durability::ByEffect)
+        .build()
+        .unwrap()
+}
+
+fn written(history: &[Checkpoint]) -> Vec<(u64, RunStatus, Option<&str>)> {
+    history.iter().rev().map(|cp| (cp.version, cp.run.status, cp.next.as_deref())).collect()
+}
+
+#[tokio::test]
+async fn by_effect_durability_commits_before_and_after_a_node_with_effects_only() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let runner = Runner::new(
+        effect_graph(Effect::default(), Step { name: "tail", route: None }),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    let outcome = runner.start(input("billing")).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "effect", "tail"]);
+    let history = store.history("t1", 10).await.unwrap();
+    assert_eq!(
+        written(&history),
+        [
+            (1, RunStatus::Running, Some("classify")),
+            (2, RunStatus::Running, Some("effect")),
+            (3, RunStatus::Running, Some("tail")),
+            (4, RunStatus::Completed, None),
+        ],
+        "the input, before the effect, after it, the end; nothing after classify alone"
+    );
+    let described = runner.graph().describe();
+    let effects: Vec<_> = described.nodes.iter().filter(|n| n.effects).map(|n| n.name.as_str()).collect();
+    assert_eq!(effects, ["effect"], "the description says which nodes act outside the state");
+}
+
+#[tokio::test]
+async fn a_crash_after_a_node_with_effects_never_runs_it_again() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let dying = Runner::new(
+        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Hang),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    let mut handle = dying.start(input("billing")).await.unwrap();
+    while let Some(event) = handle.events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("tail") {
+            break;
+        }
+    }
+    // The process "dies" with the effect-free tail in flight.
+    let restarted = Runner::new(
+        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Step { name: "tail", route: None }),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    let (state, cp) = restarted.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "effect", "tail"], "only the tail ran again");
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert_eq!(calls.lock().unwrap().len(), 1, "the effect happened once");
+}
+
+#[tokio::test]
+async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let dying = Runner::new(
+        effect_graph(Effect { calls: calls.clone(), hang_first: true }, Step { name: "tail", route: None }),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    let mut handle = dying.start(input("billing")).await.unwrap();
+    let run_id = handle.run_id.clone();
+    while let Some(event) = handle.events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("effect") {
+            break;
+        }
+    }
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!((latest.version, latest.next.as_deref()), (2, Some("effect")), "committed before the effect");
+
+    let restarted = Runner::new(
+        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Step { name: "tail", route: None }),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    let (state, _) = restarted.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "effect", "tail"], "classify did not run again");
+    assert_eq!(*calls.lock().unwrap(), [run_id.clone(), run_id], "the effect ran again under the same run id");
 }
 
 /// Takes completed states by their route: "billing" is recorded and erased, anything else kept;
@@ -707,7 +833,7 @@ fn handoff_runner(store: Arc<dyn Checkpointer>, archive: Arc<Archive>) -> Runner
         })
         .edge("billing", Target::End)
         .edge("ask", Target::End)
-        .durability(Durability::Exit)
+        .durability(Durability::ByEffect)
         .build()
         .unwrap();
     Runner::new(graph, store, RunnerConfig::default()).with_handoff(archive)

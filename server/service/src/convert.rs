@@ -167,7 +167,12 @@ pub fn graph(description: GraphDescription, workflow: pb::Workflow) -> pb::Descr
         workflow: Some(workflow),
         nodes: nodes
             .into_iter()
-            .map(|NodeInfo { name, description, fan_out }| pb::GraphNode { name, description, fan_out })
+            .map(|NodeInfo { name, description, fan_out, effects }| pb::GraphNode {
+                name,
+                description,
+                fan_out,
+                effects,
+            })
             .collect(),
         edges: edges
             .into_iter()

@@ -9,7 +9,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, State,
+    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, StartError, State,
     ThreadQuery, ThreadSummary,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -386,34 +386,24 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         validate_id(id)?;
         let key = tenant.key(id);
         let text = validate_turn(text, options.idempotency_key.as_deref(), self.limits.max_text_chars)?;
-        // One read answers both "does it exist" and "is it at its turn limit"; the runner reads
-        // the newest checkpoint again under the thread lock, which is the read that counts.
-        let (state, cp) =
-            self.runner.state(&key).await.map_err(|e| map_run_error(id, e))?.ok_or_else(|| not_found(id))?;
-        if cp.workflow != self.spec.name() {
-            return Err(not_found(id));
-        }
-        let turns = self.spec.turn_count(&state);
-        let at_limit = turns >= self.limits.max_turns;
-        let ended = self.spec.ended(&state);
-        if (at_limit || ended) && cp.run.status != frontdesk_runtime::RunStatus::Running {
-            // A retry of a turn that already ran is a replay, not a new turn.
-            let replay = match &options.idempotency_key {
-                Some(idempotency_key) => {
-                    self.runner.checkpointer().find_idempotent(&key, idempotency_key).await?.is_some()
-                }
-                None => false,
-            };
-            if !replay && ended {
+        // Checked under the thread's lock on the checkpoint the turn starts from: one read per
+        // turn, and no other turn can slip in between. A retry of a turn that already ran is
+        // replayed before this check, so it is never refused for the limit it reached.
+        let admit = |state: &C::State, cp: &Checkpoint| {
+            if cp.workflow != self.spec.name() {
+                return Err(not_found(id));
+            }
+            if self.spec.ended(state) {
                 return Err(WorkflowError::ConversationEnded { id: id.to_owned() });
             }
-            if !replay {
+            if self.spec.turn_count(state) >= self.limits.max_turns {
                 return Err(WorkflowError::LimitExceeded {
                     limit: "turns per conversation",
                     max: u64::from(self.limits.max_turns),
                 });
             }
-        }
+            Ok(())
+        };
         let mut request = RunRequest::new(key.clone(), RunInput::Update(self.spec.user_turn(Message::user(text))));
         // What the turn is: a retry with the key must send the same text to the same
         // conversation (the busy policy only says how to wait, so it is not part of it).
@@ -423,7 +413,10 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             .map(|_| fingerprint(&[("workflow", self.spec.name()), ("conversation_id", id), ("text", text)]));
         request.idempotency_key = options.idempotency_key;
         request.busy = options.busy;
-        let handle = self.runner.start(request).await.map_err(|e| map_run_error(id, e))?;
+        let handle = self.runner.start_with(request, admit).await.map_err(|error| match error {
+            StartError::Refused(error) => error,
+            StartError::Run(error) => map_run_error(id, error),
+        })?;
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
         let checkpointer = self.runner.checkpointer().clone();

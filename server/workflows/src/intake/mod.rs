@@ -24,7 +24,7 @@ pub mod submit;
 use std::{collections::BTreeMap, sync::Arc};
 
 use frontdesk_llm::LlmClient;
-use frontdesk_runtime::{Graph, GraphBuilder, GraphError, Log, Target};
+use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, Log, NodeOptions, Target};
 use serde::{Deserialize, Serialize};
 
 pub use config::{FieldConfig, IntakeConfig, TeamConfig};
@@ -254,7 +254,8 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
         .node("chat_agent", nodes::ChatAgent(deps.clone()))
         .node("elicitation_agent", nodes::ElicitationAgent::new(deps.clone()))
         .node("team_matching", nodes::TeamMatching::new(deps.clone()))
-        .node("review_agent", nodes::ReviewAgent(deps))
+        // Confirming submits the request to another system: the one node with effects.
+        .node_with("review_agent", nodes::ReviewAgent(deps), NodeOptions::default().with_effects())
         .entry("supervisor")
         .conditional_edge(
             "supervisor",
@@ -283,6 +284,9 @@ pub fn build(deps: IntakeDeps) -> Result<(Arc<IntakeSpec>, Graph<IntakeState>), 
             }
         })
         .max_steps(10)
+        // The other nodes only call the model: a crash re-runs them rather than every node
+        // paying a commit.
+        .durability(Durability::ByEffect)
         .output(move |s: &IntakeState| turn_output(&*output_spec, s))
         .build()?;
     Ok((spec, graph))

@@ -165,7 +165,8 @@ fn route(state: &InvestigationState) -> Target {
 pub fn build(deps: InvestigationDeps) -> Result<Graph<InvestigationState>, GraphError> {
     let agents = [nodes::INVESTIGATION, nodes::RIGHTS_CHECK, nodes::REQUEST_FOR_INFORMATION, nodes::ADVISORY];
     let targets = || agents.iter().map(|a| Target::node(*a)).chain([Target::End]).collect::<Vec<_>>();
-    let options = || NodeOptions { timeout: None, retry: Some(deps.retry.clone()) };
+    // Every agent writes audit records (and the request-for-information agent messages people).
+    let options = || NodeOptions::default().retry(deps.retry.clone()).with_effects();
     let mut builder = GraphBuilder::new(NAME)
         .node_with(nodes::INVESTIGATION, nodes::InvestigationAgent(deps.clone()), options())
         .node_with(nodes::RIGHTS_CHECK, nodes::RightsCheckAgent(deps.clone()), options())

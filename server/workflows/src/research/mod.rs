@@ -111,7 +111,7 @@ fn output(state: &ResearchState) -> serde_json::Value {
 
 pub fn build(deps: ResearchDeps) -> Result<Graph<ResearchState>, GraphError> {
     use nodes::*;
-    let options = || NodeOptions { timeout: None, retry: Some(deps.retry.clone()) };
+    let options = || NodeOptions::default().retry(deps.retry.clone());
     let parallel = deps.parallel;
     let agents = [PLANNER, CRITIC_PLANNER, RESEARCHER, CRITIC_RESEARCHER, EXPERT, CRITIC_EXPERT, FINALIZER];
     let mut builder = GraphBuilder::new(NAME)

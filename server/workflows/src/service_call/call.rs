@@ -8,7 +8,7 @@ use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, NodeOptions
 use serde::{Deserialize, Serialize};
 
 use super::{
-    config::AgentConfig,
+    config::{AgentConfig, NodeAction},
     context::Context,
     nodes::{self, Navigator, Receive, ToolProvider, Worker},
 };
@@ -158,12 +158,17 @@ fn after_navigator(state: &CallState) -> Target {
 pub fn build(deps: CallDeps, spec: &CallSpec) -> Result<Graph<CallState>, GraphError> {
     let config = deps.config.clone();
     let names: Vec<String> = config.nodes.iter().map(|n| n.node_name.clone()).collect();
-    let options = || NodeOptions { timeout: None, retry: Some(RetryPolicy::attempts(3)) };
+    let options = || NodeOptions::default().retry(RetryPolicy::attempts(3));
     let mut builder = GraphBuilder::new(NAME).node(nodes::RECEIVE, Receive).entry(nodes::RECEIVE);
-    for name in &names {
+    for node in &config.nodes {
+        // A tool node acts outside the state (a customer is created, an appointment booked);
+        // reply and extraction nodes only call the model.
+        let tools = node.node_action == NodeAction::Mcp && !config.is_extraction(node);
+        let options = if tools { options().with_effects() } else { options() };
+        let name = node.node_name.clone();
         builder = builder
-            .node_with(name.clone(), Worker { deps: deps.clone(), node: name.clone() }, options())
-            .edge(name.clone(), Target::node(nodes::NAVIGATOR));
+            .node_with(name.clone(), Worker { deps: deps.clone(), node: name.clone() }, options)
+            .edge(name, Target::node(nodes::NAVIGATOR));
     }
     let targets = || names.iter().map(|n| Target::node(n.clone())).chain([Target::End]).collect::<Vec<_>>();
     let spec_output = CallSpec { config: spec.config.clone() };
@@ -181,9 +186,9 @@ pub fn build(deps: CallDeps, spec: &CallSpec) -> Result<Graph<CallState>, GraphE
         // Two steps (a node and the navigator) per node visit; the per-turn budget ends a turn
         // first.
         .max_steps(2 * nodes::MAX_STEPS_PER_TURN + 4)
-        // MCP nodes act outside the state (a customer is created, an appointment booked), so
-        // every node commits: a crash re-runs only the node in flight.
-        .durability(Durability::EveryNode)
+        // Commits around tool nodes: a crash re-runs at most the model-only nodes since the last
+        // tool call, or the tool node it interrupted.
+        .durability(Durability::ByEffect)
         .output(move |state| turn_output(&spec_output, state))
         .build()
 }

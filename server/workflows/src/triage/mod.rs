@@ -144,7 +144,7 @@ pub fn build(deps: TriageDeps) -> Result<Graph<TriageState>, GraphError> {
         // The nodes only call the model and read the directory and the knowledge base, so a
         // crash that re-runs a ticket from its input costs model calls and nothing else; the
         // accepting commit and the final checkpoint are all a ticket needs to be crash-safe.
-        .durability(Durability::Exit)
+        .durability(Durability::ByEffect)
         .output(output)
         .build()
 }

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66rontdesk/v1/workflow.proto\x12\x0c\x66rontdesk.v1\x1a\x19\x66rontdesk/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n\x13SubscribeRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12$\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\x04R\x0c\x61\x66terEventId\"^\n\x14SubscribeRunResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x16.frontdesk.v1.RunEventR\x05\x65vent\x12\x18\n\x07skipped\x18\x02 \x01(\x04R\x07skipped\"p\n\x08Workflow\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12.\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.frontdesk.v1.WorkflowKindR\x04kind\"\x16\n\x14ListWorkflowsRequest\"M\n\x15ListWorkflowsResponse\x12\x34\n\tworkflows\x18\x01 \x03(\x0b\x32\x16.frontdesk.v1.WorkflowR\tworkflows\"-\n\x17\x44\x65scribeWorkflowRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"Z\n\tGraphNode\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x17\n\x07\x66\x61n_out\x18\x03 \x01(\x08R\x06\x66\x61nOut\"]\n\tGraphEdge\x12\x16\n\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n\x06target\x18\x02 \x01(\tR\x06target\x12 \n\x0b\x63onditional\x18\x03 \x01(\x08R\x0b\x63onditional\"\xe9\x01\n\x18\x44\x65scribeWorkflowResponse\x12\x32\n\x08workflow\x18\x01 \x01(\x0b\x32\x16.frontdesk.v1.WorkflowR\x08workflow\x12-\n\x05nodes\x18\x02 \x03(\x0b\x32\x17.frontdesk.v1.GraphNodeR\x05nodes\x12-\n\x05\x65\x64ges\x18\x03 \x03(\x0b\x32\x17.frontdesk.v1.GraphEdgeR\x05\x65\x64ges\x12\x18\n\x07mermaid\x18\x04 \x01(\tR\x07mermaid\x12!\n\x0c\x66\x61ilure_node\x18\x05 \x01(\tR\x0b\x66\x61ilureNode\")\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n\x11\x43\x61ncelRunResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x08R\tcancelled\"O\n\x13ListLlmCallsRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\"\xae\x03\n\x07LlmCall\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n\x07purpose\x18\x03 \x01(\tR\x07purpose\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12#\n\rprompt_tokens\x18\x05 \x01(\x04R\x0cpromptTokens\x12+\n\x11\x63ompletion_tokens\x18\x06 \x01(\x04R\x10\x63ompletionTokens\x12\x19\n\x08\x63ost_usd\x18\x07 \x01(\x01R\x07\x63ostUsd\x12\x33\n\x07latency\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x1a\n\x08\x61ttempts\x18\t \x01(\rR\x08\x61ttempts\x12\x14\n\x05\x65rror\x18\n \x01(\tR\x05\x65rror\x12\x1f\n\x0bprompt_json\x18\x0b \x01(\tR\npromptJson\x12#\n\rresponse_json\x18\x0c \x01(\tR\x0cresponseJson\x12.\n\x04time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n\x14ListLlmCallsResponse\x12+\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x15.frontdesk.v1.LlmCallR\x05\x63\x61lls\x12\x34\n\x0btotal_usage\x18\x02 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\ntotalUsage\x12\x1f\n\x0btotal_calls\x18\x03 \x01(\x04R\ntotalCalls*g\n\x0cWorkflowKind\x12\x1d\n\x19WORKFLOW_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cWORKFLOW_KIND_CONVERSATIONAL\x10\x01\x12\x16\n\x12WORKFLOW_KIND_TASK\x10\x02\x32\xcc\x03\n\x0fWorkflowService\x12X\n\rListWorkflows\x12\".frontdesk.v1.ListWorkflowsRequest\x1a#.frontdesk.v1.ListWorkflowsResponse\x12\x61\n\x10\x44\x65scribeWorkflow\x12%.frontdesk.v1.DescribeWorkflowRequest\x1a&.frontdesk.v1.DescribeWorkflowResponse\x12L\n\tCancelRun\x12\x1e.frontdesk.v1.CancelRunRequest\x1a\x1f.frontdesk.v1.CancelRunResponse\x12U\n\x0cListLlmCalls\x12!.frontdesk.v1.ListLlmCallsRequest\x1a\".frontdesk.v1.ListLlmCallsResponse\x12W\n\x0cSubscribeRun\x12!.frontdesk.v1.SubscribeRunRequest\x1a\".frontdesk.v1.SubscribeRunResponse0\x01\x42\x42Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66rontdesk/v1/workflow.proto\x12\x0c\x66rontdesk.v1\x1a\x19\x66rontdesk/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n\x13SubscribeRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12$\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\x04R\x0c\x61\x66terEventId\"^\n\x14SubscribeRunResponse\x12,\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x16.frontdesk.v1.RunEventR\x05\x65vent\x12\x18\n\x07skipped\x18\x02 \x01(\x04R\x07skipped\"p\n\x08Workflow\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12.\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.frontdesk.v1.WorkflowKindR\x04kind\"\x16\n\x14ListWorkflowsRequest\"M\n\x15ListWorkflowsResponse\x12\x34\n\tworkflows\x18\x01 \x03(\x0b\x32\x16.frontdesk.v1.WorkflowR\tworkflows\"-\n\x17\x44\x65scribeWorkflowRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"t\n\tGraphNode\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x17\n\x07\x66\x61n_out\x18\x03 \x01(\x08R\x06\x66\x61nOut\x12\x18\n\x07\x65\x66\x66\x65\x63ts\x18\x04 \x01(\x08R\x07\x65\x66\x66\x65\x63ts\"]\n\tGraphEdge\x12\x16\n\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n\x06target\x18\x02 \x01(\tR\x06target\x12 \n\x0b\x63onditional\x18\x03 \x01(\x08R\x0b\x63onditional\"\xe9\x01\n\x18\x44\x65scribeWorkflowResponse\x12\x32\n\x08workflow\x18\x01 \x01(\x0b\x32\x16.frontdesk.v1.WorkflowR\x08workflow\x12-\n\x05nodes\x18\x02 \x03(\x0b\x32\x17.frontdesk.v1.GraphNodeR\x05nodes\x12-\n\x05\x65\x64ges\x18\x03 \x03(\x0b\x32\x17.frontdesk.v1.GraphEdgeR\x05\x65\x64ges\x12\x18\n\x07mermaid\x18\x04 \x01(\tR\x07mermaid\x12!\n\x0c\x66\x61ilure_node\x18\x05 \x01(\tR\x0b\x66\x61ilureNode\")\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n\x11\x43\x61ncelRunResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x08R\tcancelled\"O\n\x13ListLlmCallsRequest\x12\x1b\n\tthread_id\x18\x01 \x01(\tR\x08threadId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\"\xae\x03\n\x07LlmCall\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n\x07purpose\x18\x03 \x01(\tR\x07purpose\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12#\n\rprompt_tokens\x18\x05 \x01(\x04R\x0cpromptTokens\x12+\n\x11\x63ompletion_tokens\x18\x06 \x01(\x04R\x10\x63ompletionTokens\x12\x19\n\x08\x63ost_usd\x18\x07 \x01(\x01R\x07\x63ostUsd\x12\x33\n\x07latency\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x1a\n\x08\x61ttempts\x18\t \x01(\rR\x08\x61ttempts\x12\x14\n\x05\x65rror\x18\n \x01(\tR\x05\x65rror\x12\x1f\n\x0bprompt_json\x18\x0b \x01(\tR\npromptJson\x12#\n\rresponse_json\x18\x0c \x01(\tR\x0cresponseJson\x12.\n\x04time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n\x14ListLlmCallsResponse\x12+\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x15.frontdesk.v1.LlmCallR\x05\x63\x61lls\x12\x34\n\x0btotal_usage\x18\x02 \x01(\x0b\x32\x13.frontdesk.v1.UsageR\ntotalUsage\x12\x1f\n\x0btotal_calls\x18\x03 \x01(\x04R\ntotalCalls*g\n\x0cWorkflowKind\x12\x1d\n\x19WORKFLOW_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cWORKFLOW_KIND_CONVERSATIONAL\x10\x01\x12\x16\n\x12WORKFLOW_KIND_TASK\x10\x02\x32\xcc\x03\n\x0fWorkflowService\x12X\n\rListWorkflows\x12\".frontdesk.v1.ListWorkflowsRequest\x1a#.frontdesk.v1.ListWorkflowsResponse\x12\x61\n\x10\x44\x65scribeWorkflow\x12%.frontdesk.v1.DescribeWorkflowRequest\x1a&.frontdesk.v1.DescribeWorkflowResponse\x12L\n\tCancelRun\x12\x1e.frontdesk.v1.CancelRunRequest\x1a\x1f.frontdesk.v1.CancelRunResponse\x12U\n\x0cListLlmCalls\x12!.frontdesk.v1.ListLlmCallsRequest\x1a\".frontdesk.v1.ListLlmCallsResponse\x12W\n\x0cSubscribeRun\x12!.frontdesk.v1.SubscribeRunRequest\x1a\".frontdesk.v1.SubscribeRunResponse0\x01\x42\x42Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'frontdesk.v1.workflow_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1'
-  _globals['_WORKFLOWKIND']._serialized_start=1769
-  _globals['_WORKFLOWKIND']._serialized_end=1872
+  _globals['_WORKFLOWKIND']._serialized_start=1795
+  _globals['_WORKFLOWKIND']._serialized_end=1898
   _globals['_SUBSCRIBERUNREQUEST']._serialized_start=137
   _globals['_SUBSCRIBERUNREQUEST']._serialized_end=219
   _globals['_SUBSCRIBERUNRESPONSE']._serialized_start=221
@@ -50,21 +50,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=534
   _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=579
   _globals['_GRAPHNODE']._serialized_start=581
-  _globals['_GRAPHNODE']._serialized_end=671
-  _globals['_GRAPHEDGE']._serialized_start=673
-  _globals['_GRAPHEDGE']._serialized_end=766
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=769
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=1002
-  _globals['_CANCELRUNREQUEST']._serialized_start=1004
-  _globals['_CANCELRUNREQUEST']._serialized_end=1045
-  _globals['_CANCELRUNRESPONSE']._serialized_start=1047
-  _globals['_CANCELRUNRESPONSE']._serialized_end=1096
-  _globals['_LISTLLMCALLSREQUEST']._serialized_start=1098
-  _globals['_LISTLLMCALLSREQUEST']._serialized_end=1177
-  _globals['_LLMCALL']._serialized_start=1180
-  _globals['_LLMCALL']._serialized_end=1610
-  _globals['_LISTLLMCALLSRESPONSE']._serialized_start=1613
-  _globals['_LISTLLMCALLSRESPONSE']._serialized_end=1767
-  _globals['_WORKFLOWSERVICE']._serialized_start=1875
-  _globals['_WORKFLOWSERVICE']._serialized_end=2335
+  _globals['_GRAPHNODE']._serialized_end=697
+  _globals['_GRAPHEDGE']._serialized_start=699
+  _globals['_GRAPHEDGE']._serialized_end=792
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=795
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=1028
+  _globals['_CANCELRUNREQUEST']._serialized_start=1030
+  _globals['_CANCELRUNREQUEST']._serialized_end=1071
+  _globals['_CANCELRUNRESPONSE']._serialized_start=1073
+  _globals['_CANCELRUNRESPONSE']._serialized_end=1122
+  _globals['_LISTLLMCALLSREQUEST']._serialized_start=1124
+  _globals['_LISTLLMCALLSREQUEST']._serialized_end=1203
+  _globals['_LLMCALL']._serialized_start=1206
+  _globals['_LLMCALL']._serialized_end=1636
+  _globals['_LISTLLMCALLSRESPONSE']._serialized_start=1639
+  _globals['_LISTLLMCALLSRESPONSE']._serialized_end=1793
+  _globals['_WORKFLOWSERVICE']._serialized_start=1901
+  _globals['_WORKFLOWSERVICE']._serialized_end=2361
 # @@protoc_insertion_point(module_scope)

@@ -64,14 +64,16 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class GraphNode(_message.Message):
-    __slots__ = ("name", "description", "fan_out")
+    __slots__ = ("name", "description", "fan_out", "effects")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     FAN_OUT_FIELD_NUMBER: _ClassVar[int]
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     fan_out: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., fan_out: _Optional[bool] = ...) -> None: ...
+    effects: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., fan_out: _Optional[bool] = ..., effects: _Optional[bool] = ...) -> None: ...
 
 class GraphEdge(_message.Message):
     __slots__ = ("source", "target", "conditional")

@@ -81,15 +81,18 @@ impl std::fmt::Debug for TriageSettings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DurabilitySetting {
+    /// Commits around nodes with effects and when the run stops. `exit`, its name before
+    /// nodes declared effects, is still read.
     #[default]
-    Exit,
+    #[serde(alias = "exit")]
+    ByEffect,
     EveryNode,
 }
 
 impl From<DurabilitySetting> for frontdesk_runtime::Durability {
     fn from(setting: DurabilitySetting) -> Self {
         match setting {
-            DurabilitySetting::Exit => Self::Exit,
+            DurabilitySetting::ByEffect => Self::ByEffect,
             DurabilitySetting::EveryNode => Self::EveryNode,
         }
     }
