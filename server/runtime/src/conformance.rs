@@ -21,6 +21,7 @@ pub async fn run_all(store: Arc<dyn Checkpointer>) {
     round_trip(&*store, &ns).await;
     compare_and_set(&*store, &ns).await;
     concurrent_writers_one_wins(store.clone(), &ns).await;
+    concurrent_writes_keep_their_own_outcomes(store.clone(), &ns).await;
     idempotency_keys(&*store, &ns).await;
     listing_and_paging(&*store, &ns).await;
     unfinished_runs(&*store, &ns).await;
@@ -151,6 +152,114 @@ async fn concurrent_writers_one_wins(store: Arc<dyn Checkpointer>, ns: &str) {
         assert_eq!(winners.len(), 1, "exactly one of eight concurrent writers must win, got {winners:?}");
         let latest = store.latest(&id).await.unwrap().unwrap();
         assert_eq!(latest.run.run_id, format!("writer-{}", winners[0]), "the winner's write must be the one stored");
+    }
+}
+
+/// Many writes at once, as a store that commits concurrent writes together (group commit)
+/// sees them in one transaction: writers on threads of their own all succeed and read back
+/// exactly; conflicting writers (a race for one thread's next version, a race to create a
+/// thread, a write that skips a version, a second first version) fail alone, each with the
+/// versions of its own thread, and write nothing.
+async fn concurrent_writes_keep_their_own_outcomes(store: Arc<dyn Checkpointer>, ns: &str) {
+    const OWN_THREADS: usize = 32;
+    const RACERS: usize = 6;
+    let raced = format!("{ns}:together-raced");
+    let created = format!("{ns}:together-created");
+    let skipping = format!("{ns}:together-skipping");
+    let repeated = format!("{ns}:together-repeated");
+    for id in [&raced, &skipping, &repeated] {
+        store.put(&sample(id, 1, RunStatus::Running)).await.unwrap();
+    }
+
+    /// What each writer did: its checkpoint and the store's answer.
+    type Outcome = Vec<(Checkpoint, Result<(), CheckpointError>)>;
+    let tasks = OWN_THREADS + 2 * RACERS + 2;
+    let start = Arc::new(tokio::sync::Barrier::new(tasks));
+    let spawn = |writes: Vec<Checkpoint>| {
+        let (store, start) = (store.clone(), start.clone());
+        tokio::spawn(async move {
+            start.wait().await;
+            let mut outcome: Outcome = Vec::new();
+            for cp in writes {
+                let result = store.put(&cp).await;
+                outcome.push((cp, result));
+            }
+            outcome
+        })
+    };
+    let mut own = Vec::new();
+    for t in 0..OWN_THREADS {
+        let id = format!("{ns}:together-own-{t:02}");
+        let writes = (1..=3u64)
+            .map(|v| {
+                let mut cp = sample(&id, v, if v == 3 { RunStatus::Completed } else { RunStatus::Running });
+                cp.run.run_id = format!("own-{t}");
+                cp.run.idempotency_key = Some(format!("key-{t}"));
+                cp.state = format!(r#"{{"thread":{t},"v":{v}}}"#).into_bytes();
+                cp
+            })
+            .collect();
+        own.push(spawn(writes));
+    }
+    let mut racers = Vec::new();
+    for r in 0..RACERS {
+        let mut next = sample(&raced, 2, RunStatus::Completed);
+        next.run.run_id = format!("racer-{r}");
+        racers.push(spawn(vec![next]));
+        let mut first = sample(&created, 1, RunStatus::Running);
+        first.run.run_id = format!("creator-{r}");
+        racers.push(spawn(vec![first]));
+    }
+    let skipper = spawn(vec![sample(&skipping, 3, RunStatus::Running)]);
+    let repeater = spawn(vec![sample(&repeated, 1, RunStatus::Running)]);
+
+    for task in own {
+        let outcome = task.await.unwrap();
+        let (last, _) = outcome.last().unwrap();
+        for (cp, result) in &outcome {
+            assert!(result.is_ok(), "a write to a thread of its own must succeed, got {result:?} for {}", cp.thread_id);
+        }
+        let latest = store.latest(&last.thread_id).await.unwrap();
+        assert_eq!(latest.as_ref(), Some(last), "an acknowledged write must be stored exactly as written");
+        assert_eq!(store.thread(&last.thread_id).await.unwrap().unwrap().version, 3);
+        let key = store.find_idempotent(&last.thread_id, last.run.idempotency_key.as_deref().unwrap()).await.unwrap();
+        assert_eq!(key.map(|k| k.version), Some(3), "the key recorded with a batched write");
+    }
+
+    let mut winners: Vec<Checkpoint> = Vec::new();
+    for task in racers {
+        for (cp, result) in task.await.unwrap() {
+            match result {
+                Ok(()) => winners.push(cp),
+                Err(CheckpointError::Conflict { thread_id, expected, actual }) => {
+                    assert_eq!(thread_id, cp.thread_id, "a conflict names the writer's own thread");
+                    assert_eq!(
+                        (expected, actual),
+                        (cp.version - 1, cp.version),
+                        "a racer that lost to another writer of its version reports that version"
+                    );
+                }
+                Err(other) => panic!("racing writers must only see conflicts, got {other:?}"),
+            }
+        }
+    }
+    for id in [&raced, &created] {
+        let won: Vec<_> = winners.iter().filter(|cp| &cp.thread_id == id).collect();
+        assert_eq!(won.len(), 1, "exactly one racer for {id} must win, got {won:?}");
+        assert_eq!(store.latest(id).await.unwrap().as_ref(), Some(won[0]), "the winner's write must be stored");
+    }
+
+    let lone = [(skipper, &skipping, 2, 1), (repeater, &repeated, 0, 1)];
+    for (task, id, want_expected, want_actual) in lone {
+        match task.await.unwrap().pop().unwrap().1 {
+            Err(CheckpointError::Conflict { thread_id, expected, actual }) => {
+                assert_eq!(&thread_id, id);
+                assert_eq!((expected, actual), (want_expected, want_actual), "the conflict's versions for {id}");
+            }
+            other => panic!("a write that does not follow its thread's version must conflict, got {other:?}"),
+        }
+        let latest = store.latest(id).await.unwrap().unwrap();
+        assert_eq!((latest.version, latest.run.run_id.as_str()), (1, "run-1"), "a losing write must write nothing");
     }
 }
 

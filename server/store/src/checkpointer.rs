@@ -1,20 +1,25 @@
 //! [`SqlCheckpointer`]: the runtime's [`Checkpointer`] on SQLite or PostgreSQL.
 
-use std::time::{Duration, SystemTime};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
     ThreadSummary,
 };
-use sqlx::PgConnection;
+use sqlx::{PgConnection, SqliteConnection};
 
 use crate::{db::rollback_quietly, from_ms, leased, on_pool, to_ms, Database, DbPool};
 
-/// Checkpoints in SQL. `put` is one compare-and-set transaction on `threads.version`, sent in
-/// one round trip: on SQLite one batch of statements from `BEGIN IMMEDIATE` to `COMMIT` on the
-/// write connection, on PostgreSQL a single statement whose data-modifying CTEs only write
-/// when the conditional update (or insert-if-absent, for version 1) of the thread row succeeds.
+/// Checkpoints in SQL. A `put` is a compare-and-set on `threads.version`: on SQLite one batch
+/// of statements (one round trip to the write connection), on PostgreSQL a single statement
+/// whose data-modifying CTEs only write when the conditional update (or insert-if-absent, for
+/// version 1) of the thread row succeeds. Concurrent puts to one database are committed
+/// together, in one transaction, each keeping its own outcome ([`crate::group_commit`]); a put
+/// with none beside it is its own transaction, in one round trip.
 #[derive(Debug, Clone)]
 pub struct SqlCheckpointer {
     db: Database,
@@ -97,12 +102,13 @@ macro_rules! update_thread {
     };
 }
 
-// SQLite: one batch (one trip to the write connection's worker thread), a whole `BEGIN
-// IMMEDIATE` .. `COMMIT` transaction. `changes()` is the row count of the previous statement,
-// so the checkpoint is inserted only after a won compare-and-set, and the key only after the
-// checkpoint; a lost compare-and-set commits an empty transaction. Pruning runs only when the
-// thread is now at this version (after a loss at the very same version it would delete
-// exactly what the winner already deleted, i.e. nothing).
+// SQLite: one batch of statements per write (one trip to the write connection's worker
+// thread). `changes()` is the row count of the previous statement, so the checkpoint is
+// inserted only after a won compare-and-set, and the key only after the checkpoint; a lost
+// compare-and-set writes nothing. Pruning runs only when the thread is now at this version
+// (after a loss at the very same version it would delete exactly what the winner already
+// deleted, i.e. nothing). A write alone is a whole `BEGIN IMMEDIATE` .. `COMMIT` transaction
+// in that one trip; in a group commit the transaction is around the batch.
 macro_rules! sqlite_put_tail {
     () => {
         "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
@@ -113,12 +119,14 @@ macro_rules! sqlite_put_tail {
            ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
              status = excluded.status, output = excluded.output, fingerprint = excluded.fingerprint; \
          DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
-           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3); \
-         COMMIT"
+           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3)"
     };
 }
-const SQLITE_PUT_FIRST: &str = concat!("BEGIN IMMEDIATE; ", insert_thread!(), sqlite_put_tail!());
-const SQLITE_PUT_NEXT: &str = concat!("BEGIN IMMEDIATE; ", update_thread!(), sqlite_put_tail!());
+const SQLITE_PUT_FIRST: &str = concat!("BEGIN IMMEDIATE; ", insert_thread!(), sqlite_put_tail!(), "; COMMIT");
+const SQLITE_PUT_NEXT: &str = concat!("BEGIN IMMEDIATE; ", update_thread!(), sqlite_put_tail!(), "; COMMIT");
+/// The same writes inside a group commit's transaction.
+const SQLITE_BATCHED_PUT_FIRST: &str = concat!(insert_thread!(), sqlite_put_tail!());
+const SQLITE_BATCHED_PUT_NEXT: &str = concat!(update_thread!(), sqlite_put_tail!());
 /// Erases a thread in one batch; returns a row when the thread existed. `BEGIN IMMEDIATE`
 /// takes the write lock first, so no put of another process interleaves.
 const SQLITE_DELETE: &str = "BEGIN IMMEDIATE; DELETE FROM checkpoints WHERE thread_id = $1; \
@@ -152,22 +160,22 @@ const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail
 macro_rules! bind_write {
     ($query:expr, $w:expr) => {
         $query
-            .bind($w.thread_id)
-            .bind($w.workflow)
+            .bind($w.thread_id.as_str())
+            .bind($w.workflow.as_str())
             .bind($w.version)
             .bind($w.created_at_ms)
             .bind($w.status)
-            .bind($w.state)
-            .bind($w.next)
+            .bind($w.state.as_slice())
+            .bind($w.next.as_deref())
             .bind($w.pending.as_deref())
-            .bind($w.run_id)
-            .bind($w.key)
+            .bind($w.run_id.as_str())
+            .bind($w.key.as_deref())
             .bind($w.step)
-            .bind($w.output)
+            .bind($w.output.as_deref())
             .bind($w.record_key)
             .bind($w.prune_through)
-            .bind($w.fingerprint)
-            .bind($w.owner)
+            .bind($w.fingerprint.as_deref())
+            .bind($w.owner.as_deref())
     };
 }
 
@@ -277,50 +285,52 @@ impl ThreadRow {
     }
 }
 
-/// A checkpoint flattened into bind values.
-struct Write<'a> {
-    thread_id: &'a str,
-    workflow: &'a str,
+/// A checkpoint flattened into bind values. Owned: it waits in the write queue
+/// ([`crate::group_commit`]) while its caller waits for the answer.
+#[derive(Debug)]
+pub(crate) struct Write {
+    thread_id: String,
+    workflow: String,
     version: i64,
     created_at_ms: i64,
     status: &'static str,
-    state: &'a [u8],
-    next: Option<&'a str>,
+    state: Vec<u8>,
+    next: Option<String>,
     pending: Option<String>,
-    run_id: &'a str,
-    key: Option<&'a str>,
-    fingerprint: Option<&'a str>,
+    run_id: String,
+    key: Option<String>,
+    fingerprint: Option<String>,
     step: i64,
-    output: Option<&'a str>,
+    output: Option<String>,
     /// The replica whose run wrote the checkpoint.
-    owner: Option<&'a str>,
+    owner: Option<String>,
     /// The key is recorded when its run completes or pauses.
     record_key: bool,
     /// Checkpoints up to this version are pruned (none when below 1).
     prune_through: i64,
 }
 
-impl<'a> Write<'a> {
-    fn new(cp: &'a Checkpoint, retention: i64) -> Result<Self, CheckpointError> {
+impl Write {
+    fn new(cp: &Checkpoint, retention: i64) -> Result<Self, CheckpointError> {
         let version = i64::try_from(cp.version).map_err(|_| {
             corrupt(&cp.thread_id, InvalidColumn { column: "checkpoints.version", value: cp.version.to_string() })
         })?;
         let pending = cp.pending.encode().map_err(|e| corrupt(&cp.thread_id, e))?;
         Ok(Write {
-            thread_id: &cp.thread_id,
-            workflow: &cp.workflow,
+            thread_id: cp.thread_id.clone(),
+            workflow: cp.workflow.clone(),
             version,
             created_at_ms: to_ms(cp.created_at),
             status: cp.run.status.as_str(),
-            state: &cp.state,
-            next: cp.next.as_deref(),
+            state: cp.state.clone(),
+            next: cp.next.clone(),
             pending,
-            run_id: &cp.run.run_id,
-            key: cp.run.idempotency_key.as_deref(),
-            fingerprint: cp.run.fingerprint.as_deref(),
+            run_id: cp.run.run_id.clone(),
+            key: cp.run.idempotency_key.clone(),
+            fingerprint: cp.run.fingerprint.clone(),
             step: i64::from(cp.run.step),
-            output: cp.run.output.as_deref(),
-            owner: cp.run.owner.as_deref(),
+            output: cp.run.output.clone(),
+            owner: cp.run.owner.clone(),
             record_key: cp.run.idempotency_key.is_some()
                 && matches!(cp.run.status, RunStatus::Completed | RunStatus::Interrupted),
             prune_through: version.saturating_sub(retention),
@@ -329,32 +339,131 @@ impl<'a> Write<'a> {
 
     fn conflict(&self, actual: Option<i64>) -> CheckpointError {
         CheckpointError::Conflict {
-            thread_id: self.thread_id.to_owned(),
+            thread_id: self.thread_id.clone(),
             expected: u64::try_from(self.version).unwrap_or(0).saturating_sub(1),
             actual: actual.and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
         }
     }
 }
 
-async fn put_sqlite(db: &Database, w: &Write<'_>) -> Result<(), CheckpointError> {
-    let mut conn = db.sqlite_writer().await.map_err(db_error(w.thread_id))?;
+/// One write in a transaction of its own, in one round trip (see `SQLITE_PUT_FIRST`).
+async fn put_sqlite_on(conn: &mut SqliteConnection, w: &Write) -> Result<(), CheckpointError> {
     let won = w.version >= 1 && {
         let sql = if w.version == 1 { SQLITE_PUT_FIRST } else { SQLITE_PUT_NEXT };
         // Every statement of the batch runs (fetch_all); only the compare-and-set returns a row.
         match bind_write!(sqlx::query(sql), w).fetch_all(&mut *conn).await {
             Ok(rows) => !rows.is_empty(),
             Err(e) => {
-                rollback_quietly(&mut conn).await;
-                return Err(db_error(w.thread_id)(e));
+                rollback_quietly(conn).await;
+                return Err(db_error(&w.thread_id)(e));
             }
         }
     };
     if won {
         return Ok(());
     }
-    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(&mut *conn).await;
-    Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+    let actual = sqlx::query_scalar(VERSION).bind(&w.thread_id).fetch_optional(&mut *conn).await;
+    Err(w.conflict(actual.map_err(db_error(&w.thread_id))?))
 }
+
+/// How a group commit went wrong, when it did.
+#[derive(Debug)]
+enum BatchFailure {
+    /// One write's statements failed (the database refused them); the transaction was rolled
+    /// back, the connection works. The writes are retried one by one, so that write fails
+    /// alone.
+    Write(sqlx::Error),
+    /// The transaction itself failed (`BEGIN`, `COMMIT`, the connection): every write of the
+    /// batch is answered with this error.
+    Batch(sqlx::Error),
+}
+
+/// Commits `writes` on the SQLite write connection: two or more in one transaction, one
+/// result per write, in order. A lost compare-and-set fails its own write only.
+pub(crate) async fn put_sqlite_batch(
+    conn: &mut SqliteConnection,
+    writes: &[&Write],
+) -> Vec<Result<(), CheckpointError>> {
+    if let [w] = writes {
+        return vec![put_sqlite_on(conn, w).await];
+    }
+    match sqlite_transaction(conn, writes).await {
+        Ok(results) => results,
+        Err(BatchFailure::Write(error)) => {
+            tracing::debug!(%error, writes = writes.len(), "a write failed in a group commit; writing the batch one by one");
+            let mut results = Vec::with_capacity(writes.len());
+            for w in writes {
+                results.push(put_sqlite_on(conn, w).await);
+            }
+            results
+        }
+        Err(BatchFailure::Batch(error)) => failed_batch(writes.len(), error),
+    }
+}
+
+async fn sqlite_transaction(
+    conn: &mut SqliteConnection,
+    writes: &[&Write],
+) -> Result<Vec<Result<(), CheckpointError>>, BatchFailure> {
+    // Plain statements rather than sqlx's transactions: sqlx would count a transaction that
+    // SQLite rolled back by itself as still open, and refuse the next `BEGIN IMMEDIATE`.
+    if let Err(e) = sqlx::Executor::execute(&mut *conn, "BEGIN IMMEDIATE").await {
+        // As after a single write's failure: whatever the writer was left in ends here.
+        rollback_quietly(conn).await;
+        return Err(BatchFailure::Batch(e));
+    }
+    let mut results = Vec::with_capacity(writes.len());
+    for w in writes {
+        let won = w.version >= 1 && {
+            let sql = if w.version == 1 { SQLITE_BATCHED_PUT_FIRST } else { SQLITE_BATCHED_PUT_NEXT };
+            match bind_write!(sqlx::query(sql), w).fetch_all(&mut *conn).await {
+                Ok(rows) => !rows.is_empty(),
+                Err(e) => {
+                    rollback_quietly(conn).await;
+                    return Err(statement_failure(e));
+                }
+            }
+        };
+        if won {
+            results.push(Ok(()));
+            continue;
+        }
+        // Read inside the transaction: it sees the batch's own writes, one of which may be
+        // the one that beat this write.
+        match sqlx::query_scalar(VERSION).bind(&w.thread_id).fetch_optional(&mut *conn).await {
+            Ok(actual) => results.push(Err(w.conflict(actual))),
+            Err(e) => {
+                rollback_quietly(conn).await;
+                return Err(statement_failure(e));
+            }
+        }
+    }
+    if let Err(e) = sqlx::Executor::execute(&mut *conn, "COMMIT").await {
+        rollback_quietly(conn).await;
+        return Err(BatchFailure::Batch(e));
+    }
+    Ok(results)
+}
+
+/// A statement's error: the database's own (the connection answered) fails that write alone;
+/// anything else fails the batch.
+fn statement_failure(e: sqlx::Error) -> BatchFailure {
+    match e {
+        sqlx::Error::Database(_) => BatchFailure::Write(e),
+        e => BatchFailure::Batch(e),
+    }
+}
+
+/// The same failure for each of `n` writes.
+pub(crate) fn failed_batch(n: usize, error: sqlx::Error) -> Vec<Result<(), CheckpointError>> {
+    let error = Arc::new(error);
+    (0..n).map(|_| Err(CheckpointError::Unavailable(Box::new(BatchFailed(error.clone()))))).collect()
+}
+
+/// The error of a group commit, given to every write of its batch.
+#[derive(Debug, thiserror::Error)]
+#[error("the batch of checkpoint writes holding this one failed")]
+struct BatchFailed(#[source] Arc<sqlx::Error>);
 
 async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, CheckpointError> {
     let mut conn = db.sqlite_writer().await.map_err(db_error(thread_id))?;
@@ -374,33 +483,91 @@ async fn delete_postgres(db: &Database, thread_id: &str, synced: bool) -> Result
         .map_err(db_error(thread_id))
 }
 
-async fn put_postgres(db: &Database, w: &Write<'_>) -> Result<(), CheckpointError> {
-    let failed = db_error(w.thread_id);
-    match db.postgres_lease().await {
-        Ok(mut lease) => {
-            let result = put_postgres_on(&mut lease, w).await;
-            // A lost compare-and-set completed its statements: the connection is fine.
-            lease.settle(matches!(result, Ok(()) | Err(CheckpointError::Conflict { .. })));
-            result
+/// Commits `writes` on a PostgreSQL connection: two or more in one transaction, one result
+/// per write, in order. Also says whether the connection is known to work (the lease's
+/// outcome, see [`crate::reuse`]).
+pub(crate) async fn put_postgres_batch(
+    conn: &mut PgConnection,
+    writes: &[&Write],
+) -> (Vec<Result<(), CheckpointError>>, bool) {
+    if let [w] = writes {
+        let result = put_postgres_on(conn, w).await;
+        // A lost compare-and-set completed its statements: the connection is fine.
+        let fine = matches!(result, Ok(()) | Err(CheckpointError::Conflict { .. }));
+        return (vec![result], fine);
+    }
+    match postgres_transaction(conn, writes).await {
+        Ok(results) => (results, true),
+        Err(BatchFailure::Write(error)) => {
+            tracing::debug!(%error, writes = writes.len(), "a write failed in a group commit; writing the batch one by one");
+            let mut results = Vec::with_capacity(writes.len());
+            let mut fine = true;
+            for w in writes {
+                let result = put_postgres_on(conn, w).await;
+                fine &= matches!(result, Ok(()) | Err(CheckpointError::Conflict { .. }));
+                results.push(result);
+            }
+            (results, fine)
         }
-        Err(e) => Err(failed(e)),
+        Err(BatchFailure::Batch(error)) => {
+            let fine = matches!(error, sqlx::Error::Database(_));
+            (failed_batch(writes.len(), error), fine)
+        }
     }
 }
 
-async fn put_postgres_on(conn: &mut PgConnection, w: &Write<'_>) -> Result<(), CheckpointError> {
+async fn postgres_transaction(
+    conn: &mut PgConnection,
+    writes: &[&Write],
+) -> Result<Vec<Result<(), CheckpointError>>, BatchFailure> {
+    // Row locks are taken in thread id order, by every replica's batches alike, so two batches
+    // never wait for each other in a cycle. Writes to one thread keep their queue order (a
+    // stable sort); writes to different threads are concurrent, any order is theirs.
+    let mut order: Vec<usize> = (0..writes.len()).collect();
+    order.sort_by(|&a, &b| writes[a].thread_id.cmp(&writes[b].thread_id));
+    let mut results: Vec<Option<Result<(), CheckpointError>>> = writes.iter().map(|_| None).collect();
+    let mut tx = sqlx::Connection::begin(conn).await.map_err(BatchFailure::Batch)?;
+    for i in order {
+        let w = writes[i];
+        match postgres_cas(&mut tx, w).await {
+            Ok(None) => results[i] = Some(Ok(())),
+            // Read inside the transaction: it sees the batch's own writes as well.
+            Ok(Some(actual)) => results[i] = Some(Err(w.conflict(actual))),
+            Err(e) => {
+                let failure = statement_failure(e);
+                if let BatchFailure::Write(_) = failure {
+                    tx.rollback().await.map_err(BatchFailure::Batch)?;
+                }
+                // Otherwise dropping the transaction rolls it back, if the connection still can.
+                return Err(failure);
+            }
+        }
+    }
+    tx.commit().await.map_err(BatchFailure::Batch)?;
+    Ok(results.into_iter().map(|r| r.expect("every write of the batch ran")).collect())
+}
+
+/// The compare-and-set of one write: `None` when it won, else the thread's version as this
+/// connection now reads it (`Some(None)` for no thread).
+async fn postgres_cas(conn: &mut PgConnection, w: &Write) -> Result<Option<Option<i64>>, sqlx::Error> {
     let won = w.version >= 1 && {
         let sql = if w.version == 1 { PG_PUT_FIRST } else { PG_PUT_NEXT };
-        let cas: i64 =
-            bind_write!(sqlx::query_scalar(sql), w).fetch_one(&mut *conn).await.map_err(db_error(w.thread_id))?;
+        let cas: i64 = bind_write!(sqlx::query_scalar(sql), w).fetch_one(&mut *conn).await?;
         cas == 1
     };
     if won {
-        return Ok(());
+        return Ok(None);
     }
     // The winner has committed by now (the loser waited for its row lock or key), so a fresh
     // read sees the version that beat us.
-    let actual = sqlx::query_scalar(VERSION).bind(w.thread_id).fetch_optional(conn).await;
-    Err(w.conflict(actual.map_err(db_error(w.thread_id))?))
+    Ok(Some(sqlx::query_scalar(VERSION).bind(&w.thread_id).fetch_optional(conn).await?))
+}
+
+async fn put_postgres_on(conn: &mut PgConnection, w: &Write) -> Result<(), CheckpointError> {
+    match postgres_cas(conn, w).await.map_err(db_error(&w.thread_id))? {
+        None => Ok(()),
+        Some(actual) => Err(w.conflict(actual)),
+    }
 }
 
 /// A lease's ttl in whole milliseconds, as stored.
@@ -436,11 +603,7 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
-        let write = Write::new(checkpoint, self.retention)?;
-        match self.db.pool() {
-            DbPool::Sqlite(_) => put_sqlite(&self.db, &write).await,
-            DbPool::Postgres(_) => put_postgres(&self.db, &write).await,
-        }
+        self.db.put_checkpoint(Write::new(checkpoint, self.retention)?).await
     }
 
     async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError> {

@@ -8,6 +8,7 @@ use std::{
     time::Duration,
 };
 
+use frontdesk_runtime::CheckpointError;
 use sqlx::{
     migrate::Migrator,
     pool::PoolConnection,
@@ -18,7 +19,9 @@ use sqlx::{
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::{
+    checkpointer::Write,
     error::redact,
+    group_commit::{WriteBatchStats, WriteQueue},
     reuse::{Lease, Reuse},
     SqlCheckpointer, StoreError,
 };
@@ -87,8 +90,17 @@ pub enum DbPool {
 /// A migrated database behind a connection pool. Cheap to clone; clones share the pool.
 #[derive(Debug, Clone)]
 pub struct Database {
-    pool: DbPool,
+    conns: Connections,
     options: StoreOptions,
+    /// Where checkpoint writes wait to be committed together (see [`crate::group_commit`]).
+    writes: Arc<WriteQueue>,
+}
+
+/// What a [`Database`]'s operations run on. The checkpoint write queue's task holds a clone of
+/// its own: it must not hold the queue, whose last handle dropped ends the task.
+#[derive(Debug, Clone)]
+pub(crate) struct Connections {
+    pool: DbPool,
     /// How this process writes to SQLite (`None` on PostgreSQL, whose row locks serialise
     /// writers). Write transactions queue here instead of in SQLite's busy handler, which
     /// sleeps in steps of milliseconds; other processes are still handled by the busy timeout.
@@ -241,7 +253,7 @@ impl Database {
             // A server can go away and come back; a SQLite file cannot.
             DbPool::Postgres(pool) => Reused::Postgres(Reuse::new(pool.clone()).check_connections()),
         });
-        let db = Database { pool, options, sqlite_writer, reuse };
+        let db = Database { conns: Connections { pool, sqlite_writer, reuse }, options, writes: Arc::default() };
         if let Err(e) = db.migrate().await {
             db.close().await;
             return Err(e);
@@ -251,7 +263,7 @@ impl Database {
 
     async fn migrate(&self) -> Result<(), StoreError> {
         let kind = self.kind();
-        match &self.pool {
+        match &self.conns.pool {
             DbPool::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await,
             DbPool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await,
         }
@@ -259,10 +271,7 @@ impl Database {
     }
 
     pub fn kind(&self) -> DbKind {
-        match self.pool {
-            DbPool::Sqlite(_) => DbKind::Sqlite,
-            DbPool::Postgres(_) => DbKind::Postgres,
-        }
+        self.conns.kind()
     }
 
     /// The options in effect (after clamping to their minimums).
@@ -271,18 +280,18 @@ impl Database {
     }
 
     pub fn pool(&self) -> &DbPool {
-        &self.pool
+        &self.conns.pool
     }
 
     pub fn sqlite_pool(&self) -> Option<&SqlitePool> {
-        match &self.pool {
+        match &self.conns.pool {
             DbPool::Sqlite(pool) => Some(pool),
             DbPool::Postgres(_) => None,
         }
     }
 
     pub fn postgres_pool(&self) -> Option<&PgPool> {
-        match &self.pool {
+        match &self.conns.pool {
             DbPool::Postgres(pool) => Some(pool),
             DbPool::Sqlite(_) => None,
         }
@@ -293,24 +302,63 @@ impl Database {
         SqlCheckpointer::new(self.clone())
     }
 
+    /// How checkpoint writes have been committed so far (see [`WriteBatchStats`]).
+    pub fn write_batches(&self) -> WriteBatchStats {
+        self.writes.stats()
+    }
+
+    /// Commits one checkpoint write together with whatever other writes of this database are
+    /// waiting (see [`crate::group_commit`]); answers once the transaction holding it ended.
+    pub(crate) async fn put_checkpoint(&self, write: Write) -> Result<(), CheckpointError> {
+        self.writes.put(&self.conns, write).await
+    }
+
     /// Closes every connection (shared by all clones) and waits for them. Later operations
     /// fail with [`StoreError::Query`] / `CheckpointError::Unavailable`.
     pub async fn close(&self) {
-        if let Some(SqliteWriter::Dedicated { conn, .. }) = self.sqlite_writer.as_deref() {
+        if let Some(SqliteWriter::Dedicated { conn, .. }) = self.conns.sqlite_writer.as_deref() {
             if let Some(conn) = conn.lock().await.take() {
                 if let Err(e) = conn.close().await {
                     tracing::warn!(error = %e, "closing the sqlite writer connection");
                 }
             }
         }
-        match self.reuse.as_ref() {
+        match self.conns.reuse.as_ref() {
             Reused::Sqlite(reuse) => reuse.release_all(),
             Reused::Postgres(reuse) => reuse.release_all(),
         }
-        match &self.pool {
+        match &self.conns.pool {
             DbPool::Sqlite(pool) => pool.close().await,
             DbPool::Postgres(pool) => pool.close().await,
         }
+    }
+
+    /// See [`Connections::sqlite_lease`].
+    pub(crate) async fn sqlite_lease(&self) -> Result<Lease<'_, Sqlite>, sqlx::Error> {
+        self.conns.sqlite_lease().await
+    }
+
+    /// See [`Connections::postgres_lease`].
+    pub(crate) async fn postgres_lease(&self) -> Result<Lease<'_, Postgres>, sqlx::Error> {
+        self.conns.postgres_lease().await
+    }
+
+    /// See [`Connections::sqlite_writer`].
+    pub(crate) async fn sqlite_writer(&self) -> Result<SqliteWriteGuard<'_>, sqlx::Error> {
+        self.conns.sqlite_writer().await
+    }
+}
+
+impl Connections {
+    pub(crate) fn kind(&self) -> DbKind {
+        match self.pool {
+            DbPool::Sqlite(_) => DbKind::Sqlite,
+            DbPool::Postgres(_) => DbKind::Postgres,
+        }
+    }
+
+    pub(crate) fn pool(&self) -> &DbPool {
+        &self.pool
     }
 
     /// A SQLite pool connection for one operation (see [`crate::reuse`]).

@@ -22,6 +22,7 @@ pub mod api_keys;
 mod checkpointer;
 mod db;
 mod error;
+mod group_commit;
 pub mod intake;
 pub mod investigation;
 pub mod llm_calls;
@@ -33,6 +34,7 @@ pub use api_keys::{ApiKeyRecord, ApiKeyRow};
 pub use checkpointer::SqlCheckpointer;
 pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::StoreError;
+pub use group_commit::WriteBatchStats;
 pub use intake::{NewSubmission, Submission};
 pub use investigation::{
     write_audit_csv, write_pending_actions_csv, Absence, AbsenceKind, AuditRow, HrDataProblem, HrMutationRow, HrRole,

@@ -89,6 +89,7 @@ async fn postgres_conformance_and_store_checks() {
             .unwrap();
         assert_eq!(db.kind(), DbKind::Postgres);
         conformance::run_all(Arc::new(db.checkpointer())).await;
+        eprintln!("conformance, retention {retention}: {:?}", db.write_batches());
         common::retention_prunes(&db).await;
         db.close().await;
     }
@@ -106,6 +107,36 @@ async fn postgres_conformance_and_store_checks() {
     eprintln!("postgres put: mean {mean:?}");
     a.close().await;
     b.close().await;
+    fresh.drop_database().await;
+}
+
+/// Group commit: puts waiting together share a transaction and keep their own outcomes; a
+/// failed commit fails its whole batch; a refused write fails alone. With one pooled
+/// connection, holding it keeps the write queue waiting while the puts queue up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_group_commit() {
+    let Some(server) = server_url() else { return };
+    let fresh = FreshDatabase::create(&server).await;
+    let db = Database::connect(&fresh.url, StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await.unwrap();
+    let pool = db.postgres_pool().unwrap().clone();
+    sqlx::raw_sql(
+        "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+           BEGIN RAISE EXCEPTION 'poisoned checkpoint'; END $$; \
+         CREATE CONSTRAINT TRIGGER poison AFTER INSERT ON checkpoints DEFERRABLE INITIALLY DEFERRED \
+           FOR EACH ROW WHEN (NEW.thread_id LIKE '%:poison%') EXECUTE FUNCTION poison(); \
+         CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ \
+           BEGIN RAISE EXCEPTION 'refused checkpoint'; END $$; \
+         CREATE TRIGGER refuse BEFORE INSERT ON checkpoints \
+           FOR EACH ROW WHEN (NEW.thread_id LIKE '%:refused%') EXECUTE FUNCTION refuse()",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let hold = || async { pool.acquire().await.unwrap() };
+    common::one_batch_keeps_each_outcome(&db, hold).await;
+    common::a_failed_commit_fails_its_whole_batch(&db, hold).await;
+    common::a_refused_write_fails_alone(&db, hold).await;
+    db.close().await;
     fresh.drop_database().await;
 }
 

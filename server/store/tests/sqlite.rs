@@ -24,6 +24,7 @@ async fn conformance_on_file_retention_1() {
     let db = file_db(&dir, 1).await;
     assert_eq!(db.kind(), DbKind::Sqlite);
     conformance::run_all(Arc::new(db.checkpointer())).await;
+    eprintln!("conformance on a file: {:?}", db.write_batches());
     db.close().await;
 }
 
@@ -78,6 +79,98 @@ async fn failed_write_rolls_back_and_the_writer_recovers() {
     store.put(&sample("t", 2, RunStatus::Completed)).await.unwrap();
     assert_eq!(store.latest("t").await.unwrap().unwrap().version, 2);
     db.close().await;
+}
+
+/// The connection the write queue needs next, held by the test: on `sqlite::memory:` the
+/// writer is the pool's only connection.
+async fn hold_memory_writer(db: &Database) -> impl Send {
+    db.sqlite_pool().unwrap().acquire().await.unwrap()
+}
+
+async fn sqlite_exec(db: &Database, sql: &'static str) {
+    frontdesk_store::sqlx::raw_sql(sql).execute(db.sqlite_pool().unwrap()).await.unwrap();
+}
+
+/// Puts waiting together are committed in one transaction, each with its own outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn puts_waiting_together_commit_together() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    common::one_batch_keeps_each_outcome(&db, || hold_memory_writer(&db)).await;
+}
+
+/// A commit that fails answers every caller of its batch with the error. The check that
+/// fails is a deferred foreign key, verified at `COMMIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_commit_fails_every_put_of_its_batch() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    sqlite_exec(
+        &db,
+        "CREATE TABLE poison_parent (id INTEGER PRIMARY KEY); \
+         CREATE TABLE poison_child (parent INTEGER REFERENCES poison_parent (id) DEFERRABLE INITIALLY DEFERRED); \
+         CREATE TRIGGER poison AFTER INSERT ON checkpoints WHEN NEW.thread_id LIKE '%:poison%' \
+           BEGIN INSERT INTO poison_child VALUES (42); END",
+    )
+    .await;
+    common::a_failed_commit_fails_its_whole_batch(&db, || hold_memory_writer(&db)).await;
+}
+
+/// A write that fails on its own in a batch fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_put_fails_alone_in_its_batch() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    sqlite_exec(
+        &db,
+        "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.thread_id LIKE '%:refused%' \
+           BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    )
+    .await;
+    common::a_refused_write_fails_alone(&db, || hold_memory_writer(&db)).await;
+}
+
+/// On a file, puts that queue while the writer waits for the database's write lock (here held
+/// by another connection) are committed in far fewer transactions than puts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn puts_on_a_file_are_committed_in_batches() {
+    use frontdesk_store::sqlx::{sqlite::SqliteConnectOptions, ConnectOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let mut other = SqliteConnectOptions::new().filename(dir.path().join("frontdesk.db")).connect().await.unwrap();
+    frontdesk_store::sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+    let writes: Vec<_> = (0..40).map(|i| sample(&format!("file-batch-{i:02}"), 1, RunStatus::Running)).collect();
+    let (results, stats) = common::put_together(&db, other, writes.clone()).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(stats.batches < 40 && stats.largest > 1, "40 puts waiting together share transactions: {stats:?}");
+    let store = db.checkpointer();
+    for cp in &writes {
+        assert_eq!(store.latest(&cp.thread_id).await.unwrap().as_ref(), Some(cp));
+    }
+    db.close().await;
+}
+
+/// The write queue's task runs on the runtime of the put that started it. A put on another
+/// runtime, while that one sits idle, is answered all the same.
+#[test]
+fn puts_from_another_runtime_are_answered() {
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let first = runtime();
+    let db = first.block_on(async {
+        let db = file_db(&dir, 1).await;
+        db.checkpointer().put(&sample("runtimes", 1, RunStatus::Running)).await.unwrap();
+        db
+    });
+    let second = runtime();
+    second.block_on(async {
+        let (store, next) = (db.checkpointer(), sample("runtimes", 2, RunStatus::Running));
+        tokio::time::timeout(std::time::Duration::from_secs(10), store.put(&next)).await.expect("answered").unwrap();
+        assert_eq!(store.latest("runtimes").await.unwrap().unwrap().version, 2);
+    });
+    // sqlx hands a released pool connection back on a task of the runtime that released it: one
+    // the first runtime released may wait there until that runtime is gone, and closing the
+    // pool waits for every connection.
+    drop(first);
+    second.block_on(db.close());
 }
 
 #[tokio::test]

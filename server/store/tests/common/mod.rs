@@ -2,12 +2,13 @@
 #![allow(dead_code)]
 
 use std::{
+    future::Future,
     sync::Arc,
     time::{Duration, Instant, UNIX_EPOCH},
 };
 
-use frontdesk_runtime::{conformance::sample, CheckpointError, Checkpointer, RunStatus};
-use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage};
+use frontdesk_runtime::{conformance::sample, Checkpoint, CheckpointError, Checkpointer, RunStatus};
+use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage, WriteBatchStats};
 
 pub mod api_keys;
 pub mod investigation;
@@ -136,6 +137,146 @@ pub async fn put_latency<C: Checkpointer>(store: &C, writes: u64) -> Duration {
         store.put(cp).await.unwrap();
     }
     start.elapsed() / (writes as u32 - 10)
+}
+
+/// Puts every checkpoint of `writes` at once, each from a task of its own, while `hold` keeps
+/// the writer waiting (the connection the write queue needs next, or the database's write
+/// lock); drops `hold` once every put is queued. Returns each put's result, in order, and how
+/// the database committed checkpoint writes meanwhile.
+pub async fn put_together<H: Send>(
+    db: &Database,
+    hold: H,
+    writes: Vec<Checkpoint>,
+) -> (Vec<Result<(), CheckpointError>>, WriteBatchStats) {
+    let before = db.write_batches();
+    let store = Arc::new(db.checkpointer());
+    let n = writes.len() as u64;
+    let tasks: Vec<_> = writes
+        .into_iter()
+        .map(|cp| {
+            let store = store.clone();
+            tokio::spawn(async move { store.put(&cp).await })
+        })
+        .collect();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while db.write_batches().submitted < before.submitted + n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("every put reaches the write queue");
+    drop(hold);
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    let after = db.write_batches();
+    let delta = WriteBatchStats {
+        submitted: after.submitted - before.submitted,
+        batches: after.batches - before.batches,
+        writes: after.writes - before.writes,
+        largest: after.largest,
+    };
+    (results, delta)
+}
+
+/// Writes to threads of their own and conflicting writes, committed together: each keeps its
+/// own outcome. `hold` must give what keeps the writer waiting until every put is queued (see
+/// [`put_together`]), so that they make one batch.
+pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &Database, hold: impl FnOnce() -> F) {
+    let ns = ns();
+    let store = db.checkpointer();
+    let raced = format!("{ns}:raced");
+    let skipped = format!("{ns}:skipped");
+    store.put(&sample(&raced, 1, RunStatus::Running)).await.unwrap();
+    store.put(&sample(&skipped, 1, RunStatus::Running)).await.unwrap();
+    let mut writes: Vec<Checkpoint> =
+        (0..40).map(|i| sample(&format!("{ns}:own-{i:02}"), 1, RunStatus::Running)).collect();
+    for r in 0..3 {
+        let mut cp = sample(&raced, 2, RunStatus::Completed);
+        cp.run.run_id = format!("racer-{r}");
+        writes.push(cp);
+    }
+    writes.push(sample(&skipped, 3, RunStatus::Running));
+    let (results, stats) = put_together(db, hold().await, writes.clone()).await;
+    assert_eq!(stats.batches, 1, "writes waiting together are committed in one transaction: {stats:?}");
+    assert_eq!(stats.writes, writes.len() as u64);
+    let mut raced_winners = Vec::new();
+    for (cp, result) in writes.iter().zip(&results) {
+        match result {
+            Ok(()) if cp.thread_id == raced => raced_winners.push(cp),
+            Ok(()) => {
+                assert_ne!(cp.thread_id, skipped, "a write skipping a version must not succeed");
+                assert_eq!(store.latest(&cp.thread_id).await.unwrap().as_ref(), Some(cp), "acknowledged and stored");
+            }
+            Err(CheckpointError::Conflict { thread_id, expected, actual }) if cp.thread_id == raced => {
+                assert_eq!((thread_id.as_str(), *expected, *actual), (raced.as_str(), 1, 2), "a lost race's versions");
+            }
+            Err(CheckpointError::Conflict { thread_id, expected, actual }) if cp.thread_id == skipped => {
+                assert_eq!((thread_id.as_str(), *expected, *actual), (skipped.as_str(), 2, 1), "a skip's versions");
+            }
+            Err(other) => {
+                panic!("{}: only conflicting writes may fail, and only with a conflict: {other:?}", cp.thread_id)
+            }
+        }
+    }
+    assert_eq!(raced_winners.len(), 1, "exactly one racer wins");
+    assert_eq!(store.latest(&raced).await.unwrap().as_ref(), Some(raced_winners[0]));
+    assert_eq!(store.latest(&skipped).await.unwrap().unwrap().version, 1, "the skip wrote nothing");
+}
+
+/// A batch holding a write whose commit the database refuses (the caller installed a deferred
+/// check that fails at `COMMIT` for thread ids containing `:poison`): every caller of the batch
+/// gets an error that is not a conflict, none of its writes is stored, and the next write
+/// commits.
+pub async fn a_failed_commit_fails_its_whole_batch<H: Send, F: Future<Output = H>>(
+    db: &Database,
+    hold: impl FnOnce() -> F,
+) {
+    let ns = ns();
+    let store = db.checkpointer();
+    let mut writes: Vec<Checkpoint> =
+        (0..10).map(|i| sample(&format!("{ns}:fine-{i}"), 1, RunStatus::Running)).collect();
+    writes.insert(4, sample(&format!("{ns}:poison"), 1, RunStatus::Running));
+    let (results, stats) = put_together(db, hold().await, writes.clone()).await;
+    assert_eq!(stats.batches, 1, "{stats:?}");
+    for (cp, result) in writes.iter().zip(&results) {
+        assert!(
+            matches!(result, Err(CheckpointError::Unavailable(_))),
+            "{}: a failed commit answers every caller of its batch with the error, got {result:?}",
+            cp.thread_id
+        );
+        assert!(
+            store.latest(&cp.thread_id).await.unwrap().is_none(),
+            "{}: nothing of the batch is stored",
+            cp.thread_id
+        );
+    }
+    let after = sample(&format!("{ns}:after"), 1, RunStatus::Running);
+    store.put(&after).await.expect("the writer recovers from a failed commit");
+    assert_eq!(store.latest(&after.thread_id).await.unwrap(), Some(after));
+}
+
+/// A batch holding a write whose statements the database refuses (the caller installed a
+/// check that fails the checkpoint insert of thread ids containing `:refused`): that write
+/// fails alone; the others are stored.
+pub async fn a_refused_write_fails_alone<H: Send, F: Future<Output = H>>(db: &Database, hold: impl FnOnce() -> F) {
+    let ns = ns();
+    let store = db.checkpointer();
+    let mut writes: Vec<Checkpoint> =
+        (0..10).map(|i| sample(&format!("{ns}:fine-{i}"), 1, RunStatus::Running)).collect();
+    writes.insert(3, sample(&format!("{ns}:refused"), 1, RunStatus::Running));
+    let (results, stats) = put_together(db, hold().await, writes.clone()).await;
+    assert_eq!(stats.batches, 1, "{stats:?}");
+    for (cp, result) in writes.iter().zip(&results) {
+        if cp.thread_id.ends_with(":refused") {
+            assert!(matches!(result, Err(CheckpointError::Unavailable(_))), "the refused write fails: {result:?}");
+            assert!(store.thread(&cp.thread_id).await.unwrap().is_none(), "the refused write left nothing");
+        } else {
+            assert!(result.is_ok(), "{}: a write beside a refused one commits, got {result:?}", cp.thread_id);
+            assert_eq!(store.latest(&cp.thread_id).await.unwrap().as_ref(), Some(cp));
+        }
+    }
 }
 
 /// Erasing a thread while a writer keeps appending to it: every call succeeds or conflicts,
