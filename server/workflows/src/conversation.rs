@@ -9,8 +9,8 @@ use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, StartError, State,
-    ThreadQuery, ThreadSummary,
+    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, StartError,
+    State, ThreadQuery, ThreadSummary,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::sync::mpsc;
