@@ -265,8 +265,18 @@ impl WorkflowService for Mock {
                 kind: v1::WorkflowKind::Conversational as i32,
             }),
             nodes: vec![
-                v1::GraphNode { name: "supervisor".into(), description: "Routes the turn".into(), fan_out: false },
-                v1::GraphNode { name: "chat_agent".into(), description: "Small talk".into(), fan_out: false },
+                v1::GraphNode {
+                    name: "supervisor".into(),
+                    description: "Routes the turn".into(),
+                    fan_out: false,
+                    effects: false,
+                },
+                v1::GraphNode {
+                    name: "chat_agent".into(),
+                    description: "Small talk".into(),
+                    fan_out: false,
+                    effects: false,
+                },
             ],
             edges: vec![edge("__start__", "supervisor", false), edge("supervisor", "chat_agent", true)],
             mermaid: "flowchart TD\n  supervisor --> chat_agent\n".into(),
