@@ -63,15 +63,8 @@ async fn sigkill_during_a_turn_loses_and_duplicates_nothing() {
     let (_, one) = client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
     assert_eq!(one.reply.unwrap().text, "reply one");
 
-    let opts = SendOptions { idempotency_key: Some("turn-two".into()), queue_if_busy: true };
-    let mut stream = client.send_message(&id, "turn two", opts.clone()).await.unwrap();
     // Wait until the turn is accepted (its input committed) and its first node is running.
-    loop {
-        match stream.next().await.unwrap().unwrap() {
-            TurnEvent::Event(e) if matches!(e.kind, Some(Kind::NodeStarted(_))) => break,
-            _ => {}
-        }
-    }
+    let mut stream = send_until_started(&client, &id, "turn two", "turn-two", "supervisor").await;
     server.kill();
     assert!(stream.next().await.is_none_or(|item| item.is_err()), "the stream breaks with the server");
 
@@ -79,17 +72,7 @@ async fn sigkill_during_a_turn_loses_and_duplicates_nothing() {
     // same key until the server answers with that run's outcome.
     let server = spawn_server(&db, &script(&[chat_turn("reply two"), chat_turn("reply three")]), dir.path(), "b");
     let client = server.client().await;
-    let mut attempts = 0;
-    let two = loop {
-        attempts += 1;
-        match client.send_message_and_wait(&id, "turn two", opts.clone()).await {
-            Ok((_, result)) => break result,
-            Err(ClientError::Status(e)) if e.code == Code::Aborted && attempts < 50 => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(other) => panic!("retry failed: {other}"),
-        }
-    };
+    let two = retry_turn(&client, &id, "turn two", "turn-two").await;
     assert_eq!(two.reply.unwrap().text, "reply two");
     let (_, three) = client.send_message_and_wait(&id, "turn three", SendOptions::default()).await.unwrap();
     assert_eq!(three.reply.unwrap().text, "reply three");
