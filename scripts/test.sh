@@ -75,7 +75,7 @@ cargo test --workspace --locked
 step "end-to-end suites again, on PostgreSQL"
 # Databases of earlier runs are throwaway; drop them so the test cluster does not grow.
 psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
-  "select datname from pg_database where datname ~ '^frontdesk_(e2e|t)_[0-9a-f]{32}$'" |
+  "select datname from pg_database where datname ~ '^frontdesk_[a-z_]+_[0-9a-f]{32}$'" |
   while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
 FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research --test reattach --test tenancy
 
