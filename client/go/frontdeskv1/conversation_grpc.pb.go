@@ -31,8 +31,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Conversations with a conversational workflow (intake now, service_call later). One
-// SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+// Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+// run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+// after every node, or around the nodes with effects outside the state (GraphNode.effects).
 type ConversationServiceClient interface {
 	// Creates a conversation on a workflow and returns its welcome message.
 	StartConversation(ctx context.Context, in *StartConversationRequest, opts ...grpc.CallOption) (*StartConversationResponse, error)
@@ -130,8 +131,9 @@ func (c *conversationServiceClient) DeleteConversation(ctx context.Context, in *
 // All implementations must embed UnimplementedConversationServiceServer
 // for forward compatibility.
 //
-// Conversations with a conversational workflow (intake now, service_call later). One
-// SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+// Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+// run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+// after every node, or around the nodes with effects outside the state (GraphNode.effects).
 type ConversationServiceServer interface {
 	// Creates a conversation on a workflow and returns its welcome message.
 	StartConversation(context.Context, *StartConversationRequest) (*StartConversationResponse, error)

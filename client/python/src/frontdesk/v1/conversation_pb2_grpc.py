@@ -26,8 +26,9 @@ if _version_not_supported:
 
 
 class ConversationServiceStub:
-    """Conversations with a conversational workflow (intake now, service_call later). One
-    SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+    """Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+    run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+    after every node, or around the nodes with effects outside the state (GraphNode.effects).
     """
 
     def __init__(self, channel):
@@ -69,8 +70,9 @@ class ConversationServiceStub:
 
 
 class ConversationServiceServicer:
-    """Conversations with a conversational workflow (intake now, service_call later). One
-    SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+    """Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+    run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+    after every node, or around the nodes with effects outside the state (GraphNode.effects).
     """
 
     def StartConversation(self, request, context):
@@ -158,8 +160,9 @@ def add_ConversationServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ConversationService:
-    """Conversations with a conversational workflow (intake now, service_call later). One
-    SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+    """Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+    run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+    after every node, or around the nodes with effects outside the state (GraphNode.effects).
     """
 
     @staticmethod

@@ -684,8 +684,9 @@ export const IntakeModeSchema: GenEnum<IntakeMode> = /*@__PURE__*/
   enumDesc(file_frontdesk_v1_conversation, 2);
 
 /**
- * Conversations with a conversational workflow (intake now, service_call later). One
- * SendMessage is one run of the workflow's graph; its state is checkpointed after every node.
+ * Conversations with a conversational workflow (intake, service_call). One SendMessage is one
+ * run of the workflow's graph; its state is checkpointed as the workflow's durability says:
+ * after every node, or around the nodes with effects outside the state (GraphNode.effects).
  *
  * @generated from service frontdesk.v1.ConversationService
  */
