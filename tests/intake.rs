@@ -82,7 +82,9 @@ async fn elicitation_collects_fields_and_asks_for_the_rest() {
     let first = s.model.requests().into_iter().find(|r| r.purpose == "elicitation.extract").unwrap();
     let system = &first.messages[0].content;
     assert!(system.contains("Do not ask for title"), "the title is inferred, not asked: {system}");
-    assert!(system.contains("Remaining fields: title, description,"), "{system}");
+    assert!(!system.contains("Remaining fields"), "the system prompt is the same on every call: {system}");
+    let question = &first.messages.last().unwrap().content;
+    assert!(question.starts_with("Remaining fields: title, description,"), "{question}");
     assert!(
         !first.messages.iter().any(|m| m.content.contains("Focus on the user's latest message")),
         "no focus on first entry"
@@ -146,6 +148,27 @@ async fn a_field_the_user_never_mentions_is_not_marked_unknown() {
     ]);
     let (_, state) = s.say(&id, "I want to change billing-db; not sure how urgent it is").await;
     assert_eq!(state.fields_marked_unknown, vec!["urgency"]);
+}
+
+#[tokio::test]
+async fn a_stated_i_dont_know_marks_the_named_field_unknown_and_records_no_value() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    // A small model that writes the user's "I don't know" as the value of several fields.
+    s.script(&[
+        ("supervisor.route", route("elicitation_agent")),
+        (
+            "elicitation.extract",
+            extraction(
+                &[("desired_date", Some("I don't know")), ("rollback_plan", Some("I don't know"))],
+                &[],
+                "What is the desired date?",
+            ),
+        ),
+    ]);
+    let (_, state) = s.say(&id, "I don't know the rollback plan").await;
+    assert!(state.collected_fields.is_empty(), "{:?}", state.collected_fields);
+    assert_eq!(state.fields_marked_unknown, vec!["rollback_plan"], "the one field the user named");
 }
 
 #[tokio::test]
@@ -304,8 +327,9 @@ async fn modify_applies_the_change_from_the_same_message_and_reviews_again_befor
     assert!(reply.contains("- Title: Patch billing-db to v2"), "the review shows the new value: {reply}");
     assert!(s.submitter.submitted.lock().unwrap().is_empty());
     let extract = s.model.requests().into_iter().rev().find(|r| r.purpose == "elicitation.extract").unwrap();
-    assert!(extract.messages[0].content.contains("changing a request they have already reviewed"));
-    assert!(extract.messages.last().unwrap().content.contains("user: Actually, change the title"));
+    let question = &extract.messages.last().unwrap().content;
+    assert!(question.contains("changing a request they have already reviewed"), "{question}");
+    assert!(question.contains("user: Actually, change the title"), "{question}");
 
     s.script(&[("review.classify", review("confirm", ""))]);
     let (_, state) = s.say(&id, "confirm").await;

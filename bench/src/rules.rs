@@ -126,15 +126,15 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
         "chat.review" => CHAT_REVIEW.to_owned(),
         "chat.elicitation" => CHAT_ELICITATION.to_owned(),
         "elicitation.extract" => {
-            let system = user_text(0);
-            let remaining: Vec<&str> = system
+            // The question is the last message (worked examples come before it): where the
+            // request stands, then the conversation as "{role}: {text}" lines; the newest user
+            // line is the turn.
+            let question = request.messages.last().map_or("", |m| m.content.as_str());
+            let remaining: Vec<&str> = question
                 .lines()
                 .find_map(|l| l.strip_prefix("Remaining fields: "))
                 .map(|r| r.split(", ").map(str::trim).filter(|f| !f.is_empty()).collect())
                 .unwrap_or_default();
-            // The question is the last message: the conversation as "{role}: {text}" lines (worked
-            // examples come before it); the newest user line is the turn.
-            let question = request.messages.last().map_or("", |m| m.content.as_str());
             let latest = question.lines().rev().find_map(|l| l.strip_prefix("user: ")).unwrap_or("");
             let mut stated: Vec<serde_json::Value> = Vec::new();
             let mut unknown: Vec<String> = Vec::new();
@@ -278,13 +278,13 @@ mod tests {
 
     #[test]
     fn extraction_rules() {
-        let system = "intro\nRemaining fields: requested_by, desired_date, rollback_plan\nCompletion: 66%";
         let r = w1_reply(&req(
             "elicitation.extract",
             vec![
-                ChatMessage::system(system),
+                ChatMessage::system("intro"),
                 ChatMessage::user(
-                    "Conversation:\nassistant: Who is requesting it?\n\
+                    "Remaining fields: requested_by, desired_date, rollback_plan\nCompletion: 66%\n\
+                     Conversation:\nassistant: Who is requesting it?\n\
                      user: requested_by: bob.okafor; desired_date: 2025-01-02; rollback_plan: unknown\n\nFocus on it.",
                 ),
             ],

@@ -29,8 +29,18 @@ pub use calllog::{
 pub use client::{CallOptions, LlmClient, OutputSchema, STRUCTURED_TOOL_CALLS};
 pub use error::{BoxError, LlmError};
 #[cfg(feature = "local")]
-pub use local::{LocalConfig, LocalModel, LocalModelInfo, PromptCacheStats, DEFAULT_CACHE_SEQUENCES};
+pub use local::{LocalConfig, LocalModel, LocalModelInfo, PromptCacheStats};
 pub use model::ChatModel;
+
+/// Prompts the embedded model keeps in its KV cache by default (`LocalConfig::cache_sequences`):
+/// enough for the prompt families a workflow alternates between (the intake supervisor, the
+/// elicitation agent, a chat agent, one more), at 72 MiB of KV cache each with 4096 tokens of
+/// context. Defined outside the `local` feature so a configuration names it either way.
+pub const DEFAULT_CACHE_SEQUENCES: u32 = 4;
+
+/// Most prompts the embedded model's KV cache is configured to keep: each costs a whole context
+/// of KV cache (llama.cpp itself allows 256 sequences).
+pub const MAX_CACHE_SEQUENCES: u32 = 64;
 pub use openai::{AzureConfig, OpenAiConfig, OpenAiProvider};
 pub use pricing::{ModelPrice, PriceTable, OPENAI_LIST_PRICES_2025};
 pub use retry::RetryPolicy;

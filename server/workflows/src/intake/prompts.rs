@@ -47,11 +47,17 @@ something else. Answer briefly, then gently remind them: \"You have a request re
 pub const FOCUS: &str =
     "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
 
-/// The elicitation agent's question: the conversation as a transcript, then what to do with it.
-/// Worked examples are asked in the same format.
-pub fn elicitation_question(transcript: &str, focus: bool) -> String {
+/// The elicitation agent's question: where the request stands ([`request_status`]; the worked
+/// examples leave it out), the conversation as a transcript, then what to do with it. Everything that changes from turn to turn is here rather than in the system prompt, so
+/// the system prompt and the worked examples are the same on every call and a model that caches
+/// a prompt's prefix evaluates only this question again.
+pub fn elicitation_question(status: &str, transcript: &str, focus: bool) -> String {
     let ask = if focus { FOCUS } else { "Extract the details the user's messages state." };
-    format!("Conversation:\n{transcript}\n{ask}")
+    if status.is_empty() {
+        format!("Conversation:\n{transcript}\n{ask}")
+    } else {
+        format!("{status}\nConversation:\n{transcript}\n{ask}")
+    }
 }
 
 /// Worked examples for the elicitation agent as (question, answer) turns, built from the
@@ -85,6 +91,11 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
         None => "Thanks, noted.".to_owned(),
     };
     let opening = "assistant: Sure. Tell me about the change you need.\n";
+    // The examples' questions carry no request status: with one (every field remaining) the
+    // embedded model filed values under the fields the examples' answers name, whatever the
+    // user's message said (the accuracy set's "no unstated field recorded" fell from 12 of 12
+    // to 8 of 12).
+    let elicitation_question = |transcript: &str, focus: bool| elicitation_question("", transcript, focus);
     // Most turns state details rather than abandon or mark a field unknown, and a small model
     // leans on the last example it saw.
     let mut examples = vec![(
@@ -177,11 +188,9 @@ pub fn collected_summary(config: &IntakeConfig, state: &IntakeState) -> String {
     out
 }
 
-/// The elicitation agent's system prompt. The "Remaining fields:" line lists field names,
-/// comma-separated, in configured order.
-pub fn elicitation(config: &IntakeConfig, state: &IntakeState, remaining: &[&str]) -> String {
-    let total = config.fields.iter().filter(|f| f.required).count().max(1);
-    let done = total.saturating_sub(remaining.len());
+/// The elicitation agent's system prompt: instructions and the configured fields, the same on
+/// every call of one configuration.
+pub fn elicitation(config: &IntakeConfig) -> String {
     let mut out = String::from(
         "You collect the details of a change request from the user. Only record what the user explicitly stated \
 (95% confidence); never infer or interpret vague statements. If the user says they do not know a field, list it in \
@@ -195,21 +204,30 @@ user_wants_to_abandon to true only if the user wants to stop (\"cancel\", \"neve
             field.name
         );
     }
+    let _ = writeln!(out, "\nFields (name: meaning):");
+    for field in &config.fields {
+        let _ = writeln!(out, "- {}: {}", field.name, field.description);
+    }
+    out
+}
+
+/// Where the request stands, as the elicitation question opens. The "Remaining fields:" line
+/// lists field names, comma-separated, in configured order.
+pub fn request_status(config: &IntakeConfig, state: &IntakeState, remaining: &[&str]) -> String {
+    let total = config.fields.iter().filter(|f| f.required).count().max(1);
+    let done = total.saturating_sub(remaining.len());
+    let mut out = String::new();
+    let _ = writeln!(out, "Remaining fields: {}", remaining.join(", "));
+    let _ = writeln!(out, "Completion: {}%", done * 100 / total);
+    let collected = collected_summary(config, state);
+    if !collected.is_empty() {
+        let _ = write!(out, "Collected so far:\n{collected}");
+    }
     if state.revising {
         out.push_str(
             "The user is changing a request they have already reviewed: record the new value of every field their \
 latest message changes.\n",
         );
-    }
-    let _ = writeln!(out, "\nFields (name: meaning):");
-    for field in &config.fields {
-        let _ = writeln!(out, "- {}: {}", field.name, field.description);
-    }
-    let _ = writeln!(out, "\nRemaining fields: {}", remaining.join(", "));
-    let _ = writeln!(out, "Completion: {}%", done * 100 / total);
-    let collected = collected_summary(config, state);
-    if !collected.is_empty() {
-        let _ = write!(out, "Collected so far:\n{collected}");
     }
     out
 }
