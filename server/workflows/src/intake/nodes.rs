@@ -549,11 +549,12 @@ fn says_unknown(value: &str) -> bool {
     if words.is_empty() || words.len() > 6 {
         return false;
     }
-    let text = words.join(" ");
-    matches!(text.as_str(), "unknown" | "unknown yet" | "not known" | "tbd")
-        || ["don t know", "do not know", "dont know", "not sure", "no idea", "unsure"]
+    // Padded with spaces so that a phrase matches whole words only.
+    let padded = format!(" {} ", words.join(" "));
+    matches!(padded.trim(), "unknown" | "unknown yet" | "not known" | "tbd")
+        || [" don t know ", " do not know ", " dont know ", " not sure ", " no idea ", " unsure "]
             .iter()
-            .any(|phrase| format!(" {text} ").contains(&format!(" {phrase} ")))
+            .any(|phrase| padded.contains(phrase))
 }
 
 /// `user` is `word`, or an abbreviation or inflection of it that one starts the other with

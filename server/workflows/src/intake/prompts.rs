@@ -48,9 +48,10 @@ pub const FOCUS: &str =
     "Focus on the user's latest message: extract only what it states. Earlier messages were already processed.";
 
 /// The elicitation agent's question: where the request stands ([`request_status`]; the worked
-/// examples leave it out), the conversation as a transcript, then what to do with it. Everything that changes from turn to turn is here rather than in the system prompt, so
-/// the system prompt and the worked examples are the same on every call and a model that caches
-/// a prompt's prefix evaluates only this question again.
+/// examples leave it out), the conversation as a transcript, then what to do with it. Everything
+/// that changes from turn to turn is here rather than in the system prompt, so the system prompt
+/// and the worked examples are the same on every call and a model that caches a prompt's prefix
+/// evaluates only this question again.
 pub fn elicitation_question(status: &str, transcript: &str, focus: bool) -> String {
     let ask = if focus { FOCUS } else { "Extract the details the user's messages state." };
     if status.is_empty() {
@@ -95,17 +96,17 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
     // embedded model filed values under the fields the examples' answers name, whatever the
     // user's message said (the accuracy set's "no unstated field recorded" fell from 12 of 12
     // to 8 of 12).
-    let elicitation_question = |transcript: &str, focus: bool| elicitation_question("", transcript, focus);
+    let example_question = |transcript: &str| elicitation_question("", transcript, false);
     // Most turns state details rather than abandon or mark a field unknown, and a small model
     // leans on the last example it saw.
     let mut examples = vec![(
-        elicitation_question(&format!("{opening}user: Stop, I don't want to file this any more.\n"), false),
+        example_question(&format!("{opening}user: Stop, I don't want to file this any more.\n")),
         answer(&[], &[], true, "The user wants to stop.", "OK, I've dropped that request."),
     )];
     if let [_, _, (c, c_label, c_value), (d, d_label, _), ..] = picked[..] {
         let said = format!("{c_label}: {c_value}. {d_label}: I don't know yet.");
         examples.push((
-            elicitation_question(&format!("{opening}user: {said}\n"), false),
+            example_question(&format!("{opening}user: {said}\n")),
             answer(
                 &[(c, c_value)],
                 &[d],
@@ -123,7 +124,7 @@ pub fn elicitation_examples(config: &IntakeConfig) -> Vec<(String, serde_json::V
         let said =
             format!("The {} is {a_value} and the {} is {b_value}.", a_label.to_lowercase(), b_label.to_lowercase());
         examples.push((
-            elicitation_question(&format!("{opening}user: {said}\n"), false),
+            example_question(&format!("{opening}user: {said}\n")),
             answer(
                 &[(a, a_value), (b, b_value)],
                 &[],
