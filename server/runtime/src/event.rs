@@ -2,8 +2,11 @@
 
 use std::{
     sync::Arc,
+    task::{Context, Poll},
     time::{Duration, SystemTime},
 };
+
+use tokio::sync::mpsc;
 
 /// Token usage and cost, summed over a run's model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -152,5 +155,39 @@ impl Event {
     /// True for the last event of a run.
     pub fn is_terminal(&self) -> bool {
         matches!(self.kind, EventKind::RunFinished { .. } | EventKind::RunFailed { .. } | EventKind::Interrupted { .. })
+    }
+}
+
+/// The caller's end of a run's events, in order.
+///
+/// Events travel boxed: tokio's channel allocates its slots 32 at a time, and an [`Event`] is
+/// 168 bytes, so unboxed slots would cost every run 5 KB before its first event; boxed, 0.25 KB.
+/// At 10,000 streams in flight that is the difference between 50 MB and 2.5 MB.
+#[derive(Debug)]
+pub struct RunEvents(mpsc::Receiver<Box<Event>>);
+
+/// The run's end of [`RunEvents`].
+pub(crate) type EventSender = mpsc::Sender<Box<Event>>;
+
+impl RunEvents {
+    pub(crate) fn channel(buffer: usize) -> (EventSender, RunEvents) {
+        let (tx, rx) = mpsc::channel(buffer.max(1));
+        (tx, RunEvents(rx))
+    }
+
+    /// The next event; `None` once the run has sent its last and dropped its end.
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.0.recv().await.map(|event| *event)
+    }
+
+    /// Stops the run from sending more (it goes on, and its log still gets every event);
+    /// events already sent can still be read.
+    pub fn close(&mut self) {
+        self.0.close();
+    }
+
+    /// [`RunEvents::recv`] for a hand-written stream or future.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.0.poll_recv(cx).map(|event| event.map(|event| *event))
     }
 }

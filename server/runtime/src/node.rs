@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    event::{Event, EventKind, Usage},
+    event::{Event, EventKind, EventSender, Usage},
     runlog::RunLog,
     State,
 };
@@ -132,12 +132,12 @@ impl NodeError {
 pub(crate) struct EventSink {
     pub(crate) run_id: Arc<str>,
     log: Arc<RunLog>,
-    tx: mpsc::Sender<Event>,
+    tx: EventSender,
     usage: Mutex<Usage>,
 }
 
 impl EventSink {
-    pub(crate) fn new(log: Arc<RunLog>, tx: mpsc::Sender<Event>) -> Self {
+    pub(crate) fn new(log: Arc<RunLog>, tx: EventSender) -> Self {
         Self { run_id: log.run_id().into(), log, tx, usage: Mutex::new(Usage::default()) }
     }
 
@@ -157,7 +157,7 @@ impl EventSink {
         // A caller that went away must not stop the run: an accepted run always commits, and
         // its events still go to the log. Reserving before numbering keeps ids in send order.
         match self.tx.reserve().await {
-            Ok(permit) => self.log.append(event, |event| permit.send(event)),
+            Ok(permit) => self.log.append(event, |event| permit.send(Box::new(event))),
             Err(_) => self.log.append(event, |_| {}),
         }
     }
@@ -249,7 +249,7 @@ impl NodeContext {
             kind,
         };
         match self.sink.tx.try_reserve() {
-            Ok(permit) => self.sink.log.append(event, |event| permit.send(event)),
+            Ok(permit) => self.sink.log.append(event, |event| permit.send(Box::new(event))),
             Err(mpsc::error::TrySendError::Closed(())) => self.sink.log.append(event, |_| {}),
             Err(mpsc::error::TrySendError::Full(())) => {}
         }

@@ -9,7 +9,7 @@ use std::{
 };
 
 use tokio::{
-    sync::{mpsc, oneshot, watch, Notify, OwnedMutexGuard, Semaphore},
+    sync::{oneshot, watch, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore},
     task::JoinSet,
     time::Instant,
 };
@@ -20,7 +20,7 @@ use crate::{
     checkpoint::{
         Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite,
     },
-    event::{EventKind, FailureKind},
+    event::{EventKind, EventSender, FailureKind, RunEvents},
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
     handoff::{Completion, Handoff},
     node::{EventSink, InterruptRequest, NodeContext, NodeError, NodeErrorKind, Resume},
@@ -275,7 +275,7 @@ pub type OutcomeReceiver<S> = oneshot::Receiver<Result<RunOutcome<S>, RunError>>
 /// A started run: its id, its event stream and its outcome.
 pub struct RunHandle<S> {
     pub run_id: String,
-    pub events: mpsc::Receiver<crate::Event>,
+    pub events: RunEvents,
     outcome: OutcomeReceiver<S>,
     cancel: CancellationToken,
 }
@@ -293,7 +293,7 @@ impl<S> RunHandle<S> {
     }
 
     /// Splits the handle so events and outcome can be consumed separately.
-    pub fn into_parts(self) -> (mpsc::Receiver<crate::Event>, OutcomeReceiver<S>, CancellationToken) {
+    pub fn into_parts(self) -> (RunEvents, OutcomeReceiver<S>, CancellationToken) {
         (self.events, self.outcome, self.cancel)
     }
 }
@@ -310,6 +310,8 @@ pub struct RunRegistry {
     idle: Notify,
     /// Every store a runner of the process writes to: where the replica's lease is kept.
     stores: Mutex<Vec<Arc<dyn Checkpointer>>>,
+    /// Slots for runs executing at once; `None`: no limit. See [`RunRegistry::with_max_active`].
+    active: Option<Arc<Semaphore>>,
 }
 
 struct ActiveRun {
@@ -327,6 +329,8 @@ struct ThreadGuard {
     registry: Arc<RunRegistry>,
     thread_id: String,
     guard: Option<OwnedMutexGuard<()>>,
+    /// The run's slot under [`RunRegistry::with_max_active`], freed with the thread.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for ThreadGuard {
@@ -354,7 +358,17 @@ impl RunRegistry {
             },
             BusyPolicy::Queue => mutex.lock_owned().await,
         };
-        Ok(ThreadGuard { registry: self.clone(), thread_id: thread_id.to_owned(), guard: Some(guard) })
+        Ok(ThreadGuard { registry: self.clone(), thread_id: thread_id.to_owned(), guard: Some(guard), slot: None })
+    }
+
+    /// Waits, in arrival order, for a slot among the runs executing at once. Taken while the
+    /// thread is locked and before its checkpoint is read, so a run waiting here holds only its
+    /// request: the state, its serialized copies and the run's events come with the slot.
+    async fn take_slot(&self, guard: &mut ThreadGuard) {
+        if let Some(active) = &self.active {
+            // The semaphore is never closed.
+            guard.slot = active.clone().acquire_owned().await.ok();
+        }
     }
 
     pub fn new(retention: RunRetention) -> Self {
@@ -365,7 +379,18 @@ impl RunRegistry {
             retention,
             idle: Notify::new(),
             stores: Mutex::default(),
+            active: None,
         }
+    }
+
+    /// Lets at most `max` runs execute at once in the process (0: no limit); a run started
+    /// beyond it waits for a slot, first come first served, before it reads its thread. What it
+    /// bounds is memory: a run in progress holds its state, the state's serialized copies and
+    /// its events, a waiting one only its request. Recovery after a crash is not counted (it
+    /// has `RunnerConfig::recovery_concurrency`).
+    pub fn with_max_active(mut self, max: usize) -> Self {
+        self.active = (max > 0).then(|| Arc::new(Semaphore::new(max)));
+        self
     }
 
     fn add_store(&self, store: &Arc<dyn Checkpointer>) {
@@ -957,7 +982,7 @@ impl<S: State> Runner<S> {
                 return Ok(handle);
             }
         }
-        let guard = match self.registry.lock_thread(&request.thread_id, request.busy).await {
+        let mut guard = match self.registry.lock_thread(&request.thread_id, request.busy).await {
             Ok(guard) => guard,
             // Recovery holds the thread: its run is about to be registered, and a retry with
             // its key attaches to it rather than hearing the thread is busy.
@@ -973,7 +998,8 @@ impl<S: State> Runner<S> {
                 _ => return Err(busy.into()),
             },
         };
-        let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
+        self.registry.take_slot(&mut guard).await;
+        let (tx, rx) = RunEvents::channel(self.config.event_buffer);
         let (outcome_tx, outcome_rx) = oneshot::channel();
 
         if let Some(key) = &request.idempotency_key {
@@ -1158,14 +1184,14 @@ impl<S: State> Runner<S> {
             return Err(RunError::IdempotencyMismatch { thread_id: thread_id.to_owned(), key: key.to_owned() });
         }
         debug!(%thread_id, run_id = %entry.run_id, "attaching a retry to its run in flight");
-        let (tx, rx) = mpsc::channel(self.config.event_buffer.max(1));
+        let (tx, rx) = RunEvents::channel(self.config.event_buffer);
         let (outcome_tx, outcome_rx) = oneshot::channel();
         let mut events = entry.log.subscribe(0);
         let mut outcome = entry.outcome;
         let run_id = entry.run_id.clone();
         tokio::spawn(async move {
             while let Some((event, _)) = events.next().await {
-                if tx.send(event).await.is_err() {
+                if tx.send(Box::new(event)).await.is_err() {
                     break;
                 }
             }
@@ -1332,7 +1358,7 @@ impl<S: State> Runner<S> {
     /// Drives an abandoned run to its end with nobody reading its events but the log (a
     /// retry with its idempotency key attaches to it meanwhile).
     async fn finish_unobserved(&self, cp: Checkpoint) -> Result<RunOutcome<S>, RunError> {
-        let (tx, rx) = mpsc::channel(1);
+        let (tx, rx) = RunEvents::channel(1);
         drop(rx);
         let exec = self.resume_execution(cp, tx)?;
         let tracked = self.track(&exec);
@@ -1342,7 +1368,7 @@ impl<S: State> Runner<S> {
         outcome
     }
 
-    fn resume_execution(&self, cp: Checkpoint, tx: mpsc::Sender<crate::Event>) -> Result<Execution<S>, RunError> {
+    fn resume_execution(&self, cp: Checkpoint, tx: EventSender) -> Result<Execution<S>, RunError> {
         let state: S = decode(&cp)?;
         let run_id: Arc<str> = cp.run.run_id.as_str().into();
         let thread_id: Arc<str> = cp.thread_id.as_str().into();

@@ -1,6 +1,6 @@
 //! What a caller lives through around a failure: re-attaching to a run by its id or by its
 //! idempotency key, replica leases deciding when a run is abandoned, and recovery resuming
-//! abandoned runs concurrently.
+//! abandoned runs concurrently; and the process-wide limit on runs executing at once.
 
 use std::{
     sync::{
@@ -242,5 +242,26 @@ async fn recovery_resumes_runs_concurrently_within_its_bound_and_a_retry_attache
     assert_eq!(counters.calls.load(Ordering::SeqCst), 8, "each run once");
     for i in 0..8 {
         assert_eq!(store.latest(&format!("t{i}")).await.unwrap().unwrap().run.status, RunStatus::Completed);
+    }
+}
+
+#[tokio::test]
+async fn runs_beyond_the_active_limit_wait_for_a_slot_and_all_complete() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let registry = Arc::new(RunRegistry::default().with_max_active(2));
+    let counters = Counters::default();
+    let runner =
+        runner(store.clone(), Duration::from_millis(50), &counters, RunnerConfig::default()).with_registry(registry);
+    let mut handles = Vec::new();
+    for i in 0..6 {
+        handles.push(runner.start(turn(&format!("t{i}"), "k")).await.unwrap());
+    }
+    for handle in handles {
+        handle.wait().await.unwrap();
+    }
+    assert_eq!(counters.calls.load(Ordering::SeqCst), 6, "every run ran");
+    assert_eq!(counters.most.load(Ordering::SeqCst), 2, "never more than the limit at once");
+    for i in 0..6 {
+        assert!(store.latest(&format!("t{i}")).await.unwrap().is_some(), "every run committed");
     }
 }

@@ -171,11 +171,14 @@ impl App {
         let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), checkpointer.clone(), sql_log));
 
         let runs_config = &config.runs;
-        let runs = Arc::new(RunRegistry::new(RunRetention {
-            max_events: runs_config.max_events,
-            keep_finished: runs_config.keep_finished,
-            keep_finished_for: Duration::from_secs(runs_config.keep_finished_secs),
-        }));
+        let runs = Arc::new(
+            RunRegistry::new(RunRetention {
+                max_events: runs_config.max_events,
+                keep_finished: runs_config.keep_finished,
+                keep_finished_for: Duration::from_secs(runs_config.keep_finished_secs),
+            })
+            .with_max_active(runs_config.max_active),
+        );
         let replica: Arc<str> = match &runs_config.replica_id {
             Some(id) => id.as_str().into(),
             None => default_replica_id(config.listen).into(),

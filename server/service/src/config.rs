@@ -287,6 +287,10 @@ pub struct RunsConfig {
     pub takeover_scan_secs: u64,
     /// Interrupted runs resumed at once after a crash or takeover.
     pub recovery_concurrency: usize,
+    /// Runs executing at once in this process, across workflows and tenants (0: no limit).
+    /// Beyond it a run waits for a slot, first come first served, with its stream open and
+    /// only its request in memory; this bounds the memory a burst can take, not the work.
+    pub max_active: usize,
 }
 
 impl Default for RunsConfig {
@@ -299,6 +303,7 @@ impl Default for RunsConfig {
             lease_secs: 10,
             takeover_scan_secs: 2,
             recovery_concurrency: 16,
+            max_active: 4096,
         }
     }
 }

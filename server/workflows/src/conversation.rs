@@ -9,11 +9,10 @@ use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    BusyPolicy, Checkpoint, Event, GraphDescription, RunError, RunInput, RunOutcome, RunRequest, Runner, StartError,
-    State, ThreadQuery, ThreadSummary,
+    BusyPolicy, Checkpoint, GraphDescription, RunError, RunEvents, RunInput, RunOutcome, RunRequest, Runner,
+    StartError, State, ThreadQuery, ThreadSummary,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use tokio::sync::mpsc;
 
 use crate::{idempotency::fingerprint, Message, Tenant, WorkflowError};
 
@@ -83,7 +82,7 @@ type OutcomeFuture<V> = Pin<Box<dyn Future<Output = Result<TurnOutcome<V>, Workf
 /// A running turn: its events as they happen, then its outcome.
 pub struct TurnHandle<V> {
     pub run_id: String,
-    pub events: mpsc::Receiver<Event>,
+    pub events: RunEvents,
     pub outcome: OutcomeFuture<V>,
 }
 

@@ -32,8 +32,8 @@ use std::{
 use async_trait::async_trait;
 use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{
-    Checkpoint, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError, RunHandle, RunInput,
-    RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
+    Checkpoint, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError, RunEvents, RunHandle,
+    RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
 };
 use futures::Stream;
 use schemars::JsonSchema;
@@ -142,7 +142,7 @@ pub struct Progress {
 }
 
 enum ProgressSource {
-    Run(mpsc::Receiver<Event>),
+    Run(RunEvents),
     Piped(mpsc::Receiver<TriageProgress>),
     Done,
 }
@@ -170,7 +170,7 @@ impl Progress {
 
 /// The ticket's run, started.
 struct TicketRun {
-    events: mpsc::Receiver<Event>,
+    events: RunEvents,
     outcome: OutcomeFuture,
 }
 
