@@ -389,7 +389,8 @@ impl RunRegistry {
     /// its events, a waiting one only its request. Recovery after a crash is not counted (it
     /// has `RunnerConfig::recovery_concurrency`).
     pub fn with_max_active(mut self, max: usize) -> Self {
-        self.active = (max > 0).then(|| Arc::new(Semaphore::new(max)));
+        // tokio's semaphore panics beyond MAX_PERMITS; a limit that high is no limit anyway.
+        self.active = (max > 0).then(|| Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))));
         self
     }
 

@@ -250,11 +250,11 @@ async fn runs_beyond_the_active_limit_wait_for_a_slot_and_all_complete() {
     let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
     let registry = Arc::new(RunRegistry::default().with_max_active(2));
     let counters = Counters::default();
-    let runner =
+    let limited =
         runner(store.clone(), Duration::from_millis(50), &counters, RunnerConfig::default()).with_registry(registry);
     let mut handles = Vec::new();
     for i in 0..6 {
-        handles.push(runner.start(turn(&format!("t{i}"), "k")).await.unwrap());
+        handles.push(limited.start(turn(&format!("t{i}"), "k")).await.unwrap());
     }
     for handle in handles {
         handle.wait().await.unwrap();
@@ -264,4 +264,8 @@ async fn runs_beyond_the_active_limit_wait_for_a_slot_and_all_complete() {
     for i in 0..6 {
         assert!(store.latest(&format!("t{i}")).await.unwrap().is_some(), "every run committed");
     }
+    // Any configured number is accepted, even one above what tokio's semaphore can count.
+    let unlimited = Arc::new(RunRegistry::default().with_max_active(usize::MAX));
+    let unlimited = runner(store, Duration::ZERO, &counters, RunnerConfig::default()).with_registry(unlimited);
+    unlimited.start(turn("t-max", "k")).await.unwrap().wait().await.unwrap();
 }
