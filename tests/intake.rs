@@ -113,60 +113,46 @@ async fn elicitation_collects_fields_and_asks_for_the_rest() {
     assert!(question.contains("user: production; urgency I don't know\n"), "{question}");
 }
 
-#[tokio::test]
-async fn values_the_user_never_wrote_are_not_recorded() {
+/// A new intake conversation's first turn, routed to the elicitation agent, whose extraction
+/// call answers `extracted`: the conversation's state after it.
+async fn first_extraction(extracted: serde_json::Value, text: &str) -> frontdesk_api::v1::IntakeState {
     let s = TestServer::start().await;
     let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("elicitation_agent")), ("elicitation.extract", extracted)]);
+    s.say(&id, text).await.1
+}
+
+#[tokio::test]
+async fn values_the_user_never_wrote_are_not_recorded() {
     // A model that copies a worked example's value, or makes one up, next to one it read.
-    s.script(&[
-        ("supervisor.route", route("elicitation_agent")),
-        (
-            "elicitation.extract",
-            extraction(
-                &[("affected_system", Some("billing-db")), ("environment", Some("staging"))],
-                &[],
-                "Which environment?",
-            ),
-        ),
-    ]);
-    let (_, state) = s.say(&id, "I want to change billing-db").await;
+    let extracted = extraction(
+        &[("affected_system", Some("billing-db")), ("environment", Some("staging"))],
+        &[],
+        "Which environment?",
+    );
+    let state = first_extraction(extracted, "I want to change billing-db").await;
     assert_eq!(state.collected_fields.get("affected_system").map(String::as_str), Some("billing-db"));
     assert!(!state.collected_fields.contains_key("environment"), "{:?}", state.collected_fields);
 }
 
 #[tokio::test]
 async fn a_field_the_user_never_mentions_is_not_marked_unknown() {
-    let s = TestServer::start().await;
-    let id = s.start_intake().await;
     // A model that copies the worked example's unknown field next to one the user named.
-    s.script(&[
-        ("supervisor.route", route("elicitation_agent")),
-        (
-            "elicitation.extract",
-            extraction(&[("affected_system", Some("billing-db"))], &["requested_by", "urgency"], "Which environment?"),
-        ),
-    ]);
-    let (_, state) = s.say(&id, "I want to change billing-db; not sure how urgent it is").await;
+    let extracted =
+        extraction(&[("affected_system", Some("billing-db"))], &["requested_by", "urgency"], "Which environment?");
+    let state = first_extraction(extracted, "I want to change billing-db; not sure how urgent it is").await;
     assert_eq!(state.fields_marked_unknown, vec!["urgency"]);
 }
 
 #[tokio::test]
 async fn a_stated_i_dont_know_marks_the_named_field_unknown_and_records_no_value() {
-    let s = TestServer::start().await;
-    let id = s.start_intake().await;
     // A small model that writes the user's "I don't know" as the value of several fields.
-    s.script(&[
-        ("supervisor.route", route("elicitation_agent")),
-        (
-            "elicitation.extract",
-            extraction(
-                &[("desired_date", Some("I don't know")), ("rollback_plan", Some("I don't know"))],
-                &[],
-                "What is the desired date?",
-            ),
-        ),
-    ]);
-    let (_, state) = s.say(&id, "I don't know the rollback plan").await;
+    let extracted = extraction(
+        &[("desired_date", Some("I don't know")), ("rollback_plan", Some("I don't know"))],
+        &[],
+        "What is the desired date?",
+    );
+    let state = first_extraction(extracted, "I don't know the rollback plan").await;
     assert!(state.collected_fields.is_empty(), "{:?}", state.collected_fields);
     assert_eq!(state.fields_marked_unknown, vec!["rollback_plan"], "the one field the user named");
 }
