@@ -191,3 +191,11 @@ impl RunEvents {
         self.0.poll_recv(cx).map(|event| event.map(|event| *event))
     }
 }
+
+impl futures_core::Stream for RunEvents {
+    type Item = Event;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.poll_recv(cx)
+    }
+}

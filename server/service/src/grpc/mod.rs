@@ -74,6 +74,6 @@ where
 }
 
 /// A run's own events, converted, as a stream's progress.
-pub(crate) fn run_events(mut events: RunEvents) -> impl Stream<Item = frontdesk_api::v1::RunEvent> + Send {
-    futures::stream::poll_fn(move |cx| events.poll_recv(cx)).map(convert::event)
+pub(crate) fn run_events(events: RunEvents) -> impl Stream<Item = frontdesk_api::v1::RunEvent> + Send {
+    events.map(convert::event)
 }

@@ -12,7 +12,7 @@ use frontdesk_runtime::{BusyPolicy, Event, EventKind, RunError, RunInput, RunReq
 use futures::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
-use tokio_stream_free::{receiver_stream, run_events};
+use tokio_stream_free::receiver_stream;
 
 use super::{
     data::{InvestigationStore, ListCursor, StoreFailure},
@@ -299,7 +299,7 @@ impl InvestigationDesk {
             .await
             .map_err(|error| WorkflowError::run_on("investigation", id.clone(), error))?;
         let (events, outcome, _cancel) = handle.into_parts();
-        let progress = run_events(events).flat_map(|event| {
+        let progress = events.flat_map(|event| {
             let mut items = vec![];
             let extra = written(&event);
             items.push(InvestigationProgress::Event(event));
@@ -457,12 +457,5 @@ mod tokio_stream_free {
     /// A receiver as a stream.
     pub fn receiver_stream<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
-    }
-
-    /// A run's events as a stream.
-    pub fn run_events(
-        mut events: frontdesk_runtime::RunEvents,
-    ) -> impl Stream<Item = frontdesk_runtime::Event> + Send + 'static {
-        futures::stream::poll_fn(move |cx| events.poll_recv(cx))
     }
 }

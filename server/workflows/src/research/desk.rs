@@ -169,22 +169,20 @@ impl ResearchDesk {
             .map_err(|error| WorkflowError::run_on("research", research_id.clone(), error))?;
         let (events, outcome, _cancel) = handle.into_parts();
         let mut retries = 0;
-        let progress =
-            futures::stream::unfold(events, |mut events| async move { events.recv().await.map(|e| (e, events)) })
-                .flat_map(move |event: Event| {
-                    let update = match &event.kind {
-                        EventKind::NodeFinished { update_json, .. } | EventKind::TaskFinished { update_json, .. } => {
-                            serde_json::from_str::<ResearchUpdate>(update_json).ok()
-                        }
-                        _ => None,
-                    };
-                    let orchestrator = event.node.as_deref() == Some(super::nodes::ORCHESTRATOR);
-                    let mut items = vec![ResearchProgress::Event(event)];
-                    if let Some(update) = update {
-                        items.extend(produced(update, orchestrator, &mut retries));
-                    }
-                    futures::stream::iter(items)
-                });
+        let progress = events.flat_map(move |event: Event| {
+            let update = match &event.kind {
+                EventKind::NodeFinished { update_json, .. } | EventKind::TaskFinished { update_json, .. } => {
+                    serde_json::from_str::<ResearchUpdate>(update_json).ok()
+                }
+                _ => None,
+            };
+            let orchestrator = event.node.as_deref() == Some(super::nodes::ORCHESTRATOR);
+            let mut items = vec![ResearchProgress::Event(event)];
+            if let Some(update) = update {
+                items.extend(produced(update, orchestrator, &mut retries));
+            }
+            futures::stream::iter(items)
+        });
         let desk = self.clone();
         let id = research_id.clone();
         let tenant = tenant.clone();
