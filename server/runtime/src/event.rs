@@ -185,17 +185,12 @@ impl RunEvents {
     pub fn close(&mut self) {
         self.0.close();
     }
-
-    /// [`RunEvents::recv`] for a hand-written stream or future.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.0.poll_recv(cx).map(|event| event.map(|event| *event))
-    }
 }
 
 impl futures_core::Stream for RunEvents {
     type Item = Event;
 
     fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.poll_recv(cx)
+        self.0.poll_recv(cx).map(|event| event.map(|event| *event))
     }
 }

@@ -37,13 +37,22 @@ pub(crate) fn optional(s: String) -> Option<String> {
     }
 }
 
+/// The sending end of [`responses`].
+pub(crate) type ResponseSender<T> = mpsc::Sender<Result<Box<T>, Status>>;
+
+/// A channel whose receiving end is a streaming method's response stream. It carries boxed
+/// messages: tokio's channel allocates its slots 32 at a time, and a response message is
+/// hundreds of bytes (a `SendMessageResponse` 448), so unboxed slots cost every open stream
+/// 14 KB before its first message; boxed, 0.5 KB.
+pub(crate) fn responses<T: Send + 'static>(
+) -> (ResponseSender<T>, impl Stream<Item = Result<T, Status>> + Send + 'static) {
+    let (tx, rx) = mpsc::channel(16);
+    (tx, ReceiverStream::new(rx).map(|message: Result<Box<T>, Status>| message.map(|boxed| *boxed)))
+}
+
 /// Streams a run to its caller: every progress item as it happens (run events, and whatever a
 /// workflow streams beside them), then the outcome (or the error status that ends the stream). A
 /// caller that goes away only stops the forwarding: the run itself goes on and commits.
-///
-/// The channel carries boxed messages: tokio's channel allocates its slots 32 at a time, and a
-/// response message is hundreds of bytes (a `SendMessageResponse` 448), so unboxed slots cost
-/// every open stream 14 KB before its first message; boxed, 0.5 KB.
 pub(crate) fn stream_run<P, T, O>(
     progress: impl Stream<Item = P> + Send + 'static,
     wrap_progress: fn(P) -> T,
@@ -55,7 +64,7 @@ where
     T: Send + 'static,
     O: Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Result<Box<T>, Status>>(16);
+    let (tx, stream) = responses();
     tokio::spawn(async move {
         let mut caller_gone = false;
         let mut progress = std::pin::pin!(progress);
@@ -70,7 +79,7 @@ where
             let _ = tx.send(last).await;
         }
     });
-    ReceiverStream::new(rx).map(|message| message.map(|boxed| *boxed))
+    stream
 }
 
 /// A run's own events, converted, as a stream's progress.

@@ -6,8 +6,7 @@ use frontdesk_api::v1::{
     self as pb,
     workflow_service_server::{WorkflowService, WorkflowServiceServer},
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use futures::Stream;
 use tonic::{server::NamedService, Request, Response, Status};
 use tracing::debug;
 
@@ -18,7 +17,7 @@ use crate::{
     calllog::LlmCallLedger,
     convert,
     error::{invalid_argument, to_status},
-    grpc::page_size,
+    grpc::{page_size, responses},
     registry::Registry,
     workflows::HostedWorkflow,
 };
@@ -92,7 +91,7 @@ impl WorkflowApi {
 
 #[tonic::async_trait]
 impl WorkflowService for WorkflowApi {
-    type SubscribeRunStream = ReceiverStream<Result<pb::SubscribeRunResponse, Status>>;
+    type SubscribeRunStream = std::pin::Pin<Box<dyn Stream<Item = Result<pb::SubscribeRunResponse, Status>> + Send>>;
 
     async fn subscribe_run(
         &self,
@@ -101,17 +100,17 @@ impl WorkflowService for WorkflowApi {
         let tenant = auth::tenant(&request);
         let pb::SubscribeRunRequest { run_id, after_event_id } = request.into_inner();
         let mut subscription = self.registry.subscribe_run(&tenant, &run_id, after_event_id).map_err(to_status)?;
-        let (tx, rx) = mpsc::channel(16);
+        let (tx, stream) = responses();
         tokio::spawn(async move {
             while let Some((event, skipped)) = subscription.next().await {
                 let response = pb::SubscribeRunResponse { event: Some(convert::event(event)), skipped };
-                if tx.send(Ok(response)).await.is_err() {
+                if tx.send(Ok(Box::new(response))).await.is_err() {
                     debug!(run_id = %subscription.run_id(), "subscriber went away");
                     return;
                 }
             }
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn list_workflows(
