@@ -74,6 +74,10 @@ async fn a_turn_streams_ordered_node_events_then_the_result() {
     assert!(!result.replayed);
     let conversation = result.conversation.unwrap();
     assert_eq!(conversation.turn_count, 1);
+    // The turn reads the conversation once, yet reports its times as the store holds them.
+    let stored = s.client.get_conversation(&id).await.unwrap().conversation.unwrap();
+    assert_eq!((conversation.create_time, conversation.update_time), (stored.create_time, stored.update_time));
+    assert!(conversation.create_time.is_some() && conversation.update_time.is_some());
 }
 
 #[tokio::test]
@@ -166,6 +170,8 @@ async fn a_second_turn_while_one_runs_is_aborted_or_queued() {
     assert_eq!(error.api().unwrap().metadata.get("kind").map(String::as_str), Some("conversation"));
     assert_eq!(error.api().unwrap().metadata.get("id"), Some(&id));
 
+    // The queued turn finds its workflow while the first runs: the checkpoint it was routed
+    // with is out of date by the time it runs, so it starts from a fresh read.
     s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("second"))]);
     let queued = SendOptions { queue_if_busy: true, ..SendOptions::default() };
     let second = tokio::spawn({

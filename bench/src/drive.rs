@@ -16,8 +16,8 @@ use frontdesk_api::v1::{
 };
 use frontdesk_llm::{ChatModel, LlmClient};
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, EventKind, IdempotentRun, Runner, RunnerConfig, ThreadPage, ThreadQuery,
-    ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, EventKind, IdempotentRun, Runner, RunnerConfig, ThreadHead, ThreadPage,
+    ThreadQuery, ThreadSummary,
 };
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
@@ -350,6 +350,16 @@ impl Checkpointer for CountingCheckpointer {
     async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError> {
         bump(&self.find_idempotent);
         self.inner.find_idempotent(thread_id, key).await
+    }
+
+    /// Counted and timed as a `latest` read: it is the one read of the newest checkpoint, with
+    /// the thread's creation time joined in.
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
+        bump(&self.latest);
+        let started = Instant::now();
+        let result = self.inner.head(thread_id).await;
+        self.latest_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
     }
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {

@@ -760,7 +760,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
         r.counts = counting_pass(&convs)?;
         let c = &r.counts;
         println!(
-            "    per turn: {:.2} checkpoint writes, {:.2} latest() reads, {:.2} thread() reads; {:.0} B per write, \
+            "    per turn: {:.2} checkpoint writes, {:.2} latest() or head() reads, {:.2} thread() reads; {:.0} B per write, \
              {:.0} B per turn; {:.0} B per conversation; final state {:.0} B",
             c.puts_per_turn,
             c.latest_per_turn,
@@ -1118,7 +1118,7 @@ fn markdown(args: &Args, r: &Results) -> String {
     if c.conversations > 0 {
         let _ = writeln!(
             s,
-            "- Per turn (counting pass, {} conversations): {:.2} checkpoint writes, {:.2} `latest` reads, {:.2} \
+            "- Per turn (counting pass, {} conversations): {:.2} checkpoint writes, {:.2} `latest` or `head` reads, {:.2} \
              `thread` reads, {:.2} idempotency look-ups; {:.0} B of serialized state per write, {:.0} B per turn; \
              final state {:.0} B.",
             c.conversations,

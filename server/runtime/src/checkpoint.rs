@@ -193,6 +193,14 @@ pub struct ThreadSummary {
     pub updated_at: SystemTime,
 }
 
+/// A thread's newest checkpoint with the thread's creation time: what a caller that routes a
+/// request by the thread's workflow, runs on the thread and then shows it needs, in one read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadHead {
+    pub created_at: SystemTime,
+    pub checkpoint: Checkpoint,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ThreadQuery {
     pub workflow: Option<String>,
@@ -247,6 +255,15 @@ pub trait Checkpointer: Send + Sync + 'static {
     async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError>;
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError>;
+
+    /// [`Checkpointer::latest`] with the thread's creation time (as [`Checkpointer::thread`]
+    /// reports it). The default makes those two reads; a store that can answer in one read
+    /// overrides it.
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
+        let Some(thread) = self.thread(thread_id).await? else { return Ok(None) };
+        let checkpoint = self.latest(thread_id).await?;
+        Ok(checkpoint.map(|checkpoint| ThreadHead { created_at: thread.created_at, checkpoint }))
+    }
 
     /// Threads ordered by id.
     async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError>;
@@ -382,6 +399,15 @@ impl Checkpointer for MemoryCheckpointer {
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
         let threads = self.threads.lock().expect("checkpointer mutex poisoned");
         Ok(threads.get(thread_id).and_then(|t| summary(thread_id, t)))
+    }
+
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads.get(thread_id).and_then(|t| {
+            t.checkpoints
+                .last()
+                .map(|checkpoint| ThreadHead { created_at: t.created_at, checkpoint: checkpoint.clone() })
+        }))
     }
 
     async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError> {

@@ -28,6 +28,7 @@ pub async fn run_all(store: Arc<dyn Checkpointer>) {
     retention_keeps_newest(&*store, &ns).await;
     pending_work_round_trips(&*store, &ns).await;
     delete_erases(&*store, &ns).await;
+    head_is_latest_with_creation_time(&*store, &ns).await;
     owner_round_trips(&*store, &ns).await;
     replica_leases(&*store, &ns).await;
 }
@@ -86,6 +87,7 @@ async fn empty_thread(store: &dyn Checkpointer, ns: &str) {
     let id = format!("{ns}:empty");
     assert!(store.latest(&id).await.unwrap().is_none(), "latest of an unknown thread must be None");
     assert!(store.thread(&id).await.unwrap().is_none(), "thread() of an unknown thread must be None");
+    assert!(store.head(&id).await.unwrap().is_none(), "head() of an unknown thread must be None");
     assert!(store.history(&id, 10).await.unwrap().is_empty(), "history of an unknown thread must be empty");
     assert!(!store.delete_thread(&id).await.unwrap(), "deleting an unknown thread must report false");
     assert!(store.find_idempotent(&id, "k").await.unwrap().is_none());
@@ -111,6 +113,24 @@ async fn round_trip(store: &dyn Checkpointer, ns: &str) {
     assert_eq!(summary.version, 1);
     assert_eq!(summary.workflow, "conformance");
     assert_eq!(summary.created_at, cp.created_at);
+}
+
+/// `head` is `latest` and `thread`'s creation time in one answer, also once the thread has
+/// moved past its first checkpoint (which may have been pruned) and after it is erased.
+async fn head_is_latest_with_creation_time(store: &dyn Checkpointer, ns: &str) {
+    let id = format!("{ns}:head");
+    let first = sample(&id, 1, RunStatus::Completed);
+    store.put(&first).await.unwrap();
+    let mut second = sample(&id, 2, RunStatus::Interrupted);
+    second.created_at = first.created_at + Duration::from_millis(5);
+    second.pending = sample_pending();
+    store.put(&second).await.unwrap();
+    let head = store.head(&id).await.unwrap().expect("thread just written");
+    assert_eq!(head.checkpoint, second, "head() must hold the newest checkpoint exactly as written");
+    assert_eq!(head.created_at, first.created_at, "head() must hold the thread's creation time");
+    assert_eq!(head.created_at, store.thread(&id).await.unwrap().unwrap().created_at);
+    assert!(store.delete_thread(&id).await.unwrap());
+    assert!(store.head(&id).await.unwrap().is_none(), "head() of an erased thread must be None");
 }
 
 async fn compare_and_set(store: &dyn Checkpointer, ns: &str) {

@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 use crate::{
     checkpoint::{
         Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite,
+        ThreadHead,
     },
     event::{EventKind, EventSender, FailureKind, RunEvents},
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
@@ -115,6 +116,13 @@ pub struct RunRequest<U> {
     /// Overrides [`RunnerConfig::run_timeout`].
     pub timeout: Option<Duration>,
     pub mode: ThreadMode,
+    /// The thread as the caller already read it (to route the request to this workflow, say):
+    /// [`Runner::start_with`] starts an update from it instead of reading the thread again.
+    /// Only the ordinary case is taken on its word: when the thread has moved on since, or the
+    /// run could not start from it as it is (a run in progress, a pending interrupt, a refusal),
+    /// nothing is written and `start_with` returns [`StartError::Stale`], for the caller to
+    /// start again without it. [`Runner::start`] ignores it.
+    pub head: Option<ThreadHead>,
 }
 
 impl<U> RunRequest<U> {
@@ -127,6 +135,7 @@ impl<U> RunRequest<U> {
             busy: BusyPolicy::Reject,
             timeout: None,
             mode: ThreadMode::Existing,
+            head: None,
         }
     }
 }
@@ -136,6 +145,9 @@ impl<U> RunRequest<U> {
 pub enum StartError<E> {
     /// The caller's admission check refused the thread as it stands.
     Refused(E),
+    /// The request's [`RunRequest::head`] did not hold, or the run could not start from it as
+    /// it is: nothing was written. Starting again without it decides on a fresh read.
+    Stale,
     Run(RunError),
 }
 
@@ -267,6 +279,12 @@ pub struct RunOutcome<S> {
     /// True when the runner's [`Handoff`] took the completed state and the thread was erased
     /// instead of checkpointed (`version` is then the last checkpoint the run wrote).
     pub erased: bool,
+    /// When the thread was created, as the run read it with the checkpoint it started from (or
+    /// wrote it, starting the thread); `None` for a replay and a recovered run.
+    pub thread_created_at: Option<SystemTime>,
+    /// When the checkpoint at `version` was written (the thread's `updated_at`); `None` for a
+    /// replay, and when the run wrote none.
+    pub updated_at: Option<SystemTime>,
 }
 
 /// Where a run's outcome arrives.
@@ -686,6 +704,11 @@ struct Execution<S: State> {
     output: Option<(serde_json::Value, String)>,
     /// Whether the handoff took the completed state and the thread was erased.
     erased: bool,
+    /// When the thread was created, when the run knows it: read with the checkpoint it started
+    /// from, or its own first commit.
+    thread_created_at: Option<SystemTime>,
+    /// When this run's last checkpoint was written.
+    committed_at: Option<SystemTime>,
 }
 
 struct Rollback<S> {
@@ -950,11 +973,14 @@ impl<S: State> Runner<S> {
 
     /// Starts a run. Returns once the run's input is committed (or a replay is found); the run
     /// then proceeds on its own task and completes even if the handle is dropped.
-    pub async fn start(&self, request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+    pub async fn start(&self, mut request: RunRequest<S::Update>) -> Result<RunHandle<S>, RunError> {
+        // Without a head nothing can be stale: a caller that cannot start again reads afresh.
+        request.head = None;
         self.start_with(request, |_: &S, _: &Checkpoint| Ok::<(), std::convert::Infallible>(())).await.map_err(
             |error| match error {
                 StartError::Run(error) => error,
                 StartError::Refused(never) => match never {},
+                StartError::Stale => unreachable!("a request without a head is never stale"),
             },
         )
     }
@@ -1026,6 +1052,8 @@ impl<S: State> Runner<S> {
                     replayed: true,
                     steps: 0,
                     erased: false,
+                    thread_created_at: None,
+                    updated_at: None,
                 }));
                 drop(tx);
                 return Ok(RunHandle {
@@ -1037,10 +1065,28 @@ impl<S: State> Runner<S> {
             }
         }
 
-        let mut latest = match request.mode {
-            ThreadMode::New => None,
-            ThreadMode::Existing | ThreadMode::CreateIfMissing => self.checkpointer.latest(&request.thread_id).await?,
+        // An update may start from the caller's read of the thread; a resume reads afresh.
+        let head = request.head.take().filter(|_| matches!(request.input, RunInput::Update(_)));
+        let from_head = head.is_some();
+        let (mut latest, thread_created_at) = match (request.mode, head) {
+            (ThreadMode::New, _) => (None, None),
+            (_, Some(head)) => (Some(head.checkpoint), Some(head.created_at)),
+            (ThreadMode::Existing | ThreadMode::CreateIfMissing, None) => {
+                match self.checkpointer.head(&request.thread_id).await? {
+                    Some(head) => (Some(head.checkpoint), Some(head.created_at)),
+                    None => (None, None),
+                }
+            }
         };
+        // The caller's read is trusted for the ordinary case only: anything else is decided on
+        // a fresh one.
+        if from_head
+            && latest
+                .as_ref()
+                .is_some_and(|cp| cp.run.status == RunStatus::Running || !cp.pending.interrupts.is_empty())
+        {
+            return Err(StartError::Stale);
+        }
 
         // A checkpoint still marked running (while this process runs nothing on the thread)
         // belongs to another replica's run: a live one (the thread is busy) or one a crash
@@ -1092,7 +1138,12 @@ impl<S: State> Runner<S> {
                     return Err(RunError::Interrupted { thread_id: request.thread_id }.into());
                 }
                 let before: S = decode(&cp)?;
-                admit(&before, &cp).map_err(StartError::Refused)?;
+                match admit(&before, &cp) {
+                    Ok(()) => {}
+                    // A refusal may be the caller's read being out of date (a reset since, say).
+                    Err(_) if from_head => return Err(StartError::Stale),
+                    Err(refused) => return Err(StartError::Refused(refused)),
+                }
                 let mut state = before.clone();
                 state.apply(update);
                 // Finished tasks belong to the step they were written at, which this run leaves.
@@ -1149,6 +1200,8 @@ impl<S: State> Runner<S> {
             committed_step: 0,
             output: None,
             erased: false,
+            thread_created_at,
+            committed_at: None,
         };
         // The accepting commit: from here on the input is durable and the run will complete.
         match exec.commit(RunStatus::Running).await {
@@ -1156,6 +1209,8 @@ impl<S: State> Runner<S> {
             Err(RunError::Checkpoint(CheckpointError::Conflict { .. })) if request.mode == ThreadMode::New => {
                 return Err(RunError::AlreadyExists { thread_id: request.thread_id }.into());
             }
+            // The caller's read was out of date: the compare-and-set wrote nothing.
+            Err(RunError::Checkpoint(CheckpointError::Conflict { .. })) if from_head => return Err(StartError::Stale),
             Err(error) => return Err(error.into()),
         }
         let tracked = self.track(&exec);
@@ -1406,6 +1461,8 @@ impl<S: State> Runner<S> {
             committed_step: cp.run.step,
             output: None,
             erased: false,
+            thread_created_at: None,
+            committed_at: None,
         })
     }
 
@@ -1478,6 +1535,10 @@ impl<S: State> Execution<S> {
             created_at: now(),
         };
         self.checkpointer.put(&checkpoint).await?;
+        if self.version == 0 {
+            self.thread_created_at = Some(checkpoint.created_at);
+        }
+        self.committed_at = Some(checkpoint.created_at);
         self.version += 1;
         self.last_commit = StdInstant::now();
         self.committed_step = self.step;
@@ -1827,6 +1888,8 @@ impl<S: State> Execution<S> {
             replayed: false,
             steps: self.step,
             erased: self.erased,
+            thread_created_at: self.thread_created_at,
+            updated_at: self.committed_at,
         }
     }
 

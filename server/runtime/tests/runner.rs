@@ -7,7 +7,7 @@ use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
     BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
     HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput,
-    RunError, RunInput, RunRequest, Runner, RunnerConfig, Target, ThreadMode,
+    RunError, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode,
 };
 
 frontdesk_runtime::state! {
@@ -895,4 +895,85 @@ async fn a_recovered_run_is_handed_off_too() {
     assert_eq!(archive.taken.lock().unwrap().len(), 1);
     assert!(store.latest("t1").await.unwrap().is_none());
     assert!(store.unfinished_threads().await.unwrap().is_empty());
+}
+
+/// `input(route)` on an existing thread, starting from `head`.
+fn input_from(route: &str, head: Option<ThreadHead>) -> RunRequest<DocUpdate> {
+    let mut request = input(route);
+    request.mode = ThreadMode::Existing;
+    request.head = head;
+    request
+}
+
+fn admit_all(_: &Doc, _: &Checkpoint) -> Result<(), &'static str> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_update_starts_from_the_callers_head_without_reading_again() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    runner.start(input("none")).await.unwrap().wait().await.unwrap();
+    let mut head = store.head("t1").await.unwrap().unwrap();
+    // The head says what the store does not: a run that starts from it read nothing else.
+    let told = Doc { log: vec!["from-head".into()], ..Default::default() };
+    head.checkpoint.state = serde_json::to_vec(&told).unwrap();
+    let created_at = head.created_at;
+    let handle = runner.start_with(input_from("none", Some(head)), admit_all).await.unwrap();
+    let outcome = handle.wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["from-head", "classify"]);
+    // The times a caller shows come with the outcome, as the store has them.
+    let thread = store.thread("t1").await.unwrap().unwrap();
+    assert_eq!(outcome.thread_created_at, Some(created_at));
+    assert_eq!(outcome.thread_created_at, Some(thread.created_at));
+    assert_eq!(outcome.updated_at, Some(thread.updated_at));
+}
+
+#[tokio::test]
+async fn a_head_the_thread_has_moved_past_is_stale_and_writes_nothing() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    runner.start(input("none")).await.unwrap().wait().await.unwrap();
+    let old = store.head("t1").await.unwrap().unwrap();
+    runner.start(input_from("none", None)).await.unwrap().wait().await.unwrap();
+    let before = store.latest("t1").await.unwrap().unwrap();
+
+    let stale = runner.start_with(input_from("billing", Some(old)), admit_all).await.err().unwrap();
+    assert!(matches!(stale, StartError::Stale), "{stale:?}");
+    assert_eq!(store.latest("t1").await.unwrap().unwrap(), before, "a stale head must write nothing");
+
+    // Started again without it, the turn reads the thread as it is.
+    let outcome = runner.start_with(input_from("billing", None), admit_all).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, vec!["classify", "classify", "classify", "billing"]);
+    assert_eq!(outcome.version, before.version + 3);
+}
+
+#[tokio::test]
+async fn a_head_that_would_refuse_or_wait_is_decided_on_a_fresh_read() {
+    // A refusal on the caller's read may be that read being out of date: stale, not refused.
+    let store = Arc::new(MemoryCheckpointer::default());
+    let runner = routed_runner(store.clone());
+    runner.start(input("none")).await.unwrap().wait().await.unwrap();
+    let head = store.head("t1").await.unwrap().unwrap();
+    let refuse = |_: &Doc, _: &Checkpoint| Err::<(), _>("closed");
+    let error = runner.start_with(input_from("none", Some(head)), refuse).await.err().unwrap();
+    assert!(matches!(error, StartError::Stale), "{error:?}");
+    let error = runner.start_with(input_from("none", None), refuse).await.err().unwrap();
+    assert!(matches!(error, StartError::Refused("closed")), "{error:?}");
+
+    // A pending interrupt on the caller's read: stale too; `start` ignores the head and refuses.
+    let graph = GraphBuilder::new("ask").node("ask", Ask).entry("ask").edge("ask", Target::End).build().unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let mut ask = RunRequest::new("t2", RunInput::Update(DocUpdate::default()));
+    ask.mode = ThreadMode::CreateIfMissing;
+    runner.start(ask).await.unwrap().wait().await.unwrap();
+    let head = store.head("t2").await.unwrap().unwrap();
+    assert_eq!(head.checkpoint.pending.interrupts.len(), 1);
+    let mut request = RunRequest::new("t2", RunInput::Update(DocUpdate::default()));
+    request.head = Some(head.clone());
+    let error = runner.start_with(request, admit_all).await.err().unwrap();
+    assert!(matches!(error, StartError::Stale), "{error:?}");
+    let mut request = RunRequest::new("t2", RunInput::Update(DocUpdate::default()));
+    request.head = Some(head);
+    assert!(matches!(runner.start(request).await.err().unwrap(), RunError::Interrupted { .. }));
 }

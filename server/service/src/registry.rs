@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use frontdesk_api::v1 as pb;
-use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadQuery};
+use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadHead, ThreadQuery};
 use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, Tenant, WorkflowError};
 
 use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
@@ -90,9 +90,27 @@ impl Registry {
     /// The workflow that owns one of `tenant`'s conversations.
     pub async fn owner_of(&self, tenant: &Tenant, conversation_id: &str) -> Result<&Conversations, WorkflowError> {
         validate_id(conversation_id)?;
-        let not_found = || WorkflowError::NotFound { what: "conversation", id: conversation_id.to_owned() };
-        let thread = self.checkpointer.thread(&tenant.key(conversation_id)).await?.ok_or_else(not_found)?;
-        self.conversational().find(|c| c.name() == thread.workflow).ok_or_else(not_found)
+        let thread = self.checkpointer.thread(&tenant.key(conversation_id)).await?;
+        let thread = thread.ok_or_else(|| conversation_not_found(conversation_id))?;
+        self.owner(conversation_id, &thread.workflow)
+    }
+
+    /// [`Registry::owner_of`] for a turn: the conversation's newest checkpoint comes with the
+    /// answer, for the turn to start from (`TurnOptions::routed`), so that a turn reads the
+    /// conversation once.
+    pub async fn route_turn(
+        &self,
+        tenant: &Tenant,
+        conversation_id: &str,
+    ) -> Result<(&Conversations, ThreadHead), WorkflowError> {
+        validate_id(conversation_id)?;
+        let head = self.checkpointer.head(&tenant.key(conversation_id)).await?;
+        let head = head.ok_or_else(|| conversation_not_found(conversation_id))?;
+        Ok((self.owner(conversation_id, &head.checkpoint.workflow)?, head))
+    }
+
+    fn owner(&self, conversation_id: &str, workflow: &str) -> Result<&Conversations, WorkflowError> {
+        self.conversational().find(|c| c.name() == workflow).ok_or_else(|| conversation_not_found(conversation_id))
     }
 
     /// Conversations of every conversational workflow (or one), ordered by id, a page at a
@@ -191,4 +209,8 @@ fn validate_run_id(run_id: &str) -> Result<(), WorkflowError> {
         });
     }
     Ok(())
+}
+
+fn conversation_not_found(conversation_id: &str) -> WorkflowError {
+    WorkflowError::NotFound { what: "conversation", id: conversation_id.to_owned() }
 }

@@ -7,8 +7,8 @@ use std::{
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
-    ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadHead, ThreadPage,
+    ThreadQuery, ThreadSummary,
 };
 use sqlx::{PgConnection, SqliteConnection};
 
@@ -47,6 +47,11 @@ macro_rules! checkpoint_columns {
 
 const LATEST: &str =
     concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT 1");
+/// The newest checkpoint found through its thread row, whose version names it, with the
+/// thread's creation time: `latest` and `thread` in one read.
+const HEAD: &str = "SELECT t.created_at_ms AS thread_created_at_ms, c.workflow, c.version, c.state, c.next_node, \
+     c.pending, c.run_id, c.idempotency_key, c.fingerprint, c.run_status, c.step, c.output, c.created_at_ms, c.run_owner \
+     FROM threads t JOIN checkpoints c ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1";
 const HISTORY: &str =
     concat!("SELECT ", checkpoint_columns!(), " FROM checkpoints WHERE thread_id = $1 ORDER BY version DESC LIMIT $2");
 const FIND_KEY: &str =
@@ -194,6 +199,13 @@ struct CheckpointRow {
     output: Option<String>,
     created_at_ms: i64,
     run_owner: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct HeadRow {
+    thread_created_at_ms: i64,
+    #[sqlx(flatten)]
+    checkpoint: CheckpointRow,
 }
 
 #[derive(sqlx::FromRow)]
@@ -641,6 +653,18 @@ impl Checkpointer for SqlCheckpointer {
         })
         .map_err(db_error(thread_id))?;
         row.map(ThreadRow::into_summary).transpose()
+    }
+
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
+        let row: Option<HeadRow> = on_pool!(self.db, conn => {
+            sqlx::query_as(HEAD).bind(thread_id).fetch_optional(conn).await
+        })
+        .map_err(db_error(thread_id))?;
+        row.map(|r| {
+            let checkpoint = r.checkpoint.into_checkpoint(thread_id)?;
+            Ok(ThreadHead { created_at: from_ms(r.thread_created_at_ms), checkpoint })
+        })
+        .transpose()
     }
 
     async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError> {

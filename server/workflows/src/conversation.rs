@@ -10,7 +10,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     BusyPolicy, Checkpoint, GraphDescription, RunError, RunEvents, RunInput, RunOutcome, RunRequest, Runner,
-    StartError, State, ThreadQuery, ThreadSummary,
+    StartError, State, ThreadHead, ThreadQuery, ThreadSummary,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -75,6 +75,10 @@ impl<V> TurnOutcome<V> {
 pub struct TurnOptions {
     pub idempotency_key: Option<String>,
     pub busy: BusyPolicy,
+    /// The conversation as the caller read it to find its workflow: the turn starts from it
+    /// instead of reading again (see [`RunRequest::head`]; when it no longer holds, the turn
+    /// reads afresh).
+    pub routed: Option<ThreadHead>,
 }
 
 type OutcomeFuture<V> = Pin<Box<dyn Future<Output = Result<TurnOutcome<V>, WorkflowError>> + Send>>;
@@ -290,6 +294,8 @@ struct Finished {
     version: u64,
     output: serde_json::Value,
     replayed: bool,
+    /// The thread's creation and update times, when the run knows them.
+    times: Option<(SystemTime, SystemTime)>,
 }
 
 async fn finish_turn<V: DeserializeOwned>(
@@ -301,15 +307,22 @@ async fn finish_turn<V: DeserializeOwned>(
     let finished = finished.map_err(|e| map_run_error(&id, e))?;
     let output: TurnOutput<V> =
         serde_json::from_value(finished.output).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
-    let thread = checkpointer.thread(&key).await?;
-    let now = SystemTime::now();
+    // A run reports the times it read and wrote; only a replay leaves them to a read here.
+    let (created_at, updated_at) = match finished.times {
+        Some(times) => times,
+        None => {
+            let thread = checkpointer.thread(&key).await?;
+            let now = SystemTime::now();
+            thread.map_or((now, now), |t| (t.created_at, t.updated_at))
+        }
+    };
     Ok(TurnOutcome {
         run_id: finished.run_id,
         reply: output.reply,
         replayed: finished.replayed,
         conversation: ConversationView {
-            created_at: thread.as_ref().map_or(now, |t| t.created_at),
-            updated_at: thread.as_ref().map_or(now, |t| t.updated_at),
+            created_at,
+            updated_at,
             id,
             workflow,
             version: finished.version,
@@ -403,18 +416,33 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             }
             Ok(())
         };
-        let mut request = RunRequest::new(key.clone(), RunInput::Update(self.spec.user_turn(Message::user(text))));
         // What the turn is: a retry with the key must send the same text to the same
         // conversation (the busy policy only says how to wait, so it is not part of it).
-        request.fingerprint = options
+        let turn_fingerprint = options
             .idempotency_key
             .as_ref()
             .map(|_| fingerprint(&[("workflow", self.spec.name()), ("conversation_id", id), ("text", text)]));
-        request.idempotency_key = options.idempotency_key;
-        request.busy = options.busy;
-        let handle = self.runner.start_with(request, admit).await.map_err(|error| match error {
+        let request = |head: Option<ThreadHead>| {
+            let mut request = RunRequest::new(key.clone(), RunInput::Update(self.spec.user_turn(Message::user(text))));
+            request.fingerprint = turn_fingerprint.clone();
+            request.idempotency_key = options.idempotency_key.clone();
+            request.busy = options.busy;
+            request.head = head;
+            request
+        };
+        // The caller's read first; when it no longer holds, once more on a fresh one.
+        let mut head = options.routed;
+        let started = loop {
+            let from_head = head.is_some();
+            match self.runner.start_with(request(head.take()), &admit).await {
+                Err(StartError::Stale) if from_head => continue,
+                started => break started,
+            }
+        };
+        let handle = started.map_err(|error| match error {
             StartError::Refused(error) => error,
             StartError::Run(error) => map_run_error(id, error),
+            StartError::Stale => unreachable!("a turn started without a head is never stale"),
         })?;
         let run_id = handle.run_id.clone();
         let (events, outcome, _cancel) = handle.into_parts();
@@ -427,6 +455,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                     version: o.version,
                     output: o.output,
                     replayed: o.replayed,
+                    times: o.thread_created_at.zip(o.updated_at),
                 }),
                 Err(_) => Err(RunError::Lost),
             };

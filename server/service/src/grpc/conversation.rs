@@ -84,8 +84,8 @@ impl ConversationService for ConversationApi {
             Ok(BusyPolicy::Queue) => RunBusyPolicy::Queue,
             Err(_) => return Err(invalid_argument("busy_policy", format!("unknown value {busy_policy}"))),
         };
-        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
-        let options = TurnOptions { idempotency_key: optional(idempotency_key), busy };
+        let (host, head) = self.registry.route_turn(&tenant, &conversation_id).await.map_err(to_status)?;
+        let options = TurnOptions { idempotency_key: optional(idempotency_key), busy, routed: Some(head) };
         let turn = host.send(&tenant, &conversation_id, &text, options).await.map_err(to_status)?;
         let stream = stream_run(
             run_events(turn.events),
