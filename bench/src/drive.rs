@@ -323,23 +323,24 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Runs a store operation, counting it in `count` and adding its time to `ns`.
+async fn timed<T>(count: &AtomicU64, ns: &AtomicU64, op: impl std::future::Future<Output = T>) -> T {
+    bump(count);
+    let started = Instant::now();
+    let result = op.await;
+    ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    result
+}
+
 #[async_trait]
 impl Checkpointer for CountingCheckpointer {
     async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        bump(&self.latest);
-        let started = Instant::now();
-        let result = self.inner.latest(thread_id).await;
-        self.latest_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        result
+        timed(&self.latest, &self.latest_ns, self.inner.latest(thread_id)).await
     }
 
     async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
-        bump(&self.puts);
         self.put_state_bytes.fetch_add(checkpoint.state.len() as u64, Ordering::Relaxed);
-        let started = Instant::now();
-        let result = self.inner.put(checkpoint).await;
-        self.put_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        result
+        timed(&self.puts, &self.put_ns, self.inner.put(checkpoint)).await
     }
 
     async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError> {
@@ -355,19 +356,11 @@ impl Checkpointer for CountingCheckpointer {
     /// Counted and timed as a `latest` read: it is the one read of the newest checkpoint, with
     /// the thread's creation time joined in.
     async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
-        bump(&self.latest);
-        let started = Instant::now();
-        let result = self.inner.head(thread_id).await;
-        self.latest_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        result
+        timed(&self.latest, &self.latest_ns, self.inner.head(thread_id)).await
     }
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
-        bump(&self.thread);
-        let started = Instant::now();
-        let result = self.inner.thread(thread_id).await;
-        self.thread_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        result
+        timed(&self.thread, &self.thread_ns, self.inner.thread(thread_id)).await
     }
 
     async fn list_threads(&self, query: &ThreadQuery) -> Result<ThreadPage, CheckpointError> {

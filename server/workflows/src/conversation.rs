@@ -431,13 +431,9 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             request
         };
         // The caller's read first; when it no longer holds, once more on a fresh one.
-        let mut head = options.routed;
-        let started = loop {
-            let from_head = head.is_some();
-            match self.runner.start_with(request(head.take()), &admit).await {
-                Err(StartError::Stale) if from_head => continue,
-                started => break started,
-            }
+        let started = match self.runner.start_with(request(options.routed), &admit).await {
+            Err(StartError::Stale) => self.runner.start_with(request(None), &admit).await,
+            started => started,
         };
         let handle = started.map_err(|error| match error {
             StartError::Refused(error) => error,
