@@ -29,7 +29,10 @@
 //! standing answers used, any number of times, once `replies` run out (handy for a long-running
 //! demo or SDK test server), and `"delay_ms"`: a delay for every reply that sets none of its own,
 //! standing answers included. It stands in for a model's latency in tests and benchmarks
-//! (`frontdesk-bench scale`), nothing else.
+//! (`frontdesk-bench scale`), nothing else. With `"delay_jitter_ms": J` beside it, each of those
+//! delays is drawn uniformly from `delay_ms - J ..= delay_ms + J` (J at most `delay_ms`), as a
+//! real model's latency varies; the draws follow a fixed-seed generator, so a script played in
+//! the same order waits the same.
 //!
 //! ```json
 //! [
@@ -208,6 +211,9 @@ enum ScriptFile {
         /// Delay of every reply that sets none (test and benchmark use: a model's latency).
         #[serde(default)]
         delay_ms: Option<u64>,
+        /// How far each of those delays may fall either side of `delay_ms`.
+        #[serde(default)]
+        delay_jitter_ms: Option<u64>,
     },
 }
 
@@ -235,7 +241,15 @@ pub struct ScriptedModel {
     next_tool_call: AtomicU64,
     /// Delay of every reply that sets none (see [`ScriptedModel::with_default_delay`]).
     default_delay: Option<Duration>,
+    /// How far each default delay may fall either side of it
+    /// (see [`ScriptedModel::with_delay_jitter`]).
+    jitter: Duration,
+    /// The jitter generator's counter (SplitMix64 over a fixed seed).
+    draws: AtomicU64,
 }
+
+/// The jitter generator's seed: fixed, so that a script played in the same order waits the same.
+const JITTER_SEED: u64 = 0x5EED_0023;
 
 impl std::fmt::Debug for ScriptedModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -245,6 +259,17 @@ impl std::fmt::Debug for ScriptedModel {
             .field("responder", &self.responder.is_some())
             .finish()
     }
+}
+
+/// SplitMix64's increment: the generator's state advances by it each draw.
+const SPLITMIX_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function: a well-mixed 64-bit value from the generator's state.
+fn splitmix64(state: u64) -> u64 {
+    let mut z = state.wrapping_add(SPLITMIX_GAMMA);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Locks ignoring poisoning: the data (a queue and a log) stays consistent even if a holder panicked.
@@ -263,6 +288,8 @@ impl ScriptedModel {
             log_requests: true,
             next_tool_call: AtomicU64::new(1),
             default_delay: None,
+            jitter: Duration::ZERO,
+            draws: AtomicU64::new(JITTER_SEED),
         }
     }
 
@@ -271,6 +298,27 @@ impl ScriptedModel {
     pub fn with_default_delay(mut self, delay: Duration) -> Self {
         self.default_delay = Some(delay);
         self
+    }
+
+    /// Each default delay is drawn uniformly from `delay - jitter ..= delay + jitter` instead
+    /// of being exactly `delay`: a model whose latency varies around its mean, as a real one's
+    /// does. Many clients held in step by one fixed latency arrive at the server in bursts that
+    /// no real traffic has. A jitter wider than the delay is cut to it (no delay is negative).
+    pub fn with_delay_jitter(mut self, jitter: Duration) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// The delay of a reply that sets none: the default, jittered.
+    fn default_delay(&self) -> Option<Duration> {
+        let delay = self.default_delay?;
+        let jitter = self.jitter.min(delay);
+        if jitter.is_zero() {
+            return Some(delay);
+        }
+        let span = 2 * jitter.as_nanos() as u64 + 1;
+        let draw = splitmix64(self.draws.fetch_add(SPLITMIX_GAMMA, Ordering::Relaxed)) % span;
+        Some(delay - jitter + Duration::from_nanos(draw))
     }
 
     /// Keeps no copy of the requests ([`requests`](Self::requests) stays empty). The log is for
@@ -311,10 +359,27 @@ impl ScriptedModel {
     pub fn from_json_str(text: &str) -> Result<Self, LlmError> {
         let file: ScriptFile = serde_json::from_str(text)
             .map_err(|e| LlmError::Config { field: "scripted.file", problem: format!("invalid script: {e}") })?;
-        let (name, entries, by_purpose, delay_ms) = match file {
-            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies, Default::default(), None),
-            ScriptFile::Named { model, replies, by_purpose, delay_ms } => (model, replies, by_purpose, delay_ms),
+        let (name, entries, by_purpose, delay_ms, jitter_ms) = match file {
+            ScriptFile::Replies(replies) => ("scripted".to_owned(), replies, Default::default(), None, None),
+            ScriptFile::Named { model, replies, by_purpose, delay_ms, delay_jitter_ms } => {
+                (model, replies, by_purpose, delay_ms, delay_jitter_ms)
+            }
         };
+        match (delay_ms, jitter_ms) {
+            (None, Some(_)) => {
+                return Err(LlmError::Config {
+                    field: "scripted.file",
+                    problem: "`delay_jitter_ms` needs a top-level `delay_ms` to vary around".into(),
+                })
+            }
+            (Some(delay), Some(jitter)) if jitter > delay => {
+                return Err(LlmError::Config {
+                    field: "scripted.file",
+                    problem: format!("`delay_jitter_ms` ({jitter}) is more than `delay_ms` ({delay})"),
+                })
+            }
+            _ => {}
+        }
         let mut standing = std::collections::BTreeMap::new();
         for (purpose, reply) in by_purpose {
             let content = match (reply.content, reply.json) {
@@ -340,7 +405,9 @@ impl ScriptedModel {
             })
         };
         let model = match delay_ms {
-            Some(ms) => model.with_default_delay(Duration::from_millis(ms)),
+            Some(ms) => model
+                .with_default_delay(Duration::from_millis(ms))
+                .with_delay_jitter(Duration::from_millis(jitter_ms.unwrap_or(0))),
             None => model,
         };
         for (index, entry) in entries.into_iter().enumerate() {
@@ -446,7 +513,7 @@ impl ScriptedModel {
 
     async fn respond(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let reply = self.next_reply(request)?;
-        if let Some(delay) = reply.delay.or(self.default_delay) {
+        if let Some(delay) = reply.delay.or_else(|| self.default_delay()) {
             tokio::time::sleep(delay).await;
         }
         if let Some(fail) = &reply.fail {
@@ -749,6 +816,47 @@ mod by_purpose_tests {
             let started = tokio::time::Instant::now();
             assert_eq!(model.chat(&ask).await.unwrap().content, expected);
             assert_eq!(started.elapsed(), Duration::from_millis(delay), "{expected}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_jittered_delay_varies_within_its_bounds_and_repeats_with_the_script() {
+        let script = r#"{"model": "slow", "delay_ms": 500, "delay_jitter_ms": 100,
+            "replies": [{"content": "own", "delay_ms": 20}], "by_purpose": {"a": {"content": "A"}}}"#;
+        let ask = ChatRequest { purpose: "a".into(), ..Default::default() };
+        let waits = |model: ScriptedModel| {
+            let ask = ask.clone();
+            async move {
+                let mut waits = Vec::new();
+                for _ in 0..200 {
+                    let started = tokio::time::Instant::now();
+                    model.chat(&ask).await.unwrap();
+                    waits.push(started.elapsed());
+                }
+                waits
+            }
+        };
+        let first = waits(ScriptedModel::from_json_str(script).unwrap()).await;
+        // A reply's own delay is not jittered.
+        assert_eq!(first[0], Duration::from_millis(20));
+        let drawn = &first[1..];
+        assert!(drawn.iter().all(|d| (400..=600).contains(&d.as_millis())), "{drawn:?}");
+        // Spread over the range, not stuck at one value: both halves are drawn.
+        assert!(drawn.iter().any(|d| d.as_millis() < 450) && drawn.iter().any(|d| d.as_millis() > 550));
+        let mean = drawn.iter().sum::<Duration>() / drawn.len() as u32;
+        assert!((470..=530).contains(&mean.as_millis()), "mean {mean:?}");
+        assert_eq!(waits(ScriptedModel::from_json_str(script).unwrap()).await, first, "same script, same waits");
+
+        for (bad, says) in [
+            (r#"{"model": "m", "delay_jitter_ms": 5}"#, "needs a top-level `delay_ms`"),
+            (r#"{"model": "m", "delay_ms": 5, "delay_jitter_ms": 6}"#, "is more than `delay_ms`"),
+        ] {
+            match ScriptedModel::from_json_str(bad) {
+                Err(LlmError::Config { field: "scripted.file", problem }) => {
+                    assert!(problem.contains(says), "{problem}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
         }
     }
 }
