@@ -1393,7 +1393,17 @@ impl<S: State> Runner<S> {
         // so that only the thread's own runner ever holds it here. Another runner holding it
         // even briefly would make its own recovery skip the thread and a caller's retry busy.
         let ours = |cp: &Checkpoint| cp.run.status == RunStatus::Running && cp.workflow == self.graph.name();
-        if !self.checkpointer.latest(thread_id).await?.as_ref().is_some_and(ours) {
+        let Some(seen) = self.checkpointer.latest(thread_id).await?.filter(ours) else { return Ok(false) };
+        // A run of this process may have ended since that read: its thread's next turn can be
+        // on its way, and the lock taken here, however briefly, would turn that turn away as
+        // busy. A run no longer running here has made its last commit, so a read now shows
+        // whether it really was left running (a commit that failed); anything else is not ours
+        // to recover.
+        if self.registry.is_running(&seen.run.run_id) {
+            return Ok(false);
+        }
+        let again = self.checkpointer.latest(thread_id).await?;
+        if !again.as_ref().is_some_and(|cp| ours(cp) && cp.run.run_id == seen.run.run_id) {
             return Ok(false);
         }
         let _permit = self.recovery.acquire().await.map_err(|_| RunError::Lost)?;

@@ -977,3 +977,112 @@ async fn a_head_that_would_refuse_or_wait_is_decided_on_a_fresh_read() {
     request.head = Some(head);
     assert!(matches!(runner.start(request).await.err().unwrap(), RunError::Interrupted { .. }));
 }
+
+/// A store whose next `latest` answers with a checkpoint read earlier (`stale`), as a read that
+/// raced a run's last commit would, and whose `latest` after that waits for `release` (telling
+/// `reached` when it starts waiting). Everything else goes straight to the memory store.
+#[derive(Default)]
+struct RacedRead {
+    inner: MemoryCheckpointer,
+    stale: std::sync::Mutex<Option<Checkpoint>>,
+    hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
+}
+
+#[async_trait]
+impl Checkpointer for RacedRead {
+    async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, frontdesk_runtime::CheckpointError> {
+        if let Some(stale) = self.stale.lock().unwrap().take() {
+            return Ok(Some(stale));
+        }
+        let hold = self.hold.lock().unwrap().take();
+        if let Some((reached, release)) = hold {
+            let _ = reached.send(());
+            let _ = release.await;
+        }
+        self.inner.latest(thread_id).await
+    }
+    async fn put(&self, checkpoint: &Checkpoint) -> Result<(), frontdesk_runtime::CheckpointError> {
+        self.inner.put(checkpoint).await
+    }
+    async fn history(
+        &self,
+        thread_id: &str,
+        limit: usize,
+    ) -> Result<Vec<Checkpoint>, frontdesk_runtime::CheckpointError> {
+        self.inner.history(thread_id, limit).await
+    }
+    async fn find_idempotent(
+        &self,
+        thread_id: &str,
+        key: &str,
+    ) -> Result<Option<frontdesk_runtime::IdempotentRun>, frontdesk_runtime::CheckpointError> {
+        self.inner.find_idempotent(thread_id, key).await
+    }
+    async fn thread(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<frontdesk_runtime::ThreadSummary>, frontdesk_runtime::CheckpointError> {
+        self.inner.thread(thread_id).await
+    }
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, frontdesk_runtime::CheckpointError> {
+        self.inner.head(thread_id).await
+    }
+    async fn list_threads(
+        &self,
+        query: &frontdesk_runtime::ThreadQuery,
+    ) -> Result<frontdesk_runtime::ThreadPage, frontdesk_runtime::CheckpointError> {
+        self.inner.list_threads(query).await
+    }
+    async fn unfinished_threads(&self) -> Result<Vec<String>, frontdesk_runtime::CheckpointError> {
+        // The scan itself raced the run's last commit too.
+        Ok(vec!["t1".to_owned()])
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool, frontdesk_runtime::CheckpointError> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), frontdesk_runtime::CheckpointError> {
+        self.inner.renew_lease(replica, ttl).await
+    }
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, frontdesk_runtime::CheckpointError> {
+        self.inner.lease_remaining(replica).await
+    }
+    async fn release_lease(&self, replica: &str) -> Result<(), frontdesk_runtime::CheckpointError> {
+        self.inner.release_lease(replica).await
+    }
+}
+
+/// The takeover scan reads a thread as running just before that run's last commit. It must not
+/// take the thread's lock for a run that has ended here: a caller who sends the next turn as
+/// soon as the last one answered would be told the thread is busy.
+#[tokio::test]
+async fn a_recovery_scan_that_raced_a_finished_run_leaves_the_next_turn_alone() {
+    let store = Arc::new(RacedRead::default());
+    let runner = routed_runner(store.clone());
+    let first = runner.start(input("billing")).await.unwrap().wait().await.unwrap();
+    // What a read just before the first turn's last commit saw: that run, still running.
+    let mut accepting = store.inner.latest("t1").await.unwrap().unwrap();
+    assert_eq!(accepting.run.run_id, first.run_id);
+    accepting.run.status = RunStatus::Running;
+    accepting.run.output = None;
+    accepting.version -= 1;
+    *store.stale.lock().unwrap() = Some(accepting);
+    let (reached_tx, reached) = tokio::sync::oneshot::channel();
+    let (release, release_rx) = tokio::sync::oneshot::channel();
+    *store.hold.lock().unwrap() = Some((reached_tx, release_rx));
+
+    let scan = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.recover().await }
+    });
+    // The scan has seen the stale read and is reading the thread again.
+    reached.await.unwrap();
+    let mut next = input("general");
+    next.busy = BusyPolicy::Reject;
+    let second = runner.start(next).await.expect("the next turn is not turned away as busy");
+    let second = second.wait().await.unwrap();
+    let _ = release.send(());
+    assert_eq!(scan.await.unwrap().unwrap(), 0, "nothing was left running");
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "billing", "classify", "general"]);
+    assert_eq!((cp.run.run_id.as_str(), cp.run.status), (second.run_id.as_str(), RunStatus::Completed));
+}
