@@ -12,7 +12,7 @@ use std::{
 
 use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
 use frontdesk_runtime::{CheckpointError, Checkpointer};
-use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError};
+use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError, MAX_LLM_CALLS_PER_INSERT};
 use frontdesk_workflows::{tenant, Tenant, WorkflowError};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -21,7 +21,8 @@ use tracing::{debug, info, warn};
 /// [`frontdesk_llm::CallContext`] has no thread to be filed under and is skipped).
 ///
 /// `record` is called on the run's path and never waits: the row goes into a bounded queue
-/// that one writer task drains into the database. When the queue is full (the database is far
+/// that one writer task drains into the database, every row waiting at that moment in one
+/// statement (up to [`MAX_LLM_CALLS_PER_INSERT`]). When the queue is full (the database is far
 /// slower than the model calls) the row is dropped and counted, with a warning at the 1st,
 /// 2nd, 4th, 8th... drop, rather than slowing a run down. A write that fails is logged once
 /// until writes work again.
@@ -63,8 +64,11 @@ impl SqlCallLog {
         tokio::spawn(async move {
             let mut done = 0u64;
             let mut failing = false;
-            while let Some(row) = rows.recv().await {
-                match database.record_llm_call(&row).await {
+            let mut batch = Vec::with_capacity(MAX_LLM_CALLS_PER_INSERT);
+            // Whatever queued while the last batch was written goes in the next one, so under
+            // load the log takes the database's write connection once per batch, not per call.
+            while rows.recv_many(&mut batch, MAX_LLM_CALLS_PER_INSERT).await > 0 {
+                match database.record_llm_calls(&batch).await {
                     Ok(()) if failing => {
                         failing = false;
                         info!(target: CALL_LOG_TARGET, "llm calls are recorded in the database again");
@@ -80,7 +84,8 @@ impl SqlCallLog {
                     }
                     Err(_) => {}
                 }
-                done += 1;
+                done += batch.len() as u64;
+                batch.clear();
                 done_tx.send_replace(done);
             }
             debug!(target: CALL_LOG_TARGET, "llm call log writer stopped");

@@ -41,7 +41,7 @@ pub use investigation::{
     HrUser, ImportCounts, InvestigationCursor, InvestigationRow, PendingActionRow, RoleAuthorisation,
     UserAuthorisation, CHANGE_INVESTIGATION_PENDING, PENDING_ACTION_ANSWERED,
 };
-pub use llm_calls::{LlmCallRow, LlmCallTotals};
+pub use llm_calls::{LlmCallRow, LlmCallTotals, MAX_LLM_CALLS_PER_INSERT};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
 pub use tickets::{CompletedTicket, TicketCursor, TicketMessage, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED};
 

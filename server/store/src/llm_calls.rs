@@ -51,11 +51,27 @@ macro_rules! columns {
     };
 }
 
-const INSERT: &str = concat!(
-    "INSERT INTO llm_calls (",
-    columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING"
-);
+/// The columns a row binds, in [`columns!`] order.
+const COLUMNS: usize = 15;
+/// The most rows one INSERT holds: 960 parameters, far below either database's limit.
+pub const MAX_LLM_CALLS_PER_INSERT: usize = 64;
+
+/// `INSERT ... VALUES ($1, ..., $15), ($16, ...), ...` for `rows` rows.
+fn insert(rows: usize) -> String {
+    let mut sql = String::from(concat!("INSERT INTO llm_calls (", columns!(), ") VALUES "));
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..COLUMNS {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", row * COLUMNS + column + 1));
+        }
+        sql.push(')');
+    }
+    sql.push_str(" ON CONFLICT (id) DO NOTHING");
+    sql
+}
 /// Newest first (ties by id, descending).
 const LIST: &str =
     concat!("SELECT ", columns!(), " FROM llm_calls WHERE thread_id = $1 ORDER BY at_ms DESC, id DESC LIMIT $2");
@@ -119,28 +135,43 @@ fn stored(n: u64) -> i64 {
 impl Database {
     /// Records one model call. Recording the same id again is a no-op.
     pub async fn record_llm_call(&self, call: &LlmCallRow) -> Result<(), StoreError> {
-        on_writer!(self, exec => {
-            sqlx::query(INSERT)
-                .bind(&call.id)
-                .bind(&call.thread_id)
-                .bind(&call.run_id)
-                .bind(&call.node)
-                .bind(&call.purpose)
-                .bind(&call.model)
-                .bind(stored(call.prompt_tokens))
-                .bind(stored(call.completion_tokens))
-                .bind(call.cost_usd)
-                .bind(stored(call.latency_ms))
-                .bind(i64::from(call.attempts))
-                .bind(call.error.as_deref())
-                .bind(&call.prompt_json)
-                .bind(&call.response_json)
-                .bind(to_ms(call.at))
-                .execute(exec)
-                .await
-                .map(drop)
-        })
-        .map_err(StoreError::query("record llm call"))
+        self.record_llm_calls(std::slice::from_ref(call)).await
+    }
+
+    /// Records model calls, [`MAX_LLM_CALLS_PER_INSERT`] to a statement: each statement is one
+    /// transaction of its own, so a log writing many calls takes the write connection (on
+    /// SQLite, the one every checkpoint commit of this process waits for) once per statement
+    /// rather than once per call. Recording an id again is a no-op, as for one call. When a
+    /// statement fails, the rows of the statements before it are recorded and the rest are not.
+    pub async fn record_llm_calls(&self, calls: &[LlmCallRow]) -> Result<(), StoreError> {
+        for chunk in calls.chunks(MAX_LLM_CALLS_PER_INSERT) {
+            let sql = insert(chunk.len());
+            on_writer!(self, exec => {
+                // Built from the row count alone: no value of a call is in the text.
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()));
+                for call in chunk {
+                    query = query
+                        .bind(&call.id)
+                        .bind(&call.thread_id)
+                        .bind(&call.run_id)
+                        .bind(&call.node)
+                        .bind(&call.purpose)
+                        .bind(&call.model)
+                        .bind(stored(call.prompt_tokens))
+                        .bind(stored(call.completion_tokens))
+                        .bind(call.cost_usd)
+                        .bind(stored(call.latency_ms))
+                        .bind(i64::from(call.attempts))
+                        .bind(call.error.as_deref())
+                        .bind(&call.prompt_json)
+                        .bind(&call.response_json)
+                        .bind(to_ms(call.at));
+                }
+                query.execute(exec).await.map(drop)
+            })
+            .map_err(StoreError::query("record llm calls"))?;
+        }
+        Ok(())
     }
 
     /// A thread's most recent calls, newest first (ties by id, descending), at most `limit`

@@ -1,10 +1,11 @@
 //! The LLM call log: rows round-trip, a thread's calls come newest first and only its own,
 //! the limit holds, totals sum every call, recording an id twice keeps the first, and erasing
-//! a thread's calls leaves the others.
+//! a thread's calls leaves the others; many calls recorded at once, over more than one
+//! statement, are each recorded once.
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use frontdesk_store::{Database, LlmCallRow, LlmCallTotals};
+use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, MAX_LLM_CALLS_PER_INSERT};
 
 fn call(thread_id: &str, n: u64, at_ms: u64) -> LlmCallRow {
     let (node, purpose) = match n % 2 {
@@ -76,6 +77,26 @@ pub async fn run_all(db: &Database) {
     }
     let ids: Vec<String> = db.llm_calls(&tied, 10).await.unwrap().into_iter().map(|c| c.id).collect();
     assert_eq!(ids, [2, 1, 0].map(|n| format!("{tied}-call-{n:03}")));
+
+    // Many at once: more than one statement's worth, a duplicate of a recorded call among them
+    // (kept as first recorded) and a duplicate within the batch itself (the first kept).
+    let many = super::ns();
+    let total = MAX_LLM_CALLS_PER_INSERT as u64 + 9;
+    let mut batch: Vec<LlmCallRow> = (0..total).map(|n| call(&many, n, 1_700_000_100_000 + n)).collect();
+    db.record_llm_calls(&batch[..1]).await.unwrap();
+    let mut twice = batch[70].clone();
+    twice.prompt_tokens = 777;
+    batch.push(twice);
+    batch[0].prompt_tokens = 555;
+    db.record_llm_calls(&batch).await.unwrap();
+    let stored = db.llm_calls(&many, 1_000).await.unwrap();
+    assert_eq!(stored.len() as u64, total, "every call once");
+    let by_id = |n: u64| stored.iter().find(|c| c.id == format!("{many}-call-{n:03}")).unwrap();
+    assert_eq!(by_id(0).prompt_tokens, 100, "recorded before the batch: the first row stays");
+    assert_eq!(by_id(70).prompt_tokens, 170, "twice in one batch: the first stays");
+    assert_eq!(by_id(total - 1), &call(&many, total - 1, 1_700_000_100_000 + total - 1), "round-trips");
+    db.record_llm_calls(&[]).await.unwrap();
+    assert_eq!(db.delete_llm_calls(&many).await.unwrap(), total);
 
     assert_eq!(db.delete_llm_calls(&thread).await.unwrap(), 5);
     assert!(db.llm_calls(&thread, 10).await.unwrap().is_empty());
