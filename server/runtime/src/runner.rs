@@ -379,6 +379,15 @@ impl RunRegistry {
         Ok(ThreadGuard { registry: self.clone(), thread_id: thread_id.to_owned(), guard: Some(guard), slot: None })
     }
 
+    /// Whether a run or recovery of this process holds the thread, or is about to. An entry of
+    /// the map is shared by its holder's guard and by every caller waiting for it; one that
+    /// only the map refers to (a waiter gave up) holds nothing. Looked at without locking, so
+    /// that looking never turns a caller away.
+    fn holds(&self, thread_id: &str) -> bool {
+        let threads = self.threads.lock().expect("thread lock map poisoned");
+        threads.get(thread_id).is_some_and(|mutex| Arc::strong_count(mutex) > 1)
+    }
+
     /// Waits, in arrival order, for a slot among the runs executing at once. Taken while the
     /// thread is locked and before its checkpoint is read, so a run waiting here holds only its
     /// request: the state, its serialized copies and the run's events come with the slot.
@@ -1392,6 +1401,11 @@ impl<S: State> Runner<S> {
         // Every workflow's runner scans the same running threads: look before taking the lock,
         // so that only the thread's own runner ever holds it here. Another runner holding it
         // even briefly would make its own recovery skip the thread and a caller's retry busy.
+        // A thread this process holds is being run or recovered here: nothing to take over, and
+        // no read to spend on it (at scale the scan meets thousands of such threads).
+        if self.registry.holds(thread_id) {
+            return Ok(false);
+        }
         let ours = |cp: &Checkpoint| cp.run.status == RunStatus::Running && cp.workflow == self.graph.name();
         let Some(seen) = self.checkpointer.latest(thread_id).await?.filter(ours) else { return Ok(false) };
         // A run of this process may have ended since that read: its thread's next turn can be

@@ -984,6 +984,7 @@ async fn a_head_that_would_refuse_or_wait_is_decided_on_a_fresh_read() {
 #[derive(Default)]
 struct RacedRead {
     inner: MemoryCheckpointer,
+    latest_reads: std::sync::atomic::AtomicUsize,
     stale: std::sync::Mutex<Option<Checkpoint>>,
     hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
 }
@@ -991,6 +992,7 @@ struct RacedRead {
 #[async_trait]
 impl Checkpointer for RacedRead {
     async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, frontdesk_runtime::CheckpointError> {
+        self.latest_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(stale) = self.stale.lock().unwrap().take() {
             return Ok(Some(stale));
         }
@@ -1085,4 +1087,23 @@ async fn a_recovery_scan_that_raced_a_finished_run_leaves_the_next_turn_alone() 
     let (state, cp) = runner.state("t1").await.unwrap().unwrap();
     assert_eq!(state.log, vec!["classify", "billing", "classify", "general"]);
     assert_eq!((cp.run.run_id.as_str(), cp.run.status), (second.run_id.as_str(), RunStatus::Completed));
+}
+
+/// A run in progress here is not the scan's business: it is skipped without reading its thread.
+#[tokio::test]
+async fn a_recovery_scan_skips_a_thread_running_here_without_reading_it() {
+    let store = Arc::new(RacedRead::default());
+    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    // The run is under way (past its accepting commit, now in the node that never ends).
+    while let Some(event) = handle.events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
+            break;
+        }
+    }
+    let reads = store.latest_reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(runner.recover().await.unwrap(), 0);
+    assert_eq!(store.latest_reads.load(std::sync::atomic::Ordering::SeqCst), reads, "no read for a thread held here");
+    let (_, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Running, "the run is left to itself");
 }
