@@ -328,7 +328,7 @@ impl Bursts {
         let in_bursts = counts.iter().filter(|&&c| c as f64 >= 5.0 * mean).sum::<u64>() as f64 / calls as f64;
         let mut sorted = counts.clone();
         sorted.sort_unstable();
-        let p99 = sorted[((sorted.len() * 99).div_ceil(100)).saturating_sub(1)];
+        let p99 = stats::nearest_rank(&sorted, 99.0);
         Bursts { windows: counts.len(), mean, p99, max: *sorted.last().unwrap_or(&0), in_bursts }
     }
 }

@@ -14,11 +14,16 @@ pub struct Latency {
 
 /// Nearest-rank percentile of sorted samples (ns), in µs.
 pub fn percentile(sorted: &[u64], p: f64) -> f64 {
+    nearest_rank(sorted, p) as f64 / 1_000.0
+}
+
+/// The nearest-rank `p`th percentile of ascending `sorted`, as it is (0 when empty).
+pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
-        return 0.0;
+        return 0;
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1] as f64 / 1_000.0
+    sorted[rank.min(sorted.len()) - 1]
 }
 
 /// `samples` are per-turn latencies in turn order, 8 per conversation.
