@@ -28,16 +28,17 @@
 //! lost it), so it is atomic: `put` checks the thread's version, writes the checkpoint, updates
 //! the thread hash and the two sorted sets, records the idempotency key and prunes checkpoints
 //! beyond the retention, or does nothing and returns the version that beat it. `latest`,
+//! `head` (the newest checkpoint with the thread's creation time, the one read of a turn),
 //! `history`, `list_threads` and `delete_thread` are scripts too, so they never see half of a
-//! write. The scripts derive checkpoint keys from the thread id, which needs a single Redis
+//! write and each is one round trip. The scripts derive checkpoint keys from the thread id, which needs a single Redis
 //! server (or primary); Redis Cluster is not supported.
 
 use std::{fmt, sync::LazyLock, time::Duration};
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadPage, ThreadQuery,
-    ThreadSummary,
+    Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadHead, ThreadPage,
+    ThreadQuery, ThreadSummary,
 };
 use redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -132,6 +133,20 @@ if not version then
   return false
 end
 return redis.call('HGETALL', ARGV[1] .. version)
+",
+    )
+});
+
+// KEYS: 1 thread hash. ARGV: 1 checkpoint key prefix. The thread's creation time and its
+// newest checkpoint's field/value pairs, or nil: `latest` and `thread` in one round trip.
+static HEAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local thread = redis.call('HMGET', KEYS[1], 'version', 'created_at')
+if not thread[1] then
+  return false
+end
+return {thread[2], redis.call('HGETALL', ARGV[1] .. thread[1])}
 ",
     )
 });
@@ -393,7 +408,7 @@ impl RedisCheckpointer {
         };
         // Loading the scripts proves the server answers and runs Lua, and saves the first
         // call of each a round trip.
-        for script in [&*PUT, &*LATEST, &*HISTORY, &*LIST, &*DELETE] {
+        for script in [&*PUT, &*LATEST, &*HEAD, &*HISTORY, &*LIST, &*DELETE] {
             let loaded = tokio::time::timeout(timeout, script.prepare_invoke().load_async(&mut conn)).await;
             match loaded {
                 Ok(Ok(_)) => {}
@@ -457,6 +472,19 @@ impl Checkpointer for RedisCheckpointer {
             .await
             .map_err(redis_error(thread_id))?;
         flat.map(|flat| decode(thread_id, flat)).transpose()
+    }
+
+    async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
+        let head: Option<(Option<Vec<u8>>, Vec<Vec<u8>>)> = HEAD
+            .key(self.thread_key(thread_id))
+            .arg(self.checkpoint_prefix(thread_id))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error(thread_id))?;
+        let Some((created_at, flat)) = head else { return Ok(None) };
+        let created_at = created_at.ok_or_else(|| invalid(thread_id, "thread hash", "(created_at missing)"))?;
+        let created_at = from_ms(parse_num(thread_id, "thread.created_at", &created_at)?);
+        Ok(Some(ThreadHead { created_at, checkpoint: decode(thread_id, flat)? }))
     }
 
     async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {

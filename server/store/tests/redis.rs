@@ -353,6 +353,7 @@ async fn redis_corrupt_data_is_reported() {
         .await
         .unwrap();
     assert!(matches!(store.latest(id).await, Err(CheckpointError::Corrupt { .. })));
+    assert!(matches!(store.head(id).await, Err(CheckpointError::Corrupt { .. })));
     let _: () = redis::cmd("HSET")
         .arg(format!("{}:thread:{id}", p.prefix))
         .arg("version")
@@ -363,6 +364,25 @@ async fn redis_corrupt_data_is_reported() {
     assert!(matches!(store.thread(id).await, Err(CheckpointError::Corrupt { .. })));
     let put = store.put(&sample(id, 2, RunStatus::Running)).await;
     assert!(matches!(put, Err(CheckpointError::Corrupt { .. })), "{put:?}");
+
+    // head() reads the thread's creation time beside the checkpoint, in one script.
+    let dated = "C001:TKT-CORRUPT-DATE";
+    store.put(&sample(dated, 1, RunStatus::Running)).await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:thread:{dated}", p.prefix))
+        .arg("created_at")
+        .arg("yesterday")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(store.head(dated).await, Err(CheckpointError::Corrupt { .. })));
+    let _: () = redis::cmd("HDEL")
+        .arg(format!("{}:thread:{dated}", p.prefix))
+        .arg("created_at")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(store.head(dated).await, Err(CheckpointError::Corrupt { .. })));
 }
 
 #[tokio::test]
