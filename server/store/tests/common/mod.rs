@@ -188,6 +188,7 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
     let store = db.checkpointer();
     let raced = format!("{ns}:raced");
     let skipped = format!("{ns}:skipped");
+    let absent = format!("{ns}:absent");
     store.put(&sample(&raced, 1, RunStatus::Running)).await.unwrap();
     store.put(&sample(&skipped, 1, RunStatus::Running)).await.unwrap();
     let mut writes: Vec<Checkpoint> =
@@ -198,6 +199,7 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
         writes.push(cp);
     }
     writes.push(sample(&skipped, 3, RunStatus::Running));
+    writes.push(sample(&absent, 2, RunStatus::Running));
     let (results, stats) = put_together(db, hold().await, writes.clone()).await;
     assert_eq!(stats.batches, 1, "writes waiting together are committed in one transaction: {stats:?}");
     assert_eq!(stats.writes, writes.len() as u64);
@@ -207,6 +209,7 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
             Ok(()) if cp.thread_id == raced => raced_winners.push(cp),
             Ok(()) => {
                 assert_ne!(cp.thread_id, skipped, "a write skipping a version must not succeed");
+                assert_ne!(cp.thread_id, absent, "a write after a version nobody wrote must not succeed");
                 assert_eq!(store.latest(&cp.thread_id).await.unwrap().as_ref(), Some(cp), "acknowledged and stored");
             }
             Err(CheckpointError::Conflict { thread_id, expected, actual }) if cp.thread_id == raced => {
@@ -214,6 +217,9 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
             }
             Err(CheckpointError::Conflict { thread_id, expected, actual }) if cp.thread_id == skipped => {
                 assert_eq!((thread_id.as_str(), *expected, *actual), (skipped.as_str(), 2, 1), "a skip's versions");
+            }
+            Err(CheckpointError::Conflict { thread_id, expected, actual }) if cp.thread_id == absent => {
+                assert_eq!((thread_id.as_str(), *expected, *actual), (absent.as_str(), 1, 0), "no thread: version 0");
             }
             Err(other) => {
                 panic!("{}: only conflicting writes may fail, and only with a conflict: {other:?}", cp.thread_id)
@@ -223,6 +229,7 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
     assert_eq!(raced_winners.len(), 1, "exactly one racer wins");
     assert_eq!(store.latest(&raced).await.unwrap().as_ref(), Some(raced_winners[0]));
     assert_eq!(store.latest(&skipped).await.unwrap().unwrap().version, 1, "the skip wrote nothing");
+    assert_eq!(store.latest(&absent).await.unwrap(), None, "the write after nothing wrote nothing");
 }
 
 /// A batch holding a write whose commit the database refuses (the caller installed a deferred
