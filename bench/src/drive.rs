@@ -17,7 +17,7 @@ use frontdesk_api::v1::{
 use frontdesk_llm::{ChatModel, LlmClient};
 use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, EventKind, IdempotentRun, Runner, RunnerConfig, ThreadHead, ThreadPage,
-    ThreadQuery, ThreadSummary,
+    ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
@@ -371,6 +371,11 @@ impl Checkpointer for CountingCheckpointer {
     async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
         bump(&self.other);
         self.inner.unfinished_threads().await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
+        bump(&self.other);
+        self.inner.unfinished_runs().await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {

@@ -201,6 +201,17 @@ pub struct ThreadHead {
     pub checkpoint: Checkpoint,
 }
 
+/// A thread whose newest checkpoint is a run still `Running`, with what a takeover scan decides
+/// on before it reads the checkpoint itself: whose workflow, which run, and whose (the replica
+/// that wrote it, `RunMarker::owner`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedRun {
+    pub thread_id: String,
+    pub workflow: String,
+    pub run_id: String,
+    pub owner: Option<String>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ThreadQuery {
     pub workflow: Option<String>,
@@ -270,6 +281,26 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// Threads whose newest checkpoint is a run still `Running`: runs a crash interrupted.
     async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError>;
+
+    /// [`Checkpointer::unfinished_threads`] with each run's workflow, run id and owner, ordered
+    /// by thread id. The default reads each thread's newest checkpoint; a store that can answer
+    /// in one query overrides it.
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
+        let mut runs = Vec::new();
+        for thread_id in self.unfinished_threads().await? {
+            // Gone or finished since the list was read: no longer unfinished.
+            let Some(cp) = self.latest(&thread_id).await? else { continue };
+            if cp.run.status == RunStatus::Running {
+                runs.push(UnfinishedRun {
+                    thread_id,
+                    workflow: cp.workflow,
+                    run_id: cp.run.run_id,
+                    owner: cp.run.owner,
+                });
+            }
+        }
+        Ok(runs)
+    }
 
     /// Erases a thread: every checkpoint and idempotency record. Returns whether it existed.
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError>;
@@ -446,6 +477,21 @@ impl Checkpointer for MemoryCheckpointer {
             .iter()
             .filter(|(_, t)| t.checkpoints.last().is_some_and(|c| c.run.status == RunStatus::Running))
             .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
+        let threads = self.threads.lock().expect("checkpointer mutex poisoned");
+        Ok(threads
+            .iter()
+            .filter_map(|(id, t)| t.checkpoints.last().map(|c| (id, c)))
+            .filter(|(_, c)| c.run.status == RunStatus::Running)
+            .map(|(id, c)| UnfinishedRun {
+                thread_id: id.clone(),
+                workflow: c.workflow.clone(),
+                run_id: c.run.run_id.clone(),
+                owner: c.run.owner.clone(),
+            })
             .collect())
     }
 

@@ -12,6 +12,7 @@ use std::{
 
 use crate::checkpoint::{
     Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite, ThreadQuery,
+    UnfinishedRun,
 };
 
 /// Runs every check against `store`.
@@ -365,6 +366,41 @@ async fn unfinished_runs(store: &dyn Checkpointer, ns: &str) {
     let unfinished = store.unfinished_threads().await.unwrap();
     assert!(unfinished.contains(&crashed), "a thread whose newest checkpoint is running is unfinished");
     assert!(!unfinished.contains(&done), "a completed thread is not unfinished");
+
+    // The same threads with their runs: workflow, run id and owner of the newest checkpoint.
+    let owned = format!("{ns}:unfinished-owned");
+    let mut running = sample(&owned, 1, RunStatus::Running);
+    running.workflow = "another-workflow".into();
+    running.run.run_id = format!("{ns}-run-owned");
+    running.run.owner = Some(format!("{ns}-replica"));
+    store.put(&running).await.unwrap();
+    let runs = store.unfinished_runs().await.unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r.thread_id.as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids, sorted, "unfinished runs are ordered by thread id");
+    let threads = store.unfinished_threads().await.unwrap();
+    for id in [&crashed, &owned] {
+        assert!(ids.contains(&id.as_str()) && threads.contains(id), "{id}: listed by both");
+    }
+    assert!(!ids.contains(&done.as_str()), "a completed thread has no unfinished run");
+    let listed = runs.iter().find(|r| r.thread_id == owned).expect("listed");
+    assert_eq!(
+        listed,
+        &UnfinishedRun {
+            thread_id: owned.clone(),
+            workflow: "another-workflow".into(),
+            run_id: format!("{ns}-run-owned"),
+            owner: Some(format!("{ns}-replica")),
+        },
+        "an unfinished run as its newest checkpoint names it"
+    );
+    let crashed_run = runs.iter().find(|r| r.thread_id == crashed).expect("listed");
+    assert_eq!(crashed_run.owner, None, "a run written without an owner has none");
+    // Finished now: no longer listed.
+    store.put(&sample(&owned, 2, RunStatus::Completed)).await.unwrap();
+    let runs = store.unfinished_runs().await.unwrap();
+    assert!(!runs.iter().any(|r| r.thread_id == owned), "a run that completed is no longer listed");
 }
 
 async fn retention_keeps_newest(store: &dyn Checkpointer, ns: &str) {

@@ -23,7 +23,7 @@ pub mod state;
 
 pub use checkpoint::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, Pending, PendingInterrupt, RunMarker,
-    RunStatus, TaskWrite, ThreadHead, ThreadPage, ThreadQuery, ThreadSummary,
+    RunStatus, TaskWrite, ThreadHead, ThreadPage, ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 pub use event::{Event, EventKind, FailureKind, LlmCallInfo, RunEvents, Usage};
 pub use graph::{

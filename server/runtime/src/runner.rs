@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use crate::{
     checkpoint::{
         Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite,
-        ThreadHead,
+        ThreadHead, UnfinishedRun,
     },
     event::{EventKind, EventSender, FailureKind, RunEvents},
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
@@ -1372,13 +1372,25 @@ impl<S: State> Runner<S> {
     /// the compare-and-set lets only one writer continue a run.
     pub async fn recover(&self) -> Result<usize, RunError> {
         let mut tasks = JoinSet::new();
-        for thread_id in self.checkpointer.unfinished_threads().await? {
+        // Whether each other replica's lease is live, read once per scan: every workflow's
+        // runner scans every running thread of every replica, so a run left alone is decided
+        // from the list, without a read of its own.
+        let mut live_owners: HashMap<String, bool> = HashMap::new();
+        for run in self.checkpointer.unfinished_runs().await? {
+            // Another workflow's, or being run or recovered here: nothing to take over.
+            if run.workflow != self.graph.name() || self.registry.holds(&run.thread_id) {
+                continue;
+            }
+            if self.owner_is_live(&run, &mut live_owners).await {
+                continue;
+            }
+            let thread_id = run.thread_id.clone();
             if !self.recovering.lock().expect("recovering set poisoned").insert(thread_id.clone()) {
                 continue;
             }
             let runner = self.clone();
             tasks.spawn(async move {
-                let result = runner.recover_thread(&thread_id).await;
+                let result = runner.recover_thread(&run).await;
                 runner.recovering.lock().expect("recovering set poisoned").remove(&thread_id);
                 runner.recovery_progress.notify_waiters();
                 (thread_id, result)
@@ -1396,28 +1408,46 @@ impl<S: State> Runner<S> {
         Ok(recovered)
     }
 
-    /// Resumes the thread's run if it is this workflow's and abandoned; true if it did.
-    async fn recover_thread(&self, thread_id: &str) -> Result<bool, RunError> {
+    /// Whether `run` belongs to another replica whose lease is live: a run that replica is
+    /// still making, not one to take over. A lease that cannot be read counts as not live here,
+    /// so that the thread goes on to [`Self::claim`], which reports the error.
+    async fn owner_is_live(&self, run: &UnfinishedRun, live_owners: &mut HashMap<String, bool>) -> bool {
+        let Some(owner) = &run.owner else { return false };
+        if self.config.replica.as_deref() == Some(owner.as_str()) {
+            return false;
+        }
+        if let Some(live) = live_owners.get(owner) {
+            return *live;
+        }
+        // Live however little is left: `claim` leaves such a run to its replica as well.
+        let live = matches!(self.checkpointer.lease_remaining(owner).await, Ok(Some(_)));
+        live_owners.insert(owner.clone(), live);
+        live
+    }
+
+    /// Resumes the thread's run if it is this workflow's and abandoned; true if it did. `seen`
+    /// is the run as the scan listed it.
+    async fn recover_thread(&self, seen: &UnfinishedRun) -> Result<bool, RunError> {
+        let thread_id = seen.thread_id.as_str();
         // Every workflow's runner scans the same running threads: look before taking the lock,
         // so that only the thread's own runner ever holds it here. Another runner holding it
         // even briefly would make its own recovery skip the thread and a caller's retry busy.
         // A thread this process holds is being run or recovered here: nothing to take over, and
         // no read to spend on it (at scale the scan meets thousands of such threads).
-        if self.registry.holds(thread_id) {
+        if seen.workflow != self.graph.name() || self.registry.holds(thread_id) {
             return Ok(false);
         }
         let ours = |cp: &Checkpoint| cp.run.status == RunStatus::Running && cp.workflow == self.graph.name();
-        let Some(seen) = self.checkpointer.latest(thread_id).await?.filter(ours) else { return Ok(false) };
-        // A run of this process may have ended since that read: its thread's next turn can be
-        // on its way, and the lock taken here, however briefly, would turn that turn away as
-        // busy. A run no longer running here has made its last commit, so a read now shows
-        // whether it really was left running (a commit that failed); anything else is not ours
-        // to recover.
-        if self.registry.is_running(&seen.run.run_id) {
+        // A run of this process may have ended since the scan's read: its thread's next turn
+        // can be on its way, and the lock taken here, however briefly, would turn that turn
+        // away as busy. A run no longer running here has made its last commit, so a read now
+        // shows whether it really was left running (a commit that failed); anything else is not
+        // ours to recover.
+        if self.registry.is_running(&seen.run_id) {
             return Ok(false);
         }
         let again = self.checkpointer.latest(thread_id).await?;
-        if !again.as_ref().is_some_and(|cp| ours(cp) && cp.run.run_id == seen.run.run_id) {
+        if !again.as_ref().is_some_and(|cp| ours(cp) && cp.run.run_id == seen.run_id) {
             return Ok(false);
         }
         let _permit = self.recovery.acquire().await.map_err(|_| RunError::Lost)?;

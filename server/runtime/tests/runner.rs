@@ -7,7 +7,7 @@ use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
     BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
     HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput,
-    RunError, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode,
+    RunError, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode, UnfinishedRun,
 };
 
 frontdesk_runtime::state! {
@@ -978,13 +978,15 @@ async fn a_head_that_would_refuse_or_wait_is_decided_on_a_fresh_read() {
     assert!(matches!(runner.start(request).await.err().unwrap(), RunError::Interrupted { .. }));
 }
 
-/// A store whose next `latest` answers with a checkpoint read earlier (`stale`), as a read that
-/// raced a run's last commit would, and whose `latest` after that waits for `release` (telling
-/// `reached` when it starts waiting). Everything else goes straight to the memory store.
+/// A store whose next list of unfinished runs shows a checkpoint read earlier (`stale`), as a
+/// scan that raced a run's last commit would, and whose next `latest` waits for `release`
+/// (telling `reached` when it starts waiting). Counts `latest` reads and lease reads.
+/// Everything else goes straight to the memory store.
 #[derive(Default)]
 struct RacedRead {
     inner: MemoryCheckpointer,
     latest_reads: std::sync::atomic::AtomicUsize,
+    lease_reads: std::sync::atomic::AtomicUsize,
     stale: std::sync::Mutex<Option<Checkpoint>>,
     hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
 }
@@ -993,9 +995,6 @@ struct RacedRead {
 impl Checkpointer for RacedRead {
     async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, frontdesk_runtime::CheckpointError> {
         self.latest_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(stale) = self.stale.lock().unwrap().take() {
-            return Ok(Some(stale));
-        }
         let hold = self.hold.lock().unwrap().take();
         if let Some((reached, release)) = hold {
             let _ = reached.send(());
@@ -1036,8 +1035,14 @@ impl Checkpointer for RacedRead {
         self.inner.list_threads(query).await
     }
     async fn unfinished_threads(&self) -> Result<Vec<String>, frontdesk_runtime::CheckpointError> {
-        // The scan itself raced the run's last commit too.
-        Ok(vec!["t1".to_owned()])
+        self.inner.unfinished_threads().await
+    }
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, frontdesk_runtime::CheckpointError> {
+        if let Some(stale) = self.stale.lock().unwrap().take() {
+            let RunMarker { run_id, owner, .. } = stale.run;
+            return Ok(vec![UnfinishedRun { thread_id: stale.thread_id, workflow: stale.workflow, run_id, owner }]);
+        }
+        self.inner.unfinished_runs().await
     }
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, frontdesk_runtime::CheckpointError> {
         self.inner.delete_thread(thread_id).await
@@ -1046,6 +1051,7 @@ impl Checkpointer for RacedRead {
         self.inner.renew_lease(replica, ttl).await
     }
     async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, frontdesk_runtime::CheckpointError> {
+        self.lease_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.lease_remaining(replica).await
     }
     async fn release_lease(&self, replica: &str) -> Result<(), frontdesk_runtime::CheckpointError> {
@@ -1076,7 +1082,7 @@ async fn a_recovery_scan_that_raced_a_finished_run_leaves_the_next_turn_alone() 
         let runner = runner.clone();
         async move { runner.recover().await }
     });
-    // The scan has seen the stale read and is reading the thread again.
+    // The scan has listed the stale run and is reading the thread again.
     reached.await.unwrap();
     let mut next = input("general");
     next.busy = BusyPolicy::Reject;
@@ -1106,4 +1112,35 @@ async fn a_recovery_scan_skips_a_thread_running_here_without_reading_it() {
     assert_eq!(store.latest_reads.load(std::sync::atomic::Ordering::SeqCst), reads, "no read for a thread held here");
     let (_, cp) = runner.state("t1").await.unwrap().unwrap();
     assert_eq!(cp.run.status, RunStatus::Running, "the run is left to itself");
+}
+
+/// Every workflow's runner scans every running thread of every replica. Another workflow's runs,
+/// and runs of a replica whose lease is live, are left alone from the scan's list: no read of
+/// their checkpoints, and one read of each live replica's lease per scan.
+#[tokio::test]
+async fn a_recovery_scan_leaves_live_replicas_and_other_workflows_alone_without_reading_them() {
+    let store = Arc::new(RacedRead::default());
+    let config = RunnerConfig { replica: Some("replica-a".into()), ..RunnerConfig::default() };
+    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), config);
+    store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
+    for (thread, workflow, owner) in [
+        ("b1", "routed", Some("replica-b")),
+        ("b2", "routed", Some("replica-b")),
+        ("b3", "routed", Some("replica-b")),
+        ("other", "another-workflow", None),
+    ] {
+        let mut cp = frontdesk_runtime::conformance::sample(thread, 1, RunStatus::Running);
+        cp.workflow = workflow.to_owned();
+        cp.run.owner = owner.map(str::to_owned);
+        store.inner.put(&cp).await.unwrap();
+    }
+    assert_eq!(store.unfinished_runs().await.unwrap().len(), 4);
+
+    assert_eq!(runner.recover().await.unwrap(), 0);
+    assert_eq!(store.latest_reads.load(std::sync::atomic::Ordering::SeqCst), 0, "no checkpoint read");
+    assert_eq!(store.lease_reads.load(std::sync::atomic::Ordering::SeqCst), 1, "one lease read for replica-b");
+    for thread in ["b1", "b2", "b3", "other"] {
+        let cp = store.inner.latest(thread).await.unwrap().unwrap();
+        assert_eq!((cp.version, cp.run.status), (1, RunStatus::Running), "{thread} is left to its owner");
+    }
 }

@@ -8,7 +8,7 @@ use std::{
 use async_trait::async_trait;
 use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadHead, ThreadPage,
-    ThreadQuery, ThreadSummary,
+    ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 use sqlx::{PgConnection, SqliteConnection};
 
@@ -64,6 +64,11 @@ const LIST: &str = "SELECT thread_id, workflow, version, created_at_ms, updated_
      AND ($3 IS NULL OR thread_id < $3) AND ($4 IS NULL OR workflow = $4) \
      ORDER BY thread_id LIMIT $5";
 const UNFINISHED: &str = "SELECT thread_id FROM threads WHERE status = 'running' ORDER BY thread_id";
+/// The same threads with their newest checkpoint's workflow, run and owner, found through the
+/// thread row's version as in `HEAD`.
+const UNFINISHED_RUNS: &str = "SELECT t.thread_id, c.workflow, c.run_id, c.run_owner FROM threads t \
+     JOIN checkpoints c ON c.thread_id = t.thread_id AND c.version = t.version \
+     WHERE t.status = 'running' AND c.run_status = 'running' ORDER BY t.thread_id";
 const VERSION: &str = "SELECT version FROM threads WHERE thread_id = $1";
 const PG_DELETE: &str = "SELECT frontdesk_delete_thread($1)";
 /// The same erasure committed without waiting for the WAL flush: `set_config(..., true)` sets
@@ -691,6 +696,15 @@ impl Checkpointer for SqlCheckpointer {
 
     async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
         on_pool!(self.db, conn => sqlx::query_scalar(UNFINISHED).fetch_all(conn).await).map_err(db_error(""))
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
+        let rows: Vec<(String, String, String, Option<String>)> =
+            on_pool!(self.db, conn => sqlx::query_as(UNFINISHED_RUNS).fetch_all(conn).await).map_err(db_error(""))?;
+        Ok(rows
+            .into_iter()
+            .map(|(thread_id, workflow, run_id, owner)| UnfinishedRun { thread_id, workflow, run_id, owner })
+            .collect())
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {

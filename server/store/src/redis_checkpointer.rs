@@ -38,7 +38,7 @@ use std::{fmt, sync::LazyLock, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, Pending, RunMarker, RunStatus, ThreadHead, ThreadPage,
-    ThreadQuery, ThreadSummary,
+    ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 use redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -203,6 +203,24 @@ while #out < want do
   min = '(' .. ids[#ids]
 end
 return out
+",
+    )
+});
+
+// KEYS: 1 running set. ARGV: 1 key prefix (with its trailing ':'). For each running thread, by
+// id: its id, then its newest checkpoint's workflow, run id, owner ('' for none) and status.
+static UNFINISHED_RUNS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local runs = {}
+for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+')) do
+  local version = redis.call('HGET', ARGV[1] .. 'thread:' .. id, 'version')
+  if version then
+    local cp = redis.call('HMGET', ARGV[1] .. 'checkpoint:' .. id .. ':' .. version, 'workflow', 'run_id', 'owner', 'status')
+    table.insert(runs, {id, cp[1] or '', cp[2] or '', cp[3] or '', cp[4] or ''})
+  end
+end
+return runs
 ",
     )
 });
@@ -408,7 +426,7 @@ impl RedisCheckpointer {
         };
         // Loading the scripts proves the server answers and runs Lua, and saves the first
         // call of each a round trip.
-        for script in [&*PUT, &*LATEST, &*HEAD, &*HISTORY, &*LIST, &*DELETE] {
+        for script in [&*PUT, &*LATEST, &*HEAD, &*HISTORY, &*LIST, &*UNFINISHED_RUNS, &*DELETE] {
             let loaded = tokio::time::timeout(timeout, script.prepare_invoke().load_async(&mut conn)).await;
             match loaded {
                 Ok(Ok(_)) => {}
@@ -647,6 +665,33 @@ impl Checkpointer for RedisCheckpointer {
             .query_async(&mut self.conn.clone())
             .await
             .map_err(redis_error(""))
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
+        let rows: Vec<Vec<Vec<u8>>> = UNFINISHED_RUNS
+            .key(self.running_key())
+            .arg(format!("{}:", self.prefix))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_error(""))?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for row in rows {
+            let [id, workflow, run_id, owner, status] =
+                <[Vec<u8>; 5]>::try_from(row).map_err(|row| invalid("", "unfinished run", format!("{row:?}")))?;
+            let thread_id = utf8("", "running thread id", id)?;
+            // The running set and the thread's newest checkpoint change together (one script),
+            // so a listed thread's checkpoint is running; anything else is corrupt data.
+            if status != b"running" || workflow.is_empty() || run_id.is_empty() {
+                return Err(invalid(&thread_id, "running checkpoint", status));
+            }
+            runs.push(UnfinishedRun {
+                workflow: utf8(&thread_id, "checkpoint.workflow", workflow)?,
+                run_id: utf8(&thread_id, "checkpoint.run_id", run_id)?,
+                owner: if owner.is_empty() { None } else { Some(utf8(&thread_id, "checkpoint.owner", owner)?) },
+                thread_id,
+            });
+        }
+        Ok(runs)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
