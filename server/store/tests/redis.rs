@@ -56,6 +56,11 @@ impl Prefix {
         RedisCheckpointer::connect(&self.url, self.options(retention)).await.unwrap()
     }
 
+    /// Runs `command` with `args` behind the store's back, as an operator or a bug would.
+    async fn raw_command(&self, command: &str, args: &[&str]) {
+        let _: () = redis::cmd(command).arg(args).query_async(&mut self.raw.clone()).await.unwrap();
+    }
+
     /// Every key matching `pattern`, sorted.
     async fn scan(&self, pattern: &str) -> Vec<String> {
         let mut conn = self.raw.clone();
@@ -344,23 +349,10 @@ async fn redis_corrupt_data_is_reported() {
     let store = p.store(1).await;
     let id = "C001:TKT-CORRUPT";
     store.put(&sample(id, 1, RunStatus::Running)).await.unwrap();
-    let mut conn = p.raw.clone();
-    let _: () = redis::cmd("HSET")
-        .arg(store.checkpoint_key(id, 1))
-        .arg("status")
-        .arg("exploded")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    p.raw_command("HSET", &[&store.checkpoint_key(id, 1), "status", "exploded"]).await;
     assert!(matches!(store.latest(id).await, Err(CheckpointError::Corrupt { .. })));
     assert!(matches!(store.head(id).await, Err(CheckpointError::Corrupt { .. })));
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{}:thread:{id}", p.prefix))
-        .arg("version")
-        .arg("x")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    p.raw_command("HSET", &[&format!("{}:thread:{id}", p.prefix), "version", "x"]).await;
     assert!(matches!(store.thread(id).await, Err(CheckpointError::Corrupt { .. })));
     let put = store.put(&sample(id, 2, RunStatus::Running)).await;
     assert!(matches!(put, Err(CheckpointError::Corrupt { .. })), "{put:?}");
@@ -368,20 +360,10 @@ async fn redis_corrupt_data_is_reported() {
     // head() reads the thread's creation time beside the checkpoint, in one script.
     let dated = "C001:TKT-CORRUPT-DATE";
     store.put(&sample(dated, 1, RunStatus::Running)).await.unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{}:thread:{dated}", p.prefix))
-        .arg("created_at")
-        .arg("yesterday")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let thread_key = format!("{}:thread:{dated}", p.prefix);
+    p.raw_command("HSET", &[&thread_key, "created_at", "yesterday"]).await;
     assert!(matches!(store.head(dated).await, Err(CheckpointError::Corrupt { .. })));
-    let _: () = redis::cmd("HDEL")
-        .arg(format!("{}:thread:{dated}", p.prefix))
-        .arg("created_at")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    p.raw_command("HDEL", &[&thread_key, "created_at"]).await;
     assert!(matches!(store.head(dated).await, Err(CheckpointError::Corrupt { .. })));
 }
 
