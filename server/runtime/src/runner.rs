@@ -1377,7 +1377,11 @@ impl<S: State> Runner<S> {
         // from the list, without a read of its own.
         let mut live_owners: HashMap<String, bool> = HashMap::new();
         for run in self.checkpointer.unfinished_runs().await? {
-            // Another workflow's, or being run or recovered here: nothing to take over.
+            // Every workflow's runner scans the same running threads: only the thread's own
+            // runner goes on, so that no other ever holds its lock here, even briefly (that
+            // would make its own recovery skip the thread and a caller's retry busy). A thread
+            // this process holds is being run or recovered here: nothing to take over, and no
+            // read to spend on it (at scale the scan meets thousands of such threads).
             if run.workflow != self.graph.name() || self.registry.holds(&run.thread_id) {
                 continue;
             }
@@ -1425,18 +1429,10 @@ impl<S: State> Runner<S> {
         live
     }
 
-    /// Resumes the thread's run if it is this workflow's and abandoned; true if it did. `seen`
-    /// is the run as the scan listed it.
+    /// Resumes the thread's run if it is still abandoned; true if it did. `seen` is the run as
+    /// the scan listed it: this workflow's, on a thread not held here.
     async fn recover_thread(&self, seen: &UnfinishedRun) -> Result<bool, RunError> {
         let thread_id = seen.thread_id.as_str();
-        // Every workflow's runner scans the same running threads: look before taking the lock,
-        // so that only the thread's own runner ever holds it here. Another runner holding it
-        // even briefly would make its own recovery skip the thread and a caller's retry busy.
-        // A thread this process holds is being run or recovered here: nothing to take over, and
-        // no read to spend on it (at scale the scan meets thousands of such threads).
-        if seen.workflow != self.graph.name() || self.registry.holds(thread_id) {
-            return Ok(false);
-        }
         let ours = |cp: &Checkpoint| cp.run.status == RunStatus::Running && cp.workflow == self.graph.name();
         // A run of this process may have ended since the scan's read: its thread's next turn
         // can be on its way, and the lock taken here, however briefly, would turn that turn
