@@ -634,11 +634,11 @@ impl TriageDesk {
     /// Repairs the running triage threads only (before a takeover resumes them): the sweep's
     /// work where a crash can have left it.
     pub async fn repair_unfinished(&self) -> Result<(), WorkflowError> {
-        let store = self.runner.checkpointer();
-        for thread_id in store.unfinished_threads().await? {
-            // Other workflows' threads run too; repair reads a thread as a ticket.
-            if store.latest(&thread_id).await?.is_some_and(|cp| cp.workflow == NAME) {
-                self.finisher().repair(&thread_id).await?;
+        // Other workflows' threads run too, and repair reads a thread as a ticket: the list
+        // names each run's workflow, so theirs cost no read.
+        for run in self.runner.checkpointer().unfinished_runs().await? {
+            if run.workflow == NAME {
+                self.finisher().repair(&run.thread_id).await?;
             }
         }
         Ok(())

@@ -356,10 +356,20 @@ async fn repairs_finish_each_ticket_in_its_tenant() {
         let thread = format!("acme/{CUSTOMER}:{id}");
         assert!(!d.thread_exists(&thread).await, "archived, so erased");
         store.put(&checkpoint(&thread, &ticket_state(&id, "refund please", false), RunStatus::Running)).await.unwrap();
+        // Another workflow's run in progress on the same store: not a ticket, left alone.
+        let mut other = checkpoint("acme/conversation-1", &ticket_state("X", "not a ticket", false), RunStatus::Running);
+        other.workflow = "intake".into();
+        store.put(&other).await.unwrap();
         let calls = d.model.requests().len();
         d.desk.repair_unfinished().await.unwrap();
         assert!(!d.thread_exists(&thread).await, "the leftover is deleted");
         assert_eq!(d.model.requests().len(), calls);
+        let untouched = store.latest("acme/conversation-1").await.unwrap().expect("still there");
+        assert_eq!(
+            (untouched.version, untouched.run.status, untouched.state),
+            (other.version, other.run.status, other.state),
+            "another workflow's run is untouched"
+        );
 
         // A completed run whose archive save failed: the sweep archives it in its tenant.
         let left = format!("globex/{CUSTOMER}:LEFT-1");
