@@ -81,7 +81,7 @@ use tonic::transport::Channel;
 
 use crate::{
     drive::{build_host, run_grpc, run_in_process, BoxError, CountingCheckpointer, Tally},
-    rules::{scripted_w1_model, CountingSubmitter, RulesModel, BENCH_INTAKE_TOML},
+    rules::{logging_w1_model, scripted_w1_model, CountingSubmitter, BENCH_INTAKE_TOML},
     stats::Latency,
     workload::Conversation,
 };
@@ -109,7 +109,6 @@ struct Args {
     concurrency: usize,
     rss_conversations: usize,
     store: String,
-    model: String,
     /// Phases to run: count, latency, inproc, grpc, rss.
     phases: Vec<String>,
     /// Stores to measure: memory, sqlite, postgres (postgres needs --postgres-url).
@@ -134,7 +133,6 @@ fn parse_args() -> Result<Args, String> {
         concurrency: 100,
         rss_conversations: 10_000,
         store: "sqlite".into(),
-        model: "rules".into(),
         phases: vec!["all".into()],
         stores: vec!["memory".into(), "sqlite".into(), "postgres".into()],
     };
@@ -149,7 +147,6 @@ fn parse_args() -> Result<Args, String> {
             "--concurrency" => args.concurrency = number(value()?)?.max(1),
             "--rss-conversations" => args.rss_conversations = number(value()?)?,
             "--store" => args.store = value()?,
-            "--model" => args.model = value()?,
             "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
             "--stores" => args.stores = value()?.split(',').map(str::to_owned).collect(),
             other => return Err(format!("unknown option {other}")),
@@ -206,16 +203,6 @@ fn current_thread() -> tokio::runtime::Runtime {
 
 fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
-}
-
-/// The timed rows use the SCRIPTED model; `bare` selects the same rules without the
-/// `ScriptedModel` request log (informational rows that show what the test double costs).
-fn model(bare: bool) -> Arc<dyn ChatModel> {
-    if bare {
-        Arc::new(RulesModel)
-    } else {
-        scripted_w1_model()
-    }
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -343,7 +330,7 @@ fn counting_pass(convs: &[Conversation]) -> Result<Counts, String> {
     current_thread().block_on(async {
         let memory: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new(1));
         let counting = Arc::new(CountingCheckpointer::new(memory.clone()));
-        let model = scripted_w1_model();
+        let model = logging_w1_model();
         let host = build_host(model.clone(), counting.clone(), Arc::new(CountingSubmitter::default()));
         let mut tally = Tally::default();
         let mut final_bytes = 0u64;
@@ -459,15 +446,10 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
 }
 
 /// Sequential per-turn latency on one thread (current-thread runtime), then the store's size.
-fn latency_phase(
-    store: Store,
-    convs: &[Conversation],
-    pg: Option<&str>,
-    bare: bool,
-) -> Result<(Latency, Option<Disk>), String> {
+fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Result<(Latency, Option<Disk>), String> {
     current_thread().block_on(async {
         let fresh = fresh_store(store, "lat", pg).await?;
-        let host = build_host(model(bare), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
         for (i, c) in convs.iter().cycle().take(WARMUP).enumerate() {
             run_in_process(&*host, &format!("warm-{i:06}"), c, None).await.map_err(err)?;
         }
@@ -502,11 +484,10 @@ fn in_process_throughput(
     convs: &Arc<Vec<Conversation>>,
     concurrency: usize,
     pg: Option<&str>,
-    bare: bool,
 ) -> Result<Throughput, String> {
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "tpi", pg).await?;
-        let host = build_host(model(bare), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
         let (secs, tally) = drive_concurrently(convs, concurrency, {
             let host = host.clone();
             move |c: Conversation| {
@@ -631,21 +612,21 @@ impl Rss {
 }
 
 /// Runs `rss-probe` in a fresh process, so memory freed by earlier phases is not reused.
-fn run_rss_probe(store: &str, model: &str, n: usize) -> Result<Rss, String> {
+fn run_rss_probe(store: &str, n: usize) -> Result<Rss, String> {
     let exe = std::env::current_exe().map_err(err)?;
     let out = std::process::Command::new(exe)
-        .args(["rss-probe", "--store", store, "--model", model, "--rss-conversations", &n.to_string()])
+        .args(["rss-probe", "--store", store, "--rss-conversations", &n.to_string()])
         .output()
         .map_err(err)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!("rss-probe {store}/{model} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!("rss-probe {store} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
     }
     let line = stdout.lines().find_map(|l| l.strip_prefix("RSS_PROBE ")).ok_or("rss-probe printed no result")?;
     let v: serde_json::Value = serde_json::from_str(line).map_err(err)?;
     let get = |k: &str| v[k].as_u64().unwrap_or(0);
     Ok(Rss {
-        label: format!("{store}, {model} model"),
+        label: store.to_owned(),
         conversations: get("conversations") as usize,
         before: get("before"),
         after: get("after"),
@@ -662,11 +643,7 @@ fn rss_probe(args: &Args) -> Result<(), String> {
         "sqlite" => Store::Sqlite,
         other => return Err(format!("rss-probe supports memory and sqlite, not {other}")),
     };
-    let model: Arc<dyn ChatModel> = match args.model.as_str() {
-        "rules" => Arc::new(RulesModel),
-        "scripted" => scripted_w1_model(),
-        other => return Err(format!("unknown model {other}")),
-    };
+    let model: Arc<dyn ChatModel> = scripted_w1_model();
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "rss", None).await?;
         let host: Arc<dyn ConversationWorkflow<View = IntakeView>> =
@@ -716,8 +693,6 @@ struct Results {
     in_process: [Option<Throughput>; 3],
     grpc: [Option<Throughput>; 3],
     rss: Vec<Rss>,
-    bare_latency: Option<Latency>,
-    bare_throughput: Option<Throughput>,
     total_secs: f64,
 }
 
@@ -783,7 +758,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
     if args.phase("latency") {
         println!("\n[2/5] per-turn latency, sequential on one thread ({n} conversations after {WARMUP} warm-up)");
         for &store in &stores {
-            let (lat, disk) = latency_phase(store, &convs, pg, false)?;
+            let (lat, disk) = latency_phase(store, &convs, pg)?;
             println!(
                 "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us   per-turn p50 {:?}",
                 STORES[store.index()],
@@ -799,30 +774,14 @@ fn run_w1(args: &Args) -> Result<(), String> {
             r.latency[store.index()] = Some(lat);
             r.disk[store.index()] = disk;
         }
-        if stores.contains(&Store::Memory) {
-            let (lat, _) = latency_phase(Store::Memory, &convs, pg, true)?;
-            println!(
-                "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us   (same rules without ScriptedModel's request log; informational)",
-                "in-memory, bare", lat.p50_us, lat.p99_us
-            );
-            r.bare_latency = Some(lat);
-        }
     }
 
     if args.phase("inproc") {
         println!("\n[3/5] throughput in process, {} conversations in flight (multi-thread runtime)", args.concurrency);
         for &store in &stores {
-            let t = in_process_throughput(store, &convs, args.concurrency, pg, false)?;
+            let t = in_process_throughput(store, &convs, args.concurrency, pg)?;
             println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
             r.in_process[store.index()] = Some(t);
-        }
-        if stores.contains(&Store::Memory) {
-            let t = in_process_throughput(Store::Memory, &convs, args.concurrency, pg, true)?;
-            println!(
-                "    {:<20} {:>8.0} turns/s ({:.1} s; informational, no request log)",
-                "in-memory, bare", t.turns_per_s, t.secs
-            );
-            r.bare_throughput = Some(t);
         }
     }
 
@@ -843,8 +802,8 @@ fn run_w1(args: &Args) -> Result<(), String> {
             "\n[5/5] resident memory per idle conversation ({} conversations, fresh process each)",
             args.rss_conversations
         );
-        for (store, model) in [("sqlite", "rules"), ("memory", "rules"), ("sqlite", "scripted")] {
-            let rss = run_rss_probe(store, model, args.rss_conversations)?;
+        for store in ["sqlite", "memory"] {
+            let rss = run_rss_probe(store, args.rss_conversations)?;
             println!(
                 "    {:<26} before {:>6.1} MiB  after {:>6.1} MiB  => {:>8.0} B per conversation ({:.1} s)",
                 rss.label,
@@ -1024,7 +983,7 @@ fn markdown(args: &Args, r: &Results) -> String {
     }
     for rss in &r.rss {
         let per = rss.per_conversation();
-        let target = rss.label.starts_with("sqlite, rules");
+        let target = rss.label == "sqlite";
         let _ = writeln!(
             s,
             "| resident per idle conversation, {} | {:.0} B | {:.0} KB (in-memory saver) | {:.0}x | {} | {} |",
@@ -1063,19 +1022,6 @@ fn markdown(args: &Args, r: &Results) -> String {
                 per_turn.join(" / ")
             );
         }
-    }
-    if let (Some(l), Some(t)) = (&r.bare_latency, &r.bare_throughput) {
-        let _ = writeln!(
-            s,
-            "- Informational, in-memory with the same rules in a bare `ChatModel` (no `ScriptedModel` request log, \
-             which clones every request): p50 {:.1} us, p99 {:.1} us per turn ({:.0}x LangGraph); {:.0} turns/s in \
-             process ({:.0}x).",
-            l.p50_us,
-            l.p99_us,
-            LG_P50_MS[0] * 1000.0 / l.p50_us,
-            t.turns_per_s,
-            t.turns_per_s / LG_TPUT[0]
-        );
     }
     for (name, t) in STORES.iter().zip(&r.in_process) {
         if let Some(t) = t {

@@ -12,7 +12,7 @@ use std::sync::{
 };
 
 use async_trait::async_trait;
-use frontdesk_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, TokenUsage};
+use frontdesk_llm::{ChatRequest, LlmError, ScriptedModel};
 use frontdesk_workflows::intake::{IntakeConfig, Receipt, Submission, SubmitError, Submitter};
 use serde_json::json;
 
@@ -203,34 +203,17 @@ pub fn w1_reply(request: &ChatRequest) -> Result<String, LlmError> {
     Ok(reply)
 }
 
-/// The rules-following SCRIPTED model (`ScriptedModel::from_fn`), used for every timed row.
-/// Note: `ScriptedModel` keeps a copy of every request it receives (`ScriptedModel::requests`).
+/// The rules-following SCRIPTED model (`ScriptedModel::from_fn`), used for every timed row. It
+/// keeps no copy of the requests, as a served scripted model keeps none: the timed rows never read
+/// them, and the copies (two prompts of several KB a turn, behind one mutex) are the test double's
+/// cost, not the engine's.
 pub fn scripted_w1_model() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn("scripted-w1-rules", w1_reply).without_request_log())
+}
+
+/// [`scripted_w1_model`] keeping every request, for the untimed pass that counts prompt sizes.
+pub fn logging_w1_model() -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::from_fn("scripted-w1-rules", w1_reply))
-}
-
-/// The same rules as a bare [`ChatModel`] that keeps nothing, used only by the resident-memory
-/// probe so the test double's request log is not counted as memory of the conversations.
-pub struct RulesModel;
-
-fn words(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
-}
-
-#[async_trait]
-impl ChatModel for RulesModel {
-    fn model_name(&self) -> &str {
-        "scripted-w1-rules-nolog"
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let content = w1_reply(request)?;
-        let usage = TokenUsage {
-            prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
-            completion_tokens: words(&content),
-        };
-        Ok(ChatResponse { content, tool_calls: Vec::new(), usage, model: self.model_name().to_owned() })
-    }
 }
 
 /// Counts confirmed requests in memory; files nothing.
