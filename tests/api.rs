@@ -198,6 +198,8 @@ async fn a_repeated_idempotency_key_replays_the_first_outcome() {
     assert!(events.is_empty(), "a replay runs nothing");
     assert_eq!(replay.run_id, first.run_id);
     assert_eq!(replay.reply, first.reply);
+    // The first answer is built from the final state, the replay from the recorded output.
+    assert_eq!(replay.conversation, first.conversation, "the replay reports the conversation as the turn left it");
     assert_eq!(s.model.requests().len(), calls, "the model is not called again");
     let conversation = s.client.get_conversation(&id).await.unwrap();
     assert_eq!(conversation.messages.len(), 3, "welcome, one user turn, one reply");

@@ -1918,7 +1918,9 @@ impl<S: State> Execution<S> {
         let (graph, state) = (&self.graph, &self.state);
         self.output.get_or_insert_with(|| {
             let value = graph.output(state);
-            let json = value.to_string();
+            // `to_string` on a `Value` goes through `fmt::Display`, a formatter call per token;
+            // the serializer writes the buffer directly. A `Value` always serializes.
+            let json = serde_json::to_string(&value).expect("a serde_json::Value serializes");
             (value, json)
         })
     }

@@ -178,12 +178,19 @@ pub trait ConversationSpec: Send + Sync + 'static {
     }
 }
 
-/// The graph output of every conversational workflow: the turn's reply and the new state view.
+/// The graph output of every conversational workflow (its graph's `output`): the turn's reply and
+/// the new state view. [`ConversationHost`] reports a turn that ran here from the same fields of the
+/// final state, and a replay from this recorded value, so the two must not differ.
 pub fn turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> serde_json::Value {
+    serde_json::to_value(typed_turn_output(spec, state)).unwrap_or(serde_json::Value::Null)
+}
+
+/// [`turn_output`] before it becomes JSON: what the host reports for a turn that ran here, without
+/// a round trip through the JSON value only a replay needs.
+fn typed_turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> TurnOutput<C::View> {
     let reply = spec.messages(state).last().filter(|m| m.role == crate::Role::Assistant).cloned();
     let view = StoredView { workflow: spec.name().to_owned(), view: spec.view(state) };
-    let output = TurnOutput { reply, turn_count: spec.turn_count(state), state: view };
-    serde_json::to_value(output).unwrap_or(serde_json::Value::Null)
+    TurnOutput { reply, turn_count: spec.turn_count(state), state: view }
 }
 
 pub struct ConversationHost<C: ConversationSpec> {
@@ -289,24 +296,30 @@ impl<C: ConversationSpec> ConversationHost<C> {
     }
 }
 
-struct Finished {
+struct Finished<V> {
     run_id: String,
     version: u64,
-    output: serde_json::Value,
+    /// The turn's output: typed from the final state when the run ran here, else (a replay) the
+    /// recorded JSON.
+    output: Result<TurnOutput<V>, serde_json::Value>,
     replayed: bool,
     /// The thread's creation and update times, when the run knows them.
     times: Option<(SystemTime, SystemTime)>,
 }
 
 async fn finish_turn<V: DeserializeOwned>(
-    finished: Result<Finished, RunError>,
+    finished: Result<Finished<V>, RunError>,
     (id, key): (String, String),
     workflow: String,
     checkpointer: Arc<dyn frontdesk_runtime::Checkpointer>,
 ) -> Result<TurnOutcome<V>, WorkflowError> {
     let finished = finished.map_err(|e| map_run_error(&id, e))?;
-    let output: TurnOutput<V> =
-        serde_json::from_value(finished.output).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?;
+    let output = match finished.output {
+        Ok(output) => output,
+        Err(recorded) => {
+            serde_json::from_value(recorded).map_err(|source| WorkflowError::Corrupt { id: id.clone(), source })?
+        }
+    };
     // A run reports the times it read and wrote; only a replay leaves them to a read here.
     let (created_at, updated_at) = match finished.times {
         Some(times) => times,
@@ -444,12 +457,13 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
         let (events, outcome, _cancel) = handle.into_parts();
         let checkpointer = self.runner.checkpointer().clone();
         let (ids, workflow) = ((id.to_owned(), key), self.spec.name().to_owned());
+        let spec = self.spec.clone();
         let outcome = Box::pin(async move {
             let result = match outcome.await {
                 Ok(result) => result.map(|o: RunOutcome<C::State>| Finished {
                     run_id: o.run_id,
                     version: o.version,
-                    output: o.output,
+                    output: o.state.as_ref().map(|state| typed_turn_output(&*spec, state)).ok_or(o.output),
                     replayed: o.replayed,
                     times: o.thread_created_at.zip(o.updated_at),
                 }),
