@@ -388,6 +388,44 @@ impl RunRegistry {
         threads.get(thread_id).is_some_and(|mutex| Arc::strong_count(mutex) > 1)
     }
 
+    /// The runs of `listed` a recovery or takeover scan goes on with: those on a thread this
+    /// process does not hold, whose owner is not another replica with a live lease. A thread
+    /// held here is being run or recovered here, and a live replica is still making its runs:
+    /// neither is read (at scale a scan meets thousands of them). Each other replica's lease is
+    /// read once per call; one that cannot be read counts as not live, so that the run goes on
+    /// to the claim, which reports the error. `replica` is this process's id.
+    pub async fn abandoned(
+        &self,
+        checkpointer: &dyn Checkpointer,
+        replica: Option<&str>,
+        listed: impl IntoIterator<Item = UnfinishedRun>,
+    ) -> Vec<UnfinishedRun> {
+        let mut live_owners: HashMap<String, bool> = HashMap::new();
+        let mut abandoned = Vec::new();
+        for run in listed {
+            if self.holds(&run.thread_id) {
+                continue;
+            }
+            if let Some(owner) = run.owner.as_deref().filter(|owner| Some(*owner) != replica) {
+                let live = match live_owners.get(owner) {
+                    Some(live) => *live,
+                    None => {
+                        // Live however little is left: the claim leaves such a run to its
+                        // replica as well.
+                        let live = matches!(checkpointer.lease_remaining(owner).await, Ok(Some(_)));
+                        live_owners.insert(owner.to_owned(), live);
+                        live
+                    }
+                };
+                if live {
+                    continue;
+                }
+            }
+            abandoned.push(run);
+        }
+        abandoned
+    }
+
     /// Waits, in arrival order, for a slot among the runs executing at once. Taken while the
     /// thread is locked and before its checkpoint is read, so a run waiting here holds only its
     /// request: the state, its serialized copies and the run's events come with the slot.
@@ -1372,22 +1410,13 @@ impl<S: State> Runner<S> {
     /// the compare-and-set lets only one writer continue a run.
     pub async fn recover(&self) -> Result<usize, RunError> {
         let mut tasks = JoinSet::new();
-        // Whether each other replica's lease is live, read once per scan: every workflow's
-        // runner scans every running thread of every replica, so a run left alone is decided
-        // from the list, without a read of its own.
-        let mut live_owners: HashMap<String, bool> = HashMap::new();
-        for run in self.checkpointer.unfinished_runs().await? {
-            // Every workflow's runner scans the same running threads: only the thread's own
-            // runner goes on, so that no other ever holds its lock here, even briefly (that
-            // would make its own recovery skip the thread and a caller's retry busy). A thread
-            // this process holds is being run or recovered here: nothing to take over, and no
-            // read to spend on it (at scale the scan meets thousands of such threads).
-            if run.workflow != self.graph.name() || self.registry.holds(&run.thread_id) {
-                continue;
-            }
-            if self.owner_is_live(&run, &mut live_owners).await {
-                continue;
-            }
+        // Every workflow's runner scans the same running threads: only the thread's own runner
+        // goes on, so that no other ever holds its lock here, even briefly (that would make its
+        // own recovery skip the thread and a caller's retry busy).
+        let listed =
+            self.checkpointer.unfinished_runs().await?.into_iter().filter(|run| run.workflow == self.graph.name());
+        let abandoned = self.registry.abandoned(&*self.checkpointer, self.config.replica.as_deref(), listed).await;
+        for run in abandoned {
             let thread_id = run.thread_id.clone();
             if !self.recovering.lock().expect("recovering set poisoned").insert(thread_id.clone()) {
                 continue;
@@ -1410,23 +1439,6 @@ impl<S: State> Runner<S> {
             }
         }
         Ok(recovered)
-    }
-
-    /// Whether `run` belongs to another replica whose lease is live: a run that replica is
-    /// still making, not one to take over. A lease that cannot be read counts as not live here,
-    /// so that the thread goes on to [`Self::claim`], which reports the error.
-    async fn owner_is_live(&self, run: &UnfinishedRun, live_owners: &mut HashMap<String, bool>) -> bool {
-        let Some(owner) = &run.owner else { return false };
-        if self.config.replica.as_deref() == Some(owner.as_str()) {
-            return false;
-        }
-        if let Some(live) = live_owners.get(owner) {
-            return *live;
-        }
-        // Live however little is left: `claim` leaves such a run to its replica as well.
-        let live = matches!(self.checkpointer.lease_remaining(owner).await, Ok(Some(_)));
-        live_owners.insert(owner.clone(), live);
-        live
     }
 
     /// Resumes the thread's run if it is still abandoned; true if it did. `seen` is the run as

@@ -1144,3 +1144,47 @@ async fn a_recovery_scan_leaves_live_replicas_and_other_workflows_alone_without_
         assert_eq!((cp.version, cp.run.status), (1, RunStatus::Running), "{thread} is left to its owner");
     }
 }
+
+/// What a takeover scan goes on with, decided from the list alone: not a thread held here, not a
+/// run of another replica whose lease is live (its lease read once); a run of this replica, of a
+/// replica whose lease expired, or of no replica at all is abandoned. The server's scan asks this
+/// once for every workflow, and wakes only the workflows it names.
+#[tokio::test]
+async fn the_abandoned_runs_of_a_list_are_told_apart_without_reading_them() {
+    let store = Arc::new(RacedRead::default());
+    let config = RunnerConfig { replica: Some("replica-a".into()), ..RunnerConfig::default() };
+    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), config);
+    store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
+    // Held here: a run under way on t1, in the node that never ends.
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    while let Some(event) = handle.events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
+            break;
+        }
+    }
+    for (thread, owner) in [
+        ("b1", Some("replica-b")),
+        ("b2", Some("replica-b")),
+        ("c1", Some("replica-c")),
+        ("a1", Some("replica-a")),
+        ("none", None),
+    ] {
+        let mut cp = frontdesk_runtime::conformance::sample(thread, 1, RunStatus::Running);
+        cp.workflow = "routed".to_owned();
+        cp.run.owner = owner.map(str::to_owned);
+        store.inner.put(&cp).await.unwrap();
+    }
+    let listed = store.unfinished_runs().await.unwrap();
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    let reads = store.latest_reads.load(std::sync::atomic::Ordering::SeqCst);
+
+    let abandoned = runner.registry().abandoned(&*store, Some("replica-a"), listed).await;
+    let threads: Vec<&str> = abandoned.iter().map(|run| run.thread_id.as_str()).collect();
+    assert_eq!(threads, ["a1", "c1", "none"]);
+    assert_eq!(store.latest_reads.load(std::sync::atomic::Ordering::SeqCst), reads, "no checkpoint read");
+    assert_eq!(
+        store.lease_reads.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one lease read each for replica-b and replica-c"
+    );
+}

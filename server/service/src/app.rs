@@ -287,7 +287,12 @@ impl App {
             .map_err(|source| StartError::Lease { replica: self.replica.to_string(), source })?;
         let scans = CancellationToken::new();
         let scan_every = Duration::from_secs(self.config.runs.takeover_scan_secs.max(1));
-        let scanner = tokio::spawn(take_over_abandoned_runs(self.registry.clone(), scan_every, scans.clone()));
+        let scanner = tokio::spawn(take_over_abandoned_runs(
+            self.registry.clone(),
+            self.replica.clone(),
+            scan_every,
+            scans.clone(),
+        ));
 
         info!(
             %addr,
@@ -355,7 +360,12 @@ impl App {
 /// every `every` takes over the runs of replicas whose lease has expired, until `stop`. Runs of
 /// live replicas are left alone; the compare-and-set on every checkpoint lets only one replica
 /// continue a run when two scan at once.
-async fn take_over_abandoned_runs(registry: Arc<Registry>, every: Duration, stop: CancellationToken) {
+async fn take_over_abandoned_runs(
+    registry: Arc<Registry>,
+    replica: Arc<str>,
+    every: Duration,
+    stop: CancellationToken,
+) {
     match registry.recover().await {
         Ok(0) => {}
         Ok(n) => info!(runs = n, "finished runs interrupted by a crash"),
@@ -367,7 +377,7 @@ async fn take_over_abandoned_runs(registry: Arc<Registry>, every: Duration, stop
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        match registry.take_over().await {
+        match registry.take_over(&replica).await {
             Ok(n) => {
                 if n > 0 {
                     info!(runs = n, "finished runs taken over from a replica whose lease expired");

@@ -1,6 +1,6 @@
 //! The workflows this process hosts, looked up by name or by the conversation they own.
 
-use std::sync::Arc;
+use std::{collections::HashSet, sync::Arc};
 
 use frontdesk_api::v1 as pb;
 use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadHead, ThreadQuery};
@@ -187,12 +187,18 @@ impl Registry {
     }
 
     /// Finishes the runs of replicas whose lease has expired, for every workflow at once (see
-    /// `HostedWorkflow::take_over`). Cheap when there are none: one read of the running threads.
-    pub async fn take_over(&self) -> Result<usize, WorkflowError> {
-        if self.checkpointer.unfinished_threads().await?.is_empty() {
-            return Ok(0);
-        }
-        let counts = futures::future::join_all(self.workflows.iter().map(|w| w.take_over())).await;
+    /// `HostedWorkflow::take_over`); `replica` is this process's id. Cheap when there are none:
+    /// one list of the running threads and one read of each other replica's lease decide it,
+    /// and only a workflow with an abandoned run scans further. While serving, that list holds
+    /// every run in flight, on this replica and the others, every few seconds.
+    pub async fn take_over(&self, replica: &str) -> Result<usize, WorkflowError> {
+        let listed = self.checkpointer.unfinished_runs().await?;
+        let abandoned = self.runs.abandoned(&*self.checkpointer, Some(replica), listed).await;
+        let workflows: HashSet<&str> = abandoned.iter().map(|run| run.workflow.as_str()).collect();
+        let counts = futures::future::join_all(
+            self.workflows.iter().filter(|w| workflows.contains(w.name())).map(|w| w.take_over()),
+        )
+        .await;
         counts.into_iter().try_fold(0, |total, count| Ok(total + count?))
     }
 }

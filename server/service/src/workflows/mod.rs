@@ -76,9 +76,10 @@ pub trait HostedWorkflow: Send + Sync + 'static {
     /// Finishes the runs a crash interrupted (start-up). A workflow that must repair its
     /// threads before their runs resume does so here, first.
     async fn recover(&self) -> Result<usize, WorkflowError>;
-    /// Finishes the runs of replicas whose lease has expired (a periodic scan while serving).
+    /// Finishes the runs of replicas whose lease has expired: the periodic scan while serving
+    /// calls it when the list of running threads shows one of this workflow's runs abandoned.
     /// The same as [`HostedWorkflow::recover`] unless the workflow's start-up repair is too
-    /// costly to repeat every few seconds.
+    /// costly to repeat.
     async fn take_over(&self) -> Result<usize, WorkflowError> {
         self.recover().await
     }
