@@ -7,7 +7,8 @@ use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
     BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
     HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput,
-    RunError, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode, UnfinishedRun,
+    RunError, RunEvents, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode,
+    UnfinishedRun,
 };
 
 frontdesk_runtime::state! {
@@ -594,6 +595,16 @@ impl Node<Doc> for Hang {
     }
 }
 
+/// Reads the run's events until `node` has started: the run is past its commits before it.
+async fn until_node_starts(events: &mut RunEvents, node: &str) {
+    while let Some(event) = events.recv().await {
+        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some(node) {
+            return;
+        }
+    }
+    panic!("the run ended before {node} started");
+}
+
 fn two_step_graph(second: impl Node<Doc>, durability: Durability) -> frontdesk_runtime::Graph<Doc> {
     GraphBuilder::new("routed")
         .node("classify", Step { name: "classify", route: None })
@@ -632,11 +643,7 @@ async fn by_effect_durability_reruns_a_crashed_effect_free_run_from_its_input() 
     let dying = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
     let mut handle = dying.start(input("billing")).await.unwrap();
     // Wait until the second node is in flight: the first has finished, and wrote nothing.
-    while let Some(event) = handle.events.recv().await {
-        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
-            break;
-        }
-    }
+    until_node_starts(&mut handle.events, "billing").await;
     let latest = store.latest("t1").await.unwrap().unwrap();
     assert_eq!((latest.version, latest.run.status), (1, RunStatus::Running));
     assert_eq!(latest.next.as_deref(), Some("classify"), "the input is durable, the node outputs are not");
@@ -749,11 +756,7 @@ async fn a_crash_after_a_node_with_effects_never_runs_it_again() {
         RunnerConfig::default(),
     );
     let mut handle = dying.start(input("billing")).await.unwrap();
-    while let Some(event) = handle.events.recv().await {
-        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("tail") {
-            break;
-        }
-    }
+    until_node_starts(&mut handle.events, "tail").await;
     // The process "dies" with the effect-free tail in flight.
     let restarted = Runner::new(
         effect_graph(Effect { calls: calls.clone(), hang_first: false }, Step { name: "tail", route: None }),
@@ -778,11 +781,7 @@ async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id()
     );
     let mut handle = dying.start(input("billing")).await.unwrap();
     let run_id = handle.run_id.clone();
-    while let Some(event) = handle.events.recv().await {
-        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("effect") {
-            break;
-        }
-    }
+    until_node_starts(&mut handle.events, "effect").await;
     let latest = store.latest("t1").await.unwrap().unwrap();
     assert_eq!((latest.version, latest.next.as_deref()), (2, Some("effect")), "committed before the effect");
 
@@ -1102,11 +1101,7 @@ async fn a_recovery_scan_skips_a_thread_running_here_without_reading_it() {
     let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
     let mut handle = runner.start(input("billing")).await.unwrap();
     // The run is under way (past its accepting commit, now in the node that never ends).
-    while let Some(event) = handle.events.recv().await {
-        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
-            break;
-        }
-    }
+    until_node_starts(&mut handle.events, "billing").await;
     let reads = store.latest_reads.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(runner.recover().await.unwrap(), 0);
     assert_eq!(store.latest_reads.load(std::sync::atomic::Ordering::SeqCst), reads, "no read for a thread held here");
@@ -1157,11 +1152,7 @@ async fn the_abandoned_runs_of_a_list_are_told_apart_without_reading_them() {
     store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
     // Held here: a run under way on t1, in the node that never ends.
     let mut handle = runner.start(input("billing")).await.unwrap();
-    while let Some(event) = handle.events.recv().await {
-        if matches!(event.kind, EventKind::NodeStarted { .. }) && event.node.as_deref() == Some("billing") {
-            break;
-        }
-    }
+    until_node_starts(&mut handle.events, "billing").await;
     for (thread, owner) in [
         ("b1", Some("replica-b")),
         ("b2", Some("replica-b")),
