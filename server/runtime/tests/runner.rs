@@ -1109,26 +1109,41 @@ async fn a_recovery_scan_skips_a_thread_running_here_without_reading_it() {
     assert_eq!(cp.run.status, RunStatus::Running, "the run is left to itself");
 }
 
+/// A runner of replica `replica-a` on a store where `replica-b` holds a live lease.
+async fn replica_a_beside_live_replica_b() -> (Arc<RacedRead>, Runner<Doc>) {
+    let store = Arc::new(RacedRead::default());
+    let config = RunnerConfig { replica: Some("replica-a".into()), ..RunnerConfig::default() };
+    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), config);
+    store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
+    (store, runner)
+}
+
+/// Writes a running first checkpoint per (thread, workflow, owner), behind the wrapper's counters.
+async fn seed_running(store: &RacedRead, runs: &[(&str, &str, Option<&str>)]) {
+    for (thread, workflow, owner) in runs {
+        let mut cp = frontdesk_runtime::conformance::sample(thread, 1, RunStatus::Running);
+        cp.workflow = (*workflow).to_owned();
+        cp.run.owner = owner.map(str::to_owned);
+        store.inner.put(&cp).await.unwrap();
+    }
+}
+
 /// Every workflow's runner scans every running thread of every replica. Another workflow's runs,
 /// and runs of a replica whose lease is live, are left alone from the scan's list: no read of
 /// their checkpoints, and one read of each live replica's lease per scan.
 #[tokio::test]
 async fn a_recovery_scan_leaves_live_replicas_and_other_workflows_alone_without_reading_them() {
-    let store = Arc::new(RacedRead::default());
-    let config = RunnerConfig { replica: Some("replica-a".into()), ..RunnerConfig::default() };
-    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), config);
-    store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
-    for (thread, workflow, owner) in [
-        ("b1", "routed", Some("replica-b")),
-        ("b2", "routed", Some("replica-b")),
-        ("b3", "routed", Some("replica-b")),
-        ("other", "another-workflow", None),
-    ] {
-        let mut cp = frontdesk_runtime::conformance::sample(thread, 1, RunStatus::Running);
-        cp.workflow = workflow.to_owned();
-        cp.run.owner = owner.map(str::to_owned);
-        store.inner.put(&cp).await.unwrap();
-    }
+    let (store, runner) = replica_a_beside_live_replica_b().await;
+    seed_running(
+        &store,
+        &[
+            ("b1", "routed", Some("replica-b")),
+            ("b2", "routed", Some("replica-b")),
+            ("b3", "routed", Some("replica-b")),
+            ("other", "another-workflow", None),
+        ],
+    )
+    .await;
     assert_eq!(store.unfinished_runs().await.unwrap().len(), 4);
 
     assert_eq!(runner.recover().await.unwrap(), 0);
@@ -1146,25 +1161,21 @@ async fn a_recovery_scan_leaves_live_replicas_and_other_workflows_alone_without_
 /// once for every workflow, and wakes only the workflows it names.
 #[tokio::test]
 async fn the_abandoned_runs_of_a_list_are_told_apart_without_reading_them() {
-    let store = Arc::new(RacedRead::default());
-    let config = RunnerConfig { replica: Some("replica-a".into()), ..RunnerConfig::default() };
-    let runner = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), config);
-    store.inner.renew_lease("replica-b", Duration::from_secs(60)).await.unwrap();
+    let (store, runner) = replica_a_beside_live_replica_b().await;
     // Held here: a run under way on t1, in the node that never ends.
     let mut handle = runner.start(input("billing")).await.unwrap();
     until_node_starts(&mut handle.events, "billing").await;
-    for (thread, owner) in [
-        ("b1", Some("replica-b")),
-        ("b2", Some("replica-b")),
-        ("c1", Some("replica-c")),
-        ("a1", Some("replica-a")),
-        ("none", None),
-    ] {
-        let mut cp = frontdesk_runtime::conformance::sample(thread, 1, RunStatus::Running);
-        cp.workflow = "routed".to_owned();
-        cp.run.owner = owner.map(str::to_owned);
-        store.inner.put(&cp).await.unwrap();
-    }
+    seed_running(
+        &store,
+        &[
+            ("b1", "routed", Some("replica-b")),
+            ("b2", "routed", Some("replica-b")),
+            ("c1", "routed", Some("replica-c")),
+            ("a1", "routed", Some("replica-a")),
+            ("none", "routed", None),
+        ],
+    )
+    .await;
     let listed = store.unfinished_runs().await.unwrap();
     assert_eq!(listed.len(), 6, "{listed:?}");
     let reads = store.latest_reads.load(std::sync::atomic::Ordering::SeqCst);
