@@ -415,6 +415,12 @@ impl InvestigationDesk {
             let mut after = after_seq;
             loop {
                 let changed = desk.changed.notified();
+                // Read before the trail: a node writes its audit entries before the status they
+                // lead to, so a status read as final here means the read below holds every entry
+                // there will be. Read after it, the status could turn final between the two
+                // reads and the watch would end without the entries written in between.
+                let finished_before =
+                    matches!(desk.store.investigation(&key).await, Ok(Some(r)) if r.status.is_final());
                 let entries = match desk.store.audit_trail(&key, after).await {
                     Ok(entries) => entries,
                     Err(error) => {
@@ -436,7 +442,7 @@ impl InvestigationDesk {
                     return;
                 }
                 // Watching from past the end of a finished investigation: nothing more will come.
-                if !read_any && matches!(desk.store.investigation(&key).await, Ok(Some(r)) if r.status.is_final()) {
+                if !read_any && finished_before {
                     return;
                 }
                 tokio::select! {
