@@ -76,7 +76,7 @@ impl Node<Answer> for Approve {
             }
             None => Ok(NodeOutput::interrupt(
                 AnswerUpdate::default(),
-                InterruptRequest::new("approval", "awaiting_manager", &serde_json::json!({ "to": "manager" })),
+                InterruptRequest::new("approval", "awaiting_manager", &serde_json::json!({ "to": "manager" }))?,
             )),
         }
     }

@@ -38,7 +38,7 @@ impl Target {
 }
 
 type Router<S> = Arc<dyn Fn(&S) -> Target + Send + Sync>;
-type OutputFn<S> = Arc<dyn Fn(&S) -> serde_json::Value + Send + Sync>;
+type OutputFn<S> = Arc<dyn Fn(&S) -> Result<serde_json::Value, serde_json::Error> + Send + Sync>;
 
 pub(crate) enum Edge<S> {
     Static(Target),
@@ -390,9 +390,11 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
-    /// What a finished run reports (and what an idempotent replay returns).
-    pub fn output(mut self, output: impl Fn(&S) -> serde_json::Value + Send + Sync + 'static) -> Self {
-        self.output = Some(Arc::new(output));
+    /// What a finished run reports (and what an idempotent replay returns). An output that
+    /// cannot be encoded fails the run (`RunError::OutputCodec`) before its end is recorded,
+    /// rather than reporting `null`.
+    pub fn output<O: serde::Serialize>(mut self, output: impl Fn(&S) -> O + Send + Sync + 'static) -> Self {
+        self.output = Some(Arc::new(move |state| serde_json::to_value(output(state))));
         self
     }
 
@@ -482,7 +484,7 @@ impl<S: State> GraphBuilder<S> {
             edges: self.edges,
             entry,
             max_steps: self.max_steps,
-            output: self.output.unwrap_or_else(|| Arc::new(|_| serde_json::Value::Null)),
+            output: self.output.unwrap_or_else(|| Arc::new(|_| Ok(serde_json::Value::Null))),
             durability: self.durability,
             default_retry: self.default_retry,
             failure_route: self.failure_route,
@@ -526,7 +528,7 @@ impl<S: State> Graph<S> {
         self
     }
 
-    pub(crate) fn output(&self, state: &S) -> serde_json::Value {
+    pub(crate) fn output(&self, state: &S) -> Result<serde_json::Value, serde_json::Error> {
         (self.output)(state)
     }
 

@@ -47,10 +47,16 @@ pub struct InterruptRequest {
 }
 
 impl InterruptRequest {
-    /// An interrupt with a typed payload.
-    pub fn new(id: impl Into<String>, reason: impl Into<String>, payload: &impl serde::Serialize) -> Self {
-        let payload = serde_json::to_value(payload).unwrap_or(serde_json::Value::Null);
-        Self { id: id.into(), reason: reason.into(), payload }
+    /// An interrupt with a typed payload. A payload that does not encode is the node's bug,
+    /// an `Internal` failure of the node rather than an interrupt asking with `null`.
+    pub fn new(
+        id: impl Into<String>,
+        reason: impl Into<String>,
+        payload: &impl serde::Serialize,
+    ) -> Result<Self, NodeError> {
+        let payload = serde_json::to_value(payload)
+            .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "cannot encode an interrupt's payload", e))?;
+        Ok(Self { id: id.into(), reason: reason.into(), payload })
     }
 }
 

@@ -211,6 +211,14 @@ pub enum RunError {
         #[source]
         source: serde_json::Error,
     },
+    /// The graph's output for the final state did not encode; the run failed instead of
+    /// reporting something else.
+    #[error("output of thread {thread_id} could not be encoded")]
+    OutputCodec {
+        thread_id: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("run task ended without an outcome")]
     Lost,
     /// The run a retry attached to (by its idempotency key) failed; `kind` and `message` are
@@ -255,6 +263,7 @@ impl RunError {
             | RunError::DuplicateInterrupt { .. }
             | RunError::Ephemeral { .. }
             | RunError::StateCodec { .. }
+            | RunError::OutputCodec { .. }
             | RunError::Lost => FailureKind::Internal,
         }
     }
@@ -1575,7 +1584,7 @@ impl<S: State> Execution<S> {
         }
         let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;
         let output = match status {
-            RunStatus::Completed | RunStatus::Interrupted => Some(self.output().1.clone()),
+            RunStatus::Completed | RunStatus::Interrupted => Some(self.output()?.1.clone()),
             RunStatus::Running | RunStatus::Failed => None,
         };
         let checkpoint = Checkpoint {
@@ -1859,6 +1868,11 @@ impl<S: State> Execution<S> {
                 (true, None) => RunStatus::Interrupted,
                 (true, Some(_)) => RunStatus::Running,
             };
+            if status != RunStatus::Running {
+                // Before anything records the run's end: an output that does not encode fails
+                // the run, which rolls back, instead of a handoff or a commit going first.
+                self.output()?;
+            }
             let erased = status == RunStatus::Completed && self.hand_off().await;
             if !erased && (status != RunStatus::Running || self.commit_after(&node)) {
                 self.commit(status).await?;
@@ -1879,11 +1893,11 @@ impl<S: State> Execution<S> {
                 self.sink.emit(Some(node.clone()), event).await;
             }
             if status == RunStatus::Interrupted {
-                return Ok(self.pause().await);
+                return self.pause().await;
             }
         }
-        let outcome = self.outcome(RunStatus::Completed);
-        let output_json = self.output().1.clone();
+        let (output, output_json) = std::mem::take(self.output()?);
+        let outcome = self.outcome(RunStatus::Completed, output);
         self.sink
             .emit(
                 None,
@@ -1919,29 +1933,31 @@ impl<S: State> Execution<S> {
     }
 
     /// Ends a run that paused: the thread now waits on its pending interrupts.
-    async fn pause(&mut self) -> RunOutcome<S> {
+    async fn pause(&mut self) -> Result<RunOutcome<S>, RunError> {
+        let (output, _) = std::mem::take(self.output()?);
         let pending = self.pending.interrupts.iter().map(|i| i.id.clone()).collect();
         self.sink.emit(None, EventKind::Interrupted { pending }).await;
-        self.outcome(RunStatus::Interrupted)
+        Ok(self.outcome(RunStatus::Interrupted, output))
     }
 
     /// The graph's output for the final state, computed once.
-    fn output(&mut self) -> &mut (serde_json::Value, String) {
-        let (graph, state) = (&self.graph, &self.state);
-        self.output.get_or_insert_with(|| {
-            let value = graph.output(state);
+    fn output(&mut self) -> Result<&mut (serde_json::Value, String), RunError> {
+        if self.output.is_none() {
+            let value = self
+                .graph
+                .output(&self.state)
+                .map_err(|source| RunError::OutputCodec { thread_id: self.thread_id.to_string(), source })?;
             // `to_string` on a `Value` goes through `fmt::Display`, a formatter call per token;
             // the serializer writes the buffer directly. A `Value` always serializes.
             let json = serde_json::to_string(&value).expect("a serde_json::Value serializes");
-            (value, json)
-        })
+            self.output = Some((value, json));
+        }
+        Ok(self.output.as_mut().expect("the output was computed above"))
     }
 
     /// What the run returns as it ends. Called once, last: it takes the final state and the
-    /// output value rather than copying them (only the output's JSON text, for the run's last
-    /// event, stays behind).
-    fn outcome(&mut self, status: RunStatus) -> RunOutcome<S> {
-        let output = std::mem::take(&mut self.output().0);
+    /// output value rather than copying them.
+    fn outcome(&mut self, status: RunStatus, output: serde_json::Value) -> RunOutcome<S> {
         RunOutcome {
             run_id: self.run_id.to_string(),
             version: self.version,

@@ -79,8 +79,8 @@ impl Node<Case> for Gather {
             None => Ok(NodeOutput::interrupts(
                 log("asked"),
                 vec![
-                    InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"})),
-                    InterruptRequest::new("approve-1", "awaiting_manager", &serde_json::json!({"to": "manager"})),
+                    InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?,
+                    InterruptRequest::new("approve-1", "awaiting_manager", &serde_json::json!({"to": "manager"}))?,
                 ],
             )),
         }
@@ -184,7 +184,7 @@ impl Node<Case> for FailOnResume {
     async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
         match ctx.resume() {
             Some(_) => Err(NodeError::new(NodeErrorKind::InvalidInput, "the answer does not parse")),
-            None => Ok(NodeOutput::interrupt(log("asked"), InterruptRequest::new("q", "awaiting_user", &()))),
+            None => Ok(NodeOutput::interrupt(log("asked"), InterruptRequest::new("q", "awaiting_user", &())?)),
         }
     }
 }
@@ -210,7 +210,7 @@ struct RaiseTwice;
 impl Node<Case> for RaiseTwice {
     async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
         let ask = || InterruptRequest::new("same", "awaiting_user", &());
-        Ok(NodeOutput::interrupts(CaseUpdate::default(), vec![ask(), ask()]))
+        Ok(NodeOutput::interrupts(CaseUpdate::default(), vec![ask()?, ask()?]))
     }
 }
 

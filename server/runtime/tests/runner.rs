@@ -70,7 +70,7 @@ impl Node<Doc> for Ask {
             })),
             None => Ok(NodeOutput::interrupt(
                 DocUpdate { log: Some(vec!["asked".into()]), ..Default::default() },
-                InterruptRequest::new("why", "awaiting_user", &serde_json::json!({"question": "why?"})),
+                InterruptRequest::new("why", "awaiting_user", &serde_json::json!({"question": "why?"}))?,
             )),
         }
     }
@@ -870,6 +870,47 @@ async fn a_kept_or_failed_handoff_writes_the_final_checkpoint() {
         assert_eq!((latest.version, latest.run.status), (2, RunStatus::Completed), "{route}");
         assert!(archive.taken.lock().unwrap().is_empty());
     }
+}
+
+/// A graph output that refuses to encode, as one with a non-string map key would.
+struct Unencodable;
+
+impl serde::Serialize for Unencodable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this output has no JSON form"))
+    }
+}
+
+#[tokio::test]
+async fn an_output_that_does_not_encode_fails_the_run_before_its_end_is_recorded() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let archive = Arc::new(Archive::default());
+    let graph = GraphBuilder::new("unencodable")
+        .node("billing", Step { name: "billing", route: None })
+        .entry("billing")
+        .edge("billing", Target::End)
+        .durability(Durability::ByEffect)
+        .output(|_: &Doc| Unencodable)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default()).with_handoff(archive.clone());
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    let mut last = None;
+    while let Some(event) = handle.events.recv().await {
+        last = Some(event.kind);
+    }
+    let error = handle.wait().await.unwrap_err();
+    assert!(matches!(&error, RunError::OutputCodec { thread_id, .. } if thread_id == "t1"), "{error:?}");
+    assert!(
+        matches!(last, Some(EventKind::RunFailed { kind: frontdesk_runtime::FailureKind::Internal, .. })),
+        "the run ends failed, not finished with a null output: {last:?}"
+    );
+    assert!(archive.taken.lock().unwrap().is_empty(), "nothing was handed off");
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!(latest.run.status, RunStatus::Failed);
+    assert_eq!(latest.run.output, None);
+    let (state, _) = runner.state("t1").await.unwrap().unwrap();
+    assert!(state.log.is_empty(), "the failed run is rolled back: {:?}", state.log);
 }
 
 #[tokio::test]

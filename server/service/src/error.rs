@@ -166,6 +166,7 @@ fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String)
         | RunError::Ephemeral { .. }
         | RunError::Checkpoint(_)
         | RunError::StateCodec { .. }
+        | RunError::OutputCodec { .. }
         | RunError::Lost => Failure::new(reason_of(error.failure_kind()), message),
         // A retry that attached to a run in flight fails as that run did.
         RunError::AttachedRunFailed { run_id, .. } => {

@@ -179,15 +179,9 @@ pub trait ConversationSpec: Send + Sync + 'static {
 }
 
 /// The graph output of every conversational workflow (its graph's `output`): the turn's reply and
-/// the new state view. [`ConversationHost`] reports a turn that ran here from the same fields of the
-/// final state, and a replay from this recorded value, so the two must not differ.
-pub fn turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> serde_json::Value {
-    serde_json::to_value(typed_turn_output(spec, state)).unwrap_or(serde_json::Value::Null)
-}
-
-/// [`turn_output`] before it becomes JSON: what the host reports for a turn that ran here, without
-/// a round trip through the JSON value only a replay needs.
-fn typed_turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> TurnOutput<C::View> {
+/// the new state view. [`ConversationHost`] reports a turn that ran here from this value itself,
+/// and a replay from the JSON the runner recorded of it, so the two cannot differ.
+pub fn turn_output<C: ConversationSpec>(spec: &C, state: &C::State) -> TurnOutput<C::View> {
     let reply = spec.messages(state).last().filter(|m| m.role == crate::Role::Assistant).cloned();
     let view = StoredView { workflow: spec.name().to_owned(), view: spec.view(state) };
     TurnOutput { reply, turn_count: spec.turn_count(state), state: view }
@@ -463,7 +457,7 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 Ok(result) => result.map(|o: RunOutcome<C::State>| Finished {
                     run_id: o.run_id,
                     version: o.version,
-                    output: o.state.as_ref().map(|state| typed_turn_output(&*spec, state)).ok_or(o.output),
+                    output: o.state.as_ref().map(|state| turn_output(&*spec, state)).ok_or(o.output),
                     replayed: o.replayed,
                     times: o.thread_created_at.zip(o.updated_at),
                 }),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use frontdesk_llm::{ChatMessage, ChatRequest, JsonSchemaFormat, LlmClient, OutputSchema, ToolCall, ToolSpec};
-use frontdesk_runtime::{EventKind, NodeContext, NodeError};
+use frontdesk_runtime::{EventKind, NodeContext, NodeError, NodeErrorKind};
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tracing::debug;
@@ -22,8 +22,17 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    pub fn ok(value: impl Serialize) -> Self {
-        Self { value: serde_json::to_value(value).unwrap_or(serde_json::Value::Null), is_error: false }
+    /// A result to encode. A value that does not encode is the tool's bug, an `Internal`
+    /// failure of the node rather than a `null` the model would be shown.
+    pub fn ok(value: impl Serialize) -> Result<Self, NodeError> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "cannot encode a tool result", e))?;
+        Ok(Self::value(value))
+    }
+
+    /// A result that is already JSON.
+    pub fn value(value: serde_json::Value) -> Self {
+        Self { value, is_error: false }
     }
 
     pub fn error(message: impl Into<String>) -> Self {
@@ -201,9 +210,4 @@ pub async fn answer_with_schema(
     llm_node::record_call(ctx, &record).await;
     exchanges.push(ModelExchange { prompt, reply: value.to_string() });
     Ok((value, used, exchanges))
-}
-
-/// A tool reply that could not be serialized is a bug, not the model's mistake.
-pub fn encode(value: &impl Serialize) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }

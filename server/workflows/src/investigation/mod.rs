@@ -117,8 +117,8 @@ pub struct InvestigationOutput {
     pub awaiting: Vec<String>,
 }
 
-fn output(state: &InvestigationState) -> serde_json::Value {
-    let output = InvestigationOutput {
+fn output(state: &InvestigationState) -> InvestigationOutput {
+    InvestigationOutput {
         investigation_id: state.investigation_id.clone(),
         status: state.status,
         report: state.report.clone(),
@@ -128,8 +128,7 @@ fn output(state: &InvestigationState) -> serde_json::Value {
             .filter(|a| a.status == ActionStatus::Awaiting)
             .map(|a| a.action_id.clone())
             .collect(),
-    };
-    serde_json::to_value(output).unwrap_or(serde_json::Value::Null)
+    }
 }
 
 /// What the agents need from outside.

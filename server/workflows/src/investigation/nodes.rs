@@ -128,7 +128,7 @@ impl<'a> Journal<'a> {
         arguments: serde_json::Value,
         result: serde_json::Value,
     ) {
-        tool_loop::announce(ctx, name, &arguments, &ToolResult::ok(&result), started.elapsed()).await;
+        tool_loop::announce(ctx, name, &arguments, &ToolResult::value(result.clone()), started.elapsed()).await;
         self.record_tool(actor, correlation_id, name, arguments, result);
     }
 
@@ -236,7 +236,7 @@ impl tool_loop::Tools for Lookups<'_> {
             return Ok(ToolResult::error(format!("no tool named {name}")));
         }
         match tool_loop::arguments::<LookupDataArgs>(arguments) {
-            Ok(args) => Ok(ToolResult::ok(self.0.tools.lookup_data(&args).await?)),
+            Ok(args) => ToolResult::ok(self.0.tools.lookup_data(&args).await?),
             Err(error) => Ok(error),
         }
     }
@@ -465,12 +465,12 @@ impl Node<InvestigationState> for RightsCheckAgent {
         };
         let started = std::time::Instant::now();
         let result: AuthorizationResult = deps.tools.check_authorization(&args).await?;
-        journal.tool(ctx, started, me, &correlation_id, tools::CHECK_AUTHORIZATION, json(&args), json(&result)).await;
+        journal.tool(ctx, started, me, &correlation_id, tools::CHECK_AUTHORIZATION, json(&args)?, json(&result)?).await;
         let request = ChatRequest {
             purpose: "rights_check_agent.explain".into(),
             messages: vec![
                 ChatMessage::system(prompts::RIGHTS_CHECK),
-                ChatMessage::user(format!("{}\nAuthorisation check: {}", describe(mutation), json(&result))),
+                ChatMessage::user(format!("{}\nAuthorisation check: {}", describe(mutation), json(&result)?)),
             ],
             temperature: Some(0.0),
             max_tokens: Some(BUDGET_SHORT),
@@ -593,7 +593,7 @@ impl RequestForInformationAgent {
         actions.retain(|a| a.action_id != action.action_id);
         actions.push(action.clone());
         journal.update.actions = Some(actions);
-        Ok(InterruptRequest::new(action.action_id.clone(), reason, &action))
+        InterruptRequest::new(action.action_id.clone(), reason, &action)
     }
 
     /// Records a reply: the action is answered and the reply is in the trail.
@@ -689,7 +689,7 @@ impl RequestForInformationAgent {
                 let started = std::time::Instant::now();
                 let rights = deps.tools.check_authorization(&check).await?;
                 journal
-                    .tool(ctx, started, me, correlation_id, tools::CHECK_AUTHORIZATION, json(&check), json(&rights))
+                    .tool(ctx, started, me, correlation_id, tools::CHECK_AUTHORIZATION, json(&check)?, json(&rights)?)
                     .await;
                 match absent {
                     None => (false, format!("no {} of {covered} covers {day}", kind.as_str())),
@@ -900,7 +900,7 @@ impl Node<InvestigationState> for AdvisoryAgent {
         };
         let started = std::time::Instant::now();
         let report = deps.tools.generate_report(&args);
-        journal.tool(ctx, started, me, &correlation_id, tools::GENERATE_REPORT, json(&args), json(&report)).await;
+        journal.tool(ctx, started, me, &correlation_id, tools::GENERATE_REPORT, json(&args)?, json(&report)?).await;
         journal.send(AgentMessage::new(
             Action::AdvisoryReportResult,
             correlation_id,
@@ -914,7 +914,9 @@ impl Node<InvestigationState> for AdvisoryAgent {
     }
 }
 
-/// JSON of the tools' typed arguments and results, for events and the trail.
-fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+/// JSON of the tools' typed arguments and results, for events and the trail. One that does not
+/// encode is a bug, an `Internal` failure of the node rather than a `null` in the audit trail.
+fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, NodeError> {
+    serde_json::to_value(value)
+        .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "cannot encode a tool call for the trail", e))
 }

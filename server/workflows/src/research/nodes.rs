@@ -460,13 +460,13 @@ impl Tools for CorpusTools<'_> {
             "search" => match tool_loop::arguments::<SearchArgs>(arguments) {
                 Ok(args) => {
                     let limit = args.limit.map_or(HITS, |l| (l as usize).clamp(1, HITS));
-                    ToolResult::ok(self.0.search(&args.query, limit))
+                    ToolResult::ok(self.0.search(&args.query, limit))?
                 }
                 Err(error) => error,
             },
             "read" => match tool_loop::arguments::<ReadArgs>(arguments) {
                 Ok(args) => match self.0.read(&args.document_id, args.passage) {
-                    Ok(passage) => ToolResult::ok(passage),
+                    Ok(passage) => ToolResult::ok(passage)?,
                     Err(error) => ToolResult::error(error.to_string()),
                 },
                 Err(error) => error,
@@ -569,7 +569,7 @@ impl Tools for Calculator {
         }
         Ok(match tool_loop::arguments::<CalculateArgs>(arguments) {
             Ok(args) => match calculator::evaluate(&args.expression) {
-                Ok(value) => ToolResult::ok(serde_json::json!({ "expression": args.expression, "value": value })),
+                Ok(value) => ToolResult::value(serde_json::json!({ "expression": args.expression, "value": value })),
                 Err(error) => ToolResult::error(error.to_string()),
             },
             Err(error) => error,

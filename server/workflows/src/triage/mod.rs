@@ -94,10 +94,6 @@ impl TriageOutput {
     }
 }
 
-fn output(state: &TriageState) -> serde_json::Value {
-    serde_json::to_value(TriageOutput::of(state)).unwrap_or(serde_json::Value::Null)
-}
-
 /// What the triage nodes need from outside.
 #[derive(Clone)]
 pub struct TriageDeps {
@@ -145,6 +141,6 @@ pub fn build(deps: TriageDeps) -> Result<Graph<TriageState>, GraphError> {
         // crash that re-runs a ticket from its input costs model calls and nothing else; the
         // accepting commit and the final checkpoint are all a ticket needs to be crash-safe.
         .durability(Durability::ByEffect)
-        .output(output)
+        .output(TriageOutput::of)
         .build()
 }
