@@ -87,7 +87,9 @@ else
         die "port $PG_PORT is already served by another PostgreSQL; set FRONTDESK_PG_PORT"
     fi
     log "starting on 127.0.0.1:$PG_PORT (log $LOG)"
-    as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 \
+    # After an unclean stop (a machine restart) the server fsyncs its whole data directory
+    # before it accepts connections, which takes minutes on a large one: wait that long.
+    as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 300 \
         -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -c unix_socket_directories='$PG_DIR' -c max_connections=200" \
         start >&2 || { tail -n 30 "$LOG" >&2 || true; die "pg_ctl start failed"; }
 fi

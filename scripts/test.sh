@@ -73,10 +73,8 @@ step "cargo test (SQLite; PostgreSQL and Redis for the store and conformance sui
 cargo test --workspace --locked
 
 step "end-to-end suites again, on PostgreSQL"
-# Databases of earlier runs are throwaway; drop them so the test cluster does not grow.
-psql "$FRONTDESK_TEST_POSTGRES_URL" -Atqc \
-  "select datname from pg_database where datname ~ '^frontdesk_[a-z_]+_[0-9a-f]{32}$'" |
-  while read -r db; do psql "$FRONTDESK_TEST_POSTGRES_URL" -qc "drop database if exists $db with (force)"; done
+# Each test drops the scratch databases it creates (frontdesk_store::scratch); nothing sweeps
+# them by name, which would drop those of another run using this server at the same time.
 FRONTDESK_E2E_DATABASE=postgres cargo test --workspace --locked --test intake --test api --test triage --test investigation --test research --test reattach --test tenancy
 
 step "triage end-to-end suite with active tickets in Redis"

@@ -24,8 +24,7 @@ use tonic::{transport::Channel, Code};
 
 /// Servers sharing one database, as replicas do; each has its own scripted model.
 struct Cluster {
-    url: String,
-    _dir: tempfile::TempDir,
+    store: common::TestStore,
 }
 
 struct Replica {
@@ -36,14 +35,12 @@ struct Replica {
 
 impl Cluster {
     async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let url = common::database_url(dir.path()).await;
-        Self { url, _dir: dir }
+        Self { store: common::test_store().await }
     }
 
     async fn replica(&self) -> Replica {
         let mut config = Config::default();
-        config.database.url = self.url.clone();
+        config.database.url = self.store.url.clone();
         config.shutdown_grace_secs = 5;
         // The agents' retries are what these tests exercise; the model client's own retries
         // would multiply the scripted failures each attempt consumes.
@@ -591,7 +588,7 @@ async fn the_import_and_export_commands() {
     r.stop().await;
     let run = |args: &[&str]| {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_frontdesk-server"))
-            .args(["--database-url", &cluster.url])
+            .args(["--database-url", &cluster.store.url])
             .args(args)
             .env_remove("FRONTDESK_CONFIG")
             .output()

@@ -67,7 +67,7 @@ struct Server {
     client: ResearchServiceClient<Channel>,
     model: Arc<ScriptedModel>,
     gauge: Arc<Gauge>,
-    _dir: tempfile::TempDir,
+    _store: common::TestStore,
 }
 
 #[derive(Default, Debug)]
@@ -103,9 +103,9 @@ impl Server {
     }
 
     async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let store = common::test_store().await;
         let mut config = Config::default();
-        config.database.url = common::database_url(dir.path()).await;
+        config.database.url = store.url.clone();
         config.shutdown_grace_secs = 5;
         config.model.max_attempts = 1;
         let mut settings = config.workflows.settings::<research::Workflow>().unwrap();
@@ -119,7 +119,7 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = app.serve_on(listener).await.expect("server starts");
         let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap().connect().await.unwrap();
-        Server { server: Some(server), client: ResearchServiceClient::new(channel), model, gauge, _dir: dir }
+        Server { server: Some(server), client: ResearchServiceClient::new(channel), model, gauge, _store: store }
     }
 
     fn script(&self, replies: &[(&str, serde_json::Value)]) {

@@ -91,15 +91,15 @@ struct Call {
     model: Arc<ScriptedModel>,
     tools: Arc<TestTools>,
     id: String,
-    _dir: tempfile::TempDir,
+    _store: common::TestStore,
 }
 
 async fn server(
     configure: impl FnOnce(&mut Config),
-) -> Result<(RunningServer, Arc<ScriptedModel>, Arc<TestTools>, tempfile::TempDir), String> {
-    let dir = tempfile::tempdir().unwrap();
+) -> Result<(RunningServer, Arc<ScriptedModel>, Arc<TestTools>, common::TestStore), String> {
+    let store = common::test_store().await;
     let mut config = Config::default();
-    config.database.url = common::database_url(dir.path()).await;
+    config.database.url = store.url.clone();
     config.shutdown_grace_secs = 5;
     configure(&mut config);
     let model = Arc::new(ScriptedModel::new("scripted-test"));
@@ -116,17 +116,17 @@ async fn server(
         chain
     })?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    Ok((app.serve_on(listener).await.unwrap(), model, tools, dir))
+    Ok((app.serve_on(listener).await.unwrap(), model, tools, store))
 }
 
 impl Call {
     async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
-        let (server, model, tools, dir) = server(configure).await.expect("server builds");
+        let (server, model, tools, store) = server(configure).await.expect("server builds");
         let client = Client::connect(format!("http://{}", server.addr)).await.unwrap();
         let started = client.start_conversation("service_call", StartOptions::default()).await.unwrap();
         assert_eq!(started.welcome.unwrap().text, "Thank you for calling. How can we help you today?");
         let id = started.conversation.unwrap().conversation_id;
-        Call { server: Some(server), client, model, tools, id, _dir: dir }
+        Call { server: Some(server), client, model, tools, id, _store: store }
     }
 
     async fn start() -> Self {

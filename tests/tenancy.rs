@@ -598,20 +598,20 @@ async fn reflection_needs_a_key_unless_opened() {
 }
 
 /// An in-process server listening on every interface (as in a container), with `auth.mode`.
-async fn on_every_interface(mode: AuthMode) -> (frontdesk_server::app::RunningServer, tempfile::TempDir) {
+async fn on_every_interface(mode: AuthMode) -> (frontdesk_server::app::RunningServer, common::TestStore) {
     use frontdesk_server::{
         app::{App, Overrides},
         config::Config,
     };
-    let dir = tempfile::tempdir().unwrap();
+    let store = common::test_store().await;
     let mut config = Config::default();
-    config.database.url = common::database_url(dir.path()).await;
+    config.database.url = store.url.clone();
     config.shutdown_grace_secs = 5;
     config.auth.mode = mode;
     let model = std::sync::Arc::new(frontdesk_llm::ScriptedModel::new("scripted-test"));
     let app = App::build(config, Overrides { model: Some(model), ..Overrides::default() }).await.unwrap();
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    (app.serve_on(listener).await.unwrap(), dir)
+    (app.serve_on(listener).await.unwrap(), store)
 }
 
 #[tokio::test]

@@ -73,20 +73,20 @@ fn tls_config(dir: &Path, client_ca: Option<PathBuf>, reload_check_secs: u64) ->
 }
 
 /// A server on 127.0.0.1:0 in this process with `tls` and a scripted model.
-async fn start(tls: TlsConfig) -> (Result<RunningServer, StartError>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+async fn start(tls: TlsConfig) -> (Result<RunningServer, StartError>, common::TestStore) {
+    let store = common::test_store().await;
     let mut config = Config::default();
-    config.database.url = common::database_url(dir.path()).await;
+    config.database.url = store.url.clone();
     config.shutdown_grace_secs = 5;
     config.tls = tls;
     let overrides = Overrides { model: Some(Arc::new(ScriptedModel::new("scripted-tls"))), parts: Parts::default() };
     // Certificates are read when the app is built, before the database is opened.
     let app = match App::build(config, overrides).await {
         Ok(app) => app,
-        Err(error) => return (Err(error), dir),
+        Err(error) => return (Err(error), store),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    (app.serve_on(listener).await, dir)
+    (app.serve_on(listener).await, store)
 }
 
 /// A client trusting `ca`, presenting `identity` if given, verifying the name `localhost`.

@@ -25,6 +25,7 @@ use frontdesk_server::{
         Parts,
     },
 };
+use frontdesk_store::scratch::ScratchDatabase;
 use frontdesk_workflows::intake::{Receipt, Submission, SubmitError, Submitter};
 use serde_json::json;
 
@@ -35,7 +36,7 @@ pub struct TestServer {
     pub server: Option<RunningServer>,
     /// `database.url`, for commands run on the server's database (`frontdesk-server keys`).
     pub database_url: String,
-    _dir: tempfile::TempDir,
+    _store: TestStore,
 }
 
 /// Records submissions; fails the next `fail_next` of them.
@@ -93,9 +94,9 @@ impl TestServer {
     }
 
     pub async fn start_with(options: Options) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let store = test_store().await;
         let mut config = Config::default();
-        let database_url = database_url(dir.path()).await;
+        let database_url = store.url.clone();
         config.database.url = database_url.clone();
         let mut intake = config.workflows.settings::<intake::Workflow>().unwrap();
         intake.debug_commands = options.debug_commands;
@@ -125,7 +126,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = app.serve_on(listener).await.expect("server starts");
         let client = Client::connect(format!("http://{}", server.addr)).await.expect("client connects");
-        Self { client, model, submitter, server: Some(server), database_url, _dir: dir }
+        Self { client, model, submitter, server: Some(server), database_url, _store: store }
     }
 
     pub fn server(&self) -> &RunningServer {
@@ -166,25 +167,32 @@ impl TestServer {
     }
 }
 
-/// SQLite in the test's directory, or, with `FRONTDESK_E2E_DATABASE=postgres`, a fresh database
-/// on the server at `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores).
-pub async fn database_url(dir: &std::path::Path) -> String {
+/// A test's database and its directory: SQLite in the directory, or, with
+/// `FRONTDESK_E2E_DATABASE=postgres`, a scratch database on the server at
+/// `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores), dropped with this.
+pub struct TestStore {
+    pub url: String,
+    dir: tempfile::TempDir,
+    _scratch: Option<ScratchDatabase>,
+}
+
+impl TestStore {
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+pub async fn test_store() -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
     match std::env::var("FRONTDESK_E2E_DATABASE").as_deref() {
         Ok("postgres") => {
             let server = std::env::var("FRONTDESK_TEST_POSTGRES_URL")
                 .expect("FRONTDESK_E2E_DATABASE=postgres needs FRONTDESK_TEST_POSTGRES_URL");
-            let admin = frontdesk_store::sqlx::PgPool::connect(&server).await.expect("connect to PostgreSQL");
-            let name = format!("frontdesk_e2e_{}", uuid::Uuid::new_v4().simple());
-            frontdesk_store::sqlx::query(frontdesk_store::sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&admin)
-                .await
-                .unwrap();
-            admin.close().await;
-            let (base, _) = server.rsplit_once('/').expect("a database URL with a path");
-            format!("{base}/{name}")
+            let scratch = ScratchDatabase::create(&server, "e2e").await.expect("create a scratch database");
+            TestStore { url: scratch.url().to_owned(), dir, _scratch: Some(scratch) }
         }
         Ok(other) => panic!("FRONTDESK_E2E_DATABASE must be postgres or unset, not {other:?}"),
-        Err(_) => format!("sqlite://{}/frontdesk.db", dir.display()),
+        Err(_) => TestStore { url: format!("sqlite://{}/frontdesk.db", dir.path().display()), dir, _scratch: None },
     }
 }
 

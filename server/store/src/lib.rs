@@ -28,6 +28,7 @@ pub mod investigation;
 pub mod llm_calls;
 pub mod redis_checkpointer;
 mod reuse;
+pub mod scratch;
 pub mod tickets;
 
 pub use api_keys::{ApiKeyRecord, ApiKeyRow};

@@ -13,7 +13,7 @@ use std::{
 };
 
 use frontdesk_runtime::conformance;
-use frontdesk_store::{sqlx, Database, DbKind, StoreError, StoreOptions};
+use frontdesk_store::{scratch::ScratchDatabase, sqlx, Database, DbKind, StoreError, StoreOptions};
 
 /// The server URL, or `None` when the tests are to be skipped.
 fn server_url() -> Option<String> {
@@ -30,61 +30,12 @@ fn server_url() -> Option<String> {
     }
 }
 
-/// `url` pointing at database `name` instead.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
-}
-
-/// A fresh, empty database on the server; dropped when the test calls `drop_database`.
-struct FreshDatabase {
-    admin: sqlx::PgPool,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn create(server: &str) -> FreshDatabase {
-        let admin = sqlx::PgPool::connect(server).await.expect("connect to FRONTDESK_TEST_POSTGRES_URL");
-        let name = format!("frontdesk_t_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-        let url = with_database(server, &name);
-        FreshDatabase { admin, name, url }
-    }
-
-    async fn drop_database(self) {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)))
-            .execute(&self.admin)
-            .await
-            .unwrap();
-        self.admin.close().await;
-    }
-}
-
-#[test]
-fn rewrites_database_in_url() {
-    assert_eq!(with_database("postgres://u@h:1/db", "x"), "postgres://u@h:1/x");
-    assert_eq!(with_database("postgres://u@h:1/db?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
-    assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_conformance_and_store_checks() {
     let Some(server) = server_url() else { return };
-    let fresh = FreshDatabase::create(&server).await;
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
     for retention in [1, 3] {
-        let db = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: retention })
+        let db = Database::connect(fresh.url(), StoreOptions { max_connections: 8, checkpoint_retention: retention })
             .await
             .unwrap();
         assert_eq!(db.kind(), DbKind::Postgres);
@@ -94,8 +45,8 @@ async fn postgres_conformance_and_store_checks() {
         db.close().await;
     }
     // Reconnecting migrates nothing twice; two pools contend on the same rows.
-    let a = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
-    let b = Database::connect(&fresh.url, StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
+    let a = Database::connect(fresh.url(), StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
+    let b = Database::connect(fresh.url(), StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
     common::contended_increments(vec![Arc::new(a.checkpointer()), Arc::new(b.checkpointer())], 16, 15).await;
     common::intake_round_trip(&a).await;
     common::tickets_round_trip(&a).await;
@@ -107,7 +58,6 @@ async fn postgres_conformance_and_store_checks() {
     eprintln!("postgres put: mean {mean:?}");
     a.close().await;
     b.close().await;
-    fresh.drop_database().await;
 }
 
 /// Group commit: puts waiting together share a transaction and keep their own outcomes; a
@@ -116,8 +66,9 @@ async fn postgres_conformance_and_store_checks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit() {
     let Some(server) = server_url() else { return };
-    let fresh = FreshDatabase::create(&server).await;
-    let db = Database::connect(&fresh.url, StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await.unwrap();
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+    let db =
+        Database::connect(fresh.url(), StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await.unwrap();
     let pool = db.postgres_pool().unwrap().clone();
     sqlx::raw_sql(
         "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
@@ -137,37 +88,33 @@ async fn postgres_group_commit() {
     common::a_failed_commit_fails_its_whole_batch(&db, hold).await;
     common::a_refused_write_fails_alone(&db, hold).await;
     db.close().await;
-    fresh.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_investigation_store() {
     let Some(server) = server_url() else { return };
-    let fresh = FreshDatabase::create(&server).await;
-    let db = Database::connect(&fresh.url, StoreOptions::default()).await.unwrap();
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
     common::investigation::run_all(&db).await;
     db.close().await;
-    fresh.drop_database().await;
 }
 
 #[tokio::test]
 async fn postgres_llm_calls() {
     let Some(server) = server_url() else { return };
-    let fresh = FreshDatabase::create(&server).await;
-    let db = Database::connect(&fresh.url, StoreOptions::default()).await.unwrap();
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
     common::llm_calls::run_all(&db).await;
     db.close().await;
-    fresh.drop_database().await;
 }
 
 #[tokio::test]
 async fn postgres_api_keys() {
     let Some(server) = server_url() else { return };
-    let fresh = FreshDatabase::create(&server).await;
-    let db = Database::connect(&fresh.url, StoreOptions::default()).await.unwrap();
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
     common::api_keys::run_all(&db).await;
     db.close().await;
-    fresh.drop_database().await;
 }
 
 #[tokio::test]

@@ -1,19 +1,55 @@
 //! What the workflows' desk tests share: the databases each test runs on.
 
-use frontdesk_store::{sqlx, Database, StoreOptions};
+use frontdesk_store::{scratch::ScratchDatabase, Database, StoreOptions};
 
-/// A fresh SQLite database, and a fresh PostgreSQL one (named `frontdesk_<label>_<uuid>`) when
-/// `FRONTDESK_TEST_POSTGRES_URL` names a server.
-pub(crate) async fn databases(label: &str) -> Vec<Database> {
+/// A fresh SQLite database, and a fresh PostgreSQL one (a scratch database labelled `label`)
+/// when `FRONTDESK_TEST_POSTGRES_URL` names a server. A test runs the same steps on each:
+/// `for db in databases(..).await`. The scratch database is dropped when that loop ends.
+pub(crate) async fn databases(label: &str) -> Databases {
     let options = || StoreOptions { max_connections: 2, checkpoint_retention: 2 };
-    let mut databases = vec![Database::connect("sqlite::memory:", options()).await.unwrap()];
+    let mut list = vec![Database::connect("sqlite::memory:", options()).await.unwrap()];
+    let mut scratch = None;
     if let Ok(server) = std::env::var("FRONTDESK_TEST_POSTGRES_URL") {
-        let admin = sqlx::PgPool::connect(&server).await.expect("connect to FRONTDESK_TEST_POSTGRES_URL");
-        let name = format!("frontdesk_{label}_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-        admin.close().await;
-        let (base, _) = server.rsplit_once('/').expect("a database URL with a path");
-        databases.push(Database::connect(&format!("{base}/{name}"), options()).await.unwrap());
+        let created = ScratchDatabase::create(&server, label).await.expect("create a scratch database");
+        list.push(Database::connect(created.url(), options()).await.unwrap());
+        scratch = Some(created);
     }
-    databases
+    Databases { list, scratch }
+}
+
+pub(crate) struct Databases {
+    list: Vec<Database>,
+    scratch: Option<ScratchDatabase>,
+}
+
+impl<'a> IntoIterator for &'a Databases {
+    type Item = &'a Database;
+    type IntoIter = std::slice::Iter<'a, Database>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+impl IntoIterator for Databases {
+    type Item = Database;
+    type IntoIter = Iter;
+
+    fn into_iter(self) -> Iter {
+        Iter { list: self.list.into_iter(), _scratch: self.scratch }
+    }
+}
+
+/// The databases one by one; the scratch one lives as long as the iteration.
+pub(crate) struct Iter {
+    list: std::vec::IntoIter<Database>,
+    _scratch: Option<ScratchDatabase>,
+}
+
+impl Iterator for Iter {
+    type Item = Database;
+
+    fn next(&mut self) -> Option<Database> {
+        self.list.next()
+    }
 }

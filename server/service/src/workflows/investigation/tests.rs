@@ -67,7 +67,7 @@ fn answer(request: &ChatRequest) -> Result<String, LlmError> {
 
 /// A fresh SQLite database, and a fresh PostgreSQL one when a server is configured, each with
 /// the sample HR data.
-async fn databases() -> Vec<Database> {
+async fn databases() -> crate::workflows::testing::Databases {
     let databases = crate::workflows::testing::databases("investigation").await;
     for db in &databases {
         db.import_hr_csv(SAMPLE_DATA).await.unwrap();

@@ -70,7 +70,7 @@ fn answer(request: &ChatRequest) -> Result<String, LlmError> {
 }
 
 /// A fresh SQLite database, and a fresh PostgreSQL one when a server is configured.
-async fn databases() -> Vec<Database> {
+async fn databases() -> crate::workflows::testing::Databases {
     crate::workflows::testing::databases("triage").await
 }
 
