@@ -410,3 +410,151 @@ async fn a_recovered_run_writes_its_records_in_its_tenant() {
         assert_eq!(d.change_investigation("1001").await, "Pending", "another tenant's status stays out of HR data");
     }
 }
+
+/// The desk's store, with one status read held up on request: the next `investigation` call
+/// after [`HeldStatusRead::hold`] reports that it started, then waits to be let go before it
+/// reads. Everything else goes straight to the real store.
+struct HeldStatusRead {
+    inner: Arc<dyn InvestigationStore>,
+    hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
+}
+
+impl HeldStatusRead {
+    /// Holds the next status read: resolves `started` when it begins, reads when `go` fires.
+    fn hold(&self) -> (tokio::sync::oneshot::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel();
+        *self.hold.lock().unwrap() = Some((started_tx, go_rx));
+        (started_rx, go_tx)
+    }
+}
+
+#[async_trait::async_trait]
+impl InvestigationStore for HeldStatusRead {
+    async fn investigation(
+        &self,
+        investigation_id: &str,
+    ) -> Result<Option<investigation::InvestigationRecord>, investigation::StoreFailure> {
+        let held = self.hold.lock().unwrap().take();
+        if let Some((started, go)) = held {
+            let _ = started.send(());
+            let _ = go.await;
+        }
+        self.inner.investigation(investigation_id).await
+    }
+
+    async fn user(&self, id: &str) -> Result<Option<investigation::data::User>, investigation::StoreFailure> {
+        self.inner.user(id).await
+    }
+    async fn users(&self) -> Result<Vec<investigation::data::User>, investigation::StoreFailure> {
+        self.inner.users().await
+    }
+    async fn role(&self, id: &str) -> Result<Option<investigation::data::Role>, investigation::StoreFailure> {
+        self.inner.role(id).await
+    }
+    async fn role_grants(&self, id: &str) -> Result<Vec<investigation::data::RoleGrant>, investigation::StoreFailure> {
+        self.inner.role_grants(id).await
+    }
+    async fn direct_grants(
+        &self,
+        id: &str,
+    ) -> Result<Vec<investigation::data::DirectGrant>, investigation::StoreFailure> {
+        self.inner.direct_grants(id).await
+    }
+    async fn absences(
+        &self,
+        kind: investigation::AbsenceKind,
+        id: &str,
+    ) -> Result<Vec<investigation::data::Absence>, investigation::StoreFailure> {
+        self.inner.absences(kind, id).await
+    }
+    async fn mutation(&self, id: &str) -> Result<Option<investigation::StoredMutation>, investigation::StoreFailure> {
+        self.inner.mutation(id).await
+    }
+    async fn insert_mutation(&self, mutation: &investigation::HrMutation) -> Result<bool, investigation::StoreFailure> {
+        self.inner.insert_mutation(mutation).await
+    }
+    async fn set_change_investigation(&self, id: &str, status: Status) -> Result<(), investigation::StoreFailure> {
+        self.inner.set_change_investigation(id, status).await
+    }
+    async fn save_investigation(
+        &self,
+        record: &investigation::InvestigationRecord,
+    ) -> Result<(), investigation::StoreFailure> {
+        self.inner.save_investigation(record).await
+    }
+    async fn list_investigations(
+        &self,
+        tenant: &Tenant,
+        status: Option<Status>,
+        after: Option<investigation::ListCursor>,
+        limit: usize,
+    ) -> Result<(Vec<investigation::InvestigationRecord>, Option<investigation::ListCursor>), investigation::StoreFailure>
+    {
+        self.inner.list_investigations(tenant, status, after, limit).await
+    }
+    async fn write_audit(&self, entries: &[AuditEntry]) -> Result<(), investigation::StoreFailure> {
+        self.inner.write_audit(entries).await
+    }
+    async fn audit_trail(&self, id: &str, after_seq: u32) -> Result<Vec<AuditEntry>, investigation::StoreFailure> {
+        self.inner.audit_trail(id, after_seq).await
+    }
+    async fn audit_by_correlation(
+        &self,
+        tenant: &Tenant,
+        correlation_id: &str,
+    ) -> Result<Vec<AuditEntry>, investigation::StoreFailure> {
+        self.inner.audit_by_correlation(tenant, correlation_id).await
+    }
+    async fn save_action(&self, action: &investigation::PendingAction) -> Result<(), investigation::StoreFailure> {
+        self.inner.save_action(action).await
+    }
+    async fn actions(
+        &self,
+        tenant: &Tenant,
+        recipient_id: Option<&str>,
+        status: Option<ActionStatus>,
+    ) -> Result<Vec<investigation::PendingAction>, investigation::StoreFailure> {
+        self.inner.actions(tenant, recipient_id, status).await
+    }
+}
+
+/// The investigation finishes while a watch is between its reads: the watch reads the status
+/// (held here until the run has finished, so it reads it final) and then the trail, and ends
+/// only after the entries the run wrote. Reading the trail first, a watch saw nothing new, read
+/// the status as final and ended without them.
+#[tokio::test]
+async fn a_watch_ends_only_after_the_entries_of_a_run_that_finished_between_its_reads() {
+    for db in databases().await {
+        let inner: Arc<dyn InvestigationStore> = Arc::new(SqlInvestigationStore::new(db.clone()));
+        let held = Arc::new(HeldStatusRead { inner: inner.clone(), hold: Default::default() });
+        let model = Arc::new(ScriptedModel::from_fn("scripted", answer));
+        let deps = InvestigationDeps::new(LlmClient::new(model), inner);
+        let checkpointer: Arc<dyn Checkpointer> = Arc::new(SqlCheckpointer::new(db.clone()));
+        let runner = Runner::new(investigation::build(deps).unwrap(), checkpointer, RunnerConfig::default());
+        let d = Desk { desk: InvestigationDesk::new(runner, held.clone()), db };
+
+        d.start(&acme(), "1002").await.unwrap();
+        let seen = d.trail(&acme(), "INV-1002").await.unwrap();
+        let mut watch = d.desk.watch(&acme(), "INV-1002", seen.last().unwrap().seq).await.unwrap();
+        let (started, go) = held.hold();
+        // The watch task's first status read is now held; finish the investigation meanwhile.
+        let first = tokio::spawn(async move { watch.next().await.map(|e| (e, watch)) });
+        tokio::time::timeout(Duration::from_secs(10), started).await.unwrap().unwrap();
+        let view = d.respond(&acme(), changer_reply("I just did it.")).await.unwrap();
+        assert_eq!(view.status, Status::AdvisoryReportGenerated);
+        go.send(()).unwrap();
+
+        let (entry, mut watch) = tokio::time::timeout(Duration::from_secs(10), first)
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the watch shows the run's entries before it ends");
+        let mut watched = vec![entry.unwrap()];
+        while let Some(entry) = tokio::time::timeout(Duration::from_secs(10), watch.next()).await.unwrap() {
+            watched.push(entry.unwrap());
+        }
+        let trail = d.trail(&acme(), "INV-1002").await.unwrap();
+        assert_eq!(watched, trail[seen.len()..], "every entry after the ones seen, and then the end");
+    }
+}
