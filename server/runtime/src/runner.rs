@@ -1418,14 +1418,22 @@ impl<S: State> Runner<S> {
     /// with how many it resumed. Safe to call while serving and from several replicas at once:
     /// the compare-and-set lets only one writer continue a run.
     pub async fn recover(&self) -> Result<usize, RunError> {
-        let mut tasks = JoinSet::new();
-        // Every workflow's runner scans the same running threads: only the thread's own runner
-        // goes on, so that no other ever holds its lock here, even briefly (that would make its
-        // own recovery skip the thread and a caller's retry busy).
-        let listed =
-            self.checkpointer.unfinished_runs().await?.into_iter().filter(|run| run.workflow == self.graph.name());
+        let listed = self.checkpointer.unfinished_runs().await?;
         let abandoned = self.registry.abandoned(&*self.checkpointer, self.config.replica.as_deref(), listed).await;
-        for run in abandoned {
+        Ok(self.resume_abandoned(abandoned).await)
+    }
+
+    /// [`Runner::recover`] for runs a scan has already picked out with
+    /// [`RunRegistry::abandoned`] (a server's periodic takeover scan lists the running threads
+    /// once for every workflow). Each is read again before it is claimed, so a run that ended
+    /// or was taken by another replica since the scan is left alone. Returns how many it
+    /// resumed.
+    pub async fn resume_abandoned(&self, abandoned: impl IntoIterator<Item = UnfinishedRun>) -> usize {
+        let mut tasks = JoinSet::new();
+        // Every workflow's runner may be handed the same running threads: only the thread's own
+        // runner goes on, so that no other ever holds its lock here, even briefly (that would
+        // make its own recovery skip the thread and a caller's retry busy).
+        for run in abandoned.into_iter().filter(|run| run.workflow == self.graph.name()) {
             let thread_id = run.thread_id.clone();
             if !self.recovering.lock().expect("recovering set poisoned").insert(thread_id.clone()) {
                 continue;
@@ -1447,7 +1455,7 @@ impl<S: State> Runner<S> {
                 Err(error) => warn!(%error, "recovery task panicked"),
             }
         }
-        Ok(recovered)
+        recovered
     }
 
     /// Resumes the thread's run if it is still abandoned; true if it did. `seen` is the run as

@@ -1027,6 +1027,7 @@ struct RacedRead {
     inner: MemoryCheckpointer,
     latest_reads: std::sync::atomic::AtomicUsize,
     lease_reads: std::sync::atomic::AtomicUsize,
+    lists: std::sync::atomic::AtomicUsize,
     stale: std::sync::Mutex<Option<Checkpoint>>,
     hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
 }
@@ -1078,6 +1079,7 @@ impl Checkpointer for RacedRead {
         self.inner.unfinished_threads().await
     }
     async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, frontdesk_runtime::CheckpointError> {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(stale) = self.stale.lock().unwrap().take() {
             let RunMarker { run_id, owner, .. } = stale.run;
             return Ok(vec![UnfinishedRun { thread_id: stale.thread_id, workflow: stale.workflow, run_id, owner }]);
@@ -1230,4 +1232,25 @@ async fn the_abandoned_runs_of_a_list_are_told_apart_without_reading_them() {
         2,
         "one lease read each for replica-b and replica-c"
     );
+}
+
+/// The server's takeover scan lists once for every workflow and hands each runner the abandoned
+/// runs: a runner resumes its own among them without listing again, and leaves another
+/// workflow's run to that workflow.
+#[tokio::test]
+async fn a_takeover_resumes_the_runs_it_is_handed_without_listing_again() {
+    let store = Arc::new(RacedRead::default());
+    crashed_thread(&store.inner, None).await;
+    seed_running(&store, &[("other", "another-workflow", None)]).await;
+    let runner = routed_runner(store.clone());
+    let listed = store.unfinished_runs().await.unwrap();
+    let abandoned = runner.registry().abandoned(&*store, None, listed).await;
+    assert_eq!(abandoned.len(), 2, "{abandoned:?}");
+
+    assert_eq!(runner.resume_abandoned(abandoned).await, 1);
+    assert_eq!(store.lists.load(std::sync::atomic::Ordering::SeqCst), 1, "the runner did not list again");
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!((state.log, cp.run.status), (vec!["classify".to_owned(), "billing".to_owned()], RunStatus::Completed));
+    let other = store.inner.latest("other").await.unwrap().unwrap();
+    assert_eq!((other.version, other.run.status), (1, RunStatus::Running), "another workflow's run is left alone");
 }

@@ -1,9 +1,9 @@
 //! The workflows this process hosts, looked up by name or by the conversation they own.
 
-use std::{collections::HashSet, sync::Arc};
+use std::{collections::HashMap, sync::Arc};
 
 use frontdesk_api::v1 as pb;
-use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadHead, ThreadQuery};
+use frontdesk_runtime::{Checkpointer, RunRegistry, RunSubscription, ThreadHead, ThreadQuery, UnfinishedRun};
 use frontdesk_workflows::{conversation::validate_id, page_token, ConversationView, Tenant, WorkflowError};
 
 use crate::workflows::{Conversations, HostedWorkflow, WorkflowKind};
@@ -187,18 +187,24 @@ impl Registry {
     }
 
     /// Finishes the runs of replicas whose lease has expired, for every workflow at once (see
-    /// `HostedWorkflow::take_over`); `replica` is this process's id. Cheap when there are none:
-    /// one list of the running threads and one read of each other replica's lease decide it,
-    /// and only a workflow with an abandoned run scans further. While serving, that list holds
-    /// every run in flight, on this replica and the others, every few seconds.
+    /// `HostedWorkflow::take_over`); `replica` is this process's id. One list of the running
+    /// threads and one read of each other replica's lease pick out the abandoned runs, and each
+    /// workflow with one among them is handed its own: nothing is listed twice. While serving,
+    /// that list holds every run in flight, on this replica and the others, every few seconds.
     pub async fn take_over(&self, replica: &str) -> Result<usize, WorkflowError> {
         let listed = self.checkpointer.unfinished_runs().await?;
-        let abandoned = self.runs.abandoned(&*self.checkpointer, Some(replica), listed).await;
-        let workflows: HashSet<&str> = abandoned.iter().map(|run| run.workflow.as_str()).collect();
+        let mut by_workflow: HashMap<String, Vec<UnfinishedRun>> = HashMap::new();
+        for run in self.runs.abandoned(&*self.checkpointer, Some(replica), listed).await {
+            by_workflow.entry(run.workflow.clone()).or_default().push(run);
+        }
         let counts = futures::future::join_all(
-            self.workflows.iter().filter(|w| workflows.contains(w.name())).map(|w| w.take_over()),
+            self.workflows
+                .iter()
+                .filter_map(|w| by_workflow.remove(w.name()).map(|runs| (w, runs)))
+                .map(|(w, runs)| w.take_over(runs)),
         )
         .await;
+        // A run of a workflow this server does not host is left to a replica that does.
         counts.into_iter().try_fold(0, |total, count| Ok(total + count?))
     }
 }

@@ -10,7 +10,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::SystemTime};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     BusyPolicy, Checkpoint, GraphDescription, RunError, RunEvents, RunInput, RunOutcome, RunRequest, Runner,
-    StartError, State, ThreadHead, ThreadQuery, ThreadSummary,
+    StartError, State, ThreadHead, ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -146,6 +146,9 @@ pub trait ConversationWorkflow: Send + Sync + 'static {
     async fn delete(&self, tenant: &Tenant, id: &str) -> Result<(), WorkflowError>;
     /// Finishes runs a crash interrupted (start-up), of every tenant.
     async fn recover(&self) -> Result<usize, WorkflowError>;
+    /// Finishes the runs of this workflow among `abandoned`, which a takeover scan picked out
+    /// (`RunRegistry::abandoned`); returns how many it resumed.
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError>;
     /// `tenant`'s threads of this workflow, ordered by storage key; `after` and the returned
     /// cursor are storage keys.
     async fn list(
@@ -505,6 +508,10 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
 
     async fn recover(&self) -> Result<usize, WorkflowError> {
         Ok(self.runner.recover().await?)
+    }
+
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        Ok(self.runner.resume_abandoned(abandoned).await)
     }
 
     async fn list(

@@ -15,7 +15,7 @@ use figment::value::Value;
 use frontdesk_api::v1 as pb;
 use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{
-    Checkpointer, Graph, GraphDescription, RunRegistry, Runner, RunnerConfig, State, ThreadSummary,
+    Checkpointer, Graph, GraphDescription, RunRegistry, Runner, RunnerConfig, State, ThreadSummary, UnfinishedRun,
 };
 use frontdesk_store::Database;
 use frontdesk_workflows::{
@@ -76,13 +76,12 @@ pub trait HostedWorkflow: Send + Sync + 'static {
     /// Finishes the runs a crash interrupted (start-up). A workflow that must repair its
     /// threads before their runs resume does so here, first.
     async fn recover(&self) -> Result<usize, WorkflowError>;
-    /// Finishes the runs of replicas whose lease has expired: the periodic scan while serving
-    /// calls it when the list of running threads shows one of this workflow's runs abandoned.
-    /// The same as [`HostedWorkflow::recover`] unless the workflow's start-up repair is too
-    /// costly to repeat.
-    async fn take_over(&self) -> Result<usize, WorkflowError> {
-        self.recover().await
-    }
+    /// Finishes this workflow's runs among `abandoned`: the periodic scan while serving lists
+    /// the running threads once, picks out the abandoned runs (`RunRegistry::abandoned`) and
+    /// hands each workflow with one among them the list. Like [`HostedWorkflow::recover`]
+    /// without its scan; a workflow that repairs its threads before their runs resume repairs
+    /// these only.
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError>;
     /// Adds the workflow's own gRPC service, if it has one, with the request size limit; returns
     /// the service's name and its methods' scopes: health reports it as serving, and the auth
     /// layer checks its scopes.
@@ -141,6 +140,10 @@ impl<D: TaskDesk> HostedWorkflow for HostedTask<D> {
 
     async fn recover(&self) -> Result<usize, WorkflowError> {
         Ok(TaskDesk::runner(&*self.desk).recover().await?)
+    }
+
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        Ok(TaskDesk::runner(&*self.desk).resume_abandoned(abandoned).await)
     }
 
     fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
@@ -250,6 +253,10 @@ where
         self.0.recover().await
     }
 
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        self.0.take_over(abandoned).await
+    }
+
     async fn list(
         &self,
         tenant: &Tenant,
@@ -297,6 +304,10 @@ impl HostedWorkflow for Conversational {
 
     async fn recover(&self) -> Result<usize, WorkflowError> {
         self.conversations.recover().await
+    }
+
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        self.conversations.take_over(abandoned).await
     }
 
     fn as_any(&self) -> &dyn Any {

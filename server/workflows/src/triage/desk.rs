@@ -33,7 +33,7 @@ use async_trait::async_trait;
 use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{
     Checkpoint, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError, RunEvents, RunHandle,
-    RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, Usage,
+    RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, UnfinishedRun, Usage,
 };
 use futures::Stream;
 use schemars::JsonSchema;
@@ -631,17 +631,18 @@ impl TriageDesk {
         Ok(repaired)
     }
 
-    /// Repairs the running triage threads only (before a takeover resumes them): the sweep's
-    /// work where a crash can have left it.
-    pub async fn repair_unfinished(&self) -> Result<(), WorkflowError> {
-        // Other workflows' threads run too, and repair reads a thread as a ticket: the list
-        // names each run's workflow, so theirs cost no read.
-        for run in self.runner.checkpointer().unfinished_runs().await? {
-            if run.workflow == NAME {
-                self.finisher().repair(&run.thread_id).await?;
-            }
+    /// Finishes the triage runs among `abandoned`, which a takeover scan picked out
+    /// (`RunRegistry::abandoned`): each thread is repaired first, the sweep's work where a crash
+    /// can have left it (an archived ticket's thread is deleted, not triaged again), then the
+    /// runs still there are resumed. Returns how many it resumed.
+    pub async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        // Other workflows' runs may be listed too, and repair reads a thread as a ticket: the
+        // list names each run's workflow, so theirs cost no read.
+        let abandoned: Vec<UnfinishedRun> = abandoned.into_iter().filter(|run| run.workflow == NAME).collect();
+        for run in &abandoned {
+            self.finisher().repair(&run.thread_id).await?;
         }
-        Ok(())
+        Ok(self.runner.resume_abandoned(abandoned).await)
     }
 
     /// Every triage thread id, optionally under a prefix, read page by page.

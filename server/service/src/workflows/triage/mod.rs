@@ -11,7 +11,7 @@ use std::{any::Any, path::PathBuf, sync::Arc};
 
 use async_trait::async_trait;
 use frontdesk_api::v1::triage_service_server::TriageServiceServer;
-use frontdesk_runtime::{Checkpointer, GraphDescription, GraphError};
+use frontdesk_runtime::{Checkpointer, GraphDescription, GraphError, UnfinishedRun};
 use frontdesk_store::{RedisCheckpointer, RedisOptions, StoreError};
 use frontdesk_workflows::{
     triage::{self, customers::CustomerDirectory, kb::KnowledgeBase, TriageDeps, TriageDesk},
@@ -194,10 +194,9 @@ impl HostedWorkflow for HostedTriage {
         Ok(self.desk.runner().recover().await?)
     }
 
-    async fn take_over(&self) -> Result<usize, WorkflowError> {
-        // The start-up sweep reads every ticket; here only the running ones can need it.
-        self.desk.repair_unfinished().await?;
-        Ok(self.desk.runner().recover().await?)
+    async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+        // The start-up sweep reads every ticket; here only the abandoned runs can need it.
+        self.desk.take_over(abandoned).await
     }
 
     fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
