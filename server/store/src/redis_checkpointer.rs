@@ -207,23 +207,31 @@ return out
     )
 });
 
-// KEYS: 1 running set. ARGV: 1 key prefix (with its trailing ':'). For each running thread, by
-// id: its id, then its newest checkpoint's workflow, run id, owner ('' for none) and status.
+// KEYS: 1 running set. ARGV: 1 key prefix (with its trailing ':'), 2 the `ZRANGEBYLEX` min to
+// start at ('-', or '(' and the last id of the previous page), 3 how many running ids to read.
+// Returns the last id read ('' when none), how many were read and, for each running thread among
+// them, by id: its
+// id, then its newest checkpoint's workflow, run id, owner ('' for none) and status. One page at
+// a time, so that a scan over thousands of runs in flight never holds Redis for long.
 static UNFINISHED_RUNS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], '+', 'LIMIT', 0, tonumber(ARGV[3]))
 local runs = {}
-for _, id in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], '-', '+')) do
+for _, id in ipairs(ids) do
   local version = redis.call('HGET', ARGV[1] .. 'thread:' .. id, 'version')
   if version then
     local cp = redis.call('HMGET', ARGV[1] .. 'checkpoint:' .. id .. ':' .. version, 'workflow', 'run_id', 'owner', 'status')
     table.insert(runs, {id, cp[1] or '', cp[2] or '', cp[3] or '', cp[4] or ''})
   end
 end
-return runs
+return {ids[#ids] or '', #ids, runs}
 ",
     )
 });
+
+/// Running thread ids read per `UNFINISHED_RUNS` call.
+const UNFINISHED_PAGE: usize = 1000;
 
 // KEYS: 1 thread hash, 2 idempotency hash, 3 threads set, 4 running set.
 // ARGV: 1 thread id, 2 checkpoint key prefix. Returns 1 when the thread existed.
@@ -668,30 +676,38 @@ impl Checkpointer for RedisCheckpointer {
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<UnfinishedRun>, CheckpointError> {
-        let rows: Vec<Vec<Vec<u8>>> = UNFINISHED_RUNS
-            .key(self.running_key())
-            .arg(format!("{}:", self.prefix))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_error(""))?;
-        let mut runs = Vec::with_capacity(rows.len());
-        for row in rows {
-            let [id, workflow, run_id, owner, status] =
-                <[Vec<u8>; 5]>::try_from(row).map_err(|row| invalid("", "unfinished run", format!("{row:?}")))?;
-            let thread_id = utf8("", "running thread id", id)?;
-            // The running set and the thread's newest checkpoint change together (one script),
-            // so a listed thread's checkpoint is running; anything else is corrupt data.
-            if status != b"running" || workflow.is_empty() || run_id.is_empty() {
-                return Err(invalid(&thread_id, "running checkpoint", status));
+        let mut runs = Vec::new();
+        let mut min = "-".to_owned();
+        loop {
+            let (last, read, rows): (Vec<u8>, usize, Vec<Vec<Vec<u8>>>) = UNFINISHED_RUNS
+                .key(self.running_key())
+                .arg(format!("{}:", self.prefix))
+                .arg(&min)
+                .arg(UNFINISHED_PAGE)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(redis_error(""))?;
+            for row in rows {
+                let [id, workflow, run_id, owner, status] =
+                    <[Vec<u8>; 5]>::try_from(row).map_err(|row| invalid("", "unfinished run", format!("{row:?}")))?;
+                let thread_id = utf8("", "running thread id", id)?;
+                // The running set and the thread's newest checkpoint change together (one
+                // script), so a listed thread's checkpoint is running; anything else is corrupt.
+                if status != b"running" || workflow.is_empty() || run_id.is_empty() {
+                    return Err(invalid(&thread_id, "running checkpoint", status));
+                }
+                runs.push(UnfinishedRun {
+                    workflow: utf8(&thread_id, "checkpoint.workflow", workflow)?,
+                    run_id: utf8(&thread_id, "checkpoint.run_id", run_id)?,
+                    owner: if owner.is_empty() { None } else { Some(utf8(&thread_id, "checkpoint.owner", owner)?) },
+                    thread_id,
+                });
             }
-            runs.push(UnfinishedRun {
-                workflow: utf8(&thread_id, "checkpoint.workflow", workflow)?,
-                run_id: utf8(&thread_id, "checkpoint.run_id", run_id)?,
-                owner: if owner.is_empty() { None } else { Some(utf8(&thread_id, "checkpoint.owner", owner)?) },
-                thread_id,
-            });
+            if read < UNFINISHED_PAGE {
+                return Ok(runs);
+            }
+            min = format!("({}", utf8("", "running thread id", last)?);
         }
-        Ok(runs)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {

@@ -283,6 +283,28 @@ async fn redis_delete_removes_every_key() {
     assert!(p.all_keys().await.iter().all(|k| !k.contains(id)));
 }
 
+/// The running threads are listed a page at a time (1,000 ids a script call): more than two
+/// pages of them, with finished threads among them, come back once each, in id order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_unfinished_runs_spans_pages() {
+    let Some(url) = server_url() else { return };
+    let p = Prefix::new(&url).await;
+    let store = Arc::new(p.store(1).await);
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..2_600 {
+        let store = store.clone();
+        writes.spawn(async move {
+            let status = if i % 13 == 0 { RunStatus::Completed } else { RunStatus::Running };
+            store.put(&sample(&format!("C{i:05}:T"), 1, status)).await.unwrap();
+        });
+    }
+    writes.join_all().await;
+    let runs = store.unfinished_runs().await.unwrap();
+    let expected: Vec<String> = (0..2_600).filter(|i| i % 13 != 0).map(|i| format!("C{i:05}:T")).collect();
+    assert_eq!(runs.iter().map(|r| r.thread_id.clone()).collect::<Vec<_>>(), expected);
+    assert!(runs.iter().all(|r| r.workflow == "conformance" && !r.run_id.is_empty()));
+}
+
 /// Erasing a thread while a writer keeps appending to it: every call succeeds or conflicts,
 /// and the thread ends either fully erased or consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
