@@ -155,7 +155,7 @@ impl Env {
                 let name = format!("fd{}_{}", tag.replace('-', "_"), std::process::id());
                 crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
                 crate::pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-                (crate::with_database(admin, &name), Some((admin.to_owned(), name)))
+                (frontdesk_store::scratch::with_database(admin, &name), Some((admin.to_owned(), name)))
             }
         };
         Ok(Env { dir, model, db_url, pg, intake, bin })

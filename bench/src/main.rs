@@ -234,15 +234,6 @@ struct Fresh {
     dir: Option<tempfile::TempDir>,
 }
 
-fn with_database(admin_url: &str, name: &str) -> String {
-    let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
-    let root = base.rsplit_once('/').map_or(base, |(r, _)| r);
-    match query {
-        Some(q) => format!("{root}/{name}?{q}"),
-        None => format!("{root}/{name}"),
-    }
-}
-
 async fn pg_admin(admin_url: &str, sql: &str) -> Result<(), String> {
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(admin_url).await.map_err(err)?;
     let result = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&pool).await.map_err(err);
@@ -276,7 +267,7 @@ async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Res
             let name = format!("fdbench_{}_{}", tag, std::process::id());
             pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name}")).await?;
             pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-            let url = with_database(admin, &name);
+            let url = frontdesk_store::scratch::with_database(admin, &name);
             let db = Database::connect(&url, StoreOptions::default()).await.map_err(err)?;
             Ok(Fresh {
                 checkpointer: Arc::new(db.checkpointer()),

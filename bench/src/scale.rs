@@ -580,7 +580,7 @@ async fn scale_main(o: Opts) -> Result<(), String> {
             let name = format!("fdscale_{}", std::process::id());
             crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
             crate::pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-            (crate::with_database(admin, &name), Some((admin.clone(), name)))
+            (frontdesk_store::scratch::with_database(admin, &name), Some((admin.clone(), name)))
         }
         _ => (format!("sqlite://{}", dir.path().join("frontdesk.db").display()), None),
     };
