@@ -172,14 +172,8 @@ impl TestServer {
 /// `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores), dropped with this.
 pub struct TestStore {
     pub url: String,
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     _scratch: Option<ScratchDatabase>,
-}
-
-impl TestStore {
-    pub fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
 }
 
 pub async fn test_store() -> TestStore {
@@ -189,10 +183,12 @@ pub async fn test_store() -> TestStore {
             let server = std::env::var("FRONTDESK_TEST_POSTGRES_URL")
                 .expect("FRONTDESK_E2E_DATABASE=postgres needs FRONTDESK_TEST_POSTGRES_URL");
             let scratch = ScratchDatabase::create(&server, "e2e").await.expect("create a scratch database");
-            TestStore { url: scratch.url().to_owned(), dir, _scratch: Some(scratch) }
+            TestStore { url: scratch.url().to_owned(), _dir: dir, _scratch: Some(scratch) }
         }
         Ok(other) => panic!("FRONTDESK_E2E_DATABASE must be postgres or unset, not {other:?}"),
-        Err(_) => TestStore { url: format!("sqlite://{}/frontdesk.db", dir.path().display()), dir, _scratch: None },
+        Err(_) => {
+            TestStore { url: format!("sqlite://{}/frontdesk.db", dir.path().display()), _dir: dir, _scratch: None }
+        }
     }
 }
 
