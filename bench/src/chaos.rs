@@ -130,8 +130,8 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     pub model: RulesEndpoint,
     pub db_url: String,
-    /// PostgreSQL: the admin URL and the database created for the run (dropped at the end).
-    pub pg: Option<(String, String)>,
+    /// PostgreSQL: the database created for the run (dropped at the end, or when the run fails).
+    pub pg: Option<frontdesk_store::scratch::ScratchDatabase>,
     intake: PathBuf,
     bin: PathBuf,
 }
@@ -152,10 +152,8 @@ impl Env {
         let (db_url, pg) = match postgres_admin {
             None => (format!("sqlite://{}", dir.path().join("frontdesk.db").display()), None),
             Some(admin) => {
-                let name = format!("fd{}_{}", tag.replace('-', "_"), std::process::id());
-                crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
-                crate::pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-                (frontdesk_store::scratch::with_database(admin, &name), Some((admin.to_owned(), name)))
+                let scratch = crate::scratch_database(admin, &format!("bench_{}", tag.replace('-', "_"))).await?;
+                (scratch.url().to_owned(), Some(scratch))
             }
         };
         Ok(Env { dir, model, db_url, pg, intake, bin })
@@ -216,15 +214,13 @@ base_url = "{SUBMIT_BASE}"
         if keep {
             let dir = self.dir.keep();
             println!("  kept for inspection: {} (server logs *.log, configuration, database)", dir.display());
-            if let Some((_, name)) = &self.pg {
-                println!("  kept PostgreSQL database {name}: {}", self.db_url);
+            if let Some(pg) = self.pg {
+                println!("  kept PostgreSQL database {}", pg.keep());
             }
             return;
         }
-        if let Some((admin, name)) = &self.pg {
-            if let Err(e) = crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await {
-                eprintln!("warning: could not drop database {name}: {e}");
-            }
+        if let Some(pg) = self.pg {
+            crate::drop_scratch_database(pg).await;
         }
     }
 

@@ -75,7 +75,7 @@ use frontdesk_server::{
         Parts,
     },
 };
-use frontdesk_store::{sqlx, Database, StoreOptions};
+use frontdesk_store::{scratch::ScratchDatabase, sqlx, Database, StoreOptions};
 use frontdesk_workflows::{intake::IntakeView, ConversationWorkflow};
 use tonic::transport::Channel;
 
@@ -230,26 +230,28 @@ struct Fresh {
     checkpointer: Arc<dyn Checkpointer>,
     db: Option<Database>,
     url: Option<String>,
-    pg_name: Option<String>,
+    pg: Option<ScratchDatabase>,
     dir: Option<tempfile::TempDir>,
 }
 
-async fn pg_admin(admin_url: &str, sql: &str) -> Result<(), String> {
-    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(admin_url).await.map_err(err)?;
-    let result = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&pool).await.map_err(err);
-    pool.close().await;
-    result.map(|_| ())
+/// A fresh database on the PostgreSQL server at `admin_url`, dropped when it goes out of scope
+/// (on an error or a panic too); [`drop_scratch_database`] drops it and reports a failure.
+pub(crate) async fn scratch_database(admin_url: &str, label: &str) -> Result<ScratchDatabase, String> {
+    ScratchDatabase::create(admin_url, label).await.map_err(|e| format!("create a PostgreSQL database: {e}"))
+}
+
+pub(crate) async fn drop_scratch_database(scratch: ScratchDatabase) {
+    let name = scratch.name().to_owned();
+    if let Err(e) = scratch.drop_database().await {
+        eprintln!("warning: could not drop database {name}: {e}");
+    }
 }
 
 async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Result<Fresh, String> {
     match store {
-        Store::Memory => Ok(Fresh {
-            checkpointer: Arc::new(MemoryCheckpointer::new(1)),
-            db: None,
-            url: None,
-            pg_name: None,
-            dir: None,
-        }),
+        Store::Memory => {
+            Ok(Fresh { checkpointer: Arc::new(MemoryCheckpointer::new(1)), db: None, url: None, pg: None, dir: None })
+        }
         Store::Sqlite => {
             let dir = tempfile::Builder::new().prefix("frontdesk-bench-").tempdir().map_err(err)?;
             let url = format!("sqlite://{}", dir.path().join("w1.db").display());
@@ -258,22 +260,20 @@ async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Res
                 checkpointer: Arc::new(db.checkpointer()),
                 db: Some(db),
                 url: Some(url),
-                pg_name: None,
+                pg: None,
                 dir: Some(dir),
             })
         }
         Store::Postgres => {
             let admin = pg_admin_url.ok_or("no --postgres-url")?;
-            let name = format!("fdbench_{}_{}", tag, std::process::id());
-            pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name}")).await?;
-            pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-            let url = frontdesk_store::scratch::with_database(admin, &name);
+            let scratch = scratch_database(admin, &format!("bench_{tag}")).await?;
+            let url = scratch.url().to_owned();
             let db = Database::connect(&url, StoreOptions::default()).await.map_err(err)?;
             Ok(Fresh {
                 checkpointer: Arc::new(db.checkpointer()),
                 db: Some(db),
                 url: Some(url),
-                pg_name: Some(name),
+                pg: Some(scratch),
                 dir: None,
             })
         }
@@ -281,14 +281,12 @@ async fn fresh_store(store: Store, tag: &str, pg_admin_url: Option<&str>) -> Res
 }
 
 impl Fresh {
-    async fn dispose(self, pg_admin_url: Option<&str>) {
+    async fn dispose(self) {
         if let Some(db) = &self.db {
             db.close().await;
         }
-        if let (Some(name), Some(admin)) = (&self.pg_name, pg_admin_url) {
-            if let Err(e) = pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await {
-                eprintln!("warning: could not drop database {name}: {e}");
-            }
+        if let Some(pg) = self.pg {
+            drop_scratch_database(pg).await;
         }
         drop(self.dir);
     }
@@ -368,7 +366,7 @@ fn op_timing_pass(store: Store, convs: &[Conversation], pg: Option<&str>) -> Res
             run_in_process(&*host, &c.thread_id, c, None).await.map_err(err)?;
         }
         drop(host);
-        fresh.dispose(pg).await;
+        fresh.dispose().await;
         Ok(counting.op_micros())
     })
 }
@@ -458,7 +456,7 @@ fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Resu
             Store::Postgres => Some(postgres_disk(&fresh).await?),
         };
         drop(host);
-        fresh.dispose(pg).await;
+        fresh.dispose().await;
         Ok((stats::latency(&samples), disk))
     })
 }
@@ -489,7 +487,7 @@ fn in_process_throughput(
         .await?;
         tally.check(convs).map_err(|e| format!("{} in-process throughput replay: {e}", STORES[store.index()]))?;
         drop(host);
-        fresh.dispose(pg).await;
+        fresh.dispose().await;
         Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
     })
 }
@@ -579,7 +577,7 @@ fn grpc_throughput(
         if let Err(e) = server.shutdown().await {
             eprintln!("warning: server shutdown: {e}");
         }
-        fresh.dispose(pg).await;
+        fresh.dispose().await;
         Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
     })
 }
@@ -667,7 +665,7 @@ fn rss_probe(args: &Args) -> Result<(), String> {
             serde_json::json!({"conversations": n, "before": before, "after": after, "secs": secs})
         );
         drop(host);
-        fresh.dispose(None).await;
+        fresh.dispose().await;
         Ok(())
     })
 }

@@ -467,7 +467,7 @@ fn run_mode(args: &Args, qs: &[String], parallel: bool) -> Result<Mode, String> 
             percentile(&lat, 0.0),
             percentile(&lat, 100.0)
         );
-        pass.fresh.dispose(None).await;
+        pass.fresh.dispose().await;
 
         let pass = open(args, parallel, "batch").await?;
         let started = Instant::now();
@@ -491,7 +491,7 @@ fn run_mode(args: &Args, qs: &[String], parallel: bool) -> Result<Mode, String> 
             percentile(&lat, 50.0),
             percentile(&lat, 100.0)
         );
-        pass.fresh.dispose(None).await;
+        pass.fresh.dispose().await;
         Ok(mode)
     })
 }

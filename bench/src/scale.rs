@@ -577,10 +577,8 @@ async fn scale_main(o: Opts) -> Result<(), String> {
     std::fs::write(&script_path, script(o.latency, o.jitter).to_string()).map_err(err)?;
     let (db_url, pg) = match (&o.postgres, &o.postgres_url) {
         (true, Some(admin)) => {
-            let name = format!("fdscale_{}", std::process::id());
-            crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
-            crate::pg_admin(admin, &format!("CREATE DATABASE {name}")).await?;
-            (frontdesk_store::scratch::with_database(admin, &name), Some((admin.clone(), name)))
+            let scratch = crate::scratch_database(admin, "bench_scale").await?;
+            (scratch.url().to_owned(), Some(scratch))
         }
         _ => (format!("sqlite://{}", dir.path().join("frontdesk.db").display()), None),
     };
@@ -590,11 +588,11 @@ async fn scale_main(o: Opts) -> Result<(), String> {
 
     let result = measure(&o, &mut server).await;
     server.kill();
-    if let Some((admin, name)) = &pg {
+    if let Some(pg) = pg {
         if o.keep {
-            println!("  kept PostgreSQL database {name}");
-        } else if let Err(e) = crate::pg_admin(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await {
-            eprintln!("warning: could not drop database {name}: {e}");
+            println!("  kept PostgreSQL database {}", pg.keep());
+        } else {
+            crate::drop_scratch_database(pg).await;
         }
     }
     if o.keep || result.is_err() {

@@ -268,7 +268,7 @@ impl Stores {
 
     /// Deletes the kept (route_specialist) threads where nothing else removes them (Redis), then
     /// closes and drops everything.
-    async fn dispose(self, kept: &[String], pg: Option<&str>) -> Result<(), String> {
+    async fn dispose(self, kept: &[String]) -> Result<(), String> {
         if self.fresh.is_none() {
             for thread in kept {
                 self.checkpointer.delete_thread(thread).await.map_err(err)?;
@@ -276,7 +276,7 @@ impl Stores {
         }
         self.archive_db.close().await;
         if let Some(fresh) = self.fresh {
-            fresh.dispose(pg).await;
+            fresh.dispose().await;
         }
         Ok(())
     }
@@ -405,7 +405,7 @@ fn reference_pass(fx: &Fixtures, w2: &W2, args: &Args) -> Result<(Vec<Outcome>, 
             ));
         }
         check_persistence(&stores, &outcomes, "reference pass").await?;
-        stores.dispose(&[], None).await?;
+        stores.dispose(&[]).await?;
         Ok((outcomes, secs))
     })
 }
@@ -454,7 +454,7 @@ fn latency_phase(fx: &Fixtures, w2: &W2, expected: &[Outcome], store: W2Store, a
             return Err(format!("{}: actions {:?} on the timed tickets", store.name(), tally.actions));
         }
         drop(desk);
-        stores.dispose(&kept_threads(&all, expected), args.postgres_url.as_deref()).await?;
+        stores.dispose(&kept_threads(&all, expected)).await?;
         let mut lat = stats::latency(&samples);
         lat.per_turn_p50_us.clear();
         Ok(Latency { lat })
@@ -504,7 +504,7 @@ fn throughput_phase(
         check_same(&format!("{} throughput", store.name()), &tickets, &outcomes, expected)?;
         check_persistence(&stores, &outcomes, store.name()).await?;
         drop(desk);
-        stores.dispose(&kept_threads(&tickets, expected), args.postgres_url.as_deref()).await?;
+        stores.dispose(&kept_threads(&tickets, expected)).await?;
         Ok(Throughput { per_s: tickets.len() as f64 / secs, secs })
     })
 }

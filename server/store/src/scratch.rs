@@ -13,6 +13,8 @@ pub struct ScratchDatabase {
     server: String,
     name: String,
     url: String,
+    /// Cleared once the database was dropped or kept, so that `Drop` leaves it alone.
+    armed: bool,
 }
 
 impl ScratchDatabase {
@@ -25,29 +27,51 @@ impl ScratchDatabase {
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
         admin.close().await?;
         let url = with_database(server, &name);
-        Ok(Self { server: server.to_owned(), name, url })
+        Ok(Self { server: server.to_owned(), name, url, armed: true })
     }
 
     /// The URL of the scratch database: the server's, with the database replaced.
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// The database's name on its server.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Drops the database now and says whether that worked, where going out of scope can only
+    /// log a failure.
+    pub async fn drop_database(mut self) -> Result<(), sqlx::Error> {
+        self.armed = false;
+        drop_on(&self.server, &self.name).await
+    }
+
+    /// Keeps the database on the server (for inspection); returns its URL.
+    pub fn keep(mut self) -> String {
+        self.armed = false;
+        std::mem::take(&mut self.url)
+    }
+}
+
+async fn drop_on(server: &str, name: &str) -> Result<(), sqlx::Error> {
+    let mut admin = sqlx::PgConnection::connect(server).await?;
+    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await?;
+    admin.close().await
 }
 
 impl Drop for ScratchDatabase {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         let (server, name) = (self.server.clone(), self.name.clone());
         // On a thread with its own runtime: the caller's runtime may be the one this drop
         // blocks (a current-thread test), or already shutting down.
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(async {
-                let mut admin = sqlx::PgConnection::connect(&server).await?;
-                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await?;
-                admin.close().await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-            })
+            runtime.block_on(drop_on(&server, &name)).map_err(Box::<dyn std::error::Error + Send + Sync>::from)
         })
         .join();
         match dropped {

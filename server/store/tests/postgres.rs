@@ -134,3 +134,41 @@ async fn unreachable_postgres_fails_fast() {
     assert!(!message.contains("hunter2"), "the password must not appear in errors: {message}");
     assert!(std::error::Error::source(&err).is_some(), "the cause is kept");
 }
+
+/// A scratch database is gone once dropped (explicitly or by going out of scope) and stays when
+/// kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scratch_databases_are_dropped_unless_kept() {
+    let Some(server) = server_url() else { return };
+    async fn exists(server: &str, name: &str) -> bool {
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(server).await.unwrap();
+        let found: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        found
+    }
+
+    let dropped = ScratchDatabase::create(&server, "scratch").await.unwrap();
+    let name = dropped.name().to_owned();
+    // Sessions still open on it do not stop the drop.
+    let db = Database::connect(dropped.url(), StoreOptions::default()).await.unwrap();
+    assert!(exists(&server, &name).await);
+    dropped.drop_database().await.unwrap();
+    assert!(!exists(&server, &name).await);
+    drop(db);
+
+    let scoped = ScratchDatabase::create(&server, "scratch").await.unwrap();
+    let name = scoped.name().to_owned();
+    drop(scoped);
+    assert!(!exists(&server, &name).await);
+
+    let kept = ScratchDatabase::create(&server, "scratch").await.unwrap();
+    let name = kept.name().to_owned();
+    let url = kept.keep();
+    assert!(url.ends_with(&name));
+    assert!(exists(&server, &name).await);
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)"))).execute(&mut admin).await.unwrap();
+}
