@@ -16,9 +16,13 @@
 # results and compare.md go (default target/compare/<UTC time>). --no-build: measure the
 # frontdesk-bench binary already in target/release as it is, without `cargo build` first.
 #
-# The LangGraph runs are pinned to CPU 0 (scripts/langgraph.sh w1 / w2); the
-# Frontdesk bench is not pinned. Nothing else should run on the machine meanwhile: each run
-# reports how busy the rest of the machine was.
+# Per-turn and per-ticket rows run on one CPU on both sides (`taskset -c 0`), as the workloads'
+# reference figures were measured: LangGraph's whole run (scripts/langgraph.sh) and Frontdesk's
+# latency phases, each in a process of its own. On this VM a thread woken on the other CPU
+# starts about 30 us later than one woken on the same CPU, and a Frontdesk SQLite turn hands
+# work to the SQLite driver's thread and back three times. Frontdesk's throughput phases use
+# every CPU (the gRPC server and its client). Nothing else should run on the machine meanwhile:
+# each run reports how busy the rest of the machine was.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,7 +53,8 @@ done
 OUT="${OUT:-$ROOT/target/compare/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 # Results of an earlier run in the same directory must not end up in this table.
-rm -f "$OUT"/frontdesk-w1.json "$OUT"/frontdesk-w2.json "$OUT"/langgraph-w1.json "$OUT"/langgraph-w2.json
+rm -f "$OUT"/frontdesk-w1.json "$OUT"/frontdesk-w2.json "$OUT"/langgraph-w1.json "$OUT"/langgraph-w2.json \
+    "$OUT"/frontdesk-w1-latency.json "$OUT"/frontdesk-w2-latency.json
 
 log() { echo "compare: $*" >&2; }
 want() { case ",$WORKLOADS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
@@ -88,14 +93,19 @@ run() {
 if want w1; then
     run langgraph-w1 scripts/langgraph.sh w1 --conversations "$CONVERSATIONS" \
         "${PG_ARGS[@]}" --json "$OUT/langgraph-w1.json"
+    run frontdesk-w1-latency taskset -c 0 "$BENCH" w1 \
+        --conversations "$CONVERSATIONS" --phases latency "${PG_ARGS[@]}" \
+        --json "$OUT/frontdesk-w1-latency.json"
     run frontdesk-w1 "$BENCH" w1 \
-        --conversations "$CONVERSATIONS" --phases latency,grpc "${PG_ARGS[@]}" \
+        --conversations "$CONVERSATIONS" --phases grpc "${PG_ARGS[@]}" \
         --json "$OUT/frontdesk-w1.json"
 fi
 if want w2; then
     run langgraph-w2 scripts/langgraph.sh w2 --tickets "$TICKETS" --timed "$TIMED" \
         "${PG_ARGS[@]}" --savers memory,sqlite,postgres --json "$OUT/langgraph-w2.json"
-    run frontdesk-w2 "$BENCH" w2 \
+    run frontdesk-w2-latency taskset -c 0 "$BENCH" w2 --phases latency \
+        --tickets "$TICKETS" --timed "$TIMED" "${PG_ARGS[@]}" --json "$OUT/frontdesk-w2-latency.json"
+    run frontdesk-w2 "$BENCH" w2 --phases throughput \
         --tickets "$TICKETS" --timed "$TIMED" "${PG_ARGS[@]}" --json "$OUT/frontdesk-w2.json"
 fi
 

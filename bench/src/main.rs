@@ -34,10 +34,14 @@
 //! [--database sqlite|postgres]` holds that many streaming conversations at once on one real
 //! `frontdesk-server` process against a scripted model that sleeps on every call, and prints the
 //! latency the server adds per turn and its peak RSS; see `scale.rs`.
+//!
+//! `frontdesk-bench handoff [--rounds 20000]` measures one round trip to the SQLite driver's
+//! thread on the CPUs the process may use (run it also under `taskset -c 0`); see `handoff.rs`.
 
 mod chaos;
 mod chaos_replicas;
 mod drive;
+mod handoff;
 mod model_http;
 mod research;
 mod rules;
@@ -163,6 +167,7 @@ fn main() -> ExitCode {
         Some("chaos-kill") => Some(chaos::run_kill(std::env::args().skip(2))),
         Some("chaos-replicas") => Some(chaos_replicas::run(std::env::args().skip(2))),
         Some("scale") => Some(scale::run(std::env::args().skip(2))),
+        Some("handoff") => Some(handoff::run(std::env::args().skip(2))),
         _ => None,
     };
     if let Some(result) = subcommand {
@@ -693,11 +698,12 @@ fn run_w1(args: &Args) -> Result<(), String> {
     println!("  model: SCRIPTED test double (frontdesk_llm::ScriptedModel::from_fn) following W1's node rules; no LLM");
     println!("  submitter: in-memory counter defined in the bench (nothing is filed; LangGraph's W1 submits nothing)");
     println!(
-        "  machine: {} x {}, {:.1} GiB, {}; build: {}",
-        stats::nproc(),
+        "  machine: {} x {}, {:.1} GiB, {}; this process on CPUs {}; build: {}",
+        stats::machine_cpus(),
         stats::cpu_model(),
         stats::mem_total_gib(),
         stats::os_name(),
+        stats::cpus_allowed(),
         if cfg!(debug_assertions) { "debug (numbers meaningless)" } else { "release" }
     );
 
@@ -834,6 +840,7 @@ fn json_report(args: &Args, r: &Results) -> serde_json::Value {
         "conversations": args.conversations,
         "in_flight": args.concurrency,
         "release": !cfg!(debug_assertions),
+        "cpus_allowed": stats::cpus_allowed(),
         "latency": by_store(&|i| r.latency[i].as_ref().map(|l| json!({
             "turns": l.n, "p50_us": l.p50_us, "p99_us": l.p99_us, "mean_us": l.mean_us, "max_us": l.max_us,
         }))),
@@ -890,10 +897,10 @@ fn markdown(args: &Args, r: &Results) -> String {
     let _ = writeln!(s, "- Command: `{cmd}`");
     let _ = writeln!(
         s,
-        "- Machine: {} x {} (nproc {}), {:.1} GiB RAM, {}; {}; build profile {} (`[profile.release]`, debug = line-tables-only)",
-        stats::nproc(),
+        "- Machine: {} x {} (process on CPUs {}), {:.1} GiB RAM, {}; {}; build profile {} (`[profile.release]`, debug = line-tables-only)",
+        stats::machine_cpus(),
         stats::cpu_model(),
-        stats::nproc(),
+        stats::cpus_allowed(),
         stats::mem_total_gib(),
         stats::os_name(),
         stats::rustc_version(),

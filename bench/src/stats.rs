@@ -78,6 +78,23 @@ pub fn nproc() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The machine's CPUs (`processor` entries of /proc/cpuinfo), whatever this process may use.
+pub fn machine_cpus() -> usize {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(1)
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`, e.g. `0-1`, or `0` under
+/// `taskset -c 0`): a per-turn figure measured on one CPU and one measured across two differ
+/// by the cost of waking a thread on the other CPU.
+pub fn cpus_allowed() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map_or_else(|| "unknown".to_owned(), |v| v.trim().to_owned())
+}
+
 pub fn mem_total_gib() -> f64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kb: f64 = meminfo

@@ -524,11 +524,12 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
     println!("frontdesk-bench w2: W2 ticket triage through the REAL triage workflow + TriageDesk persistence");
     println!("  model: SCRIPTED test double (ScriptedModel::from_fn) following W2's node rules; not an LLM");
     println!(
-        "  machine: {} x {}, {:.1} GiB, {}; build: {}",
-        stats::nproc(),
+        "  machine: {} x {}, {:.1} GiB, {}; this process on CPUs {}; build: {}",
+        stats::machine_cpus(),
         stats::cpu_model(),
         stats::mem_total_gib(),
         stats::os_name(),
+        stats::cpus_allowed(),
         if cfg!(debug_assertions) { "debug (numbers meaningless)" } else { "release" }
     );
     crate::workload::prng_self_test()?;
@@ -620,6 +621,7 @@ fn json_report(args: &Args, r: &Results) -> serde_json::Value {
         // The two `--durability` accepts.
         "durability": if args.durability == Durability::EveryNode { "every-node" } else { "by-effect" },
         "release": !cfg!(debug_assertions),
+        "cpus_allowed": stats::cpus_allowed(),
         "latency": latency,
         "throughput": throughput,
         "total_secs": r.total_secs,
@@ -652,10 +654,10 @@ fn markdown(args: &Args, r: &Results) -> String {
     let _ = writeln!(s, "- Command: `{cmd}`");
     let _ = writeln!(
         s,
-        "- Machine: {} x {} (nproc {}), {:.1} GiB RAM, {}; {}; build profile {}",
-        stats::nproc(),
+        "- Machine: {} x {} (process on CPUs {}), {:.1} GiB RAM, {}; {}; build profile {}",
+        stats::machine_cpus(),
         stats::cpu_model(),
-        stats::nproc(),
+        stats::cpus_allowed(),
         stats::mem_total_gib(),
         stats::os_name(),
         stats::rustc_version(),
