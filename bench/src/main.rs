@@ -925,7 +925,8 @@ fn markdown(args: &Args, r: &Results) -> String {
         r.total_secs
     );
 
-    let _ = writeln!(s, "| W1 | Frontdesk | LangGraph 1.2.22 | Frontdesk advantage | Target | |");
+    let _ = writeln!(s, "{}\n", stats::REFERENCE_COLUMN);
+    let _ = writeln!(s, "| W1 | Frontdesk | LangGraph 1.2.22 (reference) | Frontdesk advantage | Target | |");
     let _ = writeln!(s, "|---|---:|---:|---:|---|---|");
     for i in 0..3 {
         if let Some(l) = &r.latency[i] {

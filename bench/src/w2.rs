@@ -697,7 +697,11 @@ fn markdown(args: &Args, r: &Results) -> String {
          rules from the prompt text. Whole run: {:.0} s.\n",
         r.total_secs
     );
-    let _ = writeln!(s, "| W2 | Frontdesk | LangGraph 1.2.22 | Frontdesk advantage | Target >= {TARGET:.0}x | |");
+    let _ = writeln!(s, "{}\n", stats::REFERENCE_COLUMN);
+    let _ = writeln!(
+        s,
+        "| W2 | Frontdesk | LangGraph 1.2.22 (reference) | Frontdesk advantage | Target >= {TARGET:.0}x | |"
+    );
     let _ = writeln!(s, "|---|---:|---:|---:|---|---|");
     for (store, l) in &r.latency {
         let row = format!(
