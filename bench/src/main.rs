@@ -79,7 +79,7 @@ use frontdesk_server::{
         Parts,
     },
 };
-use frontdesk_store::{scratch::ScratchDatabase, sqlx, Database, StoreOptions};
+use frontdesk_store::{scratch::ScratchDatabase, sqlx, Database, StoreOptions, WriteBatchStats};
 use frontdesk_workflows::{intake::IntakeView, ConversationWorkflow};
 use tonic::transport::Channel;
 
@@ -470,6 +470,8 @@ fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Resu
 struct Throughput {
     turns_per_s: f64,
     secs: f64,
+    /// How the run's checkpoint writes were grouped into transactions (SQL stores in process).
+    batches: Option<WriteBatchStats>,
 }
 
 /// 2,000 conversations with `concurrency` in flight, driven in process on a multi-thread runtime.
@@ -492,8 +494,9 @@ fn in_process_throughput(
         .await?;
         tally.check(convs).map_err(|e| format!("{} in-process throughput replay: {e}", STORES[store.index()]))?;
         drop(host);
+        let batches = fresh.db.as_ref().map(Database::write_batches);
         fresh.dispose().await;
-        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
+        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs, batches })
     })
 }
 
@@ -583,7 +586,7 @@ fn grpc_throughput(
             eprintln!("warning: server shutdown: {e}");
         }
         fresh.dispose().await;
-        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs })
+        Ok(Throughput { turns_per_s: (convs.len() * 8) as f64 / secs, secs, batches: None })
     })
 }
 
@@ -1031,6 +1034,16 @@ fn markdown(args: &Args, r: &Results) -> String {
                 t.secs,
                 args.conversations * 8
             );
+            if let Some(b) = &t.batches {
+                let _ = writeln!(
+                    s,
+                    "  Group commit: {} checkpoint writes in {} transactions ({:.1} per transaction, at most {}).",
+                    b.writes,
+                    b.batches,
+                    b.writes as f64 / b.batches.max(1) as f64,
+                    b.largest
+                );
+            }
         }
     }
     for (name, t) in STORES.iter().zip(&r.grpc) {

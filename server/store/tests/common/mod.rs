@@ -191,12 +191,24 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
     let absent = format!("{ns}:absent");
     store.put(&sample(&raced, 1, RunStatus::Running)).await.unwrap();
     store.put(&sample(&skipped, 1, RunStatus::Running)).await.unwrap();
-    let mut writes: Vec<Checkpoint> =
-        (0..40).map(|i| sample(&format!("{ns}:own-{i:02}"), 1, RunStatus::Running)).collect();
-    for r in 0..3 {
+    // Half the own threads get their first write in the batch, half their second: a store may
+    // write the two kinds by different statements (SQLite does) or group them differently, so the
+    // batch mixes them, with the racers spread among them rather than at its end.
+    let mut writes = Vec::new();
+    for i in 0..40 {
+        let thread = format!("{ns}:own-{i:02}");
+        let version = if i % 2 == 0 {
+            1
+        } else {
+            store.put(&sample(&thread, 1, RunStatus::Running)).await.unwrap();
+            2
+        };
+        writes.push(sample(&thread, version, RunStatus::Running));
+    }
+    for (r, at) in [(0, 7), (1, 30), (2, 42)] {
         let mut cp = sample(&raced, 2, RunStatus::Completed);
         cp.run.run_id = format!("racer-{r}");
-        writes.push(cp);
+        writes.insert(at, cp);
     }
     writes.push(sample(&skipped, 3, RunStatus::Running));
     writes.push(sample(&absent, 2, RunStatus::Running));
