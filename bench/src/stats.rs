@@ -12,12 +12,12 @@ pub struct Latency {
     pub per_turn_p50_us: Vec<f64>,
 }
 
-/// Nearest-rank percentile of sorted samples (ns), in µs.
 /// Said above each bench's own table, whose LangGraph column is not from this machine.
 pub const REFERENCE_COLUMN: &str = "The LangGraph column holds the reference figures of bench/WORKLOADS.md \
     (LangGraph 1.2.22 on another machine of this class), so a ratio and a verdict here compare with those. \
     scripts/compare.sh runs LangGraph on this machine in the same sitting; BENCHMARKS.md records its verdicts.";
 
+/// Nearest-rank percentile of sorted samples (ns), in µs.
 pub fn percentile(sorted: &[u64], p: f64) -> f64 {
     nearest_rank(sorted, p) as f64 / 1_000.0
 }
