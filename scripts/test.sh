@@ -76,6 +76,9 @@ export FRONTDESK_TEST_MODEL_PATH FRONTDESK_REQUIRE_MODEL=1
 step "formatting"
 cargo fmt --all -- --check
 
+step "documentation links (every relative link and heading anchor in the Markdown files resolves)"
+python3 scripts/check-doc-links.py
+
 step "clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

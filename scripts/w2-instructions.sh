@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions executed per W2 ticket, counted by valgrind's callgrind: a figure that does not
 # swing with the load of a shared machine the way wall-clock latency does, for comparing two
-# builds of the engine (BENCHMARKS.md, "2026-11-23 20:00").
+# builds of the engine (bench/HISTORY.md, "2026-11-23 20:00").
 #
 # Runs `frontdesk-bench w2` twice under callgrind, with 1,350 and 700 tickets replayed (reference
 # pass + latency phase + warm-up), and prints the difference divided by the 650 extra tickets, so

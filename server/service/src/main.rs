@@ -2,7 +2,7 @@
 
 // mimalloc rather than the system allocator: a run allocates and frees many small strings and
 // JSON values (prompts, events, checkpoints), and the W2 benchmark executes ~18 % fewer
-// instructions per ticket with it (BENCHMARKS.md, "2026-11-23 20:00").
+// instructions per ticket with it (bench/HISTORY.md, "2026-11-23 20:00").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
