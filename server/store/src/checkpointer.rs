@@ -1,6 +1,7 @@
 //! [`SqlCheckpointer`]: the runtime's [`Checkpointer`] on SQLite or PostgreSQL.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::Arc,
     time::{Duration, SystemTime},
 };
@@ -165,6 +166,49 @@ macro_rules! pg_put_tail {
 }
 const PG_PUT_FIRST: &str = concat!("WITH cas AS (", insert_thread!(), pg_put_tail!());
 const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail!());
+/// A group commit's writes to distinct threads as one statement: the same compare-and-set and
+/// the same writes as `PG_PUT_FIRST` / `PG_PUT_NEXT`, for every write at once, from one array
+/// per column (`$1`..`$16` in the order of `bind_write!`). Returns the thread ids whose
+/// compare-and-set won. A thread may appear only once: the sub-statements all read the
+/// snapshot the statement started with, so a second write to a thread would not see the first.
+/// The writes are bound in thread id order, and a batch of at most `MAX_BATCH` rows is joined to
+/// `threads` by its primary key, so rows are locked in that order, as the single-write batches
+/// did; were two batches still to wait for each other, PostgreSQL would abort one (a deadlock
+/// is the database's error, so that batch's writes are retried one by one).
+const PG_PUT_BATCH: &str = "WITH input AS ( \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::bytea[], \
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::int8[], $12::text[], $13::bool[], \
+            $14::int8[], $15::text[], $16::text[]) \
+          AS i (thread_id, workflow, version, created_at_ms, status, state, next_node, pending, run_id, \
+            key, step, output, record_key, prune_through, fingerprint, owner) \
+     ), inserted AS ( \
+        INSERT INTO threads (thread_id, workflow, version, created_at_ms, updated_at_ms, status) \
+        SELECT thread_id, workflow, version, created_at_ms, created_at_ms, status FROM input \
+        WHERE version = 1 ORDER BY thread_id \
+        ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id \
+     ), updated AS ( \
+        UPDATE threads t SET workflow = i.workflow, version = i.version, updated_at_ms = i.created_at_ms, \
+            status = i.status \
+        FROM input i WHERE t.thread_id = i.thread_id AND i.version > 1 AND t.version = i.version - 1 \
+        RETURNING t.thread_id \
+     ), won AS ( \
+        SELECT * FROM input WHERE thread_id IN (SELECT thread_id FROM inserted UNION ALL SELECT thread_id FROM updated) \
+     ), cp AS ( \
+        INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
+            idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
+        SELECT thread_id, version, workflow, state, next_node, pending, run_id, key, fingerprint, status, \
+            step, output, created_at_ms, owner FROM won \
+     ), idem AS ( \
+        INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
+        SELECT thread_id, key, run_id, version, status, output, fingerprint FROM won WHERE record_key \
+        ON CONFLICT (thread_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, version = EXCLUDED.version, \
+            status = EXCLUDED.status, output = EXCLUDED.output, fingerprint = EXCLUDED.fingerprint \
+     ), pruned AS ( \
+        DELETE FROM checkpoints c USING won w WHERE c.thread_id = w.thread_id AND c.version <= w.prune_through \
+     ) \
+     SELECT thread_id FROM won";
+/// The versions of the threads in `$1` (absent threads have no row).
+const PG_VERSIONS: &str = "SELECT thread_id, version FROM threads WHERE thread_id = ANY($1)";
 
 /// Binds a [`Write`] as `$1`..`$16` of the put statements.
 macro_rules! bind_write {
@@ -537,19 +581,25 @@ async fn postgres_transaction(
     conn: &mut PgConnection,
     writes: &[&Write],
 ) -> Result<Vec<Result<(), CheckpointError>>, BatchFailure> {
-    // Row locks are taken in thread id order, by every replica's batches alike, so two batches
-    // never wait for each other in a cycle. Writes to one thread keep their queue order (a
-    // stable sort); writes to different threads are concurrent, any order is theirs.
-    let mut order: Vec<usize> = (0..writes.len()).collect();
-    order.sort_by(|&a, &b| writes[a].thread_id.cmp(&writes[b].thread_id));
     let mut results: Vec<Option<Result<(), CheckpointError>>> = writes.iter().map(|_| None).collect();
     let mut tx = sqlx::Connection::begin(conn).await.map_err(BatchFailure::Batch)?;
-    for i in order {
-        let w = writes[i];
-        match postgres_cas(&mut tx, w).await {
-            Ok(None) => results[i] = Some(Ok(())),
-            // Read inside the transaction: it sees the batch's own writes as well.
-            Ok(Some(actual)) => results[i] = Some(Err(w.conflict(actual))),
+    for round in rounds(writes) {
+        let outcome = async {
+            let won = put_postgres_round(&mut tx, writes, &round).await?;
+            let lost: Vec<&str> =
+                round.iter().map(|&i| writes[i].thread_id.as_str()).filter(|t| !won.contains(*t)).collect();
+            // Read inside the transaction: it sees the batch's own writes as well, one of which
+            // may be the one that beat a write of this round.
+            let versions: HashMap<String, i64> = if lost.is_empty() {
+                HashMap::new()
+            } else {
+                sqlx::query_as(PG_VERSIONS).bind(&lost).fetch_all(&mut *tx).await?.into_iter().collect()
+            };
+            Ok::<_, sqlx::Error>((won, versions))
+        }
+        .await;
+        let (won, versions) = match outcome {
+            Ok(outcome) => outcome,
             Err(e) => {
                 let failure = statement_failure(e);
                 if let BatchFailure::Write(_) = failure {
@@ -558,10 +608,80 @@ async fn postgres_transaction(
                 // Otherwise dropping the transaction rolls it back, if the connection still can.
                 return Err(failure);
             }
+        };
+        for i in round {
+            let w = writes[i];
+            results[i] = Some(if won.contains(&w.thread_id) {
+                Ok(())
+            } else {
+                Err(w.conflict(versions.get(&w.thread_id).copied()))
+            });
         }
     }
     tx.commit().await.map_err(BatchFailure::Batch)?;
     Ok(results.into_iter().map(|r| r.expect("every write of the batch ran")).collect())
+}
+
+/// The batch's writes in rounds that each hold a thread at most once: round k holds the k-th
+/// write of every thread, so writes to one thread keep their queue order, and each round is in
+/// thread id order (the order its statement locks rows in). Under load a batch is one round: a
+/// run's next write waits for the answer to its last.
+fn rounds(writes: &[&Write]) -> Vec<Vec<usize>> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    for (i, w) in writes.iter().enumerate() {
+        let k = seen.entry(w.thread_id.as_str()).or_insert(0);
+        if *k == rounds.len() {
+            rounds.push(Vec::new());
+        }
+        rounds[*k].push(i);
+        *k += 1;
+    }
+    for round in &mut rounds {
+        round.sort_by(|&a, &b| writes[a].thread_id.cmp(&writes[b].thread_id));
+    }
+    rounds
+}
+
+/// Runs `PG_PUT_BATCH` for one round; returns the threads whose compare-and-set won. A write
+/// below version 1 loses without a statement, as a write alone does.
+async fn put_postgres_round(
+    conn: &mut PgConnection,
+    writes: &[&Write],
+    round: &[usize],
+) -> Result<HashSet<String>, sqlx::Error> {
+    let round: Vec<&Write> = round.iter().map(|&i| writes[i]).filter(|w| w.version >= 1).collect();
+    if round.is_empty() {
+        return Ok(HashSet::new());
+    }
+    macro_rules! column {
+        ($field:ident) => {
+            round.iter().map(|w| w.$field).collect::<Vec<_>>()
+        };
+        ($field:ident, $as:ident) => {
+            round.iter().map(|w| w.$field.$as()).collect::<Vec<_>>()
+        };
+    }
+    let won: Vec<String> = sqlx::query_scalar(PG_PUT_BATCH)
+        .bind(column!(thread_id, as_str))
+        .bind(column!(workflow, as_str))
+        .bind(column!(version))
+        .bind(column!(created_at_ms))
+        .bind(column!(status))
+        .bind(column!(state, as_slice))
+        .bind(column!(next, as_deref))
+        .bind(column!(pending, as_deref))
+        .bind(column!(run_id, as_str))
+        .bind(column!(key, as_deref))
+        .bind(column!(step))
+        .bind(column!(output, as_deref))
+        .bind(column!(record_key))
+        .bind(column!(prune_through))
+        .bind(column!(fingerprint, as_deref))
+        .bind(column!(owner, as_deref))
+        .fetch_all(conn)
+        .await?;
+    Ok(won.into_iter().collect())
 }
 
 /// The compare-and-set of one write: `None` when it won, else the thread's version as this

@@ -9,8 +9,12 @@
 //! that arrive while a transaction runs make up the next one, so the database commits (and on
 //! PostgreSQL flushes its WAL) once per batch instead of once per write. SQLite has one such
 //! task; PostgreSQL a few (see [`batches_in_flight`]), which take turns at the queue, so that
-//! one batch's statements run while another's commit waits for the disk. Their transactions
-//! lock thread rows in thread id order, so they never wait for each other in a cycle.
+//! one batch's statements run while another's commit waits for the disk. On PostgreSQL a batch
+//! is one statement taking an array per column, so it costs three round trips (`BEGIN`, the
+//! statement, `COMMIT`) whatever its size; a thread written twice in one batch takes a second
+//! statement, which sees the first. Each statement locks thread rows in thread id order, so
+//! batches do not wait for each other in a cycle (and were they to, PostgreSQL would abort one,
+//! whose writes then run one by one).
 //!
 //! Each write keeps its own outcome. A lost compare-and-set fails its caller alone with
 //! `Conflict`, the version it reports read inside the batch's transaction. A write whose

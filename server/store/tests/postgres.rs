@@ -85,6 +85,7 @@ async fn postgres_group_commit() {
     .unwrap();
     let hold = || async { pool.acquire().await.unwrap() };
     common::one_batch_keeps_each_outcome(&db, hold).await;
+    common::a_thread_twice_in_one_batch(&db, hold).await;
     common::a_failed_commit_fails_its_whole_batch(&db, hold).await;
     common::a_refused_write_fails_alone(&db, hold).await;
     db.close().await;

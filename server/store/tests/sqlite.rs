@@ -96,6 +96,7 @@ async fn sqlite_exec(db: &Database, sql: &'static str) {
 async fn puts_waiting_together_commit_together() {
     let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
     common::one_batch_keeps_each_outcome(&db, || hold_memory_writer(&db)).await;
+    common::a_thread_twice_in_one_batch(&db, || hold_memory_writer(&db)).await;
 }
 
 /// A commit that fails answers every caller of its batch with the error. The check that

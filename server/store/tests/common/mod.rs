@@ -244,6 +244,45 @@ pub async fn one_batch_keeps_each_outcome<H: Send, F: Future<Output = H>>(db: &D
     assert_eq!(store.latest(&absent).await.unwrap(), None, "the write after nothing wrote nothing");
 }
 
+/// A thread's first and second write in one batch, queued in that order among writes to other
+/// threads: both commit, the second after the first. A store that writes a batch as one
+/// statement must not let the second read the thread as it was before the first. `hold` as for
+/// [`put_together`].
+pub async fn a_thread_twice_in_one_batch<H: Send, F: Future<Output = H>>(db: &Database, hold: impl FnOnce() -> F) {
+    let ns = ns();
+    let store = Arc::new(db.checkpointer());
+    let twice = format!("{ns}:twice");
+    let writes = [
+        sample(&format!("{ns}:before"), 1, RunStatus::Running),
+        sample(&twice, 1, RunStatus::Running),
+        sample(&format!("{ns}:between"), 1, RunStatus::Running),
+        sample(&twice, 2, RunStatus::Completed),
+        sample(&format!("{ns}:after"), 1, RunStatus::Running),
+    ];
+    let held = hold().await;
+    let before = db.write_batches();
+    let mut tasks = Vec::new();
+    for (queued, cp) in (1..).zip(writes.iter().cloned()) {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.put(&cp).await }));
+        // Each put is queued before the next starts, so the batch holds them in this order.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while db.write_batches().submitted < before.submitted + queued {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the put reaches the write queue");
+    }
+    drop(held);
+    for (cp, task) in writes.iter().zip(tasks) {
+        assert!(matches!(task.await.unwrap(), Ok(())), "{} version {} commits", cp.thread_id, cp.version);
+    }
+    assert_eq!(db.write_batches().batches - before.batches, 1, "the writes were committed together");
+    assert_eq!(store.latest(&twice).await.unwrap().as_ref(), Some(&writes[3]), "the second write is the newest");
+    assert_eq!(store.thread(&twice).await.unwrap().map(|t| t.version), Some(2), "the thread is at the second");
+}
+
 /// A batch holding a write whose commit the database refuses (the caller installed a deferred
 /// check that fails at `COMMIT` for thread ids containing `:poison`): every caller of the batch
 /// gets an error that is not a conflict, none of its writes is stored, and the next write
