@@ -48,6 +48,18 @@ async fn postgres_conformance_and_store_checks() {
     let a = Database::connect(fresh.url(), StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
     let b = Database::connect(fresh.url(), StoreOptions { max_connections: 8, checkpoint_retention: 2 }).await.unwrap();
     common::contended_increments(vec![Arc::new(a.checkpointer()), Arc::new(b.checkpointer())], 16, 15).await;
+    // Migration 0010: states are compressed with lz4 where the server offers it (the test server
+    // scripts/ensure-postgres.sh installs does).
+    let (offered, compression): (bool, String) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM pg_settings \
+                        WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)), \
+                attcompression::text \
+         FROM pg_attribute WHERE attrelid = 'checkpoints'::regclass AND attname = 'state'",
+    )
+    .fetch_one(a.postgres_pool().unwrap())
+    .await
+    .unwrap();
+    assert_eq!(compression, if offered { "l" } else { "" }, "lz4 where offered, else none set (pglz)");
     common::intake_round_trip(&a).await;
     common::tickets_round_trip(&a).await;
     common::tickets_listing(&a).await;
