@@ -172,8 +172,8 @@ const PG_PUT_NEXT: &str = concat!("WITH cas AS (", update_thread!(), pg_put_tail
 /// compare-and-set won. A thread may appear only once: the sub-statements all read the
 /// snapshot the statement started with, so a second write to a thread would not see the first.
 /// The writes are bound in thread id order, and a batch of at most `MAX_BATCH` rows is joined to
-/// `threads` by its primary key, so rows are locked in that order, as the single-write batches
-/// did; were two batches still to wait for each other, PostgreSQL would abort one (a deadlock
+/// `threads` by its primary key (a nested loop over the input), so rows are locked in that
+/// order; were two batches still to wait for each other, PostgreSQL would abort one (a deadlock
 /// is the database's error, so that batch's writes are retried one by one).
 const PG_PUT_BATCH: &str = "WITH input AS ( \
         SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::bytea[], \
