@@ -139,6 +139,17 @@ pub async fn put_latency<C: Checkpointer>(store: &C, writes: u64) -> Duration {
     start.elapsed() / (writes as u32 - 10)
 }
 
+/// Waits until `submitted` checkpoint writes have reached the database's write queue.
+async fn queued(db: &Database, submitted: u64) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while db.write_batches().submitted < submitted {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("every put reaches the write queue");
+}
+
 /// Puts every checkpoint of `writes` at once, each from a task of its own, while `hold` keeps
 /// the writer waiting (the connection the write queue needs next, or the database's write
 /// lock); drops `hold` once every put is queued. Returns each put's result, in order, and how
@@ -158,13 +169,7 @@ pub async fn put_together<H: Send>(
             tokio::spawn(async move { store.put(&cp).await })
         })
         .collect();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while db.write_batches().submitted < before.submitted + n {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await
-    .expect("every put reaches the write queue");
+    queued(db, before.submitted + n).await;
     drop(hold);
     let mut results = Vec::new();
     for task in tasks {
@@ -262,17 +267,11 @@ pub async fn a_thread_twice_in_one_batch<H: Send, F: Future<Output = H>>(db: &Da
     let held = hold().await;
     let before = db.write_batches();
     let mut tasks = Vec::new();
-    for (queued, cp) in (1..).zip(writes.iter().cloned()) {
+    for (n, cp) in (1..).zip(writes.iter().cloned()) {
         let store = store.clone();
         tasks.push(tokio::spawn(async move { store.put(&cp).await }));
         // Each put is queued before the next starts, so the batch holds them in this order.
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while db.write_batches().submitted < before.submitted + queued {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        })
-        .await
-        .expect("the put reaches the write queue");
+        queued(db, before.submitted + n).await;
     }
     drop(held);
     for (cp, task) in writes.iter().zip(tasks) {
