@@ -361,6 +361,37 @@ async fn the_wal_is_checkpointed_beside_the_writer() {
     db.close().await;
 }
 
+/// A write whose retention drops the thread's previous checkpoint rewrites that row in place
+/// instead of inserting beside it and deleting it: four WAL frames a write here, where insert
+/// plus delete (the page it allocates, the page it frees, the freelist, the database header)
+/// took seven. The rows are the same either way; the newest state must be the one read.
+#[tokio::test]
+async fn a_put_rewrites_the_checkpoint_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let store = db.checkpointer();
+    let pool = db.sqlite_pool().unwrap();
+    let mut frames = Vec::new();
+    for v in 1..=4u64 {
+        // An empty WAL before the write, so the frames counted below are the write's alone.
+        let (busy, _, _): (i64, i64, i64) =
+            frontdesk_store::sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(pool).await.unwrap();
+        assert_eq!(busy, 0, "nothing else uses the database");
+        let mut cp = sample("rewrite", v, RunStatus::Running);
+        // About a W1 state: most of a page, so each checkpoint row has a page of its own.
+        cp.state = vec![b'a' + v as u8; 2400];
+        store.put(&cp).await.unwrap();
+        let (_, wal_frames, _): (i64, i64, i64) =
+            frontdesk_store::sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await.unwrap();
+        frames.push(wal_frames);
+    }
+    assert!(frames[1..].iter().all(|&f| f <= 5), "WAL frames per write, versions 1-4: {frames:?}");
+    assert_eq!(common::count_rows(&db, "checkpoints", "rewrite").await, 1);
+    let latest = store.latest("rewrite").await.unwrap().unwrap();
+    assert_eq!((latest.version, latest.state), (4, vec![b'a' + 4; 2400]));
+    db.close().await;
+}
+
 #[tokio::test]
 async fn investigation_store_in_memory() {
     let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
