@@ -10,9 +10,9 @@ nothing of Frontdesk in the loop:
   write(8 KiB) + fdatasync on a file in --dir, the way PostgreSQL's own pg_test_fsync does.
 * a bare SQLite put: the statements of Frontdesk's SQLite checkpoint put (compare-and-set on
   the thread row, rewrite the checkpoint retention drops as the new one or insert it, prune,
-  in one BEGIN IMMEDIATE .. COMMIT) on this repository's migrations, from Python's sqlite3 (no async driver, no thread
-  hand-off), WAL journal, synchronous=NORMAL as Frontdesk runs it and FULL as LangGraph's saver
-  runs it.
+  in one BEGIN IMMEDIATE .. COMMIT) on this repository's migrations, from Python's sqlite3
+  (no async driver, no thread hand-off), WAL journal, synchronous=NORMAL as Frontdesk runs it
+  and FULL as LangGraph's saver runs it.
 
 It prints each figure and the per-turn floor it implies (two commits). Standard library only.
 

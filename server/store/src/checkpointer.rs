@@ -122,13 +122,14 @@ macro_rules! update_thread {
 //
 // The checkpoint that retention drops with this write (version `$14`) is rewritten in place as
 // the new one rather than deleted beside a fresh insert. The result is the same rows; what
-// differs is the pages: a W1 state (about 2.4 KB) takes most of a page, so insert plus delete
-// allocated one page, freed another and rewrote the freelist and the database header: seven to
-// nine WAL frames a write, where rewriting the row takes four. See `a_put_rewrites_the_checkpoint_it_replaces` in the SQLite suite. Pruning
-// then removes whatever else is at or below `$14` (after a loss at the very same version it
-// would delete exactly what the winner already deleted, i.e. nothing). A write alone is a whole
-// `BEGIN IMMEDIATE` .. `COMMIT` transaction in that one trip; in a group commit the transaction
-// is around the batch.
+// differs is the pages. A W1 state (about 2.4 KB) takes most of a page, so insert plus delete
+// put the new row on another page than the old one: both pages, the b-tree pages above them
+// and the database header (its count of free pages) went into the WAL, seven to nine frames a
+// write, where rewriting the row takes four (`a_put_rewrites_the_checkpoint_it_replaces` in the
+// SQLite suite). Pruning then removes whatever else is at or below `$14` (after a loss at the
+// very same version it would delete exactly what the winner already deleted, i.e. nothing). A
+// write alone is a whole `BEGIN IMMEDIATE` .. `COMMIT` transaction in that one trip; in a group
+// commit the transaction is around the batch.
 macro_rules! sqlite_won {
     () => {
         "EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3) \

@@ -363,8 +363,8 @@ async fn the_wal_is_checkpointed_beside_the_writer() {
 
 /// A write whose retention drops the thread's previous checkpoint rewrites that row in place
 /// instead of inserting beside it and deleting it: four WAL frames a write here, where insert
-/// plus delete (the page it allocates, the page it frees, the freelist, the database header)
-/// took seven. The rows are the same either way; the newest state must be the one read.
+/// plus delete (the new row on another page than the old, the pages above both, the database
+/// header) took seven. The rows are the same either way; the newest state must be the one read.
 #[tokio::test]
 async fn a_put_rewrites_the_checkpoint_it_replaces() {
     let dir = tempfile::tempdir().unwrap();
