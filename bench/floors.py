@@ -9,10 +9,10 @@ nothing of Frontdesk in the loop:
   synchronous=FULL) waits for at least one fdatasync of its WAL write. Measured here as
   write(8 KiB) + fdatasync on a file in --dir, the way PostgreSQL's own pg_test_fsync does.
 * a bare SQLite put: the statements of Frontdesk's SQLite checkpoint put (compare-and-set on
-  the thread row, rewrite the checkpoint retention drops as the new one or insert it, prune,
-  in one BEGIN IMMEDIATE .. COMMIT) on this repository's migrations, from Python's sqlite3
-  (no async driver, no thread hand-off), WAL journal, synchronous=NORMAL as Frontdesk runs it
-  and FULL as LangGraph's saver runs it.
+  the thread row, insert the checkpoint, prune the previous one, in one BEGIN IMMEDIATE ..
+  COMMIT) on this repository's migrations, from Python's sqlite3 (no async driver, no thread
+  hand-off), WAL journal, synchronous=NORMAL as Frontdesk runs it and FULL as LangGraph's saver
+  runs it.
 
 It prints each figure and the per-turn floor it implies (two commits). Standard library only.
 
@@ -37,23 +37,11 @@ NEXT = (
     "UPDATE threads SET workflow = 'intake', version = ?2, updated_at_ms = ?3, status = 'running' "
     "WHERE thread_id = ?1 AND version = ?2 - 1 RETURNING version"
 )
-# "Won": the thread is at this version and no checkpoint holds it yet (see checkpointer.rs).
-WON = (
-    "EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND version = ?2) "
-    "AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND version = ?2)"
-)
-# The checkpoint that retention 1 drops (version - 1) is rewritten in place as the new one...
-REWRITE = (
-    "UPDATE checkpoints SET version = ?2, workflow = 'intake', state = ?4, next_node = NULL, pending = NULL, "
-    "run_id = 'run', idempotency_key = NULL, fingerprint = NULL, run_status = 'running', step = 0, "
-    "output = NULL, created_at_ms = ?3, run_owner = NULL WHERE thread_id = ?1 AND version = ?2 - 1 AND " + WON
-)
-# ... and inserted when there is none (the thread's first).
 CHECKPOINT = (
     "INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, "
     "idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) "
     "SELECT ?1, ?2, 'intake', ?4, NULL, NULL, 'run', NULL, NULL, 'running', 0, NULL, ?3, NULL "
-    "WHERE " + WON
+    "WHERE changes() = 1"
 )
 PRUNE = (
     "DELETE FROM checkpoints WHERE thread_id = ?1 AND version <= ?2 - 1 "
@@ -101,7 +89,6 @@ def put_micros(directory: str, synchronous: str, puts: int) -> float:
                 started = time.perf_counter()
                 db.execute("BEGIN IMMEDIATE")
                 won = db.execute(FIRST if version == 1 else NEXT, (thread, version, version)).fetchall()
-                db.execute(REWRITE, (thread, version, version, STATE))
                 db.execute(CHECKPOINT, (thread, version, version, STATE))
                 db.execute(PRUNE, (thread, version))
                 db.execute("COMMIT")

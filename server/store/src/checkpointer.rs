@@ -114,47 +114,23 @@ macro_rules! update_thread {
 }
 
 // SQLite: one batch of statements per write (one trip to the write connection's worker
-// thread). `changes()` is the row count of the previous statement, so the key is recorded only
-// after a won compare-and-set. The checkpoint statements cannot chain on `changes()` (the key's
-// statement sits between), so they test "won" directly: the thread is now at this version and
-// no checkpoint holds it yet. A loser never sees both, since whoever moved the thread to this
-// version wrote its checkpoint in the same transaction. A lost compare-and-set writes nothing.
-//
-// The checkpoint that retention drops with this write (version `$14`) is rewritten in place as
-// the new one rather than deleted beside a fresh insert. The result is the same rows; what
-// differs is the pages. A W1 state (about 2.4 KB) takes most of a page, so insert plus delete
-// put the new row on another page than the old one: both pages, the b-tree pages above them
-// and the database header (its count of free pages) went into the WAL, seven to nine frames a
-// write, where rewriting the row takes four (`a_put_rewrites_the_checkpoint_it_replaces` in the
-// SQLite suite). Pruning then removes whatever else is at or below `$14` (after a loss at the
-// very same version it would delete exactly what the winner already deleted, i.e. nothing). A
-// write alone is a whole `BEGIN IMMEDIATE` .. `COMMIT` transaction in that one trip; in a group
-// commit the transaction is around the batch.
-macro_rules! sqlite_won {
-    () => {
-        "EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3) \
-         AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND version = $3)"
-    };
-}
+// thread). `changes()` is the row count of the previous statement, so the checkpoint is
+// inserted only after a won compare-and-set, and the key only after the checkpoint; a lost
+// compare-and-set writes nothing. Pruning runs only when the thread is now at this version
+// (after a loss at the very same version it would delete exactly what the winner already
+// deleted, i.e. nothing). A write alone is a whole `BEGIN IMMEDIATE` .. `COMMIT` transaction
+// in that one trip; in a group commit the transaction is around the batch.
 macro_rules! sqlite_put_tail {
     () => {
-        concat!(
-            "; INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
-               SELECT $1, $10, $9, $3, $5, $12, $15 WHERE $13 AND changes() = 1 \
-               ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
-                 status = excluded.status, output = excluded.output, fingerprint = excluded.fingerprint; \
-             UPDATE checkpoints SET version = $3, workflow = $2, state = $6, next_node = $7, pending = $8, \
-                 run_id = $9, idempotency_key = $10, fingerprint = $15, run_status = $5, step = $11, output = $12, \
-                 created_at_ms = $4, run_owner = $16 \
-               WHERE thread_id = $1 AND version = $14 AND ",
-            sqlite_won!(),
-            "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
-                 idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
-               SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4, $16 WHERE ",
-            sqlite_won!(),
-            "; DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
-               AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3)"
-        )
+        "; INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
+             idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
+           SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4, $16 WHERE changes() = 1; \
+         INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
+           SELECT $1, $10, $9, $3, $5, $12, $15 WHERE $13 AND changes() = 1 \
+           ON CONFLICT (thread_id, key) DO UPDATE SET run_id = excluded.run_id, version = excluded.version, \
+             status = excluded.status, output = excluded.output, fingerprint = excluded.fingerprint; \
+         DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
+           AND EXISTS (SELECT 1 FROM threads WHERE thread_id = $1 AND version = $3)"
     };
 }
 const SQLITE_PUT_FIRST: &str = concat!("BEGIN IMMEDIATE; ", insert_thread!(), sqlite_put_tail!(), "; COMMIT");
