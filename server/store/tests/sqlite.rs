@@ -334,7 +334,7 @@ async fn the_wal_is_checkpointed_beside_the_writer() {
     let db_file = dir.path().join("frontdesk.db");
     let before = std::fs::metadata(&db_file).unwrap().len();
     // 1,500 threads of one 3 KB checkpoint each: ~3,000 WAL pages, under the writer's threshold,
-    // and past the first background checkpoint (every 1,000 writes).
+    // and past the first background checkpoints (every 100 writes).
     for i in 0..1500 {
         let mut cp = sample(&format!("wal-{i:04}"), 1, RunStatus::Running);
         cp.state = vec![b'x'; 3000];
