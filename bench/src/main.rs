@@ -419,10 +419,16 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
     const SIZE: &str = "SELECT (pg_total_relation_size('threads') + pg_total_relation_size('checkpoints') \
                         + pg_total_relation_size('idempotency_keys'))::bigint";
     let bytes: i64 = sqlx::query_scalar(SIZE).fetch_one(pool).await.map_err(err)?;
-    let checkpoints: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('checkpoints')::bigint")
-        .fetch_one(pool)
-        .await
-        .map_err(err)?;
+    // Where the checkpoints' bytes are: the table's own pages, its TOAST table and its index.
+    let (checkpoints, heap, indexes, state, stored): (i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT pg_total_relation_size('checkpoints')::bigint, pg_relation_size('checkpoints')::bigint, \
+         pg_indexes_size('checkpoints')::bigint, \
+         (SELECT coalesce(avg(octet_length(state)), 0)::bigint FROM checkpoints), \
+         (SELECT coalesce(avg(pg_column_size(state)), 0)::bigint FROM checkpoints)",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(err)?;
     let synchronous_commit: String =
         sqlx::query_scalar("SHOW synchronous_commit").fetch_one(pool).await.map_err(err)?;
     sqlx::query("VACUUM FULL threads, checkpoints, idempotency_keys").execute(pool).await.map_err(err)?;
@@ -433,8 +439,10 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
         bytes_compacted: compacted as u64,
         durability: format!("synchronous_commit={synchronous_commit}"),
         detail: format!(
-            "threads+checkpoints+idempotency_keys incl. indexes and TOAST: {bytes} B (checkpoints {checkpoints} B) \
-             as written; {compacted} B after VACUUM FULL"
+            "threads+checkpoints+idempotency_keys incl. indexes and TOAST: {bytes} B (checkpoints {checkpoints} B: \
+             heap {heap}, TOAST {}, index {indexes}; a state {state} B, {stored} B stored) as written; \
+             {compacted} B after VACUUM FULL",
+            checkpoints - heap - indexes
         ),
     })
 }

@@ -147,19 +147,38 @@ const SQLITE_DELETE: &str = "BEGIN IMMEDIATE; DELETE FROM checkpoints WHERE thre
 // PostgreSQL: one statement, one round trip, atomic on its own. The data-modifying CTEs
 // select from `cas`, so they write only when the compare-and-set won. Returns the number of
 // rows `cas` produced: 1 when it won, 0 when it lost (and nothing was written).
+//
+// The new checkpoint overwrites the oldest one retention drops (`recycled`) and is inserted
+// only when there is none (a new thread, or one with fewer than `retention` checkpoints); the
+// rest of the dropped ones are deleted. An update puts the new row version on the old one's
+// page when it fits (migration 0011 leaves room), and the next write to the thread, reading
+// that page, prunes the version before, so a thread's checkpoints keep their pages. Inserting
+// instead appends every version at the table's end and leaves the deleted ones in pages
+// nothing reads again, for vacuum to find: W1's table as written was four to seven times its
+// size after `VACUUM FULL` that way (docs/architecture.md, "Retention").
 macro_rules! pg_put_tail {
     () => {
-        "), cp AS ( \
+        "), oldest AS ( \
+            SELECT min(version) AS version FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
+         ), recycled AS ( \
+            UPDATE checkpoints SET version = $3, workflow = $2, state = $6, next_node = $7, pending = $8, \
+                run_id = $9, idempotency_key = $10, fingerprint = $15, run_status = $5, step = $11, output = $12, \
+                created_at_ms = $4, run_owner = $16 \
+            WHERE thread_id = $1 AND version = (SELECT version FROM oldest) AND EXISTS (SELECT 1 FROM cas) \
+            RETURNING 1 \
+         ), cp AS ( \
             INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
                 idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
             SELECT $1, $3, $2, $6, $7, $8, $9, $10, $15, $5, $11, $12, $4, $16 FROM cas \
+            WHERE NOT EXISTS (SELECT 1 FROM recycled) \
          ), idem AS ( \
             INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
             SELECT $1, $10, $9, $3, $5, $12, $15 FROM cas WHERE $13 \
             ON CONFLICT (thread_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, version = EXCLUDED.version, \
                 status = EXCLUDED.status, output = EXCLUDED.output, fingerprint = EXCLUDED.fingerprint \
          ), pruned AS ( \
-            DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 AND EXISTS (SELECT 1 FROM cas) \
+            DELETE FROM checkpoints WHERE thread_id = $1 AND version <= $14 \
+                AND version > (SELECT version FROM oldest) AND EXISTS (SELECT 1 FROM cas) \
          ) \
          SELECT count(*) FROM cas"
     };
@@ -193,18 +212,30 @@ const PG_PUT_BATCH: &str = "WITH input AS ( \
         RETURNING t.thread_id \
      ), won AS ( \
         SELECT * FROM input WHERE thread_id IN (SELECT thread_id FROM inserted UNION ALL SELECT thread_id FROM updated) \
+     ), oldest AS ( \
+        SELECT c.thread_id, min(c.version) AS version FROM checkpoints c \
+        JOIN won w ON c.thread_id = w.thread_id AND c.version <= w.prune_through GROUP BY c.thread_id \
+     ), recycled AS ( \
+        UPDATE checkpoints c SET version = w.version, workflow = w.workflow, state = w.state, \
+            next_node = w.next_node, pending = w.pending, run_id = w.run_id, idempotency_key = w.key, \
+            fingerprint = w.fingerprint, run_status = w.status, step = w.step, output = w.output, \
+            created_at_ms = w.created_at_ms, run_owner = w.owner \
+        FROM won w JOIN oldest o ON o.thread_id = w.thread_id \
+        WHERE c.thread_id = w.thread_id AND c.version = o.version \
+        RETURNING c.thread_id \
      ), cp AS ( \
         INSERT INTO checkpoints (thread_id, version, workflow, state, next_node, pending, run_id, \
             idempotency_key, fingerprint, run_status, step, output, created_at_ms, run_owner) \
         SELECT thread_id, version, workflow, state, next_node, pending, run_id, key, fingerprint, status, \
-            step, output, created_at_ms, owner FROM won \
+            step, output, created_at_ms, owner FROM won WHERE thread_id NOT IN (SELECT thread_id FROM recycled) \
      ), idem AS ( \
         INSERT INTO idempotency_keys (thread_id, key, run_id, version, status, output, fingerprint) \
         SELECT thread_id, key, run_id, version, status, output, fingerprint FROM won WHERE record_key \
         ON CONFLICT (thread_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, version = EXCLUDED.version, \
             status = EXCLUDED.status, output = EXCLUDED.output, fingerprint = EXCLUDED.fingerprint \
      ), pruned AS ( \
-        DELETE FROM checkpoints c USING won w WHERE c.thread_id = w.thread_id AND c.version <= w.prune_through \
+        DELETE FROM checkpoints c USING won w JOIN oldest o ON o.thread_id = w.thread_id \
+        WHERE c.thread_id = w.thread_id AND c.version <= w.prune_through AND c.version > o.version \
      ) \
      SELECT thread_id FROM won";
 /// The versions of the threads in `$1` (absent threads have no row).

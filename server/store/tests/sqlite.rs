@@ -183,6 +183,16 @@ async fn retention_prunes_rows() {
     }
 }
 
+/// A restart with a lower retention: the next write drops every excess checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lower_retention_drops_the_excess() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wide, narrow) = (file_db(&dir, 3).await, file_db(&dir, 1).await);
+    common::a_lower_retention_drops_the_excess(&wide, &narrow, || async {}).await;
+    wide.close().await;
+    narrow.close().await;
+}
+
 #[tokio::test]
 async fn retention_is_at_least_one() {
     let db = Database::connect("sqlite::memory:", options(0)).await.unwrap();

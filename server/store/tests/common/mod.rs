@@ -47,6 +47,41 @@ pub async fn retention_prunes(db: &Database) {
     assert_eq!(count_rows(db, "threads", &id).await, 1);
 }
 
+/// `narrow` keeps fewer checkpoints per thread than `wide` did, on the same data (a restart with
+/// a lower retention): its next write to a thread leaves only the newest `narrow` keeps, alone
+/// and in a batch (two writes put together while `hold` keeps the writer waiting, as for
+/// [`put_together`]). Returns how `narrow` committed the batch.
+pub async fn a_lower_retention_drops_the_excess<H: Send, F: Future<Output = H>>(
+    wide: &Database,
+    narrow: &Database,
+    hold: impl FnOnce() -> F,
+) -> WriteBatchStats {
+    let (kept, keeps) = (wide.options().checkpoint_retention, narrow.options().checkpoint_retention);
+    assert!(keeps < kept && kept >= 3, "{keeps} must be below {kept}, which must be at least 3");
+    let ns = ns();
+    let (alone, batched) = (format!("{ns}:alone"), format!("{ns}:batched"));
+    for thread in [&alone, &batched] {
+        for v in 1..=5u64 {
+            wide.checkpointer().put(&sample(thread, v, RunStatus::Running)).await.unwrap();
+        }
+        assert_eq!(count_rows(wide, "checkpoints", thread).await, kept.min(5) as i64);
+    }
+    let sixth = sample(&alone, 6, RunStatus::Completed);
+    narrow.checkpointer().put(&sixth).await.unwrap();
+    let writes = vec![sample(&alone, 7, RunStatus::Running), sample(&batched, 6, RunStatus::Completed)];
+    let (results, stats) = put_together(narrow, hold().await, writes.clone()).await;
+    for (cp, result) in writes.iter().zip(results) {
+        assert!(result.is_ok(), "{} version {}: {result:?}", cp.thread_id, cp.version);
+        let history = narrow.checkpointer().history(&cp.thread_id, 100).await.unwrap();
+        let versions: Vec<u64> = history.iter().map(|c| c.version).collect();
+        let expected: Vec<u64> = (1..=cp.version).rev().take(keeps).collect();
+        assert_eq!(versions, expected, "{}: only the newest {keeps} stay", cp.thread_id);
+        assert_eq!(history.first(), Some(cp), "{}: the newest is the one written", cp.thread_id);
+        assert_eq!(count_rows(narrow, "checkpoints", &cp.thread_id).await, keeps as i64);
+    }
+    stats
+}
+
 /// `tasks` writers (spread over the given stores) each commit `per_task` increments of one
 /// thread by read-modify-write with retries on conflict. No increment may be lost and every
 /// failure must be a conflict.
