@@ -386,19 +386,36 @@ struct Disk {
     detail: String,
 }
 
+/// Folds the WAL into the database file and empties it. The store's own background checkpoint
+/// may still be running when the phase ends; a `TRUNCATE` checkpoint meeting it reports busy
+/// and leaves the WAL as it was, so try again for a while rather than measure that WAL.
+async fn truncate_wal(pool: &sqlx::SqlitePool) -> Result<(), String> {
+    for _ in 0..100 {
+        let (busy, _, _): (i64, i64, i64) =
+            sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(pool).await.map_err(err)?;
+        if busy == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err("the WAL could not be truncated: a checkpoint stayed busy for 2 s".into())
+}
+
 async fn sqlite_disk(fresh: &Fresh) -> Result<Disk, String> {
     let db = fresh.db.as_ref().ok_or("no database")?;
     let pool = db.sqlite_pool().ok_or("not sqlite")?;
     let threads: i64 = sqlx::query_scalar("SELECT count(*) FROM threads").fetch_one(pool).await.map_err(err)?;
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_all(pool).await.map_err(err)?;
     let dir = fresh.dir.as_ref().ok_or("no dir")?.path();
     let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    // The WAL file keeps the largest size the WAL reached until a checkpoint truncates it.
+    let wal_reached = size("w1.db-wal");
+    truncate_wal(pool).await?;
     let (file, wal) = (size("w1.db"), size("w1.db-wal"));
     let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(pool).await.map_err(err)?;
     let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await.map_err(err)?;
     let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(pool).await.map_err(err)?;
     sqlx::query("VACUUM").execute(pool).await.map_err(err)?;
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").fetch_all(pool).await.map_err(err)?;
+    truncate_wal(pool).await?;
     let compacted = size("w1.db") + size("w1.db-wal");
     Ok(Disk {
         conversations: threads as u64,
@@ -408,7 +425,10 @@ async fn sqlite_disk(fresh: &Fresh) -> Result<Disk, String> {
             "synchronous={}",
             ["OFF", "NORMAL", "FULL", "EXTRA"].get(synchronous as usize).copied().unwrap_or("?")
         ),
-        detail: format!("db {file} B + wal {wal} B, {free} free pages of {page} B; after VACUUM {compacted} B"),
+        detail: format!(
+            "db {file} B + wal {wal} B, {free} free pages of {page} B; after VACUUM {compacted} B; \
+             the WAL file had reached {wal_reached} B"
+        ),
     })
 }
 
