@@ -43,9 +43,18 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// the WAL, so the writer's own checkpoint stalled commits for up to a quarter of a second (p99
 /// 32-46 ms added per turn against 7-11 ms at every 100). At saturation the two are alike.
 const WAL_CHECKPOINT_EVERY: u32 = 100;
-/// The write connection's own automatic checkpoint, in WAL pages: the backstop that bounds the
-/// WAL (about 40 MB) when writes never pause (see [`WalCheckpoints`]).
+/// WAL pages past which the writer restarts the WAL before its next write (about 16 MB).
+/// Passive checkpoints alone never restart it while writes keep coming, and at every 100 writes
+/// one is running most of the time, so the writer's own checkpoint finds the checkpoint lock
+/// taken and gives up: the WAL grew to 40-80 MB in a 4,000-turn W1 run.
+const WAL_RESTART_PAGES: i64 = 4000;
+/// The write connection's own automatic checkpoint, in WAL pages: a backstop above
+/// [`WAL_RESTART_PAGES`] for when the background checkpoints fall behind (see [`WalCheckpoints`]).
 const WRITER_AUTOCHECKPOINT_PAGES: &str = "10000";
+/// The size, in bytes, the write connection cuts the WAL file back to when the WAL restarts
+/// (32 MiB, twice what [`WAL_RESTART_PAGES`] takes): a file that grew while a checkpoint was
+/// slow (a busy disk) does not keep that size for the life of the process.
+const WAL_FILE_LIMIT_BYTES: &str = "33554432";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
@@ -137,15 +146,24 @@ enum SqliteWriter {
 /// there, stalling that write, and every write queued behind it, for milliseconds. Here every
 /// [`WAL_CHECKPOINT_EVERY`]th write transaction starts a passive checkpoint on a pool
 /// connection instead, which copies the WAL into the database beside the writer without
-/// blocking it. A passive checkpoint cannot restart the WAL while writes keep coming, so the
-/// writer keeps an automatic checkpoint of its own at ten times SQLite's threshold
-/// ([`WRITER_AUTOCHECKPOINT_PAGES`]), which bounds the WAL and finds most of it copied already.
-/// Durability is unchanged: a commit is in the WAL either way, and a checkpoint only moves it.
+/// blocking it. Racing the writes, such a checkpoint never copies the whole WAL, so the WAL
+/// never restarts, and the writer's own checkpoint finds the checkpoint lock taken by the next
+/// one and gives up. So once one finds [`WAL_RESTART_PAGES`] in the WAL, the writer itself
+/// checkpoints between two write transactions (see [`Connections::sqlite_writer`]), when no
+/// background one is running: with no write racing it, it copies the rest (the pages of the
+/// last hundred writes or so) and syncs, and the next write starts the WAL from its
+/// beginning. Writes queued meanwhile wait about a millisecond. The writer's automatic
+/// checkpoint stays at ten times SQLite's threshold ([`WRITER_AUTOCHECKPOINT_PAGES`]) as a
+/// backstop. Durability is unchanged: a commit is in the WAL either way, and a checkpoint only
+/// moves it.
 #[derive(Debug, Default)]
 struct WalCheckpoints {
     writes: AtomicU32,
     /// One checkpoint at a time: a slow one is not queued behind.
     running: Arc<AtomicBool>,
+    /// Set by a background checkpoint that found the WAL at [`WAL_RESTART_PAGES`]; taken by
+    /// the writer.
+    restart: Arc<AtomicBool>,
 }
 
 impl WalCheckpoints {
@@ -159,16 +177,40 @@ impl WalCheckpoints {
             self.running.store(false, Ordering::Release);
             return;
         };
-        let (pool, running) = (pool.clone(), self.running.clone());
+        let (pool, running, restart) = (pool.clone(), self.running.clone(), self.restart.clone());
         runtime.spawn(async move {
             // PASSIVE: copies what no reader still needs, takes no lock a writer waits for.
             match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await {
-                Ok((_, wal_frames, copied)) => tracing::debug!(wal_frames, copied, "sqlite wal checkpoint"),
+                Ok((_, wal_pages, copied)) => {
+                    tracing::debug!(wal_pages, copied, "sqlite wal checkpoint");
+                    if wal_pages >= WAL_RESTART_PAGES {
+                        restart.store(true, Ordering::Release);
+                    }
+                }
                 Err(e) if pool.is_closed() => tracing::debug!(error = %e, "sqlite wal checkpoint after close"),
                 Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint failed; the next one retries"),
             }
             running.store(false, Ordering::Release);
         });
+    }
+
+    /// On the writer, between two write transactions: when a background checkpoint asked for
+    /// it and none is running, copies the rest of the WAL, so that the next write starts the WAL
+    /// from its beginning. Passive too: it waits for no reader, and one that still needs old
+    /// pages only keeps the WAL from restarting this time (the next background checkpoint asks
+    /// again). A failure is logged the same way.
+    async fn restart_if_asked(&self, writer: &mut SqliteConnection) {
+        if !self.restart.load(Ordering::Acquire) || self.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.restart.store(false, Ordering::Release);
+        match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(writer).await {
+            Ok((busy, wal_pages, copied)) => {
+                tracing::debug!(busy, wal_pages, copied, "sqlite wal checkpoint on the writer")
+            }
+            Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint on the writer failed; a later one retries"),
+        }
+        self.running.store(false, Ordering::Release);
     }
 }
 
@@ -396,10 +438,11 @@ impl Connections {
         };
         match writer {
             SqliteWriter::Dedicated { conn, wal } => {
-                let conn = conn.lock().await;
-                if conn.is_none() {
+                let mut conn = conn.lock().await;
+                let Some(writer) = conn.as_mut() else {
                     return Err(sqlx::Error::PoolClosed);
-                }
+                };
+                wal.restart_if_asked(writer).await;
                 wal.count_write(pool);
                 Ok(SqliteWriteGuard::Dedicated(conn))
             }
@@ -445,7 +488,10 @@ async fn connect_sqlite(
     } else {
         // Most WAL checkpoints run beside it (`WalCheckpoints`). Pool connections keep the
         // default: of writes they only run the migrations at start-up.
-        let writer = connect.clone().pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES);
+        let writer = connect
+            .clone()
+            .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
+            .pragma("journal_size_limit", WAL_FILE_LIMIT_BYTES);
         Some(SqliteConnection::connect_with(&writer).await.map_err(failed)?)
     };
     let pool = pool.connect_with(connect).await.map_err(failed)?;
