@@ -203,6 +203,9 @@ impl WalCheckpoints {
         if !self.restart.load(Ordering::Acquire) || self.running.swap(true, Ordering::AcqRel) {
             return;
         }
+        // The caller may be cancelled while this runs (a request whose client went away):
+        // `running` must still be cleared, or no background checkpoint would start again.
+        let _running = ClearOnDrop(&self.running);
         self.restart.store(false, Ordering::Release);
         match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(writer).await {
             Ok((busy, wal_pages, copied)) => {
@@ -210,7 +213,15 @@ impl WalCheckpoints {
             }
             Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint on the writer failed; a later one retries"),
         }
-        self.running.store(false, Ordering::Release);
+    }
+}
+
+/// Clears its flag when dropped, whether the holder finished or was cancelled.
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -513,4 +524,28 @@ async fn connect_postgres(url: &str, options: StoreOptions, acquire_timeout: Dur
         .connect_with(connect)
         .await
         .map_err(|source| StoreError::Connect { kind: DbKind::Postgres, url: redact(url), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer-side checkpoint whose caller is cancelled still leaves `running` clear, so
+    /// background checkpoints go on starting.
+    #[tokio::test]
+    async fn a_cancelled_writer_checkpoint_does_not_stop_the_background_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("wal.db").display());
+        let options = SqliteConnectOptions::from_str(&url).unwrap().create_if_missing(true);
+        let mut writer = SqliteConnection::connect_with(&options.journal_mode(SqliteJournalMode::Wal)).await.unwrap();
+        let wal = WalCheckpoints::default();
+        wal.restart.store(true, Ordering::Release);
+        // Polled once (it sends the checkpoint to the connection's worker thread and waits for
+        // the answer), then dropped.
+        let cancelled = tokio::time::timeout(Duration::ZERO, wal.restart_if_asked(&mut writer)).await;
+        assert!(cancelled.is_err(), "the checkpoint was still waiting for its answer when dropped");
+        assert!(!wal.running.load(Ordering::Acquire), "running is clear after the cancelled checkpoint");
+        assert!(!wal.restart.load(Ordering::Acquire), "the request was taken; the next passive one asks again");
+        sqlx::Connection::close(writer).await.unwrap();
+    }
 }
