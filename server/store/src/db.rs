@@ -538,14 +538,23 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("wal.db").display());
         let options = SqliteConnectOptions::from_str(&url).unwrap().create_if_missing(true);
         let mut writer = SqliteConnection::connect_with(&options.journal_mode(SqliteJournalMode::Wal)).await.unwrap();
+        sqlx::query("CREATE TABLE t (b BLOB)").execute(&mut writer).await.unwrap();
         let wal = WalCheckpoints::default();
-        wal.restart.store(true, Ordering::Release);
-        // Polled once (it sends the checkpoint to the connection's worker thread and waits for
-        // the answer), then dropped.
-        let cancelled = tokio::time::timeout(Duration::ZERO, wal.restart_if_asked(&mut writer)).await;
-        assert!(cancelled.is_err(), "the checkpoint was still waiting for its answer when dropped");
-        assert!(!wal.running.load(Ordering::Acquire), "running is clear after the cancelled checkpoint");
-        assert!(!wal.restart.load(Ordering::Acquire), "the request was taken; the next passive one asks again");
+        let mut cancelled = 0;
+        for _ in 0..20 {
+            // A megabyte in the WAL, so the checkpoint copies pages and syncs: its answer cannot
+            // come back while it is first polled, unless that poll is preempted in between.
+            sqlx::query("INSERT INTO t VALUES (randomblob(1000000))").execute(&mut writer).await.unwrap();
+            wal.restart.store(true, Ordering::Release);
+            // Polled once (it sends the checkpoint to the connection's worker thread), then
+            // dropped while it waits for the answer.
+            if tokio::time::timeout(Duration::ZERO, wal.restart_if_asked(&mut writer)).await.is_err() {
+                cancelled += 1;
+            }
+            assert!(!wal.running.load(Ordering::Acquire), "running is clear after the checkpoint, cancelled or not");
+            assert!(!wal.restart.load(Ordering::Acquire), "the request was taken; the next passive one asks again");
+        }
+        assert!(cancelled > 0, "no checkpoint was still waiting for its answer when dropped");
         sqlx::Connection::close(writer).await.unwrap();
     }
 }
