@@ -179,6 +179,8 @@ impl WalCheckpoints {
         };
         let (pool, running, restart) = (pool.clone(), self.running.clone(), self.restart.clone());
         runtime.spawn(async move {
+            // Dropped unfinished too, when the runtime shuts down under it.
+            let _running = ClearOnDrop(&running);
             // PASSIVE: copies what no reader still needs, takes no lock a writer waits for.
             match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await {
                 Ok((_, wal_pages, copied)) => {
@@ -190,7 +192,6 @@ impl WalCheckpoints {
                 Err(e) if pool.is_closed() => tracing::debug!(error = %e, "sqlite wal checkpoint after close"),
                 Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint failed; the next one retries"),
             }
-            running.store(false, Ordering::Release);
         });
     }
 
