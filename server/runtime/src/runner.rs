@@ -750,7 +750,7 @@ struct Execution<S: State> {
     /// Set once the run has taken the graph's failure route: a second failure fails the run.
     failed_over: bool,
     /// What a failed run restores.
-    rollback: Rollback<S>,
+    rollback: Rollback,
     /// When this run last wrote a checkpoint (the heartbeat of [`Durability::ByEffect`]).
     last_commit: StdInstant,
     /// The step of the last checkpoint: a node with effects starts from a committed one.
@@ -767,8 +767,11 @@ struct Execution<S: State> {
     committed_at: Option<SystemTime>,
 }
 
-struct Rollback<S> {
-    state: S,
+struct Rollback {
+    /// The state as its checkpoint stored it (none: the thread is new, and the default state
+    /// is restored). Kept encoded: a run seldom fails, and decoding then beats copying the
+    /// state on every run.
+    state: Option<Vec<u8>>,
     next: Option<String>,
     pending: Pending,
 }
@@ -1186,7 +1189,7 @@ impl<S: State> Runner<S> {
             (None, RunInput::Update(update)) => {
                 let mut state = S::default();
                 state.apply(update);
-                let rollback = Rollback { state: S::default(), next: None, pending: Pending::default() };
+                let rollback = Rollback { state: None, next: None, pending: Pending::default() };
                 (state, 0, Some(self.graph.entry.clone()), Pending::default(), None, rollback)
             }
             (Some(cp), RunInput::Update(update)) => {
@@ -1200,11 +1203,11 @@ impl<S: State> Runner<S> {
                     Err(_) if from_head => return Err(StartError::Stale),
                     Err(refused) => return Err(StartError::Refused(refused)),
                 }
-                let mut state = before.clone();
+                let mut state = before;
                 state.apply(update);
                 // Finished tasks belong to the step they were written at, which this run leaves.
                 let pending = Pending { tasks: Vec::new(), ..cp.pending.clone() };
-                let rollback = Rollback { state: before, next: cp.next.clone(), pending: cp.pending };
+                let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
                 (state, cp.version, Some(self.graph.entry.clone()), pending, None, rollback)
             }
             (Some(cp), RunInput::Resume { interrupt_id, value }) => {
@@ -1220,7 +1223,7 @@ impl<S: State> Runner<S> {
                 };
                 let state: S = decode(&cp)?;
                 admit(&state, &cp).map_err(StartError::Refused)?;
-                let rollback = Rollback { state: state.clone(), next: cp.next.clone(), pending: cp.pending };
+                let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
                 let resume = Resume { interrupt_id, value };
                 (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
             }
@@ -1523,7 +1526,7 @@ impl<S: State> Runner<S> {
             started: StdInstant::now(),
             // A failed recovered run keeps what the thread waited on before it.
             rollback: Rollback {
-                state: state.clone(),
+                state: Some(cp.state.clone()),
                 next: None,
                 pending: Pending { tasks: Vec::new(), ..cp.pending.clone() },
             },
@@ -2007,6 +2010,18 @@ impl<S: State> Execution<S> {
         }
     }
 
+    /// Puts back the state, next node and pending work the run started from.
+    fn restore(&mut self) -> Result<(), RunError> {
+        self.state = match self.rollback.state.as_deref() {
+            None => S::default(),
+            Some(bytes) => serde_json::from_slice(bytes).map_err(|source| self.codec_error(source))?,
+        };
+        self.next = self.rollback.next.clone();
+        self.pending = self.rollback.pending.clone();
+        self.pending.tasks.clear();
+        Ok(())
+    }
+
     /// Rolls the thread back to the state from before the run, as a new checkpoint, so the
     /// caller can retry cleanly and the failed run is never resumed by recovery. An interrupt
     /// the run answered is pending again.
@@ -2015,12 +2030,16 @@ impl<S: State> Execution<S> {
         let lost_race = matches!(error, RunError::Checkpoint(CheckpointError::Conflict { .. }));
         self.output = None;
         if !lost_race {
-            self.state = self.rollback.state.clone();
-            self.next = self.rollback.next.clone();
-            self.pending = self.rollback.pending.clone();
-            self.pending.tasks.clear();
-            if let Err(rollback_error) = self.commit(RunStatus::Failed).await {
-                warn!(thread_id = %self.thread_id, error = %rollback_error, "could not record failed run");
+            match self.restore() {
+                Ok(()) => {
+                    if let Err(rollback_error) = self.commit(RunStatus::Failed).await {
+                        warn!(thread_id = %self.thread_id, error = %rollback_error, "could not record failed run");
+                    }
+                }
+                // The run started from these very bytes: only a bug brings a run here.
+                Err(restore_error) => {
+                    warn!(thread_id = %self.thread_id, error = %restore_error, "could not restore the state before a failed run")
+                }
             }
         }
         self.sink.emit(None, EventKind::RunFailed { kind: error.failure_kind(), message: error.to_string() }).await;
