@@ -502,6 +502,13 @@ struct Throughput {
     batches: Option<WriteBatchStats>,
 }
 
+/// The conversations a throughput phase runs untimed first, as LangGraph's throughput phase
+/// does: the first second of a process (pools filling, threads starting, pages faulted in) is
+/// not its steady pace, and in a 500-conversation run it is a quarter of the timed time.
+fn throughput_warmup(convs: &[Conversation]) -> Arc<Vec<Conversation>> {
+    Arc::new((0..WARMUP).map(|i| convs[i % convs.len()].on_thread(format!("warm-{i:06}"))).collect())
+}
+
 /// 2,000 conversations with `concurrency` in flight, driven in process on a multi-thread runtime.
 fn in_process_throughput(
     store: Store,
@@ -512,14 +519,17 @@ fn in_process_throughput(
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "tpi", pg).await?;
         let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
-        let (secs, tally) = drive_concurrently(convs, concurrency, {
+        let one = {
             let host = host.clone();
             move |c: Conversation| {
                 let host = host.clone();
                 async move { run_in_process(&*host, &c.thread_id, &c, None).await }
             }
-        })
-        .await?;
+        };
+        let warm = throughput_warmup(convs);
+        let (_, tally) = drive_concurrently(&warm, concurrency, one.clone()).await?;
+        tally.check(&warm).map_err(|e| format!("{} in-process throughput warm-up: {e}", STORES[store.index()]))?;
+        let (secs, tally) = drive_concurrently(convs, concurrency, one).await?;
         tally.check(convs).map_err(|e| format!("{} in-process throughput replay: {e}", STORES[store.index()]))?;
         drop(host);
         let batches = fresh.db.as_ref().map(Database::write_batches);
@@ -601,14 +611,17 @@ fn grpc_throughput(
             channels.push(Channel::from_shared(endpoint.clone()).map_err(err)?.connect().await.map_err(err)?);
         }
         let counter = Arc::new(AtomicUsize::new(0));
-        let (secs, tally) = drive_concurrently(convs, concurrency, move |c: Conversation| {
+        let one = move |c: Conversation| {
             let channel = channels[counter.fetch_add(1, Ordering::Relaxed) % CHANNELS].clone();
             async move {
                 let mut client = ConversationServiceClient::new(channel);
                 run_grpc(&mut client, &c.thread_id, &c).await
             }
-        })
-        .await?;
+        };
+        let warm = throughput_warmup(convs);
+        let (_, tally) = drive_concurrently(&warm, concurrency, one.clone()).await?;
+        tally.check(&warm).map_err(|e| format!("{} gRPC throughput warm-up: {e}", STORES[store.index()]))?;
+        let (secs, tally) = drive_concurrently(convs, concurrency, one).await?;
         tally.check(convs).map_err(|e| format!("{} gRPC throughput replay: {e}", STORES[store.index()]))?;
         if let Err(e) = server.shutdown().await {
             eprintln!("warning: server shutdown: {e}");
@@ -803,7 +816,10 @@ fn run_w1(args: &Args) -> Result<(), String> {
     }
 
     if args.phase("inproc") {
-        println!("\n[3/5] throughput in process, {} conversations in flight (multi-thread runtime)", args.concurrency);
+        println!(
+            "\n[3/5] throughput in process, {} conversations in flight (multi-thread runtime), after {WARMUP} warm-up",
+            args.concurrency
+        );
         for &store in &stores {
             let t = in_process_throughput(store, &convs, args.concurrency, pg)?;
             println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
@@ -813,7 +829,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
 
     if args.phase("grpc") {
         println!(
-            "\n[4/5] throughput over gRPC on loopback, {} conversations in flight, {CHANNELS} HTTP/2 connections",
+            "\n[4/5] throughput over gRPC on loopback, {} conversations in flight, {CHANNELS} HTTP/2 connections, after {WARMUP} warm-up",
             args.concurrency
         );
         for &store in stores.iter().filter(|s| **s != Store::Memory) {
@@ -1055,7 +1071,7 @@ fn markdown(args: &Args, r: &Results) -> String {
         if let Some(t) = t {
             let _ = writeln!(
                 s,
-                "- Throughput in process (ConversationHost, {} tasks, no gRPC), {}: {:.0} turns/s ({:.1} s for {} turns).",
+                "- Throughput in process (ConversationHost, {} tasks, no gRPC), {}: {:.0} turns/s ({:.1} s for {} turns, after {WARMUP} conversations untimed).",
                 args.concurrency,
                 name,
                 t.turns_per_s,
@@ -1078,7 +1094,7 @@ fn markdown(args: &Args, r: &Results) -> String {
         if let Some(t) = t {
             let _ = writeln!(
                 s,
-                "- Throughput over gRPC, {}: {:.0} turns/s ({:.1} s; includes the {} StartConversation calls).",
+                "- Throughput over gRPC, {}: {:.0} turns/s ({:.1} s; includes the {} StartConversation calls; after {WARMUP} conversations untimed).",
                 name, t.turns_per_s, t.secs, args.conversations
             );
         }

@@ -124,6 +124,18 @@ pub struct Conversation {
     pub rollback_unknown: bool,
 }
 
+impl Conversation {
+    /// The same conversation on another thread (a warm-up's), with the URL its submission gets
+    /// there.
+    pub fn on_thread(&self, thread_id: String) -> Conversation {
+        Conversation {
+            submission_url: format!("https://changes.example.invalid/{}/{thread_id}", self.team),
+            thread_id,
+            ..self.clone()
+        }
+    }
+}
+
 /// Conversation `index`: exactly 12 draws, in the documented order.
 pub fn conversation(rng: &mut SplitMix64, index: usize) -> Conversation {
     let system = rng.pick(&SYSTEMS);
