@@ -503,8 +503,7 @@ struct Throughput {
 }
 
 /// The conversations a throughput phase runs untimed first, as LangGraph's throughput phase
-/// does: the first second of a process (pools filling, threads starting, pages faulted in) is
-/// not its steady pace, and in a 500-conversation run it is a quarter of the timed time.
+/// does, so that neither side's timed run includes its pools filling and threads starting.
 fn throughput_warmup(convs: &[Conversation]) -> Arc<Vec<Conversation>> {
     Arc::new((0..WARMUP).map(|i| convs[i % convs.len()].on_thread(format!("warm-{i:06}"))).collect())
 }
