@@ -467,7 +467,8 @@ struct Throughput {
     secs: f64,
 }
 
-/// The timed tickets with `concurrency` in flight, in process, on a multi-thread runtime.
+/// The timed tickets with `concurrency` in flight, in process, on a multi-thread runtime, after
+/// `WARMUP` tickets past the timed ones, untimed, as LangGraph's throughput phase runs them.
 fn throughput_phase(
     fx: &Fixtures,
     w2: &W2,
@@ -478,35 +479,49 @@ fn throughput_phase(
     multi_thread().block_on(async {
         let stores = open_stores(store, "tp", args).await?;
         let desk = Arc::new(build_desk(fx, model(fx), &stores)?);
-        let tickets: Arc<Vec<W2Ticket>> = Arc::new(w2.tickets[..args.timed].to_vec());
-        let next = Arc::new(AtomicUsize::new(0));
+        let warm = &w2.tickets[args.timed..w2.tickets.len().min(args.timed + WARMUP)];
+        let timed = &w2.tickets[..args.timed];
+        let mut outcomes = drive_tickets(&desk, warm, args.concurrency).await?;
         let started = Instant::now();
-        let mut tasks = Vec::with_capacity(args.concurrency);
-        for _ in 0..args.concurrency {
-            let (desk, tickets, next) = (desk.clone(), tickets.clone(), next.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut done = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(t) = tickets.get(i) else { break };
-                    done.push((i, run_ticket(&desk, t).await?));
-                }
-                Ok::<_, String>(done)
-            }));
-        }
-        let mut outcomes = vec![(0, 0); tickets.len()];
-        for task in tasks {
-            for (i, o) in task.await.map_err(err)?? {
-                outcomes[i] = o;
-            }
-        }
+        outcomes.extend(drive_tickets(&desk, timed, args.concurrency).await?);
         let secs = started.elapsed().as_secs_f64();
-        check_same(&format!("{} throughput", store.name()), &tickets, &outcomes, expected)?;
+        let all: Vec<W2Ticket> = warm.iter().chain(timed).cloned().collect();
+        check_same(&format!("{} throughput", store.name()), &all, &outcomes, expected)?;
         check_persistence(&stores, &outcomes, store.name()).await?;
         drop(desk);
-        stores.dispose(&kept_threads(&tickets, expected)).await?;
-        Ok(Throughput { per_s: tickets.len() as f64 / secs, secs })
+        stores.dispose(&kept_threads(&all, expected)).await?;
+        Ok(Throughput { per_s: timed.len() as f64 / secs, secs })
     })
+}
+
+/// Runs `tickets` through `desk`, `concurrency` at a time; returns their outcomes in order.
+async fn drive_tickets(
+    desk: &Arc<TriageDesk>,
+    tickets: &[W2Ticket],
+    concurrency: usize,
+) -> Result<Vec<Outcome>, String> {
+    let tickets: Arc<Vec<W2Ticket>> = Arc::new(tickets.to_vec());
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (desk, tickets, next) = (desk.clone(), tickets.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(t) = tickets.get(i) else { break };
+                done.push((i, run_ticket(&desk, t).await?));
+            }
+            Ok::<_, String>(done)
+        }));
+    }
+    let mut outcomes = vec![(0, 0); tickets.len()];
+    for task in tasks {
+        for (i, o) in task.await.map_err(err)?? {
+            outcomes[i] = o;
+        }
+    }
+    Ok(outcomes)
 }
 
 #[derive(Default)]
@@ -570,7 +585,7 @@ pub fn run(rest: impl Iterator<Item = String>) -> Result<(), String> {
 
     if args.phase("throughput") {
         println!(
-            "\n[3/3] throughput in process, {} tickets in flight ({} tickets, 2 workers)",
+            "\n[3/3] throughput in process, {} tickets in flight ({} tickets, 2 workers), after {WARMUP} warm-up",
             args.concurrency, args.timed
         );
         for &store in &stores {
@@ -771,7 +786,7 @@ fn markdown(args: &Args, r: &Results) -> String {
     for (store, t) in &r.throughput {
         let _ = writeln!(
             s,
-            "- Throughput in process ({} tasks, multi-thread runtime, 2 workers), {}: {:.0} tickets/s ({:.2} s for {} tickets).",
+            "- Throughput in process ({} tasks, multi-thread runtime, 2 workers), {}: {:.0} tickets/s ({:.2} s for {} tickets, after {WARMUP} untimed).",
             args.concurrency,
             store.name(),
             t.per_s,
