@@ -4,7 +4,7 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc,
     },
     time::{Duration, Instant},
@@ -32,6 +32,37 @@ use crate::{
 };
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs `one` on every item, `concurrency` at a time: each of `concurrency` tokio tasks takes the
+/// next item as it finishes one. Returns each result with its item's index, in finishing order;
+/// the first error ends the run.
+pub async fn in_flight<T, R, F, Fut>(items: Arc<Vec<T>>, concurrency: usize, one: F) -> Result<Vec<(usize, R)>, String>
+where
+    T: Clone + Send + Sync + 'static,
+    R: Send + 'static,
+    F: Fn(T) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<R, String>> + Send,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (items, next, one) = (items.clone(), next.clone(), one.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                done.push((i, one(item.clone()).await?));
+            }
+            Ok::<_, String>(done)
+        }));
+    }
+    let mut results = Vec::with_capacity(items.len());
+    for task in tasks {
+        results.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    Ok(results)
+}
 
 /// The real intake workflow on `checkpointer`, wired as `App::build` wires it (no call log).
 pub fn build_host(
@@ -201,21 +232,6 @@ impl Tally {
                 "{}: team {:?} unknown {:?} url {:?} replies {}",
                 conv.thread_id, obs.team_after_5, obs.unknown_after_5, obs.url_after_7, obs.replies
             ));
-        }
-    }
-
-    pub fn merge(&mut self, other: Tally) {
-        self.conversations += other.conversations;
-        for (team, n) in other.teams {
-            *self.teams.entry(team).or_default() += n;
-        }
-        self.rollback_unknown += other.rollback_unknown;
-        self.modes_ok += other.modes_ok;
-        self.expectations_ok += other.expectations_ok;
-        self.prompt_tokens += other.prompt_tokens;
-        self.llm_calls += other.llm_calls;
-        if self.first_problem.is_none() {
-            self.first_problem = other.first_problem;
         }
     }
 

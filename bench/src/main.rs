@@ -547,27 +547,18 @@ where
     F: Fn(Conversation) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<drive::Observation, BoxError>> + Send,
 {
-    let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        let (convs, next, one) = (convs.clone(), next.clone(), one.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut tally = Tally::default();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(c) = convs.get(i) else { break };
-                let obs = one(c.clone()).await.map_err(|e| format!("{}: {e}", c.thread_id))?;
-                tally.add(c, &obs, true);
-            }
-            Ok::<Tally, String>(tally)
-        }));
-    }
+    let observations = drive::in_flight(convs.clone(), concurrency, move |c: Conversation| {
+        let one = one.clone();
+        async move { one(c.clone()).await.map_err(|e| format!("{}: {e}", c.thread_id)) }
+    })
+    .await?;
+    let secs = started.elapsed().as_secs_f64();
     let mut tally = Tally::default();
-    for task in tasks {
-        tally.merge(task.await.map_err(err)??);
+    for (i, obs) in &observations {
+        tally.add(&convs[*i], obs, true);
     }
-    Ok((started.elapsed().as_secs_f64(), tally))
+    Ok((secs, tally))
 }
 
 /// The real server in process on 127.0.0.1:0 (SQL store from config), driven over gRPC.

@@ -15,15 +15,7 @@
 //! Exits non-zero when the generated workload does not hash to the published sha256 or any replay
 //! does not reproduce W2's outcomes.
 
-use std::{
-    fmt::Write as _,
-    path::PathBuf,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
-    time::Instant,
-};
+use std::{fmt::Write as _, path::PathBuf, sync::Arc, time::Instant};
 
 use frontdesk_llm::{ChatModel, LlmClient};
 use frontdesk_runtime::{Checkpointer, Durability, Runner, RunnerConfig};
@@ -500,26 +492,15 @@ async fn drive_tickets(
     tickets: &[W2Ticket],
     concurrency: usize,
 ) -> Result<Vec<Outcome>, String> {
-    let tickets: Arc<Vec<W2Ticket>> = Arc::new(tickets.to_vec());
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        let (desk, tickets, next) = (desk.clone(), tickets.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut done = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(t) = tickets.get(i) else { break };
-                done.push((i, run_ticket(&desk, t).await?));
-            }
-            Ok::<_, String>(done)
-        }));
-    }
+    let desk = desk.clone();
+    let done = crate::drive::in_flight(Arc::new(tickets.to_vec()), concurrency, move |t: W2Ticket| {
+        let desk = desk.clone();
+        async move { run_ticket(&desk, &t).await }
+    })
+    .await?;
     let mut outcomes = vec![(0, 0); tickets.len()];
-    for task in tasks {
-        for (i, o) in task.await.map_err(err)?? {
-            outcomes[i] = o;
-        }
+    for (i, o) in done {
+        outcomes[i] = o;
     }
     Ok(outcomes)
 }
