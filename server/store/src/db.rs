@@ -181,8 +181,7 @@ impl WalCheckpoints {
         runtime.spawn(async move {
             // Dropped unfinished too, when the runtime shuts down under it.
             let _running = ClearOnDrop(&running);
-            // PASSIVE: copies what no reader still needs, takes no lock a writer waits for.
-            match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await {
+            match passive_checkpoint(&pool).await {
                 Ok((_, wal_pages, copied)) => {
                     tracing::debug!(wal_pages, copied, "sqlite wal checkpoint");
                     if wal_pages >= WAL_RESTART_PAGES {
@@ -208,13 +207,21 @@ impl WalCheckpoints {
         // `running` must still be cleared, or no background checkpoint would start again.
         let _running = ClearOnDrop(&self.running);
         self.restart.store(false, Ordering::Release);
-        match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(writer).await {
+        match passive_checkpoint(writer).await {
             Ok((busy, wal_pages, copied)) => {
                 tracing::debug!(busy, wal_pages, copied, "sqlite wal checkpoint on the writer")
             }
             Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint on the writer failed; a later one retries"),
         }
     }
+}
+
+/// One `PRAGMA wal_checkpoint(PASSIVE)`: it copies what no reader still needs and takes no lock
+/// a writer waits for. Returns SQLite's (busy, pages in the WAL, pages copied).
+async fn passive_checkpoint<'c>(
+    on: impl sqlx::Executor<'c, Database = Sqlite>,
+) -> Result<(i64, i64, i64), sqlx::Error> {
+    sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(on).await
 }
 
 /// Clears its flag when dropped, whether the holder finished or was cancelled.
