@@ -53,7 +53,7 @@ done
 OUT="${OUT:-$ROOT/target/compare/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 # Results of an earlier run in the same directory must not end up in this table.
-rm -f "$OUT"/frontdesk-w1.json "$OUT"/frontdesk-w2.json "$OUT"/langgraph-w1.json "$OUT"/langgraph-w2.json \
+rm -f "$OUT"/settle.log "$OUT"/frontdesk-w1.json "$OUT"/frontdesk-w2.json "$OUT"/langgraph-w1.json "$OUT"/langgraph-w2.json \
     "$OUT"/frontdesk-w1-latency.json "$OUT"/frontdesk-w2-latency.json
 
 log() { echo "compare: $*" >&2; }
@@ -76,10 +76,25 @@ if [ "$BUILD" = 1 ]; then
 fi
 [ -x "$BENCH" ] || { log "no $BENCH: build it with cargo build --release -p frontdesk-bench"; exit 1; }
 
+# Before each run the disk's dirty pages are written out and PostgreSQL checkpoints, so that no
+# run pays for flushing the writes of the run before it (one engine's writes landing in the
+# other's timing). A CHECKPOINT that fails (a --postgres-url role without the privilege) is said
+# here and in compare.md, not skipped quietly.
+SETTLED="sync before each run"
+[ "$USE_PG" = 1 ] && SETTLED="$SETTLED, and a PostgreSQL CHECKPOINT"
+settle() {
+    sync
+    if [ "$USE_PG" = 1 ] && ! psql -X -q -v ON_ERROR_STOP=1 "$PG_URL" -c CHECKPOINT > /dev/null 2>> "$OUT/settle.log"; then
+        log "warning: CHECKPOINT on PostgreSQL failed before $1 (see $OUT/settle.log)"
+        SETTLED="sync before each run; the PostgreSQL CHECKPOINT failed before at least one run (settle.log)"
+    fi
+}
+
 # Each run's full output goes to its log; the table only reads the JSON files.
 run() {
     local name="$1"
     shift
+    settle "$name"
     log "$name: $*"
     local started=$SECONDS
     if ! "$@" > "$OUT/$name.log" 2>&1; then
@@ -115,6 +130,7 @@ python3 bench/langgraph/compare.py --dir "$OUT" > "$OUT/compare.md"
     echo "Commands (same sitting, $(date -u +%Y-%m-%dT%H:%MZ), nproc $(nproc)):"
     echo "scripts/compare.sh --conversations $CONVERSATIONS --tickets $TICKETS --timed $TIMED --workloads $WORKLOADS$([ "$USE_PG" = 1 ] || echo ' --no-postgres')$([ "$BUILD" = 1 ] || echo ' --no-build')"
     echo "frontdesk-bench: $BENCH, built $(date -u -r "$BENCH" +%Y-%m-%dT%H:%MZ), at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')"
+    echo "Between runs: $SETTLED."
     echo "Logs and JSON: $OUT"
 } >> "$OUT/compare.md"
 cat "$OUT/compare.md"
