@@ -550,7 +550,8 @@ where
     let started = Instant::now();
     let observations = drive::in_flight(convs.clone(), concurrency, move |c: Conversation| {
         let one = one.clone();
-        async move { one(c.clone()).await.map_err(|e| format!("{}: {e}", c.thread_id)) }
+        let thread = c.thread_id.clone();
+        async move { one(c).await.map_err(|e| format!("{thread}: {e}")) }
     })
     .await?;
     let secs = started.elapsed().as_secs_f64();
