@@ -13,7 +13,7 @@ use frontdesk_runtime::{
 };
 use sqlx::{PgConnection, SqliteConnection};
 
-use crate::{db::rollback_quietly, from_ms, leased, on_pool, to_ms, Database, DbPool};
+use crate::{db::rollback_quietly, from_ms, leased, on_pool, on_reader, to_ms, Database, DbPool};
 
 /// Checkpoints in SQL. A `put` is a compare-and-set on `threads.version`: on SQLite one batch
 /// of statements (one round trip to the write connection), on PostgreSQL a single statement
@@ -763,7 +763,7 @@ pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
 #[async_trait]
 impl Checkpointer for SqlCheckpointer {
     async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        let row: Option<CheckpointRow> = on_pool!(self.db, conn => {
+        let row: Option<CheckpointRow> = on_reader!(self.db, conn => {
             sqlx::query_as(LATEST).bind(thread_id).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
@@ -787,7 +787,7 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn find_idempotent(&self, thread_id: &str, key: &str) -> Result<Option<IdempotentRun>, CheckpointError> {
-        let row: Option<KeyRow> = on_pool!(self.db, conn => {
+        let row: Option<KeyRow> = on_reader!(self.db, conn => {
             sqlx::query_as(FIND_KEY).bind(thread_id).bind(key).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
@@ -804,7 +804,7 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn thread(&self, thread_id: &str) -> Result<Option<ThreadSummary>, CheckpointError> {
-        let row: Option<ThreadRow> = on_pool!(self.db, conn => {
+        let row: Option<ThreadRow> = on_reader!(self.db, conn => {
             sqlx::query_as(THREAD).bind(thread_id).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
@@ -812,7 +812,7 @@ impl Checkpointer for SqlCheckpointer {
     }
 
     async fn head(&self, thread_id: &str) -> Result<Option<ThreadHead>, CheckpointError> {
-        let row: Option<HeadRow> = on_pool!(self.db, conn => {
+        let row: Option<HeadRow> = on_reader!(self.db, conn => {
             sqlx::query_as(HEAD).bind(thread_id).fetch_optional(conn).await
         })
         .map_err(db_error(thread_id))?;
@@ -932,7 +932,70 @@ impl Checkpointer for SqlCheckpointer {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use frontdesk_runtime::{conformance::sample, Checkpointer, RunStatus};
+
     use super::prefix_end;
+    use crate::{Database, StoreOptions};
+
+    /// A point read borrows the write connection only while nothing holds it and no put waits,
+    /// and never waits for it: with the writer held by a write, the read goes to the pool and
+    /// answers at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn point_reads_borrow_only_an_idle_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("frontdesk.db").display());
+        let db = Database::connect(&url, StoreOptions { max_connections: 4, checkpoint_retention: 2 }).await.unwrap();
+        let store = db.checkpointer();
+        store.put(&sample("t", 1, RunStatus::Running)).await.unwrap();
+        assert!(db.writes.is_idle(), "the put was answered");
+        assert!(db.idle_sqlite_writer().is_some(), "nothing holds or waits for the writer");
+        assert_eq!(store.head("t").await.unwrap().unwrap().checkpoint.version, 1);
+
+        let held = db.sqlite_writer().await.unwrap();
+        assert!(db.idle_sqlite_writer().is_none(), "the writer is held");
+        let put = tokio::spawn({
+            let store = db.checkpointer();
+            async move { store.put(&sample("t", 2, RunStatus::Running)).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while db.writes.is_idle() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the put is counted as waiting");
+        let read = tokio::time::timeout(Duration::from_secs(5), store.head("t"))
+            .await
+            .expect("a read does not wait for a held writer")
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.checkpoint.version, 1, "the held writer has committed nothing newer");
+        drop(held);
+        put.await.unwrap().unwrap();
+        assert!(db.writes.is_idle(), "the answered put is no longer counted");
+        assert!(db.idle_sqlite_writer().is_some());
+        assert_eq!(store.head("t").await.unwrap().unwrap().checkpoint.version, 2);
+        db.close().await;
+    }
+
+    /// A caller that stops waiting for its put is no longer counted, so reads go back to the
+    /// idle writer.
+    #[tokio::test]
+    async fn a_dropped_put_is_no_longer_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("frontdesk.db").display());
+        let db = Database::connect(&url, StoreOptions { max_connections: 2, checkpoint_retention: 1 }).await.unwrap();
+        let held = db.sqlite_writer().await.unwrap();
+        let store = db.checkpointer();
+        let checkpoint = sample("t", 1, RunStatus::Running);
+        let put = tokio::time::timeout(Duration::from_millis(50), store.put(&checkpoint));
+        assert!(put.await.is_err(), "the writer is held");
+        assert!(db.writes.is_idle());
+        drop(held);
+        db.close().await;
+    }
 
     #[test]
     fn prefix_ranges() {

@@ -105,7 +105,7 @@ pub struct Database {
     conns: Connections,
     options: StoreOptions,
     /// Where checkpoint writes wait to be committed together (see [`crate::group_commit`]).
-    writes: Arc<WriteQueue>,
+    pub(crate) writes: Arc<WriteQueue>,
 }
 
 /// What a [`Database`]'s operations run on. The checkpoint write queue's task holds a clone of
@@ -411,6 +411,20 @@ impl Database {
     pub(crate) async fn sqlite_writer(&self) -> Result<SqliteWriteGuard<'_>, sqlx::Error> {
         self.conns.sqlite_writer().await
     }
+
+    /// The SQLite write connection, for one short read, when nothing waits for it: no put is
+    /// queued or committing and nothing holds the connection. A read there finds the pages it
+    /// needs in that connection's cache, which this process's own writes keep valid; a pool
+    /// connection drops its whole cache whenever another connection has written since its last
+    /// read, so on a database that is written between reads (every turn writes) it reads the
+    /// pages from the file again. Under load a put is nearly always waiting, and reads stay on
+    /// the pool, where they run beside the writes. `None` on PostgreSQL and `sqlite::memory:`.
+    pub(crate) fn idle_sqlite_writer(&self) -> Option<SqliteWriteGuard<'_>> {
+        if !self.writes.is_idle() {
+            return None;
+        }
+        self.conns.idle_sqlite_writer()
+    }
 }
 
 impl Connections {
@@ -451,6 +465,13 @@ impl Connections {
     ///
     /// # Panics
     /// On a PostgreSQL database (a programming error: callers match on the pool first).
+    /// The dedicated SQLite write connection if nothing holds or waits for it (tokio's mutex
+    /// is fair, so this never overtakes a waiting writer), without counting a write.
+    pub(crate) fn idle_sqlite_writer(&self) -> Option<SqliteWriteGuard<'_>> {
+        let Some(SqliteWriter::Dedicated { conn, .. }) = self.sqlite_writer.as_deref() else { return None };
+        conn.try_lock().ok().filter(|conn| conn.is_some()).map(SqliteWriteGuard::Dedicated)
+    }
+
     pub(crate) async fn sqlite_writer(&self) -> Result<SqliteWriteGuard<'_>, sqlx::Error> {
         let (DbPool::Sqlite(pool), Some(writer)) = (&self.pool, self.sqlite_writer.as_deref()) else {
             panic!("sqlite_writer called on a {} database", self.kind());

@@ -30,7 +30,7 @@
 //! drives any more would never answer. They end when the last clone of the database is dropped.
 
 use std::sync::{
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, PoisonError,
 };
 
@@ -82,6 +82,8 @@ pub(crate) struct WriteQueue {
     /// The tasks' runtime and queue; `None` until the first put spawns them.
     sender: Mutex<Option<(runtime::Id, mpsc::UnboundedSender<Job>)>>,
     counters: Arc<Counters>,
+    /// Puts whose callers are waiting for their answer.
+    waiting: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +92,22 @@ struct Counters {
     batches: AtomicU64,
     writes: AtomicU64,
     largest: AtomicU64,
+}
+
+/// One caller counted in [`WriteQueue::waiting`] until it has its answer or stops waiting.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The queue's tasks stopped before answering (a panic, or their runtime shut down).
@@ -101,8 +119,15 @@ impl WriteQueue {
     /// Queues `write` and waits for the transaction that holds it.
     pub(crate) async fn put(&self, conns: &Connections, write: Write) -> Result<(), CheckpointError> {
         let (reply, answer) = oneshot::channel();
+        let _waiting = Waiting::enter(&self.waiting);
         self.submit(conns, Job { write, reply });
         answer.await.unwrap_or_else(|_| Err(CheckpointError::Unavailable(Box::new(QueueStopped))))
+    }
+
+    /// No caller is waiting for a put: the moment a read may borrow the write connection
+    /// without holding up a batch (see [`crate::Database::idle_sqlite_writer`]).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) == 0
     }
 
     fn submit(&self, conns: &Connections, job: Job) {

@@ -65,6 +65,22 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
+/// [`on_pool!`] for one short read-only statement on a [`Database`]: on SQLite it runs on the
+/// write connection instead when that is idle ([`Database::idle_sqlite_writer`]), whose page
+/// cache is still valid. Not for scans, which would hold the writes up.
+macro_rules! on_reader {
+    ($db:expr, $conn:ident => $body:expr) => {
+        match $db.idle_sqlite_writer() {
+            Some(mut writer) => {
+                let $conn = &mut *writer;
+                $body
+            }
+            None => $crate::on_pool!($db, $conn => $body),
+        }
+    };
+}
+pub(crate) use on_reader;
+
 /// Runs `$body` with `$conn` bound to the connection of `$lease` (a future of a
 /// [`reuse::Lease`]), and settles the lease with `$body`'s outcome. A failure to lease
 /// becomes `$body`'s error type by `From<sqlx::Error>`.

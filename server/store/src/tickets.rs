@@ -7,7 +7,9 @@ use std::time::SystemTime;
 
 use sqlx::Connection;
 
-use crate::{db::rollback_quietly, from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
+use crate::{
+    db::rollback_quietly, from_ms, leased, on_pool, on_reader, on_writer, to_ms, Database, DbPool, StoreError,
+};
 
 /// [`CompletedTicket::status`] of a ticket the triage answered.
 pub const TICKET_RESOLVED: &str = "resolved";
@@ -366,7 +368,7 @@ impl Database {
 
     /// Whether a ticket with this id has been saved.
     pub async fn ticket_exists(&self, ticket_id: &str) -> Result<bool, StoreError> {
-        let count: i64 = on_pool!(self, conn => {
+        let count: i64 = on_reader!(self, conn => {
             sqlx::query_scalar(COUNT_TICKET).bind(ticket_id).fetch_one(conn).await
         })
         .map_err(StoreError::query("check ticket exists"))?;
@@ -404,7 +406,7 @@ impl Database {
         customer_id: &str,
         key: &str,
     ) -> Result<Option<TriageRequestRecord>, StoreError> {
-        let row: Option<(String, Option<String>)> = on_pool!(self, conn => {
+        let row: Option<(String, Option<String>)> = on_reader!(self, conn => {
             sqlx::query_as(FIND_REQUEST).bind(customer_id).bind(key).fetch_optional(conn).await
         })
         .map_err(StoreError::query("find triage request"))?;
