@@ -461,17 +461,18 @@ impl Connections {
         }
     }
 
-    /// The SQLite write connection, once the writes queued before this one are done.
-    ///
-    /// # Panics
-    /// On a PostgreSQL database (a programming error: callers match on the pool first).
     /// The dedicated SQLite write connection if nothing holds or waits for it (tokio's mutex
-    /// is fair, so this never overtakes a waiting writer), without counting a write.
+    /// is fair, so this never overtakes a waiting writer), without counting a write. `None` on
+    /// PostgreSQL, on `sqlite::memory:`, and once closed.
     pub(crate) fn idle_sqlite_writer(&self) -> Option<SqliteWriteGuard<'_>> {
         let Some(SqliteWriter::Dedicated { conn, .. }) = self.sqlite_writer.as_deref() else { return None };
         conn.try_lock().ok().filter(|conn| conn.is_some()).map(SqliteWriteGuard::Dedicated)
     }
 
+    /// The SQLite write connection, once the writes queued before this one are done.
+    ///
+    /// # Panics
+    /// On a PostgreSQL database (a programming error: callers match on the pool first).
     pub(crate) async fn sqlite_writer(&self) -> Result<SqliteWriteGuard<'_>, sqlx::Error> {
         let (DbPool::Sqlite(pool), Some(writer)) = (&self.pool, self.sqlite_writer.as_deref()) else {
             panic!("sqlite_writer called on a {} database", self.kind());
