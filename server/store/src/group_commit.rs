@@ -43,6 +43,7 @@ use tokio::{
 use crate::{
     checkpointer::{failed_batch, put_postgres_batch, put_sqlite_batch, Write},
     db::Connections,
+    reuse::Waiting,
     DbPool,
 };
 
@@ -94,22 +95,6 @@ struct Counters {
     largest: AtomicU64,
 }
 
-/// One caller counted in [`WriteQueue::waiting`] until it has its answer or stops waiting.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// The queue's tasks stopped before answering (a panic, or their runtime shut down).
 #[derive(Debug, thiserror::Error)]
 #[error("the checkpoint write queue stopped before answering")]
@@ -119,7 +104,7 @@ impl WriteQueue {
     /// Queues `write` and waits for the transaction that holds it.
     pub(crate) async fn put(&self, conns: &Connections, write: Write) -> Result<(), CheckpointError> {
         let (reply, answer) = oneshot::channel();
-        let _waiting = Waiting::enter(&self.waiting);
+        let _waiting = Waiting::count(&self.waiting);
         self.submit(conns, Job { write, reply });
         answer.await.unwrap_or_else(|_| Err(CheckpointError::Unavailable(Box::new(QueueStopped))))
     }

@@ -205,12 +205,13 @@ impl<DB: sqlx::Database> Reuse<DB> {
     }
 }
 
-/// One lease in the pool's queue, counted until it leaves it, also when its future is dropped
-/// while it waits.
-struct Waiting<'a>(&'a AtomicUsize);
+/// One caller counted in a count of waiting callers until it stops waiting, also when its
+/// future is dropped while it waits: here a lease in the pool's queue, in
+/// [`crate::group_commit`] a put waiting for its answer.
+pub(crate) struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
-    fn count(waiting: &'a AtomicUsize) -> Self {
+    pub(crate) fn count(waiting: &'a AtomicUsize) -> Self {
         waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(waiting)
     }
