@@ -30,6 +30,15 @@ fn server_url() -> Option<String> {
     }
 }
 
+/// A fresh database on the test server and a store on it with `options`, or `None` when the
+/// tests are skipped. Hold on to the `ScratchDatabase`: dropping it drops the database.
+async fn fresh_store(options: StoreOptions) -> Option<(ScratchDatabase, Database)> {
+    let server = server_url()?;
+    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+    let db = Database::connect(fresh.url(), options).await.unwrap();
+    Some((fresh, db))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_conformance_and_store_checks() {
     let Some(server) = server_url() else { return };
@@ -77,10 +86,9 @@ async fn postgres_conformance_and_store_checks() {
 /// connection, holding it keeps the write queue waiting while the puts queue up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit() {
-    let Some(server) = server_url() else { return };
-    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
-    let db =
-        Database::connect(fresh.url(), StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await.unwrap();
+    let Some((_fresh, db)) = fresh_store(StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await else {
+        return;
+    };
     let pool = db.postgres_pool().unwrap().clone();
     sqlx::raw_sql(
         "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
@@ -129,10 +137,9 @@ async fn postgres_a_lower_retention_drops_the_excess() {
 /// 11.7.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_writes_leave_the_table_compact() {
-    let Some(server) = server_url() else { return };
-    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
-    let db =
-        Database::connect(fresh.url(), StoreOptions { max_connections: 2, checkpoint_retention: 1 }).await.unwrap();
+    let Some((_fresh, db)) = fresh_store(StoreOptions { max_connections: 2, checkpoint_retention: 1 }).await else {
+        return;
+    };
     let store = db.checkpointer();
     // W1's shape: one thread after another, states growing to 3.9 KB that compress to about
     // half (the first half varies, the second is zeros), an output on every other write.
@@ -172,27 +179,21 @@ async fn postgres_writes_leave_the_table_compact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_investigation_store() {
-    let Some(server) = server_url() else { return };
-    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
-    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
+    let Some((_fresh, db)) = fresh_store(StoreOptions::default()).await else { return };
     common::investigation::run_all(&db).await;
     db.close().await;
 }
 
 #[tokio::test]
 async fn postgres_llm_calls() {
-    let Some(server) = server_url() else { return };
-    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
-    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
+    let Some((_fresh, db)) = fresh_store(StoreOptions::default()).await else { return };
     common::llm_calls::run_all(&db).await;
     db.close().await;
 }
 
 #[tokio::test]
 async fn postgres_api_keys() {
-    let Some(server) = server_url() else { return };
-    let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
-    let db = Database::connect(fresh.url(), StoreOptions::default()).await.unwrap();
+    let Some((_fresh, db)) = fresh_store(StoreOptions::default()).await else { return };
     common::api_keys::run_all(&db).await;
     db.close().await;
 }
