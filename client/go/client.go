@@ -37,14 +37,10 @@ package frontdesk
 
 import (
 	"context"
-	"errors"
-	"io"
 	"iter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -158,8 +154,8 @@ func (c *Client) SendMessage(ctx context.Context, conversationID, text string, o
 		o(req)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	t := &Turn{ctx: ctx, cancel: cancel}
-	t.stream = newRunSource(ctx, c, "SendMessage", req.GetIdempotencyKey(),
+	t := &Turn{}
+	src := newRunSource(ctx, c, "SendMessage", req.GetIdempotencyKey(),
 		func(ctx context.Context) (grpc.ServerStreamingClient[v1.SendMessageResponse], error) {
 			return c.Conversations.SendMessage(ctx, req)
 		},
@@ -176,80 +172,47 @@ func (c *Client) SendMessage(ctx context.Context, conversationID, text string, o
 			return &v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Event{Event: ev}}
 		},
 		&t.StreamStats)
+	t.stream = callStream[v1.SendMessageResponse, v1.RunEvent]{
+		ctx: ctx, cancel: cancel, recv: src.Recv,
+		sort: func(res *v1.SendMessageResponse) (*v1.RunEvent, bool) {
+			switch p := res.GetPayload().(type) {
+			case *v1.SendMessageResponse_Event:
+				t.Received = append(t.Received, p.Event)
+				return p.Event, false
+			case *v1.SendMessageResponse_Result:
+				t.result = p.Result
+				return nil, true
+			}
+			return nil, false
+		},
+	}
 	return t
 }
 
 // Turn is one SendMessage call in progress.
 type Turn struct {
 	StreamStats
-	stream *runSource[v1.SendMessageResponse]
-	ctx    context.Context
-	cancel context.CancelFunc
+	stream callStream[v1.SendMessageResponse, v1.RunEvent]
 	result *v1.TurnResult
-	err    error
-	done   bool
 	// Received holds every event received so far, in order.
 	Received []*v1.RunEvent
 }
 
-// next receives the next event; nil when the stream has ended (see result and err).
-func (t *Turn) next() *v1.RunEvent {
-	for !t.done {
-		if err := t.ctx.Err(); err != nil {
-			// cancelled: deliver nothing more, even what had already arrived
-			t.done = true
-			t.err = wrapError(status.FromContextError(err).Err())
-			return nil
-		}
-		res, err := t.stream.Recv()
-		if err != nil {
-			t.done = true
-			t.cancel()
-			if errors.Is(err, io.EOF) {
-				if t.result == nil {
-					t.err = &Error{Code: codes.Internal, Message: "SendMessage stream ended without a TurnResult"}
-				}
-			} else {
-				t.err = wrapError(err)
-			}
-			return nil
-		}
-		switch p := res.GetPayload().(type) {
-		case *v1.SendMessageResponse_Event:
-			t.Received = append(t.Received, p.Event)
-			return p.Event
-		case *v1.SendMessageResponse_Result:
-			t.result = p.Result
-		}
-	}
-	return nil
-}
-
 // Events yields the run's events as they arrive. It ends when the stream does; then Result
 // tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
-func (t *Turn) Events() iter.Seq[*v1.RunEvent] {
-	return func(yield func(*v1.RunEvent) bool) {
-		for ev := t.next(); ev != nil; ev = t.next() {
-			if !yield(ev) {
-				return
-			}
-		}
-	}
-}
+func (t *Turn) Events() iter.Seq[*v1.RunEvent] { return t.stream.items() }
 
 // Result drains any events not yet received and returns the turn's result, or the error
 // that ended the stream (a *Error).
 func (t *Turn) Result() (*v1.TurnResult, error) {
-	for t.next() != nil {
-	}
-	if t.err != nil {
-		return nil, t.err
+	if err := t.stream.drain(); err != nil {
+		return nil, err
 	}
 	return t.result, nil
 }
 
 // Cancel stops the call.
-func (t *Turn) Cancel() { t.cancel() }
+func (t *Turn) Cancel() { t.stream.cancel() }
 
 // EventKind names an event's kind: "run_started", "node_started", "token_delta", ...,
 // "run_finished".

@@ -7,8 +7,6 @@ import (
 	"iter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -120,15 +118,34 @@ func newInvestigatingCall[R any](
 			return wrap(&v1.InvestigationProgress{Payload: &v1.InvestigationProgress_Event{Event: ev}})
 		},
 		stats)
-	recv := func() (*v1.InvestigationProgress, error) {
-		res, err := src.Recv()
-		return progress(res), err
+	r := &Investigating{StreamStats: stats}
+	r.stream = callStream[v1.InvestigationProgress, v1.InvestigationProgress]{
+		ctx: ctx, cancel: cancel,
+		recv: func() (*v1.InvestigationProgress, error) {
+			res, err := src.Recv()
+			return progress(res), err
+		},
+		sort: func(p *v1.InvestigationProgress) (*v1.InvestigationProgress, bool) {
+			switch x := p.GetPayload().(type) {
+			case *v1.InvestigationProgress_Event:
+				r.Received = append(r.Received, x.Event)
+			case *v1.InvestigationProgress_Message:
+				r.Messages = append(r.Messages, x.Message)
+			case *v1.InvestigationProgress_StatusChange:
+				r.StatusChanges = append(r.StatusChanges, x.StatusChange)
+			case *v1.InvestigationProgress_Investigation:
+				r.result = x.Investigation
+				return nil, true
+			default:
+				return nil, false // a payload kind newer than this client: skipped
+			}
+			return p, false
+		},
 	}
-	r, err := newInvestigating(ctx, cancel, method, recv)
-	if r != nil {
-		r.StreamStats = stats
+	if err := r.stream.first(); err != nil {
+		return nil, err
 	}
-	return r, err
+	return r, nil
 }
 
 // Investigating is one StartInvestigation or Respond call in progress. With an idempotency
@@ -136,14 +153,8 @@ func newInvestigatingCall[R any](
 // re-attached only RunEvents arrive (the Investigation holds every message and status change).
 type Investigating struct {
 	*StreamStats
-	recv    func() (*v1.InvestigationProgress, error)
-	method  string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	pending []*v1.InvestigationProgress
-	result  *v1.Investigation
-	err     error
-	done    bool
+	stream callStream[v1.InvestigationProgress, v1.InvestigationProgress]
+	result *v1.Investigation
 	// Received holds every run event received so far, in order.
 	Received []*v1.RunEvent
 	// Messages holds every agent message received so far, in order.
@@ -152,108 +163,23 @@ type Investigating struct {
 	StatusChanges []*v1.StatusChange
 }
 
-// newInvestigating receives the first response, so that a call refused by the server fails
-// with its error before any progress is handed out.
-func newInvestigating(ctx context.Context, cancel context.CancelFunc, method string, recv func() (*v1.InvestigationProgress, error)) (*Investigating, error) {
-	r := &Investigating{recv: recv, method: method, ctx: ctx, cancel: cancel}
-	for len(r.pending) == 0 && r.result == nil {
-		p := r.receive()
-		if p != nil {
-			r.pending = append(r.pending, p)
-		} else if r.done {
-			if r.err != nil {
-				return nil, r.err
-			}
-			break
-		}
-	}
-	return r, nil
-}
-
-// receive receives one response: the progress it carries, or nil when it carried the
-// investigation (or nothing this client knows), or when the stream has ended (done, with err
-// set on failure).
-func (r *Investigating) receive() *v1.InvestigationProgress {
-	if r.done {
-		return nil
-	}
-	if err := r.ctx.Err(); err != nil {
-		// cancelled: deliver nothing more, even what had already arrived
-		r.done = true
-		r.err = wrapError(status.FromContextError(err).Err())
-		return nil
-	}
-	p, err := r.recv()
-	if err != nil {
-		r.done = true
-		r.cancel()
-		if errors.Is(err, io.EOF) {
-			if r.result == nil {
-				r.err = &Error{Code: codes.Internal, Message: r.method + " stream ended without an Investigation"}
-			}
-		} else {
-			r.err = wrapError(err)
-		}
-		return nil
-	}
-	switch x := p.GetPayload().(type) {
-	case *v1.InvestigationProgress_Event:
-		r.Received = append(r.Received, x.Event)
-	case *v1.InvestigationProgress_Message:
-		r.Messages = append(r.Messages, x.Message)
-	case *v1.InvestigationProgress_StatusChange:
-		r.StatusChanges = append(r.StatusChanges, x.StatusChange)
-	case *v1.InvestigationProgress_Investigation:
-		r.result = x.Investigation
-		return nil
-	default:
-		return nil // a payload kind newer than this client: skipped
-	}
-	return p
-}
-
-// next returns the next progress item; nil when the stream has ended.
-func (r *Investigating) next() *v1.InvestigationProgress {
-	if len(r.pending) > 0 {
-		p := r.pending[0]
-		r.pending = r.pending[1:]
-		return p
-	}
-	for !r.done {
-		if p := r.receive(); p != nil {
-			return p
-		}
-	}
-	return nil
-}
-
 // Progress yields the run's progress as it arrives: each item holds a RunEvent (GetEvent), an
 // AgentMessage (GetMessage) or a StatusChange (GetStatusChange), a message or status change
 // right after the node event that produced it. It ends when the stream does; then Result
 // tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
-func (r *Investigating) Progress() iter.Seq[*v1.InvestigationProgress] {
-	return func(yield func(*v1.InvestigationProgress) bool) {
-		for p := r.next(); p != nil; p = r.next() {
-			if !yield(p) {
-				return
-			}
-		}
-	}
-}
+func (r *Investigating) Progress() iter.Seq[*v1.InvestigationProgress] { return r.stream.items() }
 
 // Result drains any progress not yet received and returns the investigation as the run left
 // it, or the error that ended the stream (a *Error).
 func (r *Investigating) Result() (*v1.Investigation, error) {
-	for r.next() != nil {
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.stream.drain(); err != nil {
+		return nil, err
 	}
 	return r.result, nil
 }
 
 // Cancel stops the call.
-func (r *Investigating) Cancel() { r.cancel() }
+func (r *Investigating) Cancel() { r.stream.cancel() }
 
 // GetInvestigation returns the investigation ("INV-<mutation id>") as it stands; an unknown
 // one is NOT_FOUND.

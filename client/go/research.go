@@ -2,13 +2,9 @@ package frontdesk
 
 import (
 	"context"
-	"errors"
-	"io"
 	"iter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -45,7 +41,7 @@ func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*
 		o(req)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Researching{ctx: ctx, cancel: cancel}
+	r := &Researching{}
 	src := newRunSource(ctx, c, "Ask", req.GetIdempotencyKey(),
 		func(ctx context.Context) (grpc.ServerStreamingClient[v1.AskResponse], error) {
 			return c.Research.Ask(ctx, req)
@@ -65,19 +61,33 @@ func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*
 			return &v1.AskResponse{Payload: &v1.AskResponse_Event{Event: ev}}
 		},
 		&r.StreamStats)
-	r.recv = src.Recv
-	// Receive the first response, so that a call refused by the server fails with its error
-	// before any progress is handed out.
-	for len(r.pending) == 0 && r.result == nil {
-		p := r.receive()
-		if p != nil {
-			r.pending = append(r.pending, p)
-		} else if r.done {
-			if r.err != nil {
-				return nil, r.err
+	r.stream = callStream[v1.AskResponse, v1.AskResponse]{
+		ctx: ctx, cancel: cancel, recv: src.Recv,
+		sort: func(p *v1.AskResponse) (*v1.AskResponse, bool) {
+			switch x := p.GetPayload().(type) {
+			case *v1.AskResponse_Event:
+				r.Received = append(r.Received, x.Event)
+			case *v1.AskResponse_Message:
+				r.Messages = append(r.Messages, x.Message)
+			case *v1.AskResponse_Plan:
+				r.Plans = append(r.Plans, x.Plan)
+			case *v1.AskResponse_ResearchResult:
+				r.Results = append(r.Results, x.ResearchResult)
+			case *v1.AskResponse_CriticDecision:
+				r.CriticDecisions = append(r.CriticDecisions, x.CriticDecision)
+			case *v1.AskResponse_ExpertAnswer:
+				r.ExpertAnswers = append(r.ExpertAnswers, x.ExpertAnswer)
+			case *v1.AskResponse_Research:
+				r.result = x.Research
+				return nil, true
+			default:
+				return nil, false // a payload kind newer than this client: skipped
 			}
-			break
-		}
+			return p, false
+		},
+	}
+	if err := r.stream.first(); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -87,13 +97,8 @@ func (c *Client) Ask(ctx context.Context, question string, opts ...AskOption) (*
 // Research holds the plans, the results and the messages).
 type Researching struct {
 	StreamStats
-	recv    func() (*v1.AskResponse, error)
-	ctx     context.Context
-	cancel  context.CancelFunc
-	pending []*v1.AskResponse
-	result  *v1.Research
-	err     error
-	done    bool
+	stream callStream[v1.AskResponse, v1.AskResponse]
+	result *v1.Research
 	// Received holds every run event received so far, in order.
 	Received []*v1.RunEvent
 	// Messages holds every orchestrator message received so far, in order.
@@ -109,98 +114,25 @@ type Researching struct {
 	ExpertAnswers []*v1.ExpertAnswer
 }
 
-// receive receives one response: the progress it carries, or nil when it carried the research
-// (or nothing this client knows), or when the stream has ended (done, with err set on
-// failure).
-func (r *Researching) receive() *v1.AskResponse {
-	if r.done {
-		return nil
-	}
-	if err := r.ctx.Err(); err != nil {
-		// cancelled: deliver nothing more, even what had already arrived
-		r.done = true
-		r.err = wrapError(status.FromContextError(err).Err())
-		return nil
-	}
-	p, err := r.recv()
-	if err != nil {
-		r.done = true
-		r.cancel()
-		if errors.Is(err, io.EOF) {
-			if r.result == nil {
-				r.err = &Error{Code: codes.Internal, Message: "Ask stream ended without a Research"}
-			}
-		} else {
-			r.err = wrapError(err)
-		}
-		return nil
-	}
-	switch x := p.GetPayload().(type) {
-	case *v1.AskResponse_Event:
-		r.Received = append(r.Received, x.Event)
-	case *v1.AskResponse_Message:
-		r.Messages = append(r.Messages, x.Message)
-	case *v1.AskResponse_Plan:
-		r.Plans = append(r.Plans, x.Plan)
-	case *v1.AskResponse_ResearchResult:
-		r.Results = append(r.Results, x.ResearchResult)
-	case *v1.AskResponse_CriticDecision:
-		r.CriticDecisions = append(r.CriticDecisions, x.CriticDecision)
-	case *v1.AskResponse_ExpertAnswer:
-		r.ExpertAnswers = append(r.ExpertAnswers, x.ExpertAnswer)
-	case *v1.AskResponse_Research:
-		r.result = x.Research
-		return nil
-	default:
-		return nil // a payload kind newer than this client: skipped
-	}
-	return p
-}
-
-// next returns the next progress item; nil when the stream has ended.
-func (r *Researching) next() *v1.AskResponse {
-	if len(r.pending) > 0 {
-		p := r.pending[0]
-		r.pending = r.pending[1:]
-		return p
-	}
-	for !r.done {
-		if p := r.receive(); p != nil {
-			return p
-		}
-	}
-	return nil
-}
-
 // Progress yields the run's progress as it arrives: each item holds a RunEvent (GetEvent), an
 // OrchestratorMessage (GetMessage), a Plan (GetPlan), a ResearchResult (GetResearchResult), a
 // CriticVerdict (GetCriticDecision) or an ExpertAnswer (GetExpertAnswer), each right after the
 // node event that produced it; never the Research, which Result returns. It ends when the
 // stream does; then Result tells how. Stopping the loop early leaves the rest for Result (or
 // Cancel) to deal with.
-func (r *Researching) Progress() iter.Seq[*v1.AskResponse] {
-	return func(yield func(*v1.AskResponse) bool) {
-		for p := r.next(); p != nil; p = r.next() {
-			if !yield(p) {
-				return
-			}
-		}
-	}
-}
+func (r *Researching) Progress() iter.Seq[*v1.AskResponse] { return r.stream.items() }
 
 // Result drains any progress not yet received and returns the research with its outcome,
 // final answer and reasoning trace, or the error that ended the stream (a *Error).
 func (r *Researching) Result() (*v1.Research, error) {
-	for r.next() != nil {
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.stream.drain(); err != nil {
+		return nil, err
 	}
 	return r.result, nil
 }
 
 // Cancel stops the call.
-func (r *Researching) Cancel() { r.cancel() }
+func (r *Researching) Cancel() { r.stream.cancel() }
 
 // GetResearch returns the research ("RES-...") as it stands; an unknown one is NOT_FOUND.
 func (c *Client) GetResearch(ctx context.Context, researchID string) (*v1.Research, error) {

@@ -37,6 +37,7 @@ type fake struct {
 	delay             time.Duration // 0: no RetryInfo
 	breakAfter        int
 	subscribeNotFound bool
+	noResult          bool // SendMessage ends after its events, without the TurnResult
 	startCalls        []time.Time
 	sendCalls         int
 	subscribeCalls    []uint64
@@ -96,6 +97,9 @@ func (f *fake) SendMessage(_ *v1.SendMessageRequest, stream grpc.ServerStreaming
 		if err := stream.Send(&v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Event{Event: fakeEvent(i)}}); err != nil {
 			return err
 		}
+	}
+	if f.noResult {
+		return nil
 	}
 	return stream.Send(&v1.SendMessageResponse{Payload: &v1.SendMessageResponse_Result{Result: &v1.TurnResult{RunId: fakeRun, Replayed: n > 1}}})
 }
@@ -313,6 +317,19 @@ func TestBrokenStreamRetriesOffFails(t *testing.T) {
 	}
 	if f.sendCalls != 1 || len(f.subscribeCalls) != 0 {
 		t.Fatalf("send calls %d, subscribe calls %v", f.sendCalls, f.subscribeCalls)
+	}
+}
+
+func TestStreamEndingWithoutResultFails(t *testing.T) {
+	f := &fake{noResult: true}
+	c, ctx := startFake(t, f, nil)
+	ids, res, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi"))
+	fe, ok := frontdesk.AsError(err)
+	if !ok || fe.Code != codes.Internal || fe.Message != "SendMessage stream ended without its result" || res != nil {
+		t.Fatalf("want INTERNAL for the missing result, got %v (result %v)", err, res)
+	}
+	if !reflect.DeepEqual(ids, allIDs) {
+		t.Fatalf("want every event before the error, got %v", ids)
 	}
 }
 

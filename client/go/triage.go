@@ -2,13 +2,10 @@ package frontdesk
 
 import (
 	"context"
-	"errors"
-	"io"
 	"iter"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -43,8 +40,8 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 		o(req)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	t := &Triage{ctx: ctx, cancel: cancel}
-	t.stream = newRunSource(ctx, c, "TriageTicket", req.GetIdempotencyKey(),
+	t := &Triage{}
+	src := newRunSource(ctx, c, "TriageTicket", req.GetIdempotencyKey(),
 		func(ctx context.Context) (grpc.ServerStreamingClient[v1.TriageTicketResponse], error) {
 			return c.Triage.TriageTicket(ctx, req)
 		},
@@ -63,19 +60,32 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 			return &v1.TriageTicketResponse{Payload: &v1.TriageTicketResponse_Event{Event: ev}}
 		},
 		&t.StreamStats)
+	t.stream = callStream[v1.TriageTicketResponse, v1.RunEvent]{
+		ctx: ctx, cancel: cancel, recv: src.Recv,
+		sort: func(res *v1.TriageTicketResponse) (*v1.RunEvent, bool) {
+			switch p := res.GetPayload().(type) {
+			case *v1.TriageTicketResponse_Resolution:
+				if t.resolution == nil {
+					t.resolution = p.Resolution
+				}
+			case *v1.TriageTicketResponse_Event:
+				t.Received = append(t.Received, p.Event)
+				return p.Event, false
+			case *v1.TriageTicketResponse_Result:
+				t.result = p.Result
+				return nil, true
+			}
+			return nil, false
+		},
+	}
 	// Receive up to the resolution, which comes first; hold any event that (from a newer
 	// server) would come before it, for Events.
-	for t.resolution == nil {
-		ev := t.recv()
-		if ev != nil {
-			t.pending = append(t.pending, ev)
-		} else if t.done {
-			if t.err == nil {
-				t.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TicketResolution"}
-			}
-			t.cancel()
-			return nil, t.err
+	if !t.stream.until(func() bool { return t.resolution != nil }) {
+		if t.stream.err == nil {
+			t.stream.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TicketResolution"}
 		}
+		t.stream.cancel()
+		return nil, t.stream.err
 	}
 	return t, nil
 }
@@ -83,14 +93,9 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 // Triage is one TriageTicket call in progress.
 type Triage struct {
 	StreamStats
-	stream     *runSource[v1.TriageTicketResponse]
-	ctx        context.Context
-	cancel     context.CancelFunc
+	stream     callStream[v1.TriageTicketResponse, v1.RunEvent]
 	resolution *v1.TicketResolution
-	pending    []*v1.RunEvent
 	result     *v1.TriageResult
-	err        error
-	done       bool
 	// Received holds every event received so far, in order.
 	Received []*v1.RunEvent
 }
@@ -99,85 +104,21 @@ type Triage struct {
 // continues (MatchedExisting).
 func (t *Triage) Resolution() *v1.TicketResolution { return t.resolution }
 
-// next returns the next event; nil when the stream has ended (see result and err).
-func (t *Triage) next() *v1.RunEvent {
-	if len(t.pending) > 0 {
-		ev := t.pending[0]
-		t.pending = t.pending[1:]
-		return ev
-	}
-	for !t.done {
-		if ev := t.recv(); ev != nil {
-			return ev
-		}
-	}
-	return nil
-}
-
-// recv receives one response: the event it carries, or nil when it carried the resolution or
-// the result, or when the stream has ended (done, with err set on failure).
-func (t *Triage) recv() *v1.RunEvent {
-	if t.done {
-		return nil
-	}
-	if err := t.ctx.Err(); err != nil {
-		// cancelled: deliver nothing more, even what had already arrived
-		t.done = true
-		t.err = wrapError(status.FromContextError(err).Err())
-		return nil
-	}
-	res, err := t.stream.Recv()
-	if err != nil {
-		t.done = true
-		t.cancel()
-		if errors.Is(err, io.EOF) {
-			if t.result == nil {
-				t.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TriageResult"}
-			}
-		} else {
-			t.err = wrapError(err)
-		}
-		return nil
-	}
-	switch p := res.GetPayload().(type) {
-	case *v1.TriageTicketResponse_Resolution:
-		if t.resolution == nil {
-			t.resolution = p.Resolution
-		}
-	case *v1.TriageTicketResponse_Event:
-		t.Received = append(t.Received, p.Event)
-		return p.Event
-	case *v1.TriageTicketResponse_Result:
-		t.result = p.Result
-	}
-	return nil
-}
-
 // Events yields the run's events as they arrive. It ends when the stream does; then Result
 // tells how. Stopping the loop early leaves the rest for Result (or Cancel) to deal with.
-func (t *Triage) Events() iter.Seq[*v1.RunEvent] {
-	return func(yield func(*v1.RunEvent) bool) {
-		for ev := t.next(); ev != nil; ev = t.next() {
-			if !yield(ev) {
-				return
-			}
-		}
-	}
-}
+func (t *Triage) Events() iter.Seq[*v1.RunEvent] { return t.stream.items() }
 
 // Result drains any events not yet received and returns the triage result, or the error
 // that ended the stream (a *Error).
 func (t *Triage) Result() (*v1.TriageResult, error) {
-	for t.next() != nil {
-	}
-	if t.err != nil {
-		return nil, t.err
+	if err := t.stream.drain(); err != nil {
+		return nil, err
 	}
 	return t.result, nil
 }
 
 // Cancel stops the call.
-func (t *Triage) Cancel() { t.cancel() }
+func (t *Triage) Cancel() { t.stream.cancel() }
 
 // GetTicket returns one of the customer's tickets, active or archived, with its messages and
 // latest triage result. Another customer's ticket is NOT_FOUND.
