@@ -986,27 +986,19 @@ impl Printer {
         message: &str,
         opts: TriageOptions,
     ) -> Result<v1::TriageResult, CliError> {
-        let mut stream = client.triage_ticket(customer, message, opts).await?;
-        let mut result = None;
-        while let Some(item) = stream.next().await {
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    self.end_delta_line(&mut std::io::stdout().lock())?;
-                    return Err(e.into());
-                }
-            };
+        let stream = client.triage_ticket(customer, message, opts).await?;
+        self.print_stream(stream, |cli, item| {
             match item {
-                TriageEvent::Resolution(r) => self.resolution(&r)?,
-                TriageEvent::Event(e) => self.event(&e)?,
+                TriageEvent::Resolution(r) => cli.resolution(&r)?,
+                TriageEvent::Event(e) => cli.event(&e)?,
                 TriageEvent::Result(r) => {
-                    self.triage_result(&r)?;
-                    result = Some(r);
+                    cli.triage_result(&r)?;
+                    return Ok(Some(r));
                 }
             }
-        }
-        self.end_delta_line(&mut std::io::stdout().lock())?;
-        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+            Ok(None)
+        })
+        .await
     }
 
     fn agent_message(&mut self, m: &v1::AgentMessage) -> std::io::Result<()> {
@@ -1033,50 +1025,34 @@ impl Printer {
 
     /// Prints an investigation's run as it streams: node events, agent messages, status changes,
     /// then the investigation.
-    async fn investigation(&mut self, mut stream: InvestigationStream) -> Result<v1::Investigation, CliError> {
-        let mut result = None;
-        while let Some(item) = stream.next().await {
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    self.end_delta_line(&mut std::io::stdout().lock())?;
-                    return Err(e.into());
-                }
-            };
+    async fn investigation(&mut self, stream: InvestigationStream) -> Result<v1::Investigation, CliError> {
+        self.print_stream(stream, |cli, item| {
             match item {
-                InvestigationEvent::Event(e) => self.event(&e)?,
-                InvestigationEvent::Message(m) => self.agent_message(&m)?,
-                InvestigationEvent::StatusChange(c) => self.status_change(&c)?,
+                InvestigationEvent::Event(e) => cli.event(&e)?,
+                InvestigationEvent::Message(m) => cli.agent_message(&m)?,
+                InvestigationEvent::StatusChange(c) => cli.status_change(&c)?,
                 InvestigationEvent::Investigation(inv) => {
-                    self.investigation_result(&inv)?;
-                    result = Some(inv);
+                    cli.investigation_result(&inv)?;
+                    return Ok(Some(inv));
                 }
             }
-        }
-        self.end_delta_line(&mut std::io::stdout().lock())?;
-        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+            Ok(None)
+        })
+        .await
     }
 
     /// Asks a research question, printing as it streams: node events (dimmed), orchestrator
     /// messages, plans, research results with their citations, critic decisions and the expert's
     /// answer, then the research.
     async fn ask(&mut self, client: &Client, question: &str, opts: AskOptions) -> Result<v1::Research, CliError> {
-        let mut stream = client.ask(question, opts).await?;
-        let mut result = None;
-        while let Some(item) = stream.next().await {
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    self.end_delta_line(&mut std::io::stdout().lock())?;
-                    return Err(e.into());
-                }
-            };
+        let stream = client.ask(question, opts).await?;
+        self.print_stream(stream, |cli, item| {
             if let ResearchEvent::Event(e) = &item {
-                self.event(e)?;
-                continue;
+                cli.event(e)?;
+                return Ok(None);
             }
             let mut out = std::io::stdout().lock();
-            self.end_delta_line(&mut out)?;
+            cli.end_delta_line(&mut out)?;
             match &item {
                 ResearchEvent::Event(_) => {}
                 ResearchEvent::Message(m) => writeln!(out, "{}", describe_orchestrator_message(m))?,
@@ -1090,12 +1066,12 @@ impl Printer {
                 }
             }
             out.flush()?;
-            if let ResearchEvent::Research(r) = item {
-                result = Some(r);
-            }
-        }
-        self.end_delta_line(&mut std::io::stdout().lock())?;
-        result.ok_or(CliError::Client(ClientError::StreamEndedWithoutResult))
+            Ok(match item {
+                ResearchEvent::Research(r) => Some(r),
+                _ => None,
+            })
+        })
+        .await
     }
 
     /// Runs one turn, printing as it streams.
@@ -1106,9 +1082,31 @@ impl Printer {
         text: &str,
         opts: SendOptions,
     ) -> Result<v1::TurnResult, CliError> {
-        let mut stream = client.send_message(id, text, opts).await?;
-        let mut result = None;
+        let stream = client.send_message(id, text, opts).await?;
         let mut events = Vec::new();
+        self.print_stream(stream, |cli, item| match item {
+            TurnEvent::Event(e) => {
+                cli.event(&e)?;
+                events.push(e);
+                Ok(None)
+            }
+            TurnEvent::Result(r) => {
+                cli.result(&r, &events)?;
+                Ok(Some(r))
+            }
+        })
+        .await
+    }
+
+    /// Prints a streamed call's items as they arrive, each by `print`, which returns the call's
+    /// result when the item carries it. A line of token deltas left open is closed at the end,
+    /// and before the error that ends the stream.
+    async fn print_stream<I, R>(
+        &mut self,
+        mut stream: impl futures::Stream<Item = Result<I, ClientError>> + Unpin,
+        mut print: impl FnMut(&mut Self, I) -> Result<Option<R>, CliError>,
+    ) -> Result<R, CliError> {
+        let mut result = None;
         while let Some(item) = stream.next().await {
             let item = match item {
                 Ok(item) => item,
@@ -1117,15 +1115,8 @@ impl Printer {
                     return Err(e.into());
                 }
             };
-            match item {
-                TurnEvent::Event(e) => {
-                    self.event(&e)?;
-                    events.push(e);
-                }
-                TurnEvent::Result(r) => {
-                    self.result(&r, &events)?;
-                    result = Some(r);
-                }
+            if let Some(r) = print(self, item)? {
+                result = Some(r);
             }
         }
         self.end_delta_line(&mut std::io::stdout().lock())?;
