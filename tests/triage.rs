@@ -90,6 +90,21 @@ fn specialist(action: &str, reply: &str, articles: &[&str]) -> serde_json::Value
     })
 }
 
+/// A Spanish billing ticket (in English: "I was charged twice on my last invoice").
+const SPANISH_DOUBLE_CHARGE: &str = "Me cobraron dos veces en mi última factura";
+
+/// Scripts the model for `SPANISH_DOUBLE_CHARGE`: detected as Spanish and translated, classified
+/// as billing, answered from the knowledge base (`kb_001`), and the answer translated back.
+fn script_spanish_refund(t: &Triage) {
+    t.s.script(&[
+        ("translator.translate", json!({"original_language": "es", "is_english": false})),
+        ("translator.translate_message", json!("I was charged twice on my last invoice")),
+        ("supervisor.classify", decision("medium", "billing", false)),
+        ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
+        ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
+    ]);
+}
+
 fn nodes(events: &[v1::RunEvent]) -> Vec<String> {
     events
         .iter()
@@ -310,14 +325,8 @@ async fn a_specialist_can_escalate_to_a_human() {
 #[tokio::test]
 async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
     let t = Triage::start().await;
-    let text = "Me cobraron dos veces en mi última factura";
-    t.s.script(&[
-        ("translator.translate", json!({"original_language": "es", "is_english": false})),
-        ("translator.translate_message", json!("I was charged twice on my last invoice")),
-        ("supervisor.classify", decision("medium", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
-        ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
-    ]);
+    let text = SPANISH_DOUBLE_CHARGE;
+    script_spanish_refund(&t);
     let out = t.triage("CUST-002", text, "").await.unwrap();
     let r = &out.result;
     assert_eq!(r.language, "es");
@@ -337,14 +346,8 @@ async fn a_non_english_ticket_is_translated_and_answered_in_its_language() {
 #[tokio::test]
 async fn an_archived_non_english_ticket_keeps_its_translation_run_id_and_kb_articles() {
     let t = Triage::start().await;
-    let text = "Me cobraron dos veces en mi última factura";
-    t.s.script(&[
-        ("translator.translate", json!({"original_language": "es", "is_english": false})),
-        ("translator.translate_message", json!("I was charged twice on my last invoice")),
-        ("supervisor.classify", decision("medium", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "We will refund the duplicate charge.", &["kb_001"])),
-        ("translator.translate_back", json!("Le reembolsaremos el cargo duplicado.")),
-    ]);
+    let text = SPANISH_DOUBLE_CHARGE;
+    script_spanish_refund(&t);
     let out = t.triage("CUST-002", text, "").await.unwrap();
     assert_eq!(out.result.status(), TicketStatus::Resolved, "archived");
     assert!(!out.result.kb_results.is_empty(), "the specialist searched the knowledge base");
@@ -365,7 +368,7 @@ async fn an_archived_non_english_ticket_keeps_its_translation_run_id_and_kb_arti
 #[tokio::test]
 async fn an_explicit_language_is_honoured_without_detection_and_still_translated() {
     let t = Triage::start().await;
-    let text = "Me cobraron dos veces en mi última factura";
+    let text = SPANISH_DOUBLE_CHARGE;
     // No `translator.translate` reply is scripted: detection must not run.
     t.s.script(&[
         ("translator.translate_message", json!("I was charged twice on my last invoice")),
