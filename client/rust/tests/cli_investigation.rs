@@ -3,73 +3,13 @@
 //! scripted per call purpose: mutation 1002 through the changer's clarification and the
 //! manager's approval to the report, with the errors of wrong and repeated replies.
 
-use std::{
-    process::{Command, Stdio},
-    sync::Arc,
-};
+mod common;
 
-use frontdesk_client::{v1, AuditTrailKey, Client, Reply};
-use frontdesk_llm::{ScriptedModel, ScriptedReply};
-use frontdesk_server::{
-    app::{App, Overrides, RunningServer},
-    config::Config,
-};
+use common::Server;
+use frontdesk_client::{v1, AuditTrailKey, Reply};
 use futures::StreamExt;
 use serde_json::json;
 use tonic::Code;
-
-struct Server {
-    server: RunningServer,
-    model: Arc<ScriptedModel>,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.database.url = format!("sqlite://{}/investigation.db", dir.path().display());
-        let model = Arc::new(ScriptedModel::new("scripted-test"));
-        let app = App::build(config, Overrides { model: Some(model.clone()), ..Overrides::default() }).await.unwrap();
-        let server = app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap();
-        Server { server, model, _dir: dir }
-    }
-
-    /// Queues the model's replies for the next calls, each pinned to the purpose it answers.
-    fn script(&self, replies: &[(&str, serde_json::Value)]) {
-        for (purpose, reply) in replies {
-            self.model.push_reply(ScriptedReply::json(reply).for_purpose(*purpose));
-        }
-    }
-
-    /// Runs the CLI against this server: (success, stdout, stderr).
-    async fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let addr = self.server.addr;
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            let out = Command::new(env!("CARGO_BIN_EXE_frontdesk"))
-                .arg("--server")
-                .arg(format!("http://{addr}"))
-                .args(&args)
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            let (stdout, stderr) =
-                (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-            if std::env::var_os("SHOW_CLI_OUTPUT").is_some() {
-                println!("$ frontdesk {}\n{stdout}{stderr}", args.join(" "));
-            }
-            (out.status.success(), stdout, stderr)
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn client(&self) -> Client {
-        Client::connect(format!("http://{}", self.server.addr)).await.unwrap()
-    }
-}
 
 const BRIEF: &str = "investigation_agent.brief";
 const EXPLAIN: &str = "rights_check_agent.explain";

@@ -3,72 +3,25 @@
 //! scripted demo model (tests/fixtures/demo-script.json): a plan of two research steps, every
 //! critic approving, each researcher citing `crispr#0`.
 
-use std::{
-    process::{Command, Stdio},
-    sync::Arc,
-};
+mod common;
 
-use frontdesk_client::{v1, AskOptions, Client, ResearchEvent};
+use common::Server;
+use frontdesk_client::{v1, AskOptions, ResearchEvent};
 use frontdesk_llm::ScriptedModel;
-use frontdesk_server::{
-    app::{App, Overrides, RunningServer},
-    config::Config,
-};
 use futures::StreamExt;
 use tonic::Code;
 
 const QUESTION: &str = "Who invented CRISPR gene editing, and when was the transistor invented?";
 const STEPS: [&str; 2] = ["Find who invented CRISPR gene editing", "Find when the transistor was invented"];
 
-struct Server {
-    server: RunningServer,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.database.url = format!("sqlite://{}/research.db", dir.path().display());
-        let script = include_str!("../../../tests/fixtures/demo-script.json");
-        let model = Arc::new(ScriptedModel::from_json_str(script).unwrap());
-        let app = App::build(config, Overrides { model: Some(model), ..Overrides::default() }).await.unwrap();
-        let server = app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap();
-        Server { server, _dir: dir }
-    }
-
-    /// Runs the CLI against this server: (success, stdout, stderr).
-    async fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let addr = self.server.addr;
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            let out = Command::new(env!("CARGO_BIN_EXE_frontdesk"))
-                .arg("--server")
-                .arg(format!("http://{addr}"))
-                .args(&args)
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            let (stdout, stderr) =
-                (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-            if std::env::var_os("SHOW_CLI_OUTPUT").is_some() {
-                println!("$ frontdesk {}\n{stdout}{stderr}", args.join(" "));
-            }
-            (out.status.success(), stdout, stderr)
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn client(&self) -> Client {
-        Client::connect(format!("http://{}", self.server.addr)).await.unwrap()
-    }
+async fn demo_server() -> Server {
+    let script = include_str!("../../../tests/fixtures/demo-script.json");
+    Server::with_model(ScriptedModel::from_json_str(script).unwrap()).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ask_streams_the_critic_loop_then_show_and_list_find_the_research() {
-    let s = Server::start().await;
+    let s = demo_server().await;
 
     let (ok, out, err) = s.cli(&["ask", QUESTION, "--retry-limit", "3", "--key", "cli-ask-1"]).await;
     assert!(ok, "{err}\n{out}");
@@ -150,7 +103,7 @@ async fn ask_streams_the_critic_loop_then_show_and_list_find_the_research() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_client_asks_streams_and_reads_research() {
-    let s = Server::start().await;
+    let s = demo_server().await;
     let client = s.client().await;
 
     let mut stream = client.ask(QUESTION, AskOptions::default()).await.unwrap();

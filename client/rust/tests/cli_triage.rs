@@ -1,65 +1,10 @@
 //! The `frontdesk triage`, `tickets` and `ticket show` commands against a real server (in
 //! process, on 127.0.0.1:0) whose model is scripted per call purpose.
 
-use std::{
-    process::{Command, Stdio},
-    sync::Arc,
-};
+mod common;
 
-use frontdesk_llm::{ScriptedModel, ScriptedReply};
-use frontdesk_server::{
-    app::{App, Overrides, RunningServer},
-    config::Config,
-};
+use common::Server;
 use serde_json::json;
-
-struct Server {
-    server: RunningServer,
-    model: Arc<ScriptedModel>,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.database.url = format!("sqlite://{}/triage.db", dir.path().display());
-        let model = Arc::new(ScriptedModel::new("scripted-test"));
-        let app = App::build(config, Overrides { model: Some(model.clone()), ..Overrides::default() }).await.unwrap();
-        let server = app.serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()).await.unwrap();
-        Server { server, model, _dir: dir }
-    }
-
-    /// Queues the model's replies for the next calls, each pinned to the purpose it answers.
-    fn script(&self, replies: &[(&str, serde_json::Value)]) {
-        for (purpose, reply) in replies {
-            self.model.push_reply(ScriptedReply::json(reply).for_purpose(*purpose));
-        }
-    }
-
-    /// Runs the CLI against this server: (success, stdout, stderr).
-    async fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let addr = self.server.addr;
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            let out = Command::new(env!("CARGO_BIN_EXE_frontdesk"))
-                .arg("--server")
-                .arg(format!("http://{addr}"))
-                .args(&args)
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            (
-                out.status.success(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        })
-        .await
-        .unwrap()
-    }
-}
 
 /// The translator's language detection for an English ticket (no translation calls follow).
 fn english() -> serde_json::Value {
