@@ -630,7 +630,7 @@ impl Config {
 
     /// The configuration as TOML that `--config` loads back to the same configuration: every
     /// setting, including each workflow's section; an unset optional setting as a comment
-    /// (TOML has no null). Secrets print as `"<redacted>"` (see [`redact`]), so a printed file
+    /// (TOML has no null). Secrets print as `"<redacted>"` (see `redact`), so a printed file
     /// loaded back has that placeholder in place of each secret.
     pub fn to_toml(&self) -> String {
         let mut value = serde_json::to_value(self).expect("the configuration serializes to JSON");

@@ -79,7 +79,7 @@ fn reason_of(kind: FailureKind) -> ErrorReason {
 }
 
 /// Status code, reason and retry advice for a failure kind. `RunFailed` events use it, and the
-/// stream's closing status maps the same run error through [`reason_of`] and [`code_of`] too,
+/// stream's closing status maps the same run error through `reason_of` and [`code_of`] too,
 /// so the two always agree.
 pub fn classify(kind: FailureKind) -> (Code, ErrorReason, Option<Duration>) {
     let reason = reason_of(kind);

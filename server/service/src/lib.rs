@@ -1,6 +1,6 @@
 //! The Frontdesk server: configuration, the gRPC adapters and the wiring of runtime, store,
-//! models and workflows. `main.rs` is a thin shell over [`app::Server`], which tests start
-//! in-process on `127.0.0.1:0`.
+//! models and workflows. `main.rs` is a thin shell over [`app::App`], which tests build and serve
+//! in-process on `127.0.0.1:0` ([`app::App::serve_on`]).
 
 pub mod admin;
 pub mod app;

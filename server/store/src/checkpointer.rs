@@ -19,7 +19,7 @@ use crate::{db::rollback_quietly, from_ms, leased, on_pool, on_reader, to_ms, Da
 /// of statements (one round trip to the write connection), on PostgreSQL a single statement
 /// whose data-modifying CTEs only write when the conditional update (or insert-if-absent, for
 /// version 1) of the thread row succeeds. Concurrent puts to one database are committed
-/// together, in one transaction, each keeping its own outcome ([`crate::group_commit`]); a put
+/// together, in one transaction, each keeping its own outcome (`group_commit.rs`); a put
 /// with none beside it is its own transaction, in one round trip.
 #[derive(Debug, Clone)]
 pub struct SqlCheckpointer {

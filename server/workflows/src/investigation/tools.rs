@@ -1,6 +1,6 @@
 //! The agents' tools: typed functions with JSON-schema arguments. A tool the flow fixes is
 //! called directly; one the model must choose is offered by function calling
-//! ([`super::agents`]). Every call streams a tool-call and a tool-result event and is written
+//! (the agent nodes of [`super::nodes`]). Every call streams a tool-call and a tool-result event and is written
 //! to the audit trail.
 
 use std::sync::Arc;
