@@ -16,6 +16,7 @@ pub mod page_token;
 pub mod research;
 pub mod service_call;
 pub mod tenant;
+pub(crate) mod text_index;
 pub mod tool_loop;
 pub mod triage;
 

@@ -10,27 +10,22 @@
 //! boundaries into pieces of about equal length. `config/research/README.md` describes the
 //! format; Frontdesk ships sample documents (`config/research/sample/`, [`Corpus::shipped`]).
 //!
-//! Passages are ranked by BM25 over an in-memory tantivy index, tokenised exactly as the triage
-//! knowledge base's articles are (`triage::kb`: split on anything that is not a letter or digit,
-//! ASCII-folded, lowercased, stop words dropped, English stems), with the document's title
-//! counting [`TITLE_BOOST`] times. A query is never parsed as query syntax.
+//! Passages are ranked by the text index the triage knowledge base's articles use too
+//! (`text_index.rs`: BM25, split on anything that is not a letter or digit, ASCII-folded,
+//! lowercased, stop words dropped, English stems), with the document's title counting
+//! [`TITLE_BOOST`] times. A query is never parsed as query syntax.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::Path;
 
+use crate::text_index::TextIndex;
+pub use crate::text_index::TITLE_BOOST;
+use crate::WorkflowError;
 use frontdesk_llm::ToolSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED};
-use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
-
-use crate::triage::kb;
-use crate::WorkflowError;
 
 /// The shipped corpus's name.
 pub const SHIPPED_NAME: &str = "sample";
@@ -67,14 +62,6 @@ pub const MAX_QUERY_CHARS: usize = 200;
 /// Hits the `search` tool returns when the model gives no limit, and the most it returns.
 pub const DEFAULT_SEARCH_LIMIT: u32 = 5;
 pub const MAX_SEARCH_LIMIT: u32 = 10;
-
-/// How much more a query term counts when it appears in a passage's document title.
-pub const TITLE_BOOST: f32 = 2.0;
-
-const ANALYZER: &str = "frontdesk_en";
-
-/// The indexing memory budget: tantivy's minimum for one thread (its arena grows on demand).
-const WRITER_MEMORY_BUDGET: usize = 15_000_000;
 
 /// One search result: a passage, best matches first (BM25 scores, not normalised).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -191,14 +178,6 @@ struct Document {
     passages: Vec<String>,
 }
 
-#[derive(Clone, Copy)]
-struct Fields {
-    /// The passage's position in `Corpus::passages`.
-    ord: Field,
-    title: Field,
-    body: Field,
-}
-
 /// A corpus: its documents, split into passages, and their search index, all in memory.
 /// Immutable once built, and `Send + Sync`, so one corpus can be shared (`Arc`) by every task.
 pub struct Corpus {
@@ -210,11 +189,8 @@ pub struct Corpus {
     by_folded_id: HashMap<String, Option<usize>>,
     /// Every passage, as (document index, passage number), in document and passage order.
     passages: Vec<(usize, u32)>,
-    reader: IndexReader,
-    /// `doc_ords[segment][doc]`: the passage index of every indexed document.
-    doc_ords: Vec<Vec<usize>>,
-    analyzer: TextAnalyzer,
-    fields: Fields,
+    /// Every passage with its document's title, in `passages` order.
+    index: TextIndex,
 }
 
 impl fmt::Debug for Corpus {
@@ -225,10 +201,6 @@ impl fmt::Debug for Corpus {
             .field("passages", &self.passages.len())
             .finish_non_exhaustive()
     }
-}
-
-fn index_error(origin: &str, error: tantivy::TantivyError) -> WorkflowError {
-    config_error(origin, error)
 }
 
 impl Corpus {
@@ -309,72 +281,26 @@ impl Corpus {
             })
             .collect();
 
-        let text = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
-        );
-        let mut schema = Schema::builder();
-        let fields = Fields {
-            ord: schema.add_u64_field("ord", STORED),
-            title: schema.add_text_field("title", text.clone()),
-            body: schema.add_text_field("body", text),
-        };
-        let index = Index::create_in_ram(schema.build());
-        index.tokenizers().register(ANALYZER, kb::analyzer());
-
-        // One indexing thread: corpora are small and the machine is shared with the service.
-        let mut writer = index
-            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY_BUDGET)
-            .map_err(|e| index_error(origin, e))?;
-        let mut passages = Vec::new();
-        for (at, document) in documents.iter().enumerate() {
-            for (number, text) in document.passages.iter().enumerate() {
-                let mut doc = TantivyDocument::default();
-                doc.add_u64(fields.ord, passages.len() as u64);
-                doc.add_text(fields.title, &document.title);
-                doc.add_text(fields.body, text);
-                writer.add_document(doc).map_err(|e| index_error(origin, e))?;
-                passages.push((at, u32::try_from(number).unwrap_or(u32::MAX)));
-            }
-        }
-        writer.commit().map_err(|e| index_error(origin, e))?;
-        writer.wait_merging_threads().map_err(|e| index_error(origin, e))?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e| index_error(origin, e))?;
-
-        // The index never changes after it is built, so hits resolve to passages without
-        // reading the doc store.
-        let searcher = reader.searcher();
-        let mut doc_ords = Vec::with_capacity(searcher.segment_readers().len());
-        for (segment, segment_reader) in searcher.segment_readers().iter().enumerate() {
-            let mut ords = Vec::with_capacity(segment_reader.max_doc() as usize);
-            for doc in 0..segment_reader.max_doc() {
-                let stored: TantivyDocument =
-                    searcher.doc(DocAddress::new(segment as u32, doc)).map_err(|e| index_error(origin, e))?;
-                let ord = stored.get_first(fields.ord).and_then(|v| v.as_u64()).unwrap_or(u64::MAX);
-                ords.push(usize::try_from(ord).unwrap_or(usize::MAX));
-            }
-            doc_ords.push(ords);
-        }
+        let passages: Vec<(usize, u32)> = documents
+            .iter()
+            .enumerate()
+            .flat_map(|(at, document)| {
+                (0..document.passages.len()).map(move |number| (at, u32::try_from(number).unwrap_or(u32::MAX)))
+            })
+            .collect();
+        let index = TextIndex::build(
+            documents
+                .iter()
+                .flat_map(|document| document.passages.iter().map(|text| (document.title.as_str(), text.as_str()))),
+        )
+        .map_err(|e| config_error(origin, e))?;
 
         let by_id = documents.iter().enumerate().map(|(at, d)| (d.id.clone(), at)).collect();
         let mut by_folded_id: HashMap<String, Option<usize>> = HashMap::new();
         for (at, document) in documents.iter().enumerate() {
             by_folded_id.entry(document.id.to_lowercase()).and_modify(|found| *found = None).or_insert(Some(at));
         }
-        Ok(Corpus {
-            name,
-            documents,
-            by_id,
-            by_folded_id,
-            passages,
-            reader,
-            doc_ords,
-            analyzer: kb::analyzer(),
-            fields,
-        })
+        Ok(Corpus { name, documents, by_id, by_folded_id, passages, index })
     }
 
     pub fn name(&self) -> &str {
@@ -403,32 +329,13 @@ impl Corpus {
         if limit == 0 || self.passages.is_empty() {
             return Vec::new();
         }
-        let terms = self.query_terms(query);
-        if terms.is_empty() {
-            return Vec::new();
-        }
-        let searcher = self.reader.searcher();
-        let found = self.clauses(&searcher, &terms).and_then(|clauses| {
-            if clauses.is_empty() {
-                return Ok(Vec::new());
-            }
-            // Everything that matches, so that ties at the cut are broken by id and passage.
-            searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(self.passages.len()).order_by_score())
-        });
-        let found = match found {
+        let mut hits = match self.index.search(query) {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(%error, corpus = %self.name, "corpus search failed");
                 return Vec::new();
             }
         };
-        let mut hits: Vec<(f32, usize)> = found
-            .into_iter()
-            .filter_map(|(score, address)| {
-                let ord = *self.doc_ords.get(address.segment_ord as usize)?.get(address.doc_id as usize)?;
-                (ord < self.passages.len()).then_some((score, ord))
-            })
-            .collect();
         // Passage indexes are in document id and passage order.
         hits.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         hits.truncate(limit);
@@ -445,39 +352,6 @@ impl Corpus {
                 }
             })
             .collect()
-    }
-
-    /// One clause per query term and field the index holds it in (the title's boosted).
-    fn clauses(&self, searcher: &tantivy::Searcher, terms: &[String]) -> tantivy::Result<Vec<(Occur, Box<dyn Query>)>> {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
-        for text in terms {
-            let title = Term::from_field_text(self.fields.title, text);
-            if searcher.doc_freq(&title)? > 0 {
-                let title = TermQuery::new(title, IndexRecordOption::WithFreqs);
-                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
-            }
-            let body = Term::from_field_text(self.fields.body, text);
-            if searcher.doc_freq(&body)? > 0 {
-                clauses.push((Occur::Should, Box::new(TermQuery::new(body, IndexRecordOption::WithFreqs))));
-            }
-        }
-        Ok(clauses)
-    }
-
-    /// The distinct analysed terms of `query`, in first-seen order, at most
-    /// [`kb::MAX_QUERY_TERMS`].
-    fn query_terms(&self, query: &str) -> Vec<String> {
-        let mut analyzer = self.analyzer.clone();
-        let mut stream = analyzer.token_stream(query);
-        let mut seen = HashSet::new();
-        let mut terms = Vec::new();
-        while terms.len() < kb::MAX_QUERY_TERMS && stream.advance() {
-            let text = &stream.token().text;
-            if !text.is_empty() && seen.insert(text.clone()) {
-                terms.push(text.clone());
-            }
-        }
-        terms
     }
 
     /// Passage `passage` of document `document_id`, in full. The id is matched as given, then
