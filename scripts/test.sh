@@ -82,6 +82,10 @@ python3 scripts/check-doc-links.py
 step "clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "rustdoc (a broken intra-doc link, or a public doc linking a private item, is an error)"
+# After clippy, whose check builds of the dependencies it reuses: only the workspace is documented.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
 step "buf lint (STANDARD)"
 buf="$(scripts/ensure-buf.sh)"
 (cd proto && "$buf" lint)
