@@ -20,12 +20,13 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::Path;
 
-use crate::text_index::TextIndex;
-pub use crate::text_index::TITLE_BOOST;
-use crate::WorkflowError;
 use frontdesk_llm::ToolSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::text_index::TextIndex;
+pub use crate::text_index::TITLE_BOOST;
+use crate::WorkflowError;
 
 /// The shipped corpus's name.
 pub const SHIPPED_NAME: &str = "sample";
