@@ -33,8 +33,13 @@ def test_async_errors(addr: str) -> None:
     async def main():
         async with AsyncFrontdeskClient(addr, timeout=10) as client:
             cid = (await client.start_conversation()).conversation.conversation_id
+            stream = client.send_message(cid, "")
             with pytest.raises(FrontdeskError) as bad:
-                await client.send_message(cid, "").result()
+                await stream.result()
+            # asked again, the stream ends with the same error
+            with pytest.raises(FrontdeskError) as again:
+                await stream.result()
+            assert again.value.code == grpc.StatusCode.INVALID_ARGUMENT
             with pytest.raises(FrontdeskError) as missing:
                 await client.get_conversation("no-such-conversation")
             await client.delete_conversation(cid)

@@ -110,6 +110,20 @@ def test_empty_text_is_invalid_argument_with_field_violation(client: FrontdeskCl
     assert "text" in str(err)
 
 
+def test_result_after_a_failed_stream_raises_the_same_error(client: FrontdeskClient) -> None:
+    cid = client.start_conversation("intake").conversation.conversation_id
+    stream = client.send_message(cid, "")
+    with pytest.raises(FrontdeskError) as iterating:
+        list(stream)
+    with pytest.raises(FrontdeskError) as first:
+        stream.result()
+    with pytest.raises(FrontdeskError) as second:
+        stream.result()
+    for err in (iterating.value, first.value, second.value):
+        assert err.code == grpc.StatusCode.INVALID_ARGUMENT, err
+        assert [v.field for v in err.field_violations] == ["text"]
+
+
 def test_unknown_conversation_is_not_found(client: FrontdeskClient) -> None:
     with pytest.raises(FrontdeskError) as info:
         client.get_conversation("no-such-conversation")
@@ -129,6 +143,10 @@ def test_cancel_stream(client: FrontdeskClient) -> None:
     with pytest.raises(FrontdeskError) as info:
         stream.result()
     assert info.value.code == grpc.StatusCode.CANCELLED
+    # asked again, the stream still ends the way it ended
+    with pytest.raises(FrontdeskError) as again:
+        stream.result()
+    assert again.value.code == grpc.StatusCode.CANCELLED
     # the run was committed when RunStarted arrived: it finishes server-side regardless
 
 

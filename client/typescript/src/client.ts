@@ -377,6 +377,9 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
   readonly events: RunEvent[] = [];
   private readonly counters = { attempts: 1, reattaches: 0, skippedEvents: 0 };
   private started = false;
+  /** The error that ended the stream, thrown again by result(). */
+  private failure: FrontdeskError | undefined;
+  private stoppedEarly = false;
   private readonly items: AsyncIterable<I>;
 
   constructor(call: RunCall<unknown, I>, private readonly kindName: string) {
@@ -401,24 +404,46 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
   async *[Symbol.asyncIterator](): AsyncIterator<I> {
     if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
     this.started = true;
+    let ended = false;
     try {
       for await (const item of this.items) {
         this.record(item);
         yield item;
       }
+      ended = true;
     } catch (e) {
-      throw FrontdeskError.from(e);
+      ended = true;
+      this.failure = FrontdeskError.from(e);
+      throw this.failure;
+    } finally {
+      // Reached without `ended` when the caller's loop stopped early, which cancelled the call.
+      this.stoppedEarly = !ended;
     }
   }
 
   protected abstract record(item: I): void;
 
-  protected async drain(): Promise<void> {
+  /**
+   * Consumes what is left of the stream (all of it, unless a loop over it came first) and
+   * returns the call's result, which `recorded` reads from what `record` kept; without one,
+   * throws what ended the stream, again for every call.
+   */
+  protected async outcome<R>(recorded: () => R | undefined): Promise<R> {
     if (!this.started) {
       for await (const _ of this) {
         // drain
       }
     }
+    const result = recorded();
+    if (result !== undefined) return result;
+    if (this.failure !== undefined) throw this.failure;
+    if (this.stoppedEarly) {
+      throw FrontdeskError.of(
+        Code.Canceled,
+        `${this.kindName} was cancelled: the loop over it stopped before its result arrived`,
+      );
+    }
+    throw new Error(`result() of ${this.kindName} called while a loop over it is still running`);
   }
 }
 
@@ -444,11 +469,7 @@ export class TurnStream extends RunStream<StreamItem> {
 
   /** Consumes the rest of the stream and returns the turn's result. */
   async result(): Promise<TurnResult> {
-    await this.drain();
-    if (this.turnResult === undefined) {
-      throw new Error("SendMessage stream ended without a TurnResult");
-    }
-    return this.turnResult;
+    return this.outcome(() => this.turnResult);
   }
 }
 
@@ -477,11 +498,7 @@ export class TriageStream extends RunStream<TriageItem> {
 
   /** Consumes the rest of the stream and returns the triage result. */
   async result(): Promise<TriageResult> {
-    await this.drain();
-    if (this.triageResult === undefined) {
-      throw new Error("TriageTicket stream ended without a TriageResult");
-    }
-    return this.triageResult;
+    return this.outcome(() => this.triageResult);
   }
 }
 
@@ -524,11 +541,7 @@ export class InvestigationStream extends RunStream<InvestigationItem> {
 
   /** Consumes the rest of the stream and returns the investigation. */
   async result(): Promise<Investigation> {
-    await this.drain();
-    if (this.investigation === undefined) {
-      throw new Error("investigation stream ended without an Investigation");
-    }
-    return this.investigation;
+    return this.outcome(() => this.investigation);
   }
 }
 
@@ -586,11 +599,7 @@ export class ResearchStream extends RunStream<ResearchItem> {
 
   /** Consumes the rest of the stream and returns the research. */
   async result(): Promise<Research> {
-    await this.drain();
-    if (this.research === undefined) {
-      throw new Error("Ask stream ended without a Research");
-    }
-    return this.research;
+    return this.outcome(() => this.research);
   }
 }
 

@@ -137,6 +137,31 @@ liveTest("empty text is INVALID_ARGUMENT with a field violation", async () => {
   assert.ok(err.fieldViolations[0]?.description);
 });
 
+liveTest("result() after the stream failed, or after a loop over it stopped early", async () => {
+  const id = await newConversation();
+  const failed = client.sendMessage(id, "");
+  const iterating = await rejection(
+    (async () => {
+      for await (const _ of failed) {
+        // a refused call delivers nothing
+      }
+    })(),
+  );
+  assert.equal(iterating.code, Code.InvalidArgument);
+  // the error that ended the stream, the same one each time
+  assert.equal(await rejection(failed.result()), iterating);
+  assert.equal(await rejection(failed.result()), iterating);
+
+  const stopped = client.sendMessage(id, "hello");
+  for await (const item of stopped) {
+    assert.equal(item.type, "event");
+    break; // cancels the call
+  }
+  const cancelled = await rejection(stopped.result());
+  assert.equal(cancelled.code, Code.Canceled);
+  assert.match(cancelled.message, /stopped before its result arrived/);
+});
+
 liveTest("an unknown conversation is NOT_FOUND", async () => {
   const err = await rejection(client.getConversation("no-such-conversation"));
   assert.equal(err.code, Code.NotFound);

@@ -11,7 +11,8 @@ import grpc.aio
 from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
-from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
+from frontdesk._retry import Budget, Plan, RetryOption, deadline_of, resolve_policy
+from frontdesk._stream import RunStreamCore
 from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
@@ -27,42 +28,15 @@ from frontdesk.v1 import (
 )
 
 
-class _AsyncRunStream:
-    """The asyncio twin of the blocking client's stream machinery: retries and re-attaching
-    with SubscribeRun for calls with an idempotency key, each event delivered once."""
-
-    _what = ""
-    _result_type: type = type(None)
+class _AsyncRunStream(RunStreamCore):
+    """The asyncio twin of the blocking client's stream machinery: receiving, waiting between
+    attempts on the event loop, and ``result()``."""
 
     def __init__(
         self, client: "AsyncFrontdeskClient", method: Any, request: Any, timeout: Optional[float]
     ) -> None:
-        self._client = client
-        self._method = method
-        self._request = request
-        policy = client._retry if request.idempotency_key else None
-        self._resumer = Resumer(policy, deadline_of(timeout), self._what)
-        self._cancelled = False
         self._wake: Optional[asyncio.Event] = None
-        self._done = False
-        self._final: Any = None
-        self._call: Any = self._open(Plan("call"))
-
-    @property
-    def attempts(self) -> int:
-        """How many times the call was made (1 unless it was retried or its result fetched
-        again after re-attaching)."""
-        return self._resumer.budget.calls
-
-    @property
-    def reattaches(self) -> int:
-        """How many times the stream re-attached to its run with SubscribeRun."""
-        return self._resumer.budget.reattaches
-
-    @property
-    def skipped_events(self) -> int:
-        """Events the server no longer held when the stream re-attached (0 normally)."""
-        return self._resumer.skipped
+        super().__init__(client, method, request, timeout)
 
     def cancel(self) -> None:
         """Stops the call, and any retry or re-attach."""
@@ -71,23 +45,10 @@ class _AsyncRunStream:
             self._wake.set()
         self._call.cancel()
 
-    def _open(self, plan: Plan) -> Any:
-        budget = self._resumer.budget
-        metadata = self._client._metadata
-        if plan.action == "subscribe":
-            request = workflow_pb2.SubscribeRunRequest(
-                run_id=plan.run_id, after_event_id=plan.after_event_id
-            )
-            return self._client.workflows.SubscribeRun(
-                request, timeout=budget.timeout(), metadata=metadata
-            )
-        return self._method(self._request, timeout=budget.timeout(), metadata=metadata)
-
     async def _follow(self, plan: Plan) -> None:
         if plan.action == "raise":
-            self._done = True
             assert plan.error is not None
-            raise plan.error
+            raise self._end(plan.error)
         if plan.delay > 0 and not self._cancelled:
             self._wake = asyncio.Event()
             try:
@@ -95,27 +56,8 @@ class _AsyncRunStream:
             except asyncio.TimeoutError:
                 pass
         if self._cancelled:
-            self._done = True
-            raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+            raise self._end(FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller"))
         self._call = self._open(plan)
-
-    def _accept(self, response: Any) -> Any:
-        resumer = self._resumer
-        if resumer.mode == "subscribe":
-            resumer.skipped += response.skipped
-            if not response.HasField("event"):
-                return None
-            return response.event if resumer.event(response.event) else None
-        item = self._unpack(response)
-        if item is None:
-            return None
-        if isinstance(item, common_pb2.RunEvent):
-            return item if resumer.event(item) else None
-        if isinstance(item, self._result_type):
-            return item
-        if isinstance(item, triage_pb2.TicketResolution):
-            return item if resumer.resolution() else None
-        return item if resumer.derived() else None
 
     async def _receive(self) -> Any:
         while True:
@@ -129,15 +71,14 @@ class _AsyncRunStream:
                     raise StopAsyncIteration from None
                 err = FrontdeskError.from_rpc_error(e)
                 if self._cancelled:
-                    self._done = True
-                    raise err from None
+                    raise self._end(err) from None
                 await self._follow(self._resumer.failed(err))
                 continue
             except asyncio.CancelledError:
                 if not self._cancelled:
                     raise
-                self._done = True
-                raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller") from None
+                cancelled = FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+                raise self._end(cancelled) from None
             if response is grpc.aio.EOF:
                 if self._final is not None:
                     self._done = True
@@ -145,58 +86,34 @@ class _AsyncRunStream:
                 await self._follow(self._resumer.ended())
                 continue
             item = self._accept(response)
-            if item is None:
-                continue
-            if isinstance(item, self._result_type):
-                self._final = item
-            self._record(item)
-            return item
-
-    def _unpack(self, response: Any) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _record(self, item: Any) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+            if item is not None:
+                return self._deliver(item)
 
     async def _drain(self) -> Any:
-        while True:
-            try:
+        try:
+            while True:
                 await self._receive()
-            except StopAsyncIteration:
-                break
-        if self._final is None:
-            raise FrontdeskError(
-                grpc.StatusCode.INTERNAL, f"stream ended without a {self._result_type.__name__}"
-            )
-        return self._final
+        except StopAsyncIteration:
+            pass
+        return self._outcome()
 
 
-class AsyncTurnStream(_AsyncRunStream, AsyncIterator[c.StreamItem]):
+class AsyncTurnStream(c.TurnProgress, _AsyncRunStream, AsyncIterator[c.StreamItem]):
     """One SendMessage call: ``async for`` yields each RunEvent as it arrives, then the
     TurnResult. ``await result()`` drains the rest; ``cancel()`` stops the call.
     Errors raise FrontdeskError. Retries and re-attaching as for a TurnStream."""
 
-    _what = "SendMessage"
-    _result_type = conversation_pb2.TurnResult
-
     def __init__(
         self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
     ) -> None:
-        self.events: List[common_pb2.RunEvent] = []
-        super().__init__(client, client.conversations.SendMessage, request, timeout)
+        c.TurnProgress.__init__(self)
+        _AsyncRunStream.__init__(self, client, client.conversations.SendMessage, request, timeout)
 
     def __aiter__(self) -> "AsyncTurnStream":
         return self
 
     async def __anext__(self) -> c.StreamItem:
         return await self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     async def result(self) -> conversation_pb2.TurnResult:
         return await self._drain()  # type: ignore[no-any-return]
@@ -208,37 +125,24 @@ class AsyncTurnStream(_AsyncRunStream, AsyncIterator[c.StreamItem]):
         self.cancel()
 
 
-class AsyncTriageStream(_AsyncRunStream, AsyncIterator[c.TriageItem]):
+class AsyncTriageStream(c.TriageProgress, _AsyncRunStream, AsyncIterator[c.TriageItem]):
     """One TriageTicket call: ``async for`` yields the matching run's events (when the customer
     has active tickets), the TicketResolution, each RunEvent of the ticket's run as it
     arrives, then the TriageResult. ``await result()`` drains the rest; ``resolution`` is the
     TicketResolution once it has arrived (None before); ``cancel()`` stops the call.
     Errors raise FrontdeskError. Retries and re-attaching as for a TriageStream."""
 
-    _what = "TriageTicket"
-    _result_type = triage_pb2.TriageResult
-
     def __init__(
         self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
     ) -> None:
-        self.resolution: Optional[triage_pb2.TicketResolution] = None
-        self.events: List[common_pb2.RunEvent] = []
-        super().__init__(client, client.triage.TriageTicket, request, timeout)
+        c.TriageProgress.__init__(self)
+        _AsyncRunStream.__init__(self, client, client.triage.TriageTicket, request, timeout)
 
     def __aiter__(self) -> "AsyncTriageStream":
         return self
 
     async def __anext__(self) -> c.TriageItem:
         return await self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_triage(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, triage_pb2.TicketResolution):
-            self.resolution = item
-        elif isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     async def result(self) -> triage_pb2.TriageResult:
         return await self._drain()  # type: ignore[no-any-return]
@@ -250,15 +154,14 @@ class AsyncTriageStream(_AsyncRunStream, AsyncIterator[c.TriageItem]):
         self.cancel()
 
 
-class AsyncInvestigationStream(_AsyncRunStream, AsyncIterator[c.InvestigationItem]):
+class AsyncInvestigationStream(
+    c.InvestigationProgress, _AsyncRunStream, AsyncIterator[c.InvestigationItem]
+):
     """One StartInvestigation or Respond call: ``async for`` yields each RunEvent, AgentMessage
     and StatusChange as the run produces them, then the Investigation as the run left it.
     ``await result()`` drains the rest and returns the Investigation; ``events``, ``messages``
     and ``status_changes`` hold what arrived so far; ``cancel()`` stops the call.
     Errors raise FrontdeskError. Retries and re-attaching as for an InvestigationStream."""
-
-    _what = "investigation"
-    _result_type = investigation_pb2.Investigation
 
     def __init__(
         self,
@@ -267,27 +170,14 @@ class AsyncInvestigationStream(_AsyncRunStream, AsyncIterator[c.InvestigationIte
         request: Any,
         timeout: Optional[float],
     ) -> None:
-        self.events: List[common_pb2.RunEvent] = []
-        self.messages: List[investigation_pb2.AgentMessage] = []
-        self.status_changes: List[investigation_pb2.StatusChange] = []
-        super().__init__(client, method, request, timeout)
+        c.InvestigationProgress.__init__(self)
+        _AsyncRunStream.__init__(self, client, method, request, timeout)
 
     def __aiter__(self) -> "AsyncInvestigationStream":
         return self
 
     async def __anext__(self) -> c.InvestigationItem:
         return await self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_investigation(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, investigation_pb2.AgentMessage):
-            self.messages.append(item)
-        elif isinstance(item, investigation_pb2.StatusChange):
-            self.status_changes.append(item)
-        elif isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     async def result(self) -> investigation_pb2.Investigation:
         return await self._drain()  # type: ignore[no-any-return]
@@ -344,9 +234,6 @@ class AsyncResearchStream(c.ResearchProgress, _AsyncRunStream, AsyncIterator[c.R
     far; ``cancel()`` stops the call. Errors raise FrontdeskError. Retries and re-attaching as
     for a ResearchStream."""
 
-    _what = "Ask"
-    _result_type = research_pb2.Research
-
     def __init__(
         self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
     ) -> None:
@@ -358,9 +245,6 @@ class AsyncResearchStream(c.ResearchProgress, _AsyncRunStream, AsyncIterator[c.R
 
     async def __anext__(self) -> c.ResearchItem:
         return await self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_research(response)
 
     async def result(self) -> research_pb2.Research:
         return await self._drain()  # type: ignore[no-any-return]

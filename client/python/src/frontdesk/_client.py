@@ -11,7 +11,8 @@ import grpc
 from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
-from frontdesk._retry import Budget, Plan, Resumer, RetryOption, deadline_of, resolve_policy
+from frontdesk._retry import Budget, Plan, RetryOption, deadline_of, resolve_policy
+from frontdesk._stream import RunStreamCore
 from frontdesk.v1 import (
     common_pb2,
     conversation_pb2,
@@ -27,45 +28,15 @@ from frontdesk.v1 import (
 )
 
 
-class _RunStream:
-    """The machinery of a streaming call that runs a workflow: receiving, and with an
-    idempotency key (and retries on) retrying the call and re-attaching a broken stream with
-    SubscribeRun, delivering each event once. Subclasses say how responses unpack and where the
-    items go."""
-
-    _what = ""
-    _result_type: type = type(None)
+class _RunStream(RunStreamCore):
+    """The blocking machinery of a workflow call's stream: receiving, waiting between
+    attempts on a thread, and ``result()``."""
 
     def __init__(
         self, client: "FrontdeskClient", method: Any, request: Any, timeout: Optional[float]
     ) -> None:
-        self._client = client
-        self._method = method
-        self._request = request
-        policy = client._retry if request.idempotency_key else None
-        self._resumer = Resumer(policy, deadline_of(timeout), self._what)
-        self._cancelled = False
         self._wake = threading.Event()
-        self._done = False
-        self._final: Any = None
-        self._call: Any = self._open(Plan("call"))
-
-    # -- the public surface shared by every stream ------------------------------------------
-    @property
-    def attempts(self) -> int:
-        """How many times the call was made (1 unless it was retried or its result fetched
-        again after re-attaching)."""
-        return self._resumer.budget.calls
-
-    @property
-    def reattaches(self) -> int:
-        """How many times the stream re-attached to its run with SubscribeRun."""
-        return self._resumer.budget.reattaches
-
-    @property
-    def skipped_events(self) -> int:
-        """Events the server no longer held when the stream re-attached (0 normally)."""
-        return self._resumer.skipped
+        super().__init__(client, method, request, timeout)
 
     def cancel(self) -> None:
         """Stops the call, and any retry or re-attach (the run itself was committed when
@@ -74,49 +45,15 @@ class _RunStream:
         self._wake.set()
         self._call.cancel()
 
-    # -- the machinery ----------------------------------------------------------------------
-    def _open(self, plan: Plan) -> Any:
-        budget = self._resumer.budget
-        metadata = self._client._metadata
-        if plan.action == "subscribe":
-            request = workflow_pb2.SubscribeRunRequest(
-                run_id=plan.run_id, after_event_id=plan.after_event_id
-            )
-            return self._client.workflows.SubscribeRun(
-                request, timeout=budget.timeout(), metadata=metadata
-            )
-        return self._method(self._request, timeout=budget.timeout(), metadata=metadata)
-
     def _follow(self, plan: Plan) -> None:
         if plan.action == "raise":
-            self._done = True
             assert plan.error is not None
-            raise plan.error
+            raise self._end(plan.error)
         if plan.delay > 0 and self._wake.wait(plan.delay):
             pass  # woken by cancel()
         if self._cancelled:
-            self._done = True
-            raise FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+            raise self._end(FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller"))
         self._call = self._open(plan)
-
-    def _accept(self, response: Any) -> Any:
-        """The item of ``response`` to hand out, or None (nothing new for the caller)."""
-        resumer = self._resumer
-        if resumer.mode == "subscribe":
-            resumer.skipped += response.skipped
-            if not response.HasField("event"):
-                return None
-            return response.event if resumer.event(response.event) else None
-        item = self._unpack(response)
-        if item is None:
-            return None
-        if isinstance(item, common_pb2.RunEvent):
-            return item if resumer.event(item) else None
-        if isinstance(item, self._result_type):
-            return item
-        if isinstance(item, triage_pb2.TicketResolution):
-            return item if resumer.resolution() else None
-        return item if resumer.derived() else None
 
     def _receive(self) -> Any:
         while True:
@@ -136,66 +73,42 @@ class _RunStream:
                     raise StopIteration from None
                 err = FrontdeskError.from_rpc_error(e)
                 if self._cancelled:
-                    self._done = True
-                    raise err from None
+                    raise self._end(err) from None
                 self._follow(self._resumer.failed(err))
                 continue
             item = self._accept(response)
-            if item is None:
-                continue
-            if isinstance(item, self._result_type):
-                self._final = item
-            self._record(item)
-            return item
-
-    def _unpack(self, response: Any) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _record(self, item: Any) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+            if item is not None:
+                return self._deliver(item)
 
     def _drain(self) -> Any:
-        while True:
-            try:
+        try:
+            while True:
                 self._receive()
-            except StopIteration:
-                break
-        if self._final is None:
-            raise FrontdeskError(
-                grpc.StatusCode.INTERNAL, f"stream ended without a {self._result_type.__name__}"
-            )
-        return self._final
+        except StopIteration:
+            pass
+        return self._outcome()
 
 
-class TurnStream(_RunStream, Iterator[c.StreamItem]):
+class TurnStream(c.TurnProgress, _RunStream, Iterator[c.StreamItem]):
     """One SendMessage call: iterate it for each RunEvent as it arrives, then the TurnResult.
 
     ``result()`` drains what is left and returns the TurnResult; ``cancel()`` stops the call
     (the server finishes the run anyway: it was committed when RunStarted arrived).
-    Errors, before or during the stream, raise FrontdeskError. With an idempotency key the call
-    is retried, and a broken stream re-attached, as the client's retry policy says; each event
-    is delivered once (``attempts`` and ``reattaches`` count what it took).
+    Errors, before or during the stream, raise FrontdeskError, and ``result()`` after one
+    raises it again. With an idempotency key the call is retried, and a broken stream
+    re-attached, as the client's retry policy says; each event is delivered once
+    (``attempts`` and ``reattaches`` count what it took).
     """
 
-    _what = "SendMessage"
-    _result_type = conversation_pb2.TurnResult
-
     def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
-        self.events: List[common_pb2.RunEvent] = []
-        super().__init__(client, client.conversations.SendMessage, request, timeout)
+        c.TurnProgress.__init__(self)
+        _RunStream.__init__(self, client, client.conversations.SendMessage, request, timeout)
 
     def __iter__(self) -> "TurnStream":
         return self
 
     def __next__(self) -> c.StreamItem:
         return self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     def result(self) -> conversation_pb2.TurnResult:
         """Consumes the rest of the stream and returns the turn's result."""
@@ -208,7 +121,7 @@ class TurnStream(_RunStream, Iterator[c.StreamItem]):
         self.cancel()
 
 
-class TriageStream(_RunStream, Iterator[c.TriageItem]):
+class TriageStream(c.TriageProgress, _RunStream, Iterator[c.TriageItem]):
     """One TriageTicket call: iterate it for the matching run's events (when the customer has
     active tickets), the TicketResolution, each RunEvent of the ticket's run as it arrives, then
     the TriageResult.
@@ -219,28 +132,15 @@ class TriageStream(_RunStream, Iterator[c.TriageItem]):
     Retries and re-attaching as for a TurnStream (the resolution is delivered once).
     """
 
-    _what = "TriageTicket"
-    _result_type = triage_pb2.TriageResult
-
     def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
-        self.resolution: Optional[triage_pb2.TicketResolution] = None
-        self.events: List[common_pb2.RunEvent] = []
-        super().__init__(client, client.triage.TriageTicket, request, timeout)
+        c.TriageProgress.__init__(self)
+        _RunStream.__init__(self, client, client.triage.TriageTicket, request, timeout)
 
     def __iter__(self) -> "TriageStream":
         return self
 
     def __next__(self) -> c.TriageItem:
         return self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_triage(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, triage_pb2.TicketResolution):
-            self.resolution = item
-        elif isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     def result(self) -> triage_pb2.TriageResult:
         """Consumes the rest of the stream and returns the triage result."""
@@ -253,7 +153,7 @@ class TriageStream(_RunStream, Iterator[c.TriageItem]):
         self.cancel()
 
 
-class InvestigationStream(_RunStream, Iterator[c.InvestigationItem]):
+class InvestigationStream(c.InvestigationProgress, _RunStream, Iterator[c.InvestigationItem]):
     """One StartInvestigation or Respond call: iterate it for each RunEvent, AgentMessage and
     StatusChange as the run produces them (a message or status change right after the node
     event that produced it), then the Investigation as the run left it: finished, or awaiting
@@ -266,33 +166,17 @@ class InvestigationStream(_RunStream, Iterator[c.InvestigationItem]):
     and status change).
     """
 
-    _what = "investigation"
-    _result_type = investigation_pb2.Investigation
-
     def __init__(
         self, client: "FrontdeskClient", method: Any, request: Any, timeout: Optional[float]
     ) -> None:
-        self.events: List[common_pb2.RunEvent] = []
-        self.messages: List[investigation_pb2.AgentMessage] = []
-        self.status_changes: List[investigation_pb2.StatusChange] = []
-        super().__init__(client, method, request, timeout)
+        c.InvestigationProgress.__init__(self)
+        _RunStream.__init__(self, client, method, request, timeout)
 
     def __iter__(self) -> "InvestigationStream":
         return self
 
     def __next__(self) -> c.InvestigationItem:
         return self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_investigation(response)
-
-    def _record(self, item: Any) -> None:
-        if isinstance(item, investigation_pb2.AgentMessage):
-            self.messages.append(item)
-        elif isinstance(item, investigation_pb2.StatusChange):
-            self.status_changes.append(item)
-        elif isinstance(item, common_pb2.RunEvent):
-            self.events.append(item)
 
     def result(self) -> investigation_pb2.Investigation:
         """Consumes the rest of the stream and returns the investigation."""
@@ -317,9 +201,6 @@ class ResearchStream(c.ResearchProgress, _RunStream, Iterator[c.ResearchItem]):
     RunEvents arrive (the Research holds the plan, the results and the messages).
     """
 
-    _what = "Ask"
-    _result_type = research_pb2.Research
-
     def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
         c.ResearchProgress.__init__(self)
         _RunStream.__init__(self, client, client.research.Ask, request, timeout)
@@ -329,9 +210,6 @@ class ResearchStream(c.ResearchProgress, _RunStream, Iterator[c.ResearchItem]):
 
     def __next__(self) -> c.ResearchItem:
         return self._receive()  # type: ignore[no-any-return]
-
-    def _unpack(self, response: Any) -> Any:
-        return c.unpack_research(response)
 
     def result(self) -> research_pb2.Research:
         """Consumes the rest of the stream and returns the research."""

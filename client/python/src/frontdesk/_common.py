@@ -412,12 +412,83 @@ def unpack_research(response: research_pb2.AskResponse) -> Optional[ResearchItem
     return None  # a payload kind newer than this client (or none): skipped
 
 
-class ResearchProgress:
-    """What an Ask stream delivered so far, sorted by kind (shared by the sync and asyncio
-    streams)."""
+# What each workflow call's stream delivered so far, sorted by kind, with what the stream
+# machinery (``_stream.RunStreamCore``) needs to know of the call: its name in errors, its
+# result's type and how a response unpacks. Shared by the sync and asyncio streams.
+
+
+class TurnProgress:
+    """What a SendMessage stream delivered so far."""
+
+    _what = "SendMessage"
+    _result_type = conversation_pb2.TurnResult
 
     def __init__(self) -> None:
-        self._research: Optional[research_pb2.Research] = None
+        self.events: List[common_pb2.RunEvent] = []
+
+    def _unpack(self, response: conversation_pb2.SendMessageResponse) -> Optional[StreamItem]:
+        return unpack(response)
+
+    def _record(self, item: StreamItem) -> None:
+        if isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
+
+
+class TriageProgress:
+    """What a TriageTicket stream delivered so far."""
+
+    _what = "TriageTicket"
+    _result_type = triage_pb2.TriageResult
+
+    def __init__(self) -> None:
+        self.resolution: Optional[triage_pb2.TicketResolution] = None
+        self.events: List[common_pb2.RunEvent] = []
+
+    def _unpack(self, response: triage_pb2.TriageTicketResponse) -> Optional[TriageItem]:
+        return unpack_triage(response)
+
+    def _record(self, item: TriageItem) -> None:
+        if isinstance(item, triage_pb2.TicketResolution):
+            self.resolution = item
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
+
+
+class InvestigationProgress:
+    """What a StartInvestigation or Respond stream delivered so far."""
+
+    _what = "investigation"
+    _result_type = investigation_pb2.Investigation
+
+    def __init__(self) -> None:
+        self.events: List[common_pb2.RunEvent] = []
+        self.messages: List[investigation_pb2.AgentMessage] = []
+        self.status_changes: List[investigation_pb2.StatusChange] = []
+
+    def _unpack(
+        self,
+        response: Union[
+            investigation_pb2.StartInvestigationResponse, investigation_pb2.RespondResponse
+        ],
+    ) -> Optional[InvestigationItem]:
+        return unpack_investigation(response)
+
+    def _record(self, item: InvestigationItem) -> None:
+        if isinstance(item, investigation_pb2.AgentMessage):
+            self.messages.append(item)
+        elif isinstance(item, investigation_pb2.StatusChange):
+            self.status_changes.append(item)
+        elif isinstance(item, common_pb2.RunEvent):
+            self.events.append(item)
+
+
+class ResearchProgress:
+    """What an Ask stream delivered so far."""
+
+    _what = "Ask"
+    _result_type = research_pb2.Research
+
+    def __init__(self) -> None:
         self.events: List[common_pb2.RunEvent] = []
         self.messages: List[research_pb2.OrchestratorMessage] = []
         self.plans: List[research_pb2.Plan] = []
@@ -425,10 +496,11 @@ class ResearchProgress:
         self.critic_decisions: List[research_pb2.CriticVerdict] = []
         self.expert_answers: List[research_pb2.ExpertAnswer] = []
 
+    def _unpack(self, response: research_pb2.AskResponse) -> Optional[ResearchItem]:
+        return unpack_research(response)
+
     def _record(self, item: ResearchItem) -> None:
-        if isinstance(item, research_pb2.Research):
-            self._research = item
-        elif isinstance(item, research_pb2.OrchestratorMessage):
+        if isinstance(item, research_pb2.OrchestratorMessage):
             self.messages.append(item)
         elif isinstance(item, research_pb2.Plan):
             self.plans.append(item)
@@ -438,7 +510,7 @@ class ResearchProgress:
             self.critic_decisions.append(item)
         elif isinstance(item, research_pb2.ExpertAnswer):
             self.expert_answers.append(item)
-        else:
+        elif isinstance(item, common_pb2.RunEvent):
             self.events.append(item)
 
 
