@@ -1193,36 +1193,13 @@ async fn conversation(client: &Client, cmd: ConversationCommand) -> Result<(), C
             }
         }
         ConversationCommand::List { workflow, page_size, page_token, all } => {
-            let mut token = page_token;
-            let mut header = false;
-            loop {
-                let resp = client.list_conversations(workflow.as_deref(), page_size, token.take()).await?;
-                if !header {
-                    if resp.conversations.is_empty() {
-                        println!("no conversations");
-                    } else {
-                        println!("{:<36}  {:<12}  {:>5}  {:<14}  UPDATED", "ID", "WORKFLOW", "TURNS", "MODE");
-                    }
-                    header = true;
-                }
-                for c in &resp.conversations {
-                    println!(
-                        "{:<36}  {:<12}  {:>5}  {:<14}  {}",
-                        c.conversation_id,
-                        c.workflow,
-                        c.turn_count,
-                        conversation_mode(c),
-                        timestamp(c.update_time.as_ref())
-                    );
-                }
-                if resp.next_page_token.is_empty() {
-                    break;
-                }
-                if !all {
-                    println!("more: --page-token {}", resp.next_page_token);
-                    break;
-                }
-                token = Some(resp.next_page_token);
+            let workflow = workflow.as_deref();
+            let page = |token| async move {
+                let resp = client.list_conversations(workflow, page_size, token).await?;
+                Ok::<_, CliError>((resp.conversations, resp.next_page_token))
+            };
+            if print_pages(CONVERSATION_HEADER, 0, all, page_token, page, conversation_row).await? == 0 {
+                println!("no conversations");
             }
         }
         ConversationCommand::Reset { id } => {
@@ -1237,11 +1214,59 @@ async fn conversation(client: &Client, cmd: ConversationCommand) -> Result<(), C
     Ok(())
 }
 
+/// Prints a paged listing as a table: `header` above the first row (unless `shown` rows were
+/// printed above it already), a line a row, then with `all` every further page, otherwise the
+/// token of the next one. Returns the rows printed, `shown` included.
+async fn print_pages<T, F, Fut>(
+    header: &str,
+    mut shown: usize,
+    all: bool,
+    mut token: Option<String>,
+    mut page: F,
+    row: fn(&T) -> String,
+) -> Result<usize, CliError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, String), CliError>>,
+{
+    loop {
+        let (rows, next) = page(token.take()).await?;
+        if shown == 0 && !rows.is_empty() {
+            println!("{header}");
+        }
+        for r in &rows {
+            println!("{}", row(r));
+        }
+        shown += rows.len();
+        if next.is_empty() {
+            return Ok(shown);
+        }
+        if !all {
+            println!("more: --page-token {next}");
+            return Ok(shown);
+        }
+        token = Some(next);
+    }
+}
+
+const CONVERSATION_HEADER: &str = "ID                                    WORKFLOW      TURNS  MODE            UPDATED";
+
+fn conversation_row(c: &v1::Conversation) -> String {
+    format!(
+        "{:<36}  {:<12}  {:>5}  {:<14}  {}",
+        c.conversation_id,
+        c.workflow,
+        c.turn_count,
+        conversation_mode(c),
+        timestamp(c.update_time.as_ref())
+    )
+}
+
 const TICKET_HEADER: &str =
     "ID            STATUS     TYPE       URGENCY   ACTION            UPDATED               SUBJECT";
 
-fn print_ticket_row(t: &v1::Ticket) {
-    println!(
+fn ticket_row(t: &v1::Ticket) -> String {
+    format!(
         "{:<12}  {:<9}  {:<9}  {:<8}  {:<16}  {:<20}  {}",
         t.ticket_id,
         status_name(t.status),
@@ -1250,7 +1275,7 @@ fn print_ticket_row(t: &v1::Ticket) {
         action_name(t.recommended_action),
         timestamp(t.update_time.as_ref()),
         if t.subject.is_empty() { "-" } else { &t.subject }
-    );
+    )
 }
 
 async fn list_tickets(
@@ -1269,7 +1294,7 @@ async fn list_tickets(
             println!("{TICKET_HEADER}");
         }
         for t in &active {
-            print_ticket_row(t);
+            println!("{}", ticket_row(t));
         }
         shown += active.len();
     }
@@ -1279,25 +1304,11 @@ async fn list_tickets(
             Some(StatusArg::Escalated) => Some(v1::TicketStatus::Escalated),
             _ => None,
         };
-        let mut token = page_token;
-        loop {
-            let resp = client.list_tickets(customer, archived, page_size, token.take()).await?;
-            if shown == 0 && !resp.tickets.is_empty() {
-                println!("{TICKET_HEADER}");
-            }
-            for t in &resp.tickets {
-                print_ticket_row(t);
-            }
-            shown += resp.tickets.len();
-            if resp.next_page_token.is_empty() {
-                break;
-            }
-            if !all {
-                println!("more: --page-token {}", resp.next_page_token);
-                break;
-            }
-            token = Some(resp.next_page_token);
-        }
+        let page = |token| async move {
+            let resp = client.list_tickets(customer, archived, page_size, token).await?;
+            Ok::<_, CliError>((resp.tickets, resp.next_page_token))
+        };
+        shown = print_pages(TICKET_HEADER, shown, all, page_token, page, ticket_row).await?;
     }
     if shown == 0 {
         println!("no tickets");
@@ -1657,27 +1668,11 @@ async fn investigate(client: &Client, cmd: InvestigateCommand) -> Result<(), Cli
             out.flush()?;
         }
         InvestigateCommand::List { status, page_size, page_token, all } => {
-            let mut token = page_token;
-            let mut shown = 0usize;
-            loop {
-                let resp = client.list_investigations(status, page_size, token.take()).await?;
-                if shown == 0 && !resp.investigations.is_empty() {
-                    println!("{INVESTIGATION_HEADER}");
-                }
-                for inv in &resp.investigations {
-                    println!("{}", investigation_row(inv));
-                }
-                shown += resp.investigations.len();
-                if resp.next_page_token.is_empty() {
-                    break;
-                }
-                if !all {
-                    println!("more: --page-token {}", resp.next_page_token);
-                    break;
-                }
-                token = Some(resp.next_page_token);
-            }
-            if shown == 0 {
+            let page = |token| async move {
+                let resp = client.list_investigations(status, page_size, token).await?;
+                Ok::<_, CliError>((resp.investigations, resp.next_page_token))
+            };
+            if print_pages(INVESTIGATION_HEADER, 0, all, page_token, page, investigation_row).await? == 0 {
                 println!("no investigations");
             }
         }
@@ -1873,27 +1868,11 @@ async fn research(client: &Client, cmd: ResearchCommand) -> Result<(), CliError>
             out.flush()?;
         }
         ResearchCommand::List { page_size, page_token, all } => {
-            let mut token = page_token;
-            let mut shown = 0usize;
-            loop {
-                let resp = client.list_research(page_size, token.take()).await?;
-                if shown == 0 && !resp.research.is_empty() {
-                    println!("{RESEARCH_HEADER}");
-                }
-                for r in &resp.research {
-                    println!("{}", research_row(r));
-                }
-                shown += resp.research.len();
-                if resp.next_page_token.is_empty() {
-                    break;
-                }
-                if !all {
-                    println!("more: --page-token {}", resp.next_page_token);
-                    break;
-                }
-                token = Some(resp.next_page_token);
-            }
-            if shown == 0 {
+            let page = |token| async move {
+                let resp = client.list_research(page_size, token).await?;
+                Ok::<_, CliError>((resp.research, resp.next_page_token))
+            };
+            if print_pages(RESEARCH_HEADER, 0, all, page_token, page, research_row).await? == 0 {
                 println!("no research");
             }
         }
