@@ -90,6 +90,18 @@ fn specialist(action: &str, reply: &str, articles: &[&str]) -> serde_json::Value
     })
 }
 
+/// Scripts the model for one English ticket that a specialist answers: detected as English (so
+/// nothing is translated), classified as `ticket_type` of `urgency` without escalation, and
+/// answered by that type's specialist with `action` and `reply`, citing no article.
+fn script_english(t: &Triage, urgency: &str, ticket_type: &str, action: &str, reply: &str) {
+    let specialist_purpose = format!("specialist.{ticket_type}");
+    t.s.script(&[
+        ("translator.translate", english()),
+        ("supervisor.classify", decision(urgency, ticket_type, false)),
+        (&specialist_purpose, specialist(action, reply, &[])),
+    ]);
+}
+
 /// A Spanish billing ticket (in English: "I was charged twice on my last invoice").
 const SPANISH_DOUBLE_CHARGE: &str = "Me cobraron dos veces en mi última factura";
 
@@ -178,11 +190,7 @@ async fn billing_auto_respond_is_archived_as_resolved() {
 async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
     let t = Triage::start().await;
     let first = "The API returns a timeout error on every export";
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "An engineer will look into it.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "An engineer will look into it.");
     let out = t.triage("CUST-003", first, "").await.unwrap();
     assert_eq!(out.result.status(), TicketStatus::Active);
     assert_eq!(nodes(&out.events), ["translator", "supervisor", "technical_specialist"]);
@@ -228,11 +236,7 @@ async fn route_specialist_stays_active_and_a_follow_up_is_matched_to_it() {
 #[tokio::test]
 async fn a_low_confidence_match_opens_a_new_ticket() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "Looking into it.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "Looking into it.");
     let first = t.triage("CUST-003", "login error", "").await.unwrap();
     t.s.script(&[
         (
@@ -253,11 +257,7 @@ async fn a_low_confidence_match_opens_a_new_ticket() {
 #[tokio::test]
 async fn a_matcher_that_fails_ends_the_stream_with_its_run_failed_event_and_no_ticket() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "Looking into it.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "Looking into it.");
     t.triage("CUST-003", "login error", "").await.unwrap();
     // Twice invalid: the reply and its repair attempt.
     t.s.script(&[("ticket_matcher.match", json!({"nonsense": 1})), ("ticket_matcher.match", json!({"nonsense": 2}))]);
@@ -312,11 +312,7 @@ async fn escalation_skips_the_specialists_and_is_archived_as_escalated() {
 #[tokio::test]
 async fn a_specialist_can_escalate_to_a_human() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "general", false)),
-        ("specialist.general", specialist("escalate_human", "A colleague will contact you.", &[])),
-    ]);
+    script_english(&t, "medium", "general", "escalate_human", "A colleague will contact you.");
     let out = t.triage("CUST-002", "legal question about our contract", "").await.unwrap();
     assert_eq!(out.result.status(), TicketStatus::Escalated);
     assert!(!out.result.requires_escalation);
@@ -441,11 +437,7 @@ async fn archived_tickets_page_with_opaque_tokens_and_a_bad_token_is_an_invalid_
     let t = Triage::start().await;
     let mut ids = Vec::new();
     for n in 0..3 {
-        t.s.script(&[
-            ("translator.translate", english()),
-            ("supervisor.classify", decision("low", "billing", false)),
-            ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
-        ]);
+        script_english(&t, "low", "billing", "auto_respond", "Refund started.");
         ids.push(t.triage("CUST-001", &format!("refund number {n}"), "").await.unwrap().result.ticket_id);
     }
     let request = |token: &str, status: TicketStatus| v1::ListTicketsRequest {
@@ -495,21 +487,13 @@ async fn archived_tickets_page_with_opaque_tokens_and_a_bad_token_is_an_invalid_
 #[tokio::test]
 async fn customers_cannot_see_each_others_tickets() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "Checking.");
     let a = t.triage("CUST-001", "webhook delivery fails", "").await.unwrap();
     let ticket = &a.result.ticket_id;
     assert_eq!(t.get("CUST-003", ticket).await.err().unwrap().code(), Code::NotFound);
     assert!(t.active("CUST-003").await.is_empty());
     // CUST-003's first message is matched against CUST-003's tickets only: none, so no matcher call.
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "Checking.");
     let b = t.triage("CUST-003", "webhook delivery fails too", "").await.unwrap();
     assert!(b.resolution.candidate_ticket_ids.is_empty());
     assert!(!t.s.model.requests().iter().any(|q| q.purpose == "ticket_matcher.match"));
@@ -519,11 +503,7 @@ async fn customers_cannot_see_each_others_tickets() {
 #[tokio::test]
 async fn a_repeated_idempotency_key_replays_the_result() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("low", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
-    ]);
+    script_english(&t, "low", "billing", "auto_respond", "Refund started.");
     let first = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
     let calls = t.s.model.requests().len();
     let again = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
@@ -537,11 +517,7 @@ async fn a_repeated_idempotency_key_replays_the_result() {
 #[tokio::test]
 async fn an_idempotency_key_reused_with_another_message_is_an_idempotency_mismatch() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("low", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
-    ]);
+    script_english(&t, "low", "billing", "auto_respond", "Refund started.");
     let first = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
     let calls = t.s.model.requests().len();
     let status = t.triage("CUST-003", "my password does not work", "req-1").await.err().unwrap();
@@ -553,11 +529,7 @@ async fn an_idempotency_key_reused_with_another_message_is_an_idempotency_mismat
     assert_eq!(info.metadata.get("idempotency_key").map(String::as_str), Some("req-1"));
     assert_eq!(t.s.model.requests().len(), calls, "nothing is triaged for a refused retry");
     // Another customer's key of the same name is another key.
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("low", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "Refund started.", &[])),
-    ]);
+    script_english(&t, "low", "billing", "auto_respond", "Refund started.");
     assert!(!t.triage("CUST-001", "my password does not work", "req-1").await.unwrap().result.replayed);
     let again = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
     assert!(again.result.replayed, "the same request still replays");
@@ -567,11 +539,7 @@ async fn an_idempotency_key_reused_with_another_message_is_an_idempotency_mismat
 #[tokio::test]
 async fn an_archived_ticket_left_active_by_a_crash_is_repaired_on_read() {
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "technical", false)),
-        ("specialist.technical", specialist("route_specialist", "Checking.", &[])),
-    ]);
+    script_english(&t, "medium", "technical", "route_specialist", "Checking.");
     let out = t.triage("CUST-001", "sso configuration help", "").await.unwrap();
     let ticket_id = out.result.ticket_id.clone();
     // What a crash between "archive" and "delete checkpoint" leaves behind.
@@ -625,11 +593,7 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
     use frontdesk_workflows::triage::{Author, TicketInfo, TicketMessage, TriageState, TriageUpdate};
 
     let t = Triage::start().await;
-    t.s.script(&[
-        ("translator.translate", english()),
-        ("supervisor.classify", decision("medium", "billing", false)),
-        ("specialist.billing", specialist("auto_respond", "Refunded.", &[])),
-    ]);
+    script_english(&t, "medium", "billing", "auto_respond", "Refunded.");
     let out = t.triage("CUST-001", "refund my invoice", "").await.unwrap();
     let ticket_id = out.result.ticket_id.clone();
     let thread = format!("CUST-001:{ticket_id}");
