@@ -371,6 +371,45 @@ mod tests {
         assert_eq!(w2.tickets[0].subject, "Help needed: tax receipt");
     }
 
+    /// The articles as the workload publishes them (JSON Lines) load into the triage
+    /// workflow's knowledge base, and its search answers W2's tickets from their own category.
+    #[test]
+    fn the_articles_load_into_the_knowledge_base_and_answer_the_tickets() {
+        use frontdesk_workflows::triage::kb::{Category, KnowledgeBase};
+
+        let w2 = generate(1);
+        let text: String = w2.articles.iter().map(article_line).collect();
+        let kb = KnowledgeBase::parse(&text, "w2_articles.jsonl").unwrap();
+        assert_eq!(kb.len(), 50);
+
+        // The first ticket, as the billing specialist searches it: in English.
+        let ticket = &w2.tickets[0];
+        let (language, english) = translate(&ticket.body);
+        assert_eq!(language, "es");
+        let query = format!("{} {english}", ticket.subject);
+        assert_eq!(
+            query,
+            "Help needed: tax receipt Hi, I have a problem with tax receipt. I was charged twice on my last invoice."
+        );
+        let hits = kb.search(&query, Some(Category::Billing), 3);
+        assert_eq!(hits.len(), 3);
+        for hit in &hits {
+            let a = kb.article(&hit.article_id).unwrap();
+            assert_eq!(a.category, Category::Billing);
+            let text = format!("{} {}", a.title, a.body);
+            assert!(text.contains("tax receipt") || text.contains("invoice"), "{hit:?}: {text}");
+        }
+        let top = kb.article(&hits[0].article_id).unwrap();
+        assert!(top.title.starts_with("tax receipt") || top.title.starts_with("invoice"), "{:?}", top.title);
+
+        let hits = kb.search(
+            "Problem with webhook delivery: webhook delivery fails with status 500",
+            Some(Category::Technical),
+            3,
+        );
+        assert!(hits[0].title.starts_with("webhook delivery"), "{hits:?}");
+    }
+
     #[test]
     fn rules() {
         assert_eq!(translate("[es] Hi"), ("es", "Hi"));
