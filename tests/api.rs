@@ -435,11 +435,24 @@ async fn health_and_reflection_are_served() {
     let channel =
         tonic::transport::Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-    let response = health
-        .check(tonic_health::pb::HealthCheckRequest { service: "frontdesk.v1.ConversationService".into() })
+    // Every service the server hosts: its own two, and each hosted workflow's.
+    for service in [
+        "",
+        "frontdesk.v1.ConversationService",
+        "frontdesk.v1.WorkflowService",
+        "frontdesk.v1.TriageService",
+        "frontdesk.v1.InvestigationService",
+        "frontdesk.v1.ResearchService",
+    ] {
+        let response = health.check(tonic_health::pb::HealthCheckRequest { service: service.into() }).await.unwrap();
+        let serving = tonic_health::pb::health_check_response::ServingStatus::Serving as i32;
+        assert_eq!(response.into_inner().status, serving, "{service:?}");
+    }
+    let unknown = health
+        .check(tonic_health::pb::HealthCheckRequest { service: "frontdesk.v1.NoSuchService".into() })
         .await
-        .unwrap();
-    assert_eq!(response.into_inner().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+        .expect_err("a service the server does not host");
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
 
     use tonic_reflection::pb::v1::{
         server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
@@ -454,7 +467,14 @@ async fn health_and_reflection_are_served() {
     let response = responses.next().await.unwrap().unwrap();
     let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("{response:?}") };
     let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
-    for expected in ["frontdesk.v1.ConversationService", "frontdesk.v1.WorkflowService", "grpc.health.v1.Health"] {
+    for expected in [
+        "frontdesk.v1.ConversationService",
+        "frontdesk.v1.WorkflowService",
+        "frontdesk.v1.TriageService",
+        "frontdesk.v1.InvestigationService",
+        "frontdesk.v1.ResearchService",
+        "grpc.health.v1.Health",
+    ] {
         assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
     }
 }
