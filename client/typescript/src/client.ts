@@ -381,9 +381,11 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
   private failure: FrontdeskError | undefined;
   private stoppedEarly = false;
   private readonly items: AsyncIterable<I>;
+  private readonly signal: AbortSignal | undefined;
 
   constructor(call: RunCall<unknown, I>, private readonly kindName: string) {
     this.items = resumable(call, this.counters);
+    this.signal = call.signal;
   }
 
   /** How many times the call was made (1 unless it was retried or its result fetched again). */
@@ -407,6 +409,9 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
     let ended = false;
     try {
       for await (const item of this.items) {
+        // Once the signal has aborted, nothing more is handed out, not even what had arrived
+        // before the call noticed (the result included), as a cancelled Go context does.
+        if (this.signal?.aborted) throw FrontdeskError.of(Code.Canceled, `${this.kindName}'s signal was aborted`);
         this.record(item);
         yield item;
       }
