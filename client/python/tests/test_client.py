@@ -1,4 +1,5 @@
 import threading
+import time
 import uuid
 
 import grpc
@@ -139,10 +140,14 @@ def test_cancel_stream(client: FrontdeskClient) -> None:
     stream = client.send_message(cid, "hello")
     first = next(stream)
     assert isinstance(first, RunEvent)
+    # Let the rest of the turn, result included, arrive before the cancel: none of it is
+    # handed out after it.
+    time.sleep(0.5)
     stream.cancel()
     with pytest.raises(FrontdeskError) as info:
         stream.result()
     assert info.value.code == grpc.StatusCode.CANCELLED
+    assert stream.events == [first]
     # asked again, the stream still ends the way it ended
     with pytest.raises(FrontdeskError) as again:
         stream.result()
