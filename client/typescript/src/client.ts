@@ -609,81 +609,114 @@ export class ResearchStream extends RunStream<ResearchItem> {
 }
 
 /**
+ * What SubscribeRun's and WatchInvestigation's streams share: each can be iterated once, stops
+ * handing out items once the call's signal aborts, and all() drains it and, like result() of a
+ * run's stream, throws what ended it.
+ */
+abstract class ListenStream<R, T> implements AsyncIterable<T> {
+  protected readonly received: T[] = [];
+  private started = false;
+  /** The error that ended the stream, thrown again by all(). */
+  private failure: FrontdeskError | undefined;
+  private stoppedEarly = false;
+
+  constructor(
+    private readonly responses: AsyncIterable<R>,
+    private readonly signal: AbortSignal | undefined,
+    private readonly kindName: string,
+  ) {}
+
+  /** The item a response carries, if any, after counting what else it says. */
+  protected abstract take(response: R): T | undefined;
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
+    this.started = true;
+    let ended = false;
+    try {
+      for await (const response of this.responses) {
+        // As with a run's stream: nothing is handed out after the signal aborted, not even what
+        // had arrived before the call noticed.
+        if (this.signal?.aborted) throw FrontdeskError.of(Code.Canceled, `${this.kindName}'s signal was aborted`);
+        const item = this.take(response);
+        if (item === undefined) continue;
+        this.received.push(item);
+        yield item;
+      }
+      ended = true;
+    } catch (e) {
+      ended = true;
+      this.failure = FrontdeskError.from(e);
+      throw this.failure;
+    } finally {
+      // Reached without `ended` when the caller's loop stopped early, which cancelled the call.
+      this.stoppedEarly = !ended;
+    }
+  }
+
+  /**
+   * Consumes what is left of the stream and returns every item; a stream that did not reach its
+   * end throws what ended it instead (CANCELLED after a loop over it stopped early), again for
+   * every call, so a partial list is never taken for the whole.
+   */
+  async all(): Promise<T[]> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+    if (this.failure !== undefined) throw this.failure;
+    if (this.stoppedEarly) {
+      throw FrontdeskError.of(Code.Canceled, `${this.kindName} was cancelled: the loop over it stopped before its end`);
+    }
+    return this.received;
+  }
+}
+
+/**
  * One SubscribeRun call: `for await` yields the run's events after the event id given, then its
  * live ones; it ends after the run's last event (runFinished, runFailed or runInterrupted).
  * `skipped` counts the events the server no longer held. Breaking out of the loop, or aborting
  * the signal, cancels the call. Errors are thrown as FrontdeskError (NOT_FOUND for a run the
  * server does not know). Never retried.
  */
-export class RunEventStream implements AsyncIterable<RunEvent> {
-  /** Events received so far. */
-  readonly events: RunEvent[] = [];
+export class RunEventStream extends ListenStream<SubscribeRunResponse, RunEvent> {
   /** Events the server no longer held between the id asked for and the next event. */
   skipped = 0;
-  private started = false;
 
-  constructor(private readonly responses: AsyncIterable<SubscribeRunResponse>) {}
-
-  async *[Symbol.asyncIterator](): AsyncIterator<RunEvent> {
-    if (this.started) throw new Error("a RunEventStream can be iterated only once");
-    this.started = true;
-    try {
-      for await (const response of this.responses) {
-        this.skipped += Number(response.skipped);
-        if (response.event === undefined) continue;
-        this.events.push(response.event);
-        yield response.event;
-      }
-    } catch (e) {
-      throw FrontdeskError.from(e);
-    }
+  constructor(responses: AsyncIterable<SubscribeRunResponse>, signal?: AbortSignal) {
+    super(responses, signal, "a RunEventStream");
   }
 
-  /** Consumes the rest of the stream (until the run's last event) and returns every event. */
-  async all(): Promise<RunEvent[]> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
-    return this.events;
+  /** Events received so far. */
+  get events(): RunEvent[] {
+    return this.received;
+  }
+
+  protected take(response: SubscribeRunResponse): RunEvent | undefined {
+    this.skipped += Number(response.skipped);
+    return response.event;
   }
 }
 
 /**
  * One WatchInvestigation call: `for await` yields each AuditEntry, the trail written so far
  * first, then each new one as it is written; it ends once the advisory report is generated.
- * Breaking out of the loop, or aborting the signal, cancels the call.
+ * Breaking out of the loop, or aborting the signal, cancels the call. Errors are thrown as
+ * FrontdeskError.
  */
-export class AuditStream implements AsyncIterable<AuditEntry> {
-  /** Entries received so far. */
-  readonly entries: AuditEntry[] = [];
-  private started = false;
-
-  constructor(private readonly responses: AsyncIterable<WatchInvestigationResponse>) {}
-
-  async *[Symbol.asyncIterator](): AsyncIterator<AuditEntry> {
-    if (this.started) throw new Error("an AuditStream can be iterated only once");
-    this.started = true;
-    try {
-      for await (const response of this.responses) {
-        if (response.entry === undefined) continue;
-        this.entries.push(response.entry);
-        yield response.entry;
-      }
-    } catch (e) {
-      throw FrontdeskError.from(e);
-    }
+export class AuditStream extends ListenStream<WatchInvestigationResponse, AuditEntry> {
+  constructor(responses: AsyncIterable<WatchInvestigationResponse>, signal?: AbortSignal) {
+    super(responses, signal, "an AuditStream");
   }
 
-  /** Consumes the rest of the stream (until the report) and returns every entry received. */
-  async all(): Promise<AuditEntry[]> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
-    return this.entries;
+  /** Entries received so far. */
+  get entries(): AuditEntry[] {
+    return this.received;
+  }
+
+  protected take(response: WatchInvestigationResponse): AuditEntry | undefined {
+    return response.entry;
   }
 }
 
@@ -1177,6 +1210,7 @@ export class FrontdeskClient {
         { investigationId, afterSeq: o?.afterSeq ?? 0 },
         this.opts(o, false),
       ),
+      o?.signal,
     );
   }
 
@@ -1331,6 +1365,6 @@ export class FrontdeskClient {
       runId,
       afterEventId: BigInt(o?.afterEventId ?? 0),
     });
-    return new RunEventStream(this.workflows.subscribeRun(request, this.opts(o, false)));
+    return new RunEventStream(this.workflows.subscribeRun(request, this.opts(o, false)), o?.signal);
   }
 }

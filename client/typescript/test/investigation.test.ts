@@ -208,6 +208,21 @@ liveTest("the changer and then the manager answer, and the audit trail tells it 
     tail.map((e) => e.seq),
     [trail.length],
   );
+
+  // aborting the signal stops the watch at once: what had arrived is not handed out
+  const ac = new AbortController();
+  const stopped = client.watchInvestigation(id, { signal: ac.signal });
+  const err = await rejection(
+    (async () => {
+      for await (const _ of stopped) ac.abort();
+    })(),
+  );
+  assert.equal(err.code, Code.Canceled);
+  assert.deepEqual(
+    stopped.entries.map((e) => e.seq),
+    [1],
+  );
+  assert.equal((await rejection(stopped.all())).code, Code.Canceled);
 });
 
 liveTest("a watch follows the investigation to its report", async () => {

@@ -280,3 +280,36 @@ test("subscribeRun streams the events after the id given", async () => {
     assert.deepEqual(events.map((e) => Number(e.eventId)), [3, 4, 5]);
   });
 });
+
+test("subscribeRun hands out nothing after its signal aborts, and all() then throws CANCELLED", async () => {
+  await withClient(true, async (c) => {
+    const ac = new AbortController();
+    const stream = c.subscribeRun(RUN, { signal: ac.signal });
+    const err = await rejection(
+      (async () => {
+        for await (const _ of stream) ac.abort();
+      })(),
+    );
+    assert.equal(err.code, Code.Canceled);
+    // the fake sends all five at once: the four that had arrived are not handed out
+    assert.deepEqual(stream.events.map((e) => Number(e.eventId)), [1]);
+    assert.equal((await rejection(stream.all())).code, Code.Canceled);
+  });
+});
+
+test("subscribeRun's all() never passes off part of the run as all of it", async () => {
+  await withClient(true, async (c) => {
+    const stopped = c.subscribeRun(RUN);
+    for await (const _ of stopped) break;
+    const cancelled = await rejection(stopped.all());
+    assert.equal(cancelled.code, Code.Canceled);
+    assert.match(cancelled.message, /stopped before its end/);
+    assert.equal(stopped.events.length, 1);
+
+    script.subscribeNotFound = true;
+    const unknown = c.subscribeRun(RUN);
+    assert.equal((await rejection(unknown.all())).code, Code.NotFound);
+    // asked again, it throws the same error rather than an empty list
+    assert.equal((await rejection(unknown.all())).code, Code.NotFound);
+  });
+});
