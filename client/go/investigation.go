@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -226,7 +227,8 @@ func (c *Client) AllInvestigations(ctx context.Context, status v1.InvestigationS
 // WatchInvestigation yields the investigation's audit entries with a seq above afterSeq (0 for
 // the whole trail), then each new one as it is written, on whichever replica writes it; it
 // ends once the advisory report is generated. A failure is yielded last, as (nil, *Error).
-// Stopping the loop, or cancelling ctx, stops the call.
+// Stopping the loop, or cancelling ctx, stops the call; once ctx is cancelled nothing more is
+// yielded but CANCELLED, even entries that had already arrived.
 func (c *Client) WatchInvestigation(ctx context.Context, investigationID string, afterSeq uint32) iter.Seq2[*v1.AuditEntry, error] {
 	return func(yield func(*v1.AuditEntry, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
@@ -239,6 +241,10 @@ func (c *Client) WatchInvestigation(ctx context.Context, investigationID string,
 			return
 		}
 		for {
+			if err := ctx.Err(); err != nil {
+				yield(nil, wrapError(status.FromContextError(err).Err()))
+				return
+			}
 			res, err := stream.Recv()
 			if errors.Is(err, io.EOF) {
 				return

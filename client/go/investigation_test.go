@@ -278,6 +278,24 @@ func TestTheChangerAndTheManagerAnswer(t *testing.T) {
 	if len(seqs) != len(trail) || seqs[len(seqs)-1] != uint32(len(trail)) {
 		t.Fatalf("watched %v of a trail of %d", seqs, len(trail))
 	}
+
+	// once ctx is cancelled the watch yields CANCELLED and nothing that had arrived
+	cancelled, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seqs = nil
+	var last error
+	for e, err := range c.WatchInvestigation(cancelled, id, 0) {
+		if err != nil {
+			last = err
+			continue
+		}
+		seqs = append(seqs, e.GetSeq())
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+	}
+	if e, ok := frontdesk.AsError(last); !ok || e.Code != codes.Canceled || !slices.Equal(seqs, []uint32{1}) {
+		t.Fatalf("after cancel: %v, %v", seqs, last)
+	}
 }
 
 func TestAWatchFollowsTheInvestigationToItsReport(t *testing.T) {

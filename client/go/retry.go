@@ -471,6 +471,7 @@ func (s *runSource[R]) fail(err error) error {
 // given, then its live ones; it ends after the run's last event (RunFinished, RunFailed or
 // RunInterrupted). Err tells how it ended. Never retried.
 type Subscription struct {
+	ctx    context.Context
 	stream grpc.ServerStreamingClient[v1.SubscribeRunResponse]
 	cancel context.CancelFunc
 	err    error
@@ -488,7 +489,7 @@ type Subscription struct {
 // NOT_FOUND *Error (from Err). Streams with an idempotency key re-attach on their own.
 func (c *Client) SubscribeRun(ctx context.Context, runID string, afterEventID uint64) *Subscription {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Subscription{cancel: cancel}
+	s := &Subscription{ctx: ctx, cancel: cancel}
 	var err error
 	s.stream, err = c.Workflows.SubscribeRun(ctx, &v1.SubscribeRunRequest{RunId: runID, AfterEventId: afterEventID})
 	if err != nil {
@@ -498,10 +499,20 @@ func (c *Client) SubscribeRun(ctx context.Context, runID string, afterEventID ui
 	return s
 }
 
-// Events yields the run's events as they arrive; then Err tells how the stream ended.
+// Events yields the run's events as they arrive; then Err tells how the stream ended. Once ctx
+// is cancelled it yields nothing more, even events that had already arrived, and Err is
+// CANCELLED.
 func (s *Subscription) Events() iter.Seq[*v1.RunEvent] {
 	return func(yield func(*v1.RunEvent) bool) {
 		for s.stream != nil && s.err == nil {
+			if err := s.ctx.Err(); err != nil {
+				// grpc-go may still hand out a message it had buffered; as for a run's stream,
+				// a cancelled call delivers nothing more.
+				s.cancel()
+				s.stream = nil
+				s.err = wrapError(status.FromContextError(err).Err())
+				return
+			}
 			res, err := s.stream.Recv()
 			if err != nil {
 				s.cancel()

@@ -345,3 +345,21 @@ func TestSubscribeRun(t *testing.T) {
 		t.Fatalf("got %v, %v", ids, sub.Err())
 	}
 }
+
+func TestSubscribeRunYieldsNothingAfterItsContextIsCancelled(t *testing.T) {
+	f := &fake{}
+	c, ctx := startFake(t, f, frontdesk.DefaultRetryPolicy())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := c.SubscribeRun(ctx, fakeRun, 0)
+	var ids []uint64
+	for ev := range sub.Events() {
+		ids = append(ids, ev.GetEventId())
+		// the fake sends all five at once: give them time to arrive before cancelling
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+	}
+	if e, ok := frontdesk.AsError(sub.Err()); !ok || e.Code != codes.Canceled || !reflect.DeepEqual(ids, []uint64{1}) {
+		t.Fatalf("got %v, %v", ids, sub.Err())
+	}
+}
