@@ -307,6 +307,15 @@ def test_async_investigation(addr: str) -> None:
             got = await client.get_investigation(iid)
             trail = await client.get_audit_trail(iid)
             watched = [e async for e in client.watch_investigation(iid)]
+            # after cancel() the watch raises CANCELLED, not asyncio.CancelledError, and hands
+            # out none of the entries that had already arrived
+            cancelled = client.watch_investigation(iid)
+            with pytest.raises(FrontdeskError) as stopped:
+                async for _ in cancelled:
+                    await asyncio.sleep(0.1)
+                    cancelled.cancel()
+            assert stopped.value.code == grpc.StatusCode.CANCELLED
+            assert [e.seq for e in cancelled.entries] == [1]
             listed = [i.investigation_id async for i in client.iter_investigations(page_size=50)]
             with pytest.raises(FrontdeskError) as missing:
                 await client.get_investigation(f"INV-py-unknown-{uuid.uuid4().hex[:8]}")

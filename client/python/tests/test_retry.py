@@ -77,7 +77,8 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
     """Scripted: ``start_failures`` ABORTED THREAD_BUSY answers (RetryInfo ``delay``) before
     StartConversation succeeds; SendMessage breaks its first stream after ``break_after``
     events (0: never); SubscribeRun answers NOT_FOUND when ``subscribe_not_found``, else the
-    events after the id asked for."""
+    events after the id asked for, and then, when ``subscribe_holds``, stays open until the
+    client goes."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -88,6 +89,7 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
         self.delay: Optional[float] = 0.3
         self.break_after = 0
         self.subscribe_not_found = False
+        self.subscribe_holds = False
 
     def StartConversation(self, request: Any, context: grpc.ServicerContext) -> Any:
         with self.lock:
@@ -118,6 +120,8 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
             fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND")
         for i in range(request.after_event_id + 1, LAST + 1):
             yield workflow_pb2.SubscribeRunResponse(event=event(i))
+        while self.subscribe_holds and context.is_active():
+            time.sleep(0.01)
 
 
 @pytest.fixture
@@ -289,6 +293,42 @@ def test_async_retry_and_reattach(fake: Fake) -> None:
     assert len(fake.start_calls) == 2
     assert fake.subscribe_calls[0] == 3
     assert fake.send_calls == 2
+
+
+def test_async_subscribe_run_raises_cancelled_after_cancel(fake: Fake) -> None:
+    async def main() -> None:
+        async with AsyncFrontdeskClient(fake.addr) as client:  # type: ignore[attr-defined]
+            stream = client.subscribe_run(RUN)
+            with pytest.raises(FrontdeskError) as info:
+                async for _ in stream:
+                    # the fake sends all five at once: let them arrive before cancelling
+                    await asyncio.sleep(0.1)
+                    stream.cancel()
+            assert info.value.code == grpc.StatusCode.CANCELLED
+            assert [e.event_id for e in stream.events] == [1]
+            with pytest.raises(FrontdeskError):
+                await stream.__anext__()
+
+    asyncio.run(main())
+
+
+def test_async_subscribe_run_lets_a_task_cancellation_through(fake: Fake) -> None:
+    fake.subscribe_holds = True
+
+    async def main() -> None:
+        async with AsyncFrontdeskClient(fake.addr) as client:  # type: ignore[attr-defined]
+            stream = client.subscribe_run(RUN)
+            task = asyncio.create_task(asyncio.wait_for(collect(stream), 10))
+            while len(stream.events) < LAST:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    async def collect(stream: Any) -> List[Any]:
+        return [e async for e in stream]
+
+    asyncio.run(main())
 
 
 def test_async_non_idempotent_not_retried(fake: Fake) -> None:

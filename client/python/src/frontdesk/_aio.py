@@ -28,6 +28,10 @@ from frontdesk.v1 import (
 )
 
 
+def _cancelled_by_caller() -> FrontdeskError:
+    return FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+
+
 class _AsyncRunStream(RunStreamCore):
     """The asyncio twin of the blocking client's stream machinery: receiving, waiting between
     attempts on the event loop, and ``result()``."""
@@ -56,7 +60,7 @@ class _AsyncRunStream(RunStreamCore):
             except asyncio.TimeoutError:
                 pass
         if self._cancelled:
-            raise self._end(FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller"))
+            raise self._end(_cancelled_by_caller())
         self._call = self._open(plan)
 
     async def _receive(self) -> Any:
@@ -77,8 +81,7 @@ class _AsyncRunStream(RunStreamCore):
             except asyncio.CancelledError:
                 if not self._cancelled:
                     raise
-                cancelled = FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
-                raise self._end(cancelled) from None
+                raise self._end(_cancelled_by_caller()) from None
             if response is grpc.aio.EOF:
                 if self._final is not None:
                     self._done = True
@@ -189,35 +192,59 @@ class AsyncInvestigationStream(
         self.cancel()
 
 
-class AsyncAuditStream(AsyncIterator[investigation_pb2.AuditEntry]):
-    """One WatchInvestigation call: ``async for`` yields each AuditEntry, the trail so far
-    first, then each new one as it is written; it ends once the advisory report is generated.
-    ``entries`` holds what arrived so far; ``cancel()`` stops the call. Errors raise
-    FrontdeskError."""
+class _AsyncListenStream:
+    """What AsyncAuditStream and AsyncRunEventStream share: reading the call and ``cancel()``.
+    After ``cancel()`` the stream raises CANCELLED as a FrontdeskError, as the blocking client's
+    streams and the run streams do, and hands out nothing that had already arrived. grpc.aio
+    raises asyncio.CancelledError there instead, which would read as the caller's own task being
+    cancelled (a TaskGroup would cancel its siblings); a real cancellation of the task still
+    passes through."""
 
     def __init__(self, call: Any) -> None:
         self._call = call
-        self._iter: Optional[AsyncIterator[Any]] = None
+        self._cancelled = False
+
+    async def _read(self) -> Any:
+        """The next response; StopAsyncIteration at the end, FrontdeskError for a failure."""
+        if self._cancelled:
+            raise _cancelled_by_caller()
+        try:
+            response = await self._call.read()
+        except grpc.RpcError as e:  # grpc.aio.AioRpcError included
+            raise FrontdeskError.from_rpc_error(e) from None
+        except asyncio.CancelledError:
+            if not self._cancelled:
+                raise
+            raise _cancelled_by_caller() from None
+        if response is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return response
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._call.cancel()
+
+
+class AsyncAuditStream(_AsyncListenStream, AsyncIterator[investigation_pb2.AuditEntry]):
+    """One WatchInvestigation call: ``async for`` yields each AuditEntry, the trail so far
+    first, then each new one as it is written; it ends once the advisory report is generated.
+    ``entries`` holds what arrived so far; ``cancel()`` stops the call, and the stream then
+    raises CANCELLED. Errors raise FrontdeskError."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__(call)
         self.entries: List[investigation_pb2.AuditEntry] = []
 
     def __aiter__(self) -> "AsyncAuditStream":
         return self
 
     async def __anext__(self) -> investigation_pb2.AuditEntry:
-        if self._iter is None:
-            self._iter = self._call.__aiter__()
         while True:
-            try:
-                response = await self._iter.__anext__()
-            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
-                raise FrontdeskError.from_rpc_error(e) from None
+            response = await self._read()
             if not response.HasField("entry"):
                 continue
             self.entries.append(response.entry)
             return response.entry
-
-    def cancel(self) -> None:
-        self._call.cancel()
 
     async def __aenter__(self) -> "AsyncAuditStream":
         return self
@@ -256,14 +283,14 @@ class AsyncResearchStream(c.ResearchProgress, _AsyncRunStream, AsyncIterator[c.R
         self.cancel()
 
 
-class AsyncRunEventStream(AsyncIterator[common_pb2.RunEvent]):
+class AsyncRunEventStream(_AsyncListenStream, AsyncIterator[common_pb2.RunEvent]):
     """One SubscribeRun call: ``async for`` yields the run's events after the event id given,
     then its live ones, ending after the run's last event. ``skipped`` counts the events the
-    server no longer held; ``cancel()`` stops the call. Errors raise FrontdeskError. Never
-    retried."""
+    server no longer held; ``cancel()`` stops the call, and the stream then raises CANCELLED.
+    Errors raise FrontdeskError. Never retried."""
 
     def __init__(self, call: Any) -> None:
-        self._call = call
+        super().__init__(call)
         self.events: List[common_pb2.RunEvent] = []
         self.skipped = 0
 
@@ -272,20 +299,12 @@ class AsyncRunEventStream(AsyncIterator[common_pb2.RunEvent]):
 
     async def __anext__(self) -> common_pb2.RunEvent:
         while True:
-            try:
-                response = await self._call.read()
-            except grpc.RpcError as e:  # grpc.aio.AioRpcError included
-                raise FrontdeskError.from_rpc_error(e) from None
-            if response is grpc.aio.EOF:
-                raise StopAsyncIteration
+            response = await self._read()
             self.skipped += response.skipped
             if not response.HasField("event"):
                 continue
             self.events.append(response.event)
             return response.event
-
-    def cancel(self) -> None:
-        self._call.cancel()
 
     async def __aenter__(self) -> "AsyncRunEventStream":
         return self
