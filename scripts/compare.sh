@@ -129,7 +129,8 @@ python3 bench/langgraph/compare.py --dir "$OUT" > "$OUT/compare.md"
     echo
     echo "Commands (same sitting, $(date -u +%Y-%m-%dT%H:%MZ), nproc $(nproc)):"
     echo "scripts/compare.sh --conversations $CONVERSATIONS --tickets $TICKETS --timed $TIMED --workloads $WORKLOADS$([ "$USE_PG" = 1 ] || echo ' --no-postgres')$([ "$BUILD" = 1 ] || echo ' --no-build')"
-    echo "frontdesk-bench: $BENCH, built $(date -u -r "$BENCH" +%Y-%m-%dT%H:%MZ), at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')"
+    # With --no-build the binary may come from an earlier tree than the one named here.
+    echo "frontdesk-bench: $BENCH, built $(date -u -r "$BENCH" +%Y-%m-%dT%H:%MZ)$([ "$BUILD" = 1 ] || echo ', not rebuilt for this run'); the tree at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')"
     echo "Between runs: $SETTLED."
     echo "Logs and JSON: $OUT"
 } >> "$OUT/compare.md"
