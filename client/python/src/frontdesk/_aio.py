@@ -28,10 +28,6 @@ from frontdesk.v1 import (
 )
 
 
-def _cancelled_by_caller() -> FrontdeskError:
-    return FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller")
-
-
 class _AsyncRunStream(RunStreamCore):
     """The asyncio twin of the blocking client's stream machinery: receiving, waiting between
     attempts on the event loop, and ``result()``."""
@@ -60,7 +56,7 @@ class _AsyncRunStream(RunStreamCore):
             except asyncio.TimeoutError:
                 pass
         if self._cancelled:
-            raise self._end(_cancelled_by_caller())
+            raise self._end(FrontdeskError.cancelled_by_caller())
         self._call = self._open(plan)
 
     async def _receive(self) -> Any:
@@ -81,7 +77,7 @@ class _AsyncRunStream(RunStreamCore):
             except asyncio.CancelledError:
                 if not self._cancelled:
                     raise
-                raise self._end(_cancelled_by_caller()) from None
+                raise self._end(FrontdeskError.cancelled_by_caller()) from None
             if response is grpc.aio.EOF:
                 if self._final is not None:
                     self._done = True
@@ -207,7 +203,7 @@ class _AsyncListenStream:
     async def _read(self) -> Any:
         """The next response; StopAsyncIteration at the end, FrontdeskError for a failure."""
         if self._cancelled:
-            raise _cancelled_by_caller()
+            raise FrontdeskError.cancelled_by_caller()
         try:
             response = await self._call.read()
         except grpc.RpcError as e:  # grpc.aio.AioRpcError included
@@ -215,7 +211,7 @@ class _AsyncListenStream:
         except asyncio.CancelledError:
             if not self._cancelled:
                 raise
-            raise _cancelled_by_caller() from None
+            raise FrontdeskError.cancelled_by_caller() from None
         if response is grpc.aio.EOF:
             raise StopAsyncIteration
         return response

@@ -52,7 +52,7 @@ class _RunStream(RunStreamCore):
         if plan.delay > 0 and self._wake.wait(plan.delay):
             pass  # woken by cancel()
         if self._cancelled:
-            raise self._end(FrontdeskError(grpc.StatusCode.CANCELLED, "cancelled by the caller"))
+            raise self._end(FrontdeskError.cancelled_by_caller())
         self._call = self._open(plan)
 
     def _receive(self) -> Any:

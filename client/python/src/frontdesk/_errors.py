@@ -92,6 +92,11 @@ class FrontdeskError(Exception):
         )
 
     @classmethod
+    def cancelled_by_caller(cls) -> "FrontdeskError":
+        """What a stream raises once its ``cancel()`` was called."""
+        return cls(grpc.StatusCode.CANCELLED, "cancelled by the caller")
+
+    @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> "FrontdeskError":
         """Builds the error from a grpc (sync or asyncio) RpcError, decoding the
         google.rpc.Status that the server puts in the grpc-status-details-bin trailer."""
