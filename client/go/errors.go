@@ -1,6 +1,7 @@
 package frontdesk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -79,6 +80,15 @@ func AsError(err error) (*Error, bool) {
 	var fe *Error
 	ok := errors.As(err, &fe)
 	return fe, ok
+}
+
+// contextError is the *Error (CANCELLED or DEADLINE_EXCEEDED) of a call whose ctx is done, or
+// nil while it is not.
+func contextError(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return wrapError(status.FromContextError(err).Err())
+	}
+	return nil
 }
 
 // wrapError turns a gRPC error into *Error; nil stays nil.

@@ -7,7 +7,6 @@ import (
 	"iter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -241,8 +240,8 @@ func (c *Client) WatchInvestigation(ctx context.Context, investigationID string,
 			return
 		}
 		for {
-			if err := ctx.Err(); err != nil {
-				yield(nil, wrapError(status.FromContextError(err).Err()))
+			if err := contextError(ctx); err != nil {
+				yield(nil, err)
 				return
 			}
 			res, err := stream.Recv()

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -119,7 +118,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return wrapError(status.FromContextError(ctx.Err()).Err())
+		return contextError(ctx)
 	}
 }
 
@@ -505,12 +504,12 @@ func (c *Client) SubscribeRun(ctx context.Context, runID string, afterEventID ui
 func (s *Subscription) Events() iter.Seq[*v1.RunEvent] {
 	return func(yield func(*v1.RunEvent) bool) {
 		for s.stream != nil && s.err == nil {
-			if err := s.ctx.Err(); err != nil {
+			if err := contextError(s.ctx); err != nil {
 				// grpc-go may still hand out a message it had buffered; as for a run's stream,
 				// a cancelled call delivers nothing more.
 				s.cancel()
 				s.stream = nil
-				s.err = wrapError(status.FromContextError(err).Err())
+				s.err = err
 				return
 			}
 			res, err := s.stream.Recv()

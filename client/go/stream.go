@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"iter"
-
-	"google.golang.org/grpc/status"
 )
 
 // callStream is the receiving side that Turn, Triage, Investigating and Researching share: it
@@ -35,10 +33,10 @@ func (s *callStream[R, T]) receive() *T {
 	if s.done {
 		return nil
 	}
-	if err := s.ctx.Err(); err != nil {
+	if err := contextError(s.ctx); err != nil {
 		// cancelled: deliver nothing more, even what had already arrived
 		s.done = true
-		s.err = wrapError(status.FromContextError(err).Err())
+		s.err = err
 		return nil
 	}
 	res, err := s.recv()
