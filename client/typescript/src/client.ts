@@ -367,25 +367,83 @@ export function eventKind(event: RunEvent): NonNullable<RunEvent["kind"]["case"]
   return event.kind.case ?? "unknown";
 }
 
+/**
+ * What every streamed call of this client shares: it can be iterated once; it hands out nothing
+ * once the call's signal has aborted, not even what had arrived before the call noticed, as a
+ * cancelled Go context does; and it keeps what ended it, for result() or all() to throw again.
+ */
+abstract class OnceStream<R, T> implements AsyncIterable<T> {
+  private started = false;
+  /** The error that ended the stream. */
+  private failure: FrontdeskError | undefined;
+  private stoppedEarly = false;
+
+  constructor(
+    private readonly source: AsyncIterable<R>,
+    private readonly signal: AbortSignal | undefined,
+    protected readonly kindName: string,
+  ) {}
+
+  /** The item a response carries, if any, after recording what else it says. */
+  protected abstract take(response: R): T | undefined;
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
+    this.started = true;
+    let ended = false;
+    try {
+      for await (const response of this.source) {
+        if (this.signal?.aborted) throw FrontdeskError.of(Code.Canceled, `${this.kindName}'s signal was aborted`);
+        const item = this.take(response);
+        if (item === undefined) continue;
+        yield item;
+      }
+      ended = true;
+    } catch (e) {
+      ended = true;
+      this.failure = FrontdeskError.from(e);
+      throw this.failure;
+    } finally {
+      // Reached without `ended` when the caller's loop stopped early, which cancelled the call.
+      this.stoppedEarly = !ended;
+    }
+  }
+
+  /** Consumes the rest of the stream, unless a loop over it came first. */
+  protected async drain(): Promise<void> {
+    if (!this.started) {
+      for await (const _ of this) {
+        // drain
+      }
+    }
+  }
+
+  /**
+   * Throws what ended the stream before its end: the failure, or CANCELLED after a loop over it
+   * stopped early ("... stopped before `what`"); returns when it ended normally.
+   */
+  protected throwIfCut(what: string): void {
+    if (this.failure !== undefined) throw this.failure;
+    if (this.stoppedEarly) {
+      throw FrontdeskError.of(Code.Canceled, `${this.kindName} was cancelled: the loop over it stopped before ${what}`);
+    }
+  }
+}
+
 /** What every stream of a call that runs a workflow shares: its progress counters. */
-abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
+abstract class RunStream<I> extends OnceStream<I, I> implements StreamProgress {
   /**
    * Events received so far (each once, also across retries and re-attaches). Their `eventId`
    * numbers one execution of the run, from 1: a run resumed after a crash or taken over by
    * another replica starts again at 1 (with `runStarted.resumed` set).
    */
   readonly events: RunEvent[] = [];
-  private readonly counters = { attempts: 1, reattaches: 0, skippedEvents: 0 };
-  private started = false;
-  /** The error that ended the stream, thrown again by result(). */
-  private failure: FrontdeskError | undefined;
-  private stoppedEarly = false;
-  private readonly items: AsyncIterable<I>;
-  private readonly signal: AbortSignal | undefined;
+  private readonly counters: { attempts: number; reattaches: number; skippedEvents: number };
 
-  constructor(call: RunCall<unknown, I>, private readonly kindName: string) {
-    this.items = resumable(call, this.counters);
-    this.signal = call.signal;
+  constructor(call: RunCall<unknown, I>, kindName: string) {
+    const counters = { attempts: 1, reattaches: 0, skippedEvents: 0 };
+    super(resumable(call, counters), call.signal, kindName);
+    this.counters = counters;
   }
 
   /** How many times the call was made (1 unless it was retried or its result fetched again). */
@@ -403,27 +461,9 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
     return this.counters.skippedEvents;
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<I> {
-    if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
-    this.started = true;
-    let ended = false;
-    try {
-      for await (const item of this.items) {
-        // Once the signal has aborted, nothing more is handed out, not even what had arrived
-        // before the call noticed (the result included), as a cancelled Go context does.
-        if (this.signal?.aborted) throw FrontdeskError.of(Code.Canceled, `${this.kindName}'s signal was aborted`);
-        this.record(item);
-        yield item;
-      }
-      ended = true;
-    } catch (e) {
-      ended = true;
-      this.failure = FrontdeskError.from(e);
-      throw this.failure;
-    } finally {
-      // Reached without `ended` when the caller's loop stopped early, which cancelled the call.
-      this.stoppedEarly = !ended;
-    }
+  protected take(item: I): I {
+    this.record(item);
+    return item;
   }
 
   protected abstract record(item: I): void;
@@ -434,20 +474,10 @@ abstract class RunStream<I> implements AsyncIterable<I>, StreamProgress {
    * throws what ended the stream, again for every call.
    */
   protected async outcome<R>(recorded: () => R | undefined): Promise<R> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
+    await this.drain();
     const result = recorded();
     if (result !== undefined) return result;
-    if (this.failure !== undefined) throw this.failure;
-    if (this.stoppedEarly) {
-      throw FrontdeskError.of(
-        Code.Canceled,
-        `${this.kindName} was cancelled: the loop over it stopped before its result arrived`,
-      );
-    }
+    this.throwIfCut("its result arrived");
     throw new Error(`result() of ${this.kindName} called while a loop over it is still running`);
   }
 }
@@ -609,49 +639,19 @@ export class ResearchStream extends RunStream<ResearchItem> {
 }
 
 /**
- * What SubscribeRun's and WatchInvestigation's streams share: each can be iterated once, stops
- * handing out items once the call's signal aborts, and all() drains it and, like result() of a
- * run's stream, throws what ended it.
+ * What SubscribeRun's and WatchInvestigation's streams share: what arrived so far, and all(),
+ * which like result() of a run's stream throws what ended it.
  */
-abstract class ListenStream<R, T> implements AsyncIterable<T> {
+abstract class ListenStream<R, T> extends OnceStream<R, T> {
   protected readonly received: T[] = [];
-  private started = false;
-  /** The error that ended the stream, thrown again by all(). */
-  private failure: FrontdeskError | undefined;
-  private stoppedEarly = false;
-
-  constructor(
-    private readonly responses: AsyncIterable<R>,
-    private readonly signal: AbortSignal | undefined,
-    private readonly kindName: string,
-  ) {}
 
   /** The item a response carries, if any, after counting what else it says. */
-  protected abstract take(response: R): T | undefined;
+  protected abstract carried(response: R): T | undefined;
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    if (this.started) throw new Error(`${this.kindName} can be iterated only once`);
-    this.started = true;
-    let ended = false;
-    try {
-      for await (const response of this.responses) {
-        // As with a run's stream: nothing is handed out after the signal aborted, not even what
-        // had arrived before the call noticed.
-        if (this.signal?.aborted) throw FrontdeskError.of(Code.Canceled, `${this.kindName}'s signal was aborted`);
-        const item = this.take(response);
-        if (item === undefined) continue;
-        this.received.push(item);
-        yield item;
-      }
-      ended = true;
-    } catch (e) {
-      ended = true;
-      this.failure = FrontdeskError.from(e);
-      throw this.failure;
-    } finally {
-      // Reached without `ended` when the caller's loop stopped early, which cancelled the call.
-      this.stoppedEarly = !ended;
-    }
+  protected take(response: R): T | undefined {
+    const item = this.carried(response);
+    if (item !== undefined) this.received.push(item);
+    return item;
   }
 
   /**
@@ -660,15 +660,8 @@ abstract class ListenStream<R, T> implements AsyncIterable<T> {
    * every call, so a partial list is never taken for the whole.
    */
   async all(): Promise<T[]> {
-    if (!this.started) {
-      for await (const _ of this) {
-        // drain
-      }
-    }
-    if (this.failure !== undefined) throw this.failure;
-    if (this.stoppedEarly) {
-      throw FrontdeskError.of(Code.Canceled, `${this.kindName} was cancelled: the loop over it stopped before its end`);
-    }
+    await this.drain();
+    this.throwIfCut("its end");
     return this.received;
   }
 }
@@ -693,7 +686,7 @@ export class RunEventStream extends ListenStream<SubscribeRunResponse, RunEvent>
     return this.received;
   }
 
-  protected take(response: SubscribeRunResponse): RunEvent | undefined {
+  protected carried(response: SubscribeRunResponse): RunEvent | undefined {
     this.skipped += Number(response.skipped);
     return response.event;
   }
@@ -715,7 +708,7 @@ export class AuditStream extends ListenStream<WatchInvestigationResponse, AuditE
     return this.received;
   }
 
-  protected take(response: WatchInvestigationResponse): AuditEntry | undefined {
+  protected carried(response: WatchInvestigationResponse): AuditEntry | undefined {
     return response.entry;
   }
 }
