@@ -6,8 +6,18 @@
 # refuses to run as root), starts it on 127.0.0.1:${FRONTDESK_PG_PORT:-55432} with trust auth
 # (local test use only), creates the database ${FRONTDESK_PG_DB:-frontdesk_test} and prints
 #   postgres://postgres@127.0.0.1:55432/frontdesk_test
-# as the last line on stdout. Everything else goes to stderr. Idempotent: when the server is
-# already running it only makes sure the database exists and prints the URL.
+# as the last line on stdout. Everything else goes to stderr. Idempotent: when the cluster's
+# server is already running it only makes sure the database exists and prints the URL.
+#
+# A server counts as this cluster's when it answers on the port and reports the cluster's data
+# directory, not only when `pg_ctl status` sees its pid: a run in another pid namespace sharing
+# /tmp and the network (a CI job beside a developer's shell) cannot see the pid, and must reuse
+# the server rather than start a second one on the same data directory.
+#
+# When the default port is held by something else (another PostgreSQL, or a server that is
+# still shutting down after 10 s), the next free port above it gets a cluster of its own in
+# $FRONTDESK_PG_DIR/data-<port>; the printed URL names that port. A port set with
+# FRONTDESK_PG_PORT is never swapped for another: a held one is an error.
 #
 # Usage (as root on Debian 12):
 #   export FRONTDESK_TEST_POSTGRES_URL="$(scripts/ensure-postgres.sh | tail -n1)"
@@ -16,11 +26,9 @@ set -euo pipefail
 
 PG_DIR="${FRONTDESK_PG_DIR:-/tmp/frontdesk-pg}"
 PG_PORT="${FRONTDESK_PG_PORT:-55432}"
+PORT_CHOSEN_BY_CALLER="${FRONTDESK_PG_PORT:+1}"
 PG_DB="${FRONTDESK_PG_DB:-frontdesk_test}"
 PG_USER=postgres
-DATA="$PG_DIR/data"
-LOG="$PG_DIR/server.log"
-URL="postgres://${PG_USER}@127.0.0.1:${PG_PORT}/${PG_DB}"
 
 log() { echo "ensure-postgres: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -70,40 +78,93 @@ as_pg() { runuser -u "$PG_USER" -- "$@"; }
 PSQL="$BIN/psql"
 [ -x "$PSQL" ] || PSQL="$(command -v psql)" || die "psql not found"
 READY="$BIN/pg_isready"
+# A port held by something that is not PostgreSQL must not hang a probe.
+export PGCONNECT_TIMEOUT=5
 
-is_ours_running() { [ -f "$DATA/PG_VERSION" ] && as_pg "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
+# The cluster of a port: the default port keeps the historical data/ so that an existing cluster
+# is reused; a fallback port gets its own, since data/ may belong to a server we cannot manage.
+data_dir_for() {
+    if [ "$1" = "$PG_PORT" ]; then echo "$PG_DIR/data"; else echo "$PG_DIR/data-$1"; fi
+}
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+accepting() { "$READY" -q -h 127.0.0.1 -p "$1" -U "$PG_USER" >/dev/null 2>&1; }
+serves_cluster() {
+    local port="$1" data="$2" reported
+    accepting "$port" || return 1
+    reported="$("$PSQL" -w -h 127.0.0.1 -p "$port" -U "$PG_USER" -d postgres -tAc "SHOW data_directory" 2>/dev/null)" \
+        || return 1
+    [ "$(readlink -f "$reported")" = "$(readlink -f "$data")" ]
+}
+pg_ctl_sees_running() { [ -f "$1/PG_VERSION" ] && as_pg "$BIN/pg_ctl" -D "$1" status >/dev/null 2>&1; }
 
-if is_ours_running; then
-    log "already running (data directory $DATA)"
-else
+start_cluster() {
+    local port="$1" data="$2" log_file
+    log_file="$PG_DIR/server-$port.log"
+    [ "$port" = "$PG_PORT" ] && log_file="$PG_DIR/server.log"
     install -d -o "$PG_USER" -g "$(id -gn "$PG_USER")" -m 0700 "$PG_DIR"
-    if [ ! -f "$DATA/PG_VERSION" ]; then
-        log "initialising a cluster in $DATA"
-        rm -rf "$DATA"
-        as_pg "$BIN/initdb" -D "$DATA" -U "$PG_USER" --auth=trust -E UTF8 --locale=C >"$PG_DIR/initdb.log" 2>&1 \
+    if [ ! -f "$data/PG_VERSION" ]; then
+        log "initialising a cluster in $data"
+        rm -rf "$data"
+        as_pg "$BIN/initdb" -D "$data" -U "$PG_USER" --auth=trust -E UTF8 --locale=C >"$PG_DIR/initdb.log" 2>&1 \
             || { cat "$PG_DIR/initdb.log" >&2; die "initdb failed"; }
     fi
-    if "$READY" -q -h 127.0.0.1 -p "$PG_PORT" >/dev/null 2>&1; then
-        die "port $PG_PORT is already served by another PostgreSQL; set FRONTDESK_PG_PORT"
-    fi
-    log "starting on 127.0.0.1:$PG_PORT (log $LOG)"
+    log "starting on 127.0.0.1:$port (data $data, log $log_file)"
     # After an unclean stop (a machine restart) the server fsyncs its whole data directory
     # before it accepts connections, which takes minutes on a large one: wait that long.
-    as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 300 \
-        -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -c unix_socket_directories='$PG_DIR' -c max_connections=200" \
-        start >&2 || { tail -n 30 "$LOG" >&2 || true; die "pg_ctl start failed"; }
-fi
+    as_pg "$BIN/pg_ctl" -D "$data" -l "$log_file" -w -t 300 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$PG_DIR' -c max_connections=200" \
+        start >&2 || { tail -n 30 "$log_file" >&2 || true; die "pg_ctl start failed"; }
+}
+
+port="$PG_PORT"
+while :; do
+    data="$(data_dir_for "$port")"
+    if serves_cluster "$port" "$data"; then
+        log "already running on 127.0.0.1:$port (data directory $data)"
+        break
+    fi
+    if pg_ctl_sees_running "$data"; then
+        # Started but not accepting yet (crash recovery), or bound to another port by hand.
+        log "the server of $data is running but not accepting on port $port; waiting up to 300 s"
+        for _ in $(seq 1 600); do
+            if serves_cluster "$port" "$data"; then break; fi
+            sleep 0.5
+        done
+        serves_cluster "$port" "$data" || die "the server of $data does not accept connections on port $port; stop it with scripts/stop-postgres.sh"
+        break
+    fi
+    if [ "$port" = "$PG_PORT" ] && port_in_use "$port"; then
+        # A server being stopped keeps its port until its last backend exits.
+        log "port $port is held by another process; waiting up to 10 s for it to be released"
+        # Only the port is probed here: a PostgreSQL probe of a listener that never answers
+        # costs its whole connect timeout.
+        for _ in $(seq 1 20); do
+            if ! port_in_use "$port"; then break; fi
+            sleep 0.5
+        done
+    fi
+    if ! port_in_use "$port"; then
+        start_cluster "$port" "$data"
+        break
+    fi
+    if [ -n "$PORT_CHOSEN_BY_CALLER" ]; then
+        die "port $port (FRONTDESK_PG_PORT) is held by a process that is not this cluster's server ($data); free it or choose another port"
+    fi
+    [ "$port" -lt $((PG_PORT + 50)) ] || die "ports $PG_PORT to $port are all held by other processes; set FRONTDESK_PG_PORT"
+    log "port $port is held by a process that is not this cluster's server; trying port $((port + 1))"
+    port=$((port + 1))
+done
 
 for _ in $(seq 1 60); do
-    if "$READY" -q -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" >/dev/null 2>&1; then break; fi
+    if accepting "$port"; then break; fi
     sleep 0.5
 done
-"$READY" -q -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" || die "server on port $PG_PORT is not accepting connections"
+accepting "$port" || die "server on port $port is not accepting connections"
 
-if [ "$("$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -tAc \
+if [ "$("$PSQL" -h 127.0.0.1 -p "$port" -U "$PG_USER" -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != "1" ]; then
     log "creating database $PG_DB"
-    "$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d postgres -qc "CREATE DATABASE \"$PG_DB\"" >&2
+    "$PSQL" -h 127.0.0.1 -p "$port" -U "$PG_USER" -d postgres -qc "CREATE DATABASE \"$PG_DB\"" >&2
 fi
 
-echo "$URL"
+echo "postgres://${PG_USER}@127.0.0.1:${port}/${PG_DB}"

@@ -5,8 +5,13 @@
 # server on 127.0.0.1:${FRONTDESK_REDIS_PORT:-56379} without persistence (pid and log files in
 # ${FRONTDESK_REDIS_DIR:-/tmp/frontdesk-redis}), waits until it answers PING and prints
 #   redis://127.0.0.1:56379
-# as the last line on stdout. Everything else goes to stderr. Idempotent: when the server is
-# already running it only prints the URL.
+# as the last line on stdout. Everything else goes to stderr. Idempotent: when a server already
+# answers on the port it only prints the URL.
+#
+# When the default port is held by a process that does not answer PING (a server still shutting
+# down after 10 s, or something else), the next free port above it is used and the printed URL
+# names it. A port set with FRONTDESK_REDIS_PORT is never swapped for another: a held one is an
+# error.
 #
 # Usage (as root on Debian 12):
 #   export FRONTDESK_TEST_REDIS_URL="$(scripts/ensure-redis.sh | tail -n1)"
@@ -14,8 +19,8 @@
 set -euo pipefail
 
 REDIS_PORT="${FRONTDESK_REDIS_PORT:-56379}"
+PORT_CHOSEN_BY_CALLER="${FRONTDESK_REDIS_PORT:+1}"
 REDIS_DIR="${FRONTDESK_REDIS_DIR:-/tmp/frontdesk-redis}"
-URL="redis://127.0.0.1:${REDIS_PORT}"
 
 log() { echo "ensure-redis: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -29,21 +34,46 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     apt-get install -y -qq --no-install-recommends redis-server redis-tools >&2
 fi
 
-ping() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true)" = "PONG" ]; }
+ping() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null || true)" = "PONG" ]; }
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The default port keeps the historical file names, so stop-redis.sh finds an older server too.
+suffix_for() { if [ "$1" = "$REDIS_PORT" ]; then echo ""; else echo "-$1"; fi; }
 
-if ping; then
-    log "already running on 127.0.0.1:$REDIS_PORT"
-else
-    mkdir -p "$REDIS_DIR"
-    log "starting on 127.0.0.1:$REDIS_PORT (log $REDIS_DIR/redis.log)"
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes \
-        --save '' --appendonly no --dir "$REDIS_DIR" \
-        --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log" >&2
-    for _ in $(seq 1 50); do
-        if ping; then break; fi
-        sleep 0.2
-    done
-    ping || { tail -n 20 "$REDIS_DIR/redis.log" >&2 || true; die "redis-server did not answer PING on port $REDIS_PORT"; }
-fi
+port="$REDIS_PORT"
+while :; do
+    if ping "$port"; then
+        log "already running on 127.0.0.1:$port"
+        break
+    fi
+    if [ "$port" = "$REDIS_PORT" ] && port_in_use "$port"; then
+        log "port $port is held by a process that does not answer PING; waiting up to 10 s for it to be released"
+        # Only the port is probed here: a PING of a listener that never answers waits out its
+        # whole timeout.
+        for _ in $(seq 1 20); do
+            if ! port_in_use "$port"; then break; fi
+            sleep 0.5
+        done
+    fi
+    if ! port_in_use "$port"; then
+        suffix="$(suffix_for "$port")"
+        mkdir -p "$REDIS_DIR"
+        log "starting on 127.0.0.1:$port (log $REDIS_DIR/redis$suffix.log)"
+        redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
+            --save '' --appendonly no --dir "$REDIS_DIR" \
+            --pidfile "$REDIS_DIR/redis$suffix.pid" --logfile "$REDIS_DIR/redis$suffix.log" >&2
+        for _ in $(seq 1 50); do
+            if ping "$port"; then break; fi
+            sleep 0.2
+        done
+        ping "$port" || { tail -n 20 "$REDIS_DIR/redis$suffix.log" >&2 || true; die "redis-server did not answer PING on port $port"; }
+        break
+    fi
+    if [ -n "$PORT_CHOSEN_BY_CALLER" ]; then
+        die "port $port (FRONTDESK_REDIS_PORT) is held by a process that does not answer PING; free it or choose another port"
+    fi
+    [ "$port" -lt $((REDIS_PORT + 50)) ] || die "ports $REDIS_PORT to $port are all held by other processes; set FRONTDESK_REDIS_PORT"
+    log "port $port is held by a process that does not answer PING; trying port $((port + 1))"
+    port=$((port + 1))
+done
 
-echo "$URL"
+echo "redis://127.0.0.1:${port}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Stops the throwaway PostgreSQL server started by scripts/ensure-postgres.sh.
-# Pass --purge to also delete its data directory. Idempotent: does nothing when it is not running.
+# Stops the throwaway PostgreSQL servers started by scripts/ensure-postgres.sh: the cluster in
+# $FRONTDESK_PG_DIR/data and any it made on a fallback port ($FRONTDESK_PG_DIR/data-<port>).
+# Pass --purge to also delete their data directories. Idempotent: does nothing when none runs.
 set -euo pipefail
 
 PG_DIR="${FRONTDESK_PG_DIR:-/tmp/frontdesk-pg}"
@@ -23,12 +24,15 @@ for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
 done
 [ -n "$PG_CTL" ] || PG_CTL="$(command -v pg_ctl || true)"
 
-if [ -f "$DATA/PG_VERSION" ] && [ -n "$PG_CTL" ] && runuser -u "$PG_USER" -- "$PG_CTL" -D "$DATA" status >/dev/null 2>&1; then
-    log "stopping the server in $DATA"
-    runuser -u "$PG_USER" -- "$PG_CTL" -D "$DATA" -m fast -w -t 60 stop >&2
-else
-    log "not running"
-fi
+stopped=0
+for data in "$DATA" "$PG_DIR"/data-*; do
+    if [ -f "$data/PG_VERSION" ] && [ -n "$PG_CTL" ] && runuser -u "$PG_USER" -- "$PG_CTL" -D "$data" status >/dev/null 2>&1; then
+        log "stopping the server in $data"
+        runuser -u "$PG_USER" -- "$PG_CTL" -D "$data" -m fast -w -t 60 stop >&2
+        stopped=$((stopped + 1))
+    fi
+done
+[ "$stopped" -gt 0 ] || log "not running"
 
 if [ "$PURGE" -eq 1 ] && [ -d "$PG_DIR" ]; then
     log "removing $PG_DIR"
