@@ -26,7 +26,6 @@ set -euo pipefail
 
 PG_DIR="${FRONTDESK_PG_DIR:-/tmp/frontdesk-pg}"
 PG_PORT="${FRONTDESK_PG_PORT:-55432}"
-PORT_CHOSEN_BY_CALLER="${FRONTDESK_PG_PORT:+1}"
 PG_DB="${FRONTDESK_PG_DB:-frontdesk_test}"
 PG_USER=postgres
 
@@ -75,6 +74,9 @@ fi
 
 as_pg() { runuser -u "$PG_USER" -- "$@"; }
 
+# shellcheck source=lib/loopback-port.sh
+. "$(dirname "$0")/lib/loopback-port.sh"
+
 PSQL="$BIN/psql"
 [ -x "$PSQL" ] || PSQL="$(command -v psql)" || die "psql not found"
 READY="$BIN/pg_isready"
@@ -86,7 +88,6 @@ export PGCONNECT_TIMEOUT=5
 data_dir_for() {
     if [ "$1" = "$PG_PORT" ]; then echo "$PG_DIR/data"; else echo "$PG_DIR/data-$1"; fi
 }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 accepting() { "$READY" -q -h 127.0.0.1 -p "$1" -U "$PG_USER" >/dev/null 2>&1; }
 serves_cluster() {
     local port="$1" data="$2" reported
@@ -116,44 +117,34 @@ start_cluster() {
         start >&2 || { tail -n 30 "$log_file" >&2 || true; die "pg_ctl start failed"; }
 }
 
-port="$PG_PORT"
-while :; do
+# This cluster's server on PORT: one already accepting, or one pg_ctl sees that does not accept
+# yet (crash recovery takes as long as a start may) or no longer does (a shutdown: not ours once
+# it has exited).
+ours() {
+    local port="$1" data
     data="$(data_dir_for "$port")"
-    if serves_cluster "$port" "$data"; then
-        log "already running on 127.0.0.1:$port (data directory $data)"
-        break
-    fi
-    if pg_ctl_sees_running "$data"; then
-        # Started but not accepting yet (crash recovery), or bound to another port by hand.
-        log "the server of $data is running but not accepting on port $port; waiting up to 300 s"
-        for _ in $(seq 1 600); do
-            if serves_cluster "$port" "$data"; then break; fi
-            sleep 0.5
-        done
-        serves_cluster "$port" "$data" || die "the server of $data does not accept connections on port $port; stop it with scripts/stop-postgres.sh"
-        break
-    fi
-    if [ "$port" = "$PG_PORT" ] && port_in_use "$port"; then
-        # A server being stopped keeps its port until its last backend exits.
-        log "port $port is held by another process; waiting up to 10 s for it to be released"
-        # Only the port is probed here: a PostgreSQL probe of a listener that never answers
-        # costs its whole connect timeout.
-        for _ in $(seq 1 20); do
-            if ! port_in_use "$port"; then break; fi
-            sleep 0.5
-        done
-    fi
-    if ! port_in_use "$port"; then
-        start_cluster "$port" "$data"
-        break
-    fi
-    if [ -n "$PORT_CHOSEN_BY_CALLER" ]; then
-        die "port $port (FRONTDESK_PG_PORT) is held by a process that is not this cluster's server ($data); free it or choose another port"
-    fi
-    [ "$port" -lt $((PG_PORT + 50)) ] || die "ports $PG_PORT to $port are all held by other processes; set FRONTDESK_PG_PORT"
-    log "port $port is held by a process that is not this cluster's server; trying port $((port + 1))"
-    port=$((port + 1))
-done
+    serves_cluster "$port" "$data" && return 0
+    pg_ctl_sees_running "$data" || return 1
+    log "the server of $data is running but not accepting on port $port; waiting up to 300 s"
+    for _ in $(seq 1 600); do
+        if serves_cluster "$port" "$data"; then return 0; fi
+        if ! pg_ctl_sees_running "$data"; then
+            log "the server of $data has stopped"
+            return 1
+        fi
+        sleep 0.5
+    done
+    die "the server of $data does not accept connections on port $port; stop it with scripts/stop-postgres.sh"
+}
+
+port="$(choose_port "$PG_PORT" FRONTDESK_PG_PORT ours "a process that is not this cluster's server")" \
+    || exit 1
+data="$(data_dir_for "$port")"
+if serves_cluster "$port" "$data"; then
+    log "already running on 127.0.0.1:$port (data directory $data)"
+else
+    start_cluster "$port" "$data"
+fi
 
 for _ in $(seq 1 60); do
     if accepting "$port"; then break; fi

@@ -19,7 +19,6 @@
 set -euo pipefail
 
 REDIS_PORT="${FRONTDESK_REDIS_PORT:-56379}"
-PORT_CHOSEN_BY_CALLER="${FRONTDESK_REDIS_PORT:+1}"
 REDIS_DIR="${FRONTDESK_REDIS_DIR:-/tmp/frontdesk-redis}"
 
 log() { echo "ensure-redis: $*" >&2; }
@@ -35,45 +34,27 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 
 ping() { [ "$(timeout 5 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null || true)" = "PONG" ]; }
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# shellcheck source=lib/loopback-port.sh
+. "$(dirname "$0")/lib/loopback-port.sh"
 # The default port keeps the historical file names, so stop-redis.sh finds an older server too.
 suffix_for() { if [ "$1" = "$REDIS_PORT" ]; then echo ""; else echo "-$1"; fi; }
 
-port="$REDIS_PORT"
-while :; do
-    if ping "$port"; then
-        log "already running on 127.0.0.1:$port"
-        break
-    fi
-    if [ "$port" = "$REDIS_PORT" ] && port_in_use "$port"; then
-        log "port $port is held by a process that does not answer PING; waiting up to 10 s for it to be released"
-        # Only the port is probed here: a PING of a listener that never answers waits out its
-        # whole timeout.
-        for _ in $(seq 1 20); do
-            if ! port_in_use "$port"; then break; fi
-            sleep 0.5
-        done
-    fi
-    if ! port_in_use "$port"; then
-        suffix="$(suffix_for "$port")"
-        mkdir -p "$REDIS_DIR"
-        log "starting on 127.0.0.1:$port (log $REDIS_DIR/redis$suffix.log)"
-        redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
-            --save '' --appendonly no --dir "$REDIS_DIR" \
-            --pidfile "$REDIS_DIR/redis$suffix.pid" --logfile "$REDIS_DIR/redis$suffix.log" >&2
-        for _ in $(seq 1 50); do
-            if ping "$port"; then break; fi
-            sleep 0.2
-        done
-        ping "$port" || { tail -n 20 "$REDIS_DIR/redis$suffix.log" >&2 || true; die "redis-server did not answer PING on port $port"; }
-        break
-    fi
-    if [ -n "$PORT_CHOSEN_BY_CALLER" ]; then
-        die "port $port (FRONTDESK_REDIS_PORT) is held by a process that does not answer PING; free it or choose another port"
-    fi
-    [ "$port" -lt $((REDIS_PORT + 50)) ] || die "ports $REDIS_PORT to $port are all held by other processes; set FRONTDESK_REDIS_PORT"
-    log "port $port is held by a process that does not answer PING; trying port $((port + 1))"
-    port=$((port + 1))
-done
+port="$(choose_port "$REDIS_PORT" FRONTDESK_REDIS_PORT ping "a process that does not answer PING")" \
+    || exit 1
+if ping "$port"; then
+    log "already running on 127.0.0.1:$port"
+else
+    suffix="$(suffix_for "$port")"
+    mkdir -p "$REDIS_DIR"
+    log "starting on 127.0.0.1:$port (log $REDIS_DIR/redis$suffix.log)"
+    redis-server --port "$port" --bind 127.0.0.1 --daemonize yes \
+        --save '' --appendonly no --dir "$REDIS_DIR" \
+        --pidfile "$REDIS_DIR/redis$suffix.pid" --logfile "$REDIS_DIR/redis$suffix.log" >&2
+    for _ in $(seq 1 50); do
+        if ping "$port"; then break; fi
+        sleep 0.2
+    done
+    ping "$port" || { tail -n 20 "$REDIS_DIR/redis$suffix.log" >&2 || true; die "redis-server did not answer PING on port $port"; }
+fi
 
 echo "redis://127.0.0.1:${port}"
