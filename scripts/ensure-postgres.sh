@@ -117,21 +117,25 @@ start_cluster() {
         start >&2 || { tail -n 30 "$log_file" >&2 || true; die "pg_ctl start failed"; }
 }
 
-# This cluster's server on PORT: one already accepting, or one pg_ctl sees that does not accept
-# yet (crash recovery takes as long as a start may) or no longer does (a shutdown: not ours once
-# it has exited).
+# The state the postmaster writes on the eighth line of its pid file: starting, ready, stopping.
+postmaster_state() { sed -n 8p "$1/postmaster.pid" 2>/dev/null | tr -d ' '; }
+
+# This cluster's server on PORT: one already accepting, or one pg_ctl sees starting (crash
+# recovery takes as long as a start may). One that is stopping is not: a smart shutdown lasts
+# as long as its last client, so the port is left to choose_port's wait and fallback.
 ours() {
     local port="$1" data
     data="$(data_dir_for "$port")"
     serves_cluster "$port" "$data" && return 0
     pg_ctl_sees_running "$data" || return 1
+    if [ "$(postmaster_state "$data")" = "stopping" ]; then
+        log "the server of $data is shutting down"
+        return 1
+    fi
     log "the server of $data is running but not accepting on port $port; waiting up to 300 s"
     for _ in $(seq 1 600); do
         if serves_cluster "$port" "$data"; then return 0; fi
-        if ! pg_ctl_sees_running "$data"; then
-            log "the server of $data has stopped"
-            return 1
-        fi
+        pg_ctl_sees_running "$data" || return 1
         sleep 0.5
     done
     die "the server of $data does not accept connections on port $port; stop it with scripts/stop-postgres.sh"
