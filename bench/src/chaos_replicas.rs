@@ -19,7 +19,8 @@
 //! when its lease expires (`runs.lease_secs`, default 10; scans every `runs.takeover_scan_secs`,
 //! default 2). The verification is `chaos-kill`'s (exactly once from the server's records, one
 //! outbox submission per conversation, W1's outcome counts), plus: every call that was in flight
-//! on the killed replica was acknowledged by the survivor.
+//! on the killed replica was acknowledged, by the survivor or by the killed replica itself if it
+//! answered before the SIGKILL landed.
 
 use std::{
     collections::{BTreeMap, HashMap},
