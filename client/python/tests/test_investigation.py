@@ -25,6 +25,8 @@ from frontdesk import (
 )
 from frontdesk.v1 import investigation_pb2 as pb
 
+from cancelling import cancel_inside_loop
+
 S = pb.InvestigationStatus
 CHANGED_AT = datetime.datetime(2025, 11, 10, 14, 30, tzinfo=datetime.timezone.utc)
 
@@ -310,11 +312,8 @@ def test_async_investigation(addr: str) -> None:
             # after cancel() the watch raises CANCELLED, not asyncio.CancelledError, and hands
             # out none of the entries that had already arrived
             cancelled = client.watch_investigation(iid)
-            with pytest.raises(FrontdeskError) as stopped:
-                async for _ in cancelled:
-                    await asyncio.sleep(0.1)
-                    cancelled.cancel()
-            assert stopped.value.code == grpc.StatusCode.CANCELLED
+            stopped = await cancel_inside_loop(cancelled)
+            assert stopped.code == grpc.StatusCode.CANCELLED
             assert [e.seq for e in cancelled.entries] == [1]
             listed = [i.investigation_id async for i in client.iter_investigations(page_size=50)]
             with pytest.raises(FrontdeskError) as missing:

@@ -24,6 +24,8 @@ from frontdesk.v1 import (
     workflow_pb2_grpc,
 )
 
+from cancelling import cancel_inside_loop
+
 RUN = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d"
 
 
@@ -299,12 +301,9 @@ def test_async_subscribe_run_raises_cancelled_after_cancel(fake: Fake) -> None:
     async def main() -> None:
         async with AsyncFrontdeskClient(fake.addr) as client:  # type: ignore[attr-defined]
             stream = client.subscribe_run(RUN)
-            with pytest.raises(FrontdeskError) as info:
-                async for _ in stream:
-                    # the fake sends all five at once: let them arrive before cancelling
-                    await asyncio.sleep(0.1)
-                    stream.cancel()
-            assert info.value.code == grpc.StatusCode.CANCELLED
+            # the fake sends all five at once; the helper lets them arrive before it cancels
+            stopped = await cancel_inside_loop(stream)
+            assert stopped.code == grpc.StatusCode.CANCELLED
             assert [e.event_id for e in stream.events] == [1]
             with pytest.raises(FrontdeskError):
                 await stream.__anext__()
