@@ -14,7 +14,8 @@ port_in_use() {
 # choose_port FIRST VARIABLE OURS DESCRIPTION
 # Prints the first port from FIRST upward where our server already runs (the command OURS
 # succeeds given the port) or that nothing holds. FIRST, when held by something else, gets 10 s
-# to be released first: a server being stopped keeps its port until its last client goes. When
+# to be released first (a server being stopped keeps its port until its last client goes),
+# unless our server already runs on a port above it, which is then printed at once. When
 # the environment variable named VARIABLE is set, the caller chose FIRST and only it is tried.
 # DESCRIPTION says what a held port holds, for the log. Fails when no port in FIRST..FIRST+50
 # will do.
@@ -26,6 +27,17 @@ choose_port() {
             return 0
         fi
         if [ "$port" = "$first" ] && port_in_use "$port"; then
+            # A fallback server an earlier call started is used at once, without the wait.
+            if [ -z "${!variable:-}" ]; then
+                local above
+                for above in $(seq $((first + 1)) $((first + 50))); do
+                    if port_in_use "$above" && "$ours" "$above"; then
+                        log "port $first is held by $holder; ours already runs on port $above"
+                        echo "$above"
+                        return 0
+                    fi
+                done
+            fi
             log "port $port is held by $holder; waiting up to 10 s for it to be released"
             # Only the port is probed here: a protocol probe of a listener that never answers
             # waits out its whole timeout.
