@@ -559,13 +559,17 @@ struct BatchFailed(#[source] Arc<sqlx::Error>);
 
 async fn delete_sqlite(db: &Database, thread_id: &str) -> Result<bool, CheckpointError> {
     let mut conn = db.sqlite_writer().await.map_err(db_error(thread_id))?;
-    match sqlx::query(SQLITE_DELETE).bind(thread_id).fetch_all(&mut *conn).await {
+    // Called from requests, which can be cancelled between the batch's BEGIN and its COMMIT.
+    conn.transaction_started();
+    let deleted = match sqlx::query(SQLITE_DELETE).bind(thread_id).fetch_all(&mut *conn).await {
         Ok(rows) => Ok(!rows.is_empty()),
         Err(e) => {
             rollback_quietly(&mut conn).await;
             Err(db_error(thread_id)(e))
         }
-    }
+    };
+    conn.transaction_ended();
+    deleted
 }
 
 async fn delete_postgres(db: &Database, thread_id: &str, synced: bool) -> Result<bool, CheckpointError> {

@@ -130,7 +130,20 @@ enum Reused {
 
 /// The one place SQLite write transactions run.
 #[derive(Debug)]
-enum SqliteWriter {
+struct SqliteWriter {
+    how: WriterConn,
+    /// Set while a write transaction given as raw SQL runs on the connection (see
+    /// [`SqliteWriteGuard::transaction_started`]). sqlx runs such a batch's statements on its
+    /// worker thread and stops after the statement whose result nobody waits for any more, so a
+    /// caller dropped between `BEGIN` and `COMMIT` (a cancelled request) leaves the connection
+    /// inside the transaction, holding the file's write lock. Found set, the next writer rolls
+    /// that transaction back first; otherwise its own writes would run, and be acknowledged,
+    /// inside it and be rolled back with it.
+    unfinished: AtomicBool,
+}
+
+#[derive(Debug)]
+enum WriterConn {
     /// A file database: a connection of its own, outside the pool. Writes skip the pool's
     /// hand-off, and the writer's page cache stays valid between writes because nothing else
     /// in this process writes (a pooled connection's cache is dropped whenever another
@@ -235,29 +248,52 @@ impl Drop for ClearOnDrop<'_> {
 
 /// Exclusive use of the SQLite write connection; dereferences to it. Callers open and end
 /// their own transactions on it and roll back on error (see [`rollback_quietly`]): the next
-/// writer must find the connection outside any transaction.
-pub(crate) enum SqliteWriteGuard<'a> {
+/// writer must find the connection outside any transaction. A transaction given as raw SQL
+/// (`BEGIN IMMEDIATE; ...; COMMIT`, or its statements one by one) is bracketed by
+/// [`transaction_started`](Self::transaction_started) and
+/// [`transaction_ended`](Self::transaction_ended), so that one whose caller went away in the
+/// middle is rolled back before the next writer gets the connection. (sqlx's own
+/// `Transaction` needs neither: dropped, it queues its rollback.)
+pub(crate) struct SqliteWriteGuard<'a> {
+    conn: WriteConn<'a>,
+    unfinished: &'a AtomicBool,
+}
+
+enum WriteConn<'a> {
     Dedicated(MutexGuard<'a, Option<SqliteConnection>>),
     Pooled(#[allow(dead_code)] MutexGuard<'a, ()>, PoolConnection<Sqlite>),
+}
+
+impl SqliteWriteGuard<'_> {
+    /// A raw-SQL transaction is about to begin on the connection.
+    pub(crate) fn transaction_started(&self) {
+        self.unfinished.store(true, Ordering::Release);
+    }
+
+    /// The raw-SQL transaction begun after [`transaction_started`](Self::transaction_started)
+    /// committed or was rolled back.
+    pub(crate) fn transaction_ended(&self) {
+        self.unfinished.store(false, Ordering::Release);
+    }
 }
 
 impl std::ops::Deref for SqliteWriteGuard<'_> {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        match self {
+        match &self.conn {
             // Constructed only while the connection is open (see `Database::sqlite_writer`).
-            SqliteWriteGuard::Dedicated(conn) => conn.as_ref().expect("writer is open"),
-            SqliteWriteGuard::Pooled(_, conn) => conn,
+            WriteConn::Dedicated(conn) => conn.as_ref().expect("writer is open"),
+            WriteConn::Pooled(_, conn) => conn,
         }
     }
 }
 
 impl std::ops::DerefMut for SqliteWriteGuard<'_> {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        match self {
-            SqliteWriteGuard::Dedicated(conn) => conn.as_mut().expect("writer is open"),
-            SqliteWriteGuard::Pooled(_, conn) => conn,
+        match &mut self.conn {
+            WriteConn::Dedicated(conn) => conn.as_mut().expect("writer is open"),
+            WriteConn::Pooled(_, conn) => conn,
         }
     }
 }
@@ -299,13 +335,13 @@ impl Database {
         let (pool, sqlite_writer) = match scheme.as_str() {
             "sqlite" => {
                 let (pool, writer) = connect_sqlite(url, options, acquire_timeout).await?;
-                let writer = match writer {
+                let how = match writer {
                     Some(conn) => {
-                        SqliteWriter::Dedicated { conn: Mutex::new(Some(conn)), wal: WalCheckpoints::default() }
+                        WriterConn::Dedicated { conn: Mutex::new(Some(conn)), wal: WalCheckpoints::default() }
                     }
-                    None => SqliteWriter::Pooled(Mutex::new(())),
+                    None => WriterConn::Pooled(Mutex::new(())),
                 };
-                (DbPool::Sqlite(pool), Some(Arc::new(writer)))
+                (DbPool::Sqlite(pool), Some(Arc::new(SqliteWriter { how, unfinished: AtomicBool::new(false) })))
             }
             "postgres" | "postgresql" => {
                 (DbPool::Postgres(connect_postgres(url, options, acquire_timeout).await?), None)
@@ -380,7 +416,8 @@ impl Database {
     /// Closes every connection (shared by all clones) and waits for them. Later operations
     /// fail with [`StoreError::Query`] / `CheckpointError::Unavailable`.
     pub async fn close(&self) {
-        if let Some(SqliteWriter::Dedicated { conn, .. }) = self.conns.sqlite_writer.as_deref() {
+        if let Some(SqliteWriter { how: WriterConn::Dedicated { conn, .. }, .. }) = self.conns.sqlite_writer.as_deref()
+        {
             if let Some(conn) = conn.lock().await.take() {
                 if let Err(e) = conn.close().await {
                     tracing::warn!(error = %e, "closing the sqlite writer connection");
@@ -465,8 +502,13 @@ impl Connections {
     /// is fair, so this never overtakes a waiting writer), without counting a write. `None` on
     /// PostgreSQL, on `sqlite::memory:`, and once closed.
     pub(crate) fn idle_sqlite_writer(&self) -> Option<SqliteWriteGuard<'_>> {
-        let Some(SqliteWriter::Dedicated { conn, .. }) = self.sqlite_writer.as_deref() else { return None };
-        conn.try_lock().ok().filter(|conn| conn.is_some()).map(SqliteWriteGuard::Dedicated)
+        let Some(SqliteWriter { how: WriterConn::Dedicated { conn, .. }, unfinished }) = self.sqlite_writer.as_deref()
+        else {
+            return None;
+        };
+        // A transaction left open is for the next writer to end; a read must not see into it.
+        let conn = conn.try_lock().ok().filter(|conn| conn.is_some() && !unfinished.load(Ordering::Acquire))?;
+        Some(SqliteWriteGuard { conn: WriteConn::Dedicated(conn), unfinished })
     }
 
     /// The SQLite write connection, once the writes queued before this one are done.
@@ -477,21 +519,36 @@ impl Connections {
         let (DbPool::Sqlite(pool), Some(writer)) = (&self.pool, self.sqlite_writer.as_deref()) else {
             panic!("sqlite_writer called on a {} database", self.kind());
         };
-        match writer {
-            SqliteWriter::Dedicated { conn, wal } => {
+        let SqliteWriter { how, unfinished } = writer;
+        let mut guard = match how {
+            WriterConn::Dedicated { conn, wal } => {
                 let mut conn = conn.lock().await;
                 let Some(writer) = conn.as_mut() else {
                     return Err(sqlx::Error::PoolClosed);
                 };
+                end_unfinished(writer, unfinished).await;
                 wal.restart_if_asked(writer).await;
                 wal.count_write(pool);
-                Ok(SqliteWriteGuard::Dedicated(conn))
+                return Ok(SqliteWriteGuard { conn: WriteConn::Dedicated(conn), unfinished });
             }
-            SqliteWriter::Pooled(lock) => {
+            WriterConn::Pooled(lock) => {
                 let turn = lock.lock().await;
-                Ok(SqliteWriteGuard::Pooled(turn, pool.acquire().await?))
+                SqliteWriteGuard { conn: WriteConn::Pooled(turn, pool.acquire().await?), unfinished }
             }
-        }
+        };
+        end_unfinished(&mut guard, unfinished).await;
+        Ok(guard)
+    }
+}
+
+/// Rolls back the raw-SQL transaction a cancelled writer left open, if any (see
+/// [`SqliteWriter::unfinished`]). The flag is cleared only after the rollback, so a writer
+/// cancelled in the middle of this leaves it for the next one.
+async fn end_unfinished(conn: &mut SqliteConnection, unfinished: &AtomicBool) {
+    if unfinished.load(Ordering::Acquire) {
+        tracing::warn!("rolling back a sqlite write transaction whose caller went away before it ended");
+        rollback_quietly(conn).await;
+        unfinished.store(false, Ordering::Release);
     }
 }
 

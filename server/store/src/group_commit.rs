@@ -172,7 +172,14 @@ async fn serve(conns: Connections, queue: Arc<AsyncMutex<mpsc::UnboundedReceiver
                 drop(waiting);
                 match writer {
                     Ok(_) if jobs.is_empty() => Vec::new(),
-                    Ok(mut conn) => put_sqlite_batch(&mut conn, &writes(&jobs)).await,
+                    Ok(mut conn) => {
+                        // This task is dropped only with its runtime, but a batch cut off there
+                        // must not leave the writer in its transaction either.
+                        conn.transaction_started();
+                        let results = put_sqlite_batch(&mut conn, &writes(&jobs)).await;
+                        conn.transaction_ended();
+                        results
+                    }
                     Err(e) => failed_batch(jobs.len(), e),
                 }
             }

@@ -283,11 +283,13 @@ impl Database {
                 let messages = serde_json::to_string(&rows)
                     .map_err(|source| StoreError::Encode { what: "ticket messages", source })?;
                 let mut conn = self.sqlite_writer().await.map_err(failed)?;
-                if let Err(e) = ticket_query!(SQLITE_SAVE).bind(messages).execute(&mut *conn).await {
+                conn.transaction_started();
+                let saved = ticket_query!(SQLITE_SAVE).bind(messages).execute(&mut *conn).await;
+                if saved.is_err() {
                     rollback_quietly(&mut conn).await;
-                    return Err(StoreError::query("save completed ticket")(e));
                 }
-                Ok(())
+                conn.transaction_ended();
+                saved.map(drop).map_err(StoreError::query("save completed ticket"))
             }
             DbPool::Postgres(_) => leased!(self.postgres_lease(), conn => async {
                 let mut tx = conn.begin().await?;

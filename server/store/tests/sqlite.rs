@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use frontdesk_runtime::{conformance, conformance::sample, Checkpointer, RunStatus};
 use frontdesk_store::{Database, DbKind, StoreError, StoreOptions};
@@ -78,6 +78,45 @@ async fn failed_write_rolls_back_and_the_writer_recovers() {
     // A transaction left open would make this BEGIN IMMEDIATE fail.
     store.put(&sample("t", 2, RunStatus::Completed)).await.unwrap();
     assert_eq!(store.latest("t").await.unwrap().unwrap().version, 2);
+    db.close().await;
+}
+
+/// A write transaction whose caller goes away between its BEGIN and its COMMIT (a cancelled
+/// `DeleteConversation`) must not leave the write connection inside it: the writes that follow
+/// would be acknowledged, stay invisible to every other connection, and be rolled back with it.
+/// Here the delete's `BEGIN IMMEDIATE` waits on another connection's lock while its caller
+/// gives up; once the lock is free, sqlx's worker runs the BEGIN and, with nobody to answer,
+/// none of the batch's other statements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_transaction_cut_off_by_its_caller_is_rolled_back_before_the_next_write() {
+    use frontdesk_store::sqlx::{Connection, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    let store = db.checkpointer();
+    store.put(&sample("kept", 1, RunStatus::Completed)).await.unwrap();
+    let url = format!("sqlite://{}", dir.path().join("frontdesk.db").display());
+    let mut other = SqliteConnection::connect(&url).await.unwrap();
+    frontdesk_store::sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+
+    let cut_off = tokio::time::timeout(Duration::from_millis(300), store.delete_thread("kept")).await;
+    assert!(cut_off.is_err(), "the delete waits for the other connection's lock");
+    frontdesk_store::sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    // SQLite's busy handler retries every 100 ms or less by now; give the abandoned BEGIN time
+    // to take the lock.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    db.record_triage_request("C001", "key-1", Some("fp"), "{}").await.unwrap();
+    store.put(&sample("next", 1, RunStatus::Completed)).await.unwrap();
+    let seen: i64 = frontdesk_store::sqlx::query_scalar("SELECT count(*) FROM triage_requests WHERE key = 'key-1'")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(seen, 1, "an acknowledged write is committed, visible to another connection");
+    let threads: Vec<String> = frontdesk_store::sqlx::query_scalar("SELECT thread_id FROM threads ORDER BY thread_id")
+        .fetch_all(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(threads, ["kept", "next"], "the cut-off delete was rolled back, the put after it committed");
     db.close().await;
 }
 
