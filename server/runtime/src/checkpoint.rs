@@ -10,6 +10,8 @@ use std::{
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::node::Resume;
+
 /// Where a run stands in the checkpoint that it last wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -107,11 +109,17 @@ pub struct Pending {
     pub answered: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskWrite>,
+    /// The answer a resumed run gives the node that raised the interrupt, from the run's
+    /// accepting checkpoint until the first checkpoint after that node ran: a run recovered
+    /// in between runs the node again with the same answer (the interrupt is already among
+    /// `answered`, so nothing else could give it one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
 }
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
-        self.interrupts.is_empty() && self.answered.is_empty() && self.tasks.is_empty()
+        self.interrupts.is_empty() && self.answered.is_empty() && self.tasks.is_empty() && self.resume.is_none()
     }
 
     /// The JSON a store keeps; `None` when there is nothing pending (a NULL column).

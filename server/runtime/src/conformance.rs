@@ -14,6 +14,7 @@ use crate::checkpoint::{
     Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite, ThreadQuery,
     UnfinishedRun,
 };
+use crate::node::Resume;
 
 /// Runs every check against `store`.
 pub async fn run_all(store: Arc<dyn Checkpointer>) {
@@ -53,6 +54,7 @@ pub fn sample_pending() -> Pending {
         ],
         answered: vec!["clarify-0".into()],
         tasks: vec![TaskWrite { node: "research".into(), task: 2, update: r#"{"notes":["ß"]}"#.into() }],
+        resume: Some(Resume { interrupt_id: "clarify-0".into(), value: serde_json::json!({"reason": "ß"}) }),
     }
 }
 

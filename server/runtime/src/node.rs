@@ -186,7 +186,7 @@ pub struct NodeContext {
 }
 
 /// The answer to an interrupt, given to the node that raised it when the run resumes there.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Resume {
     pub interrupt_id: String,
     pub value: serde_json::Value,

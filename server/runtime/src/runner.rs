@@ -1225,6 +1225,7 @@ impl<S: State> Runner<S> {
                 admit(&state, &cp).map_err(StartError::Refused)?;
                 let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
                 let resume = Resume { interrupt_id, value };
+                pending.resume = Some(resume.clone());
                 (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
             }
         };
@@ -1528,13 +1529,14 @@ impl<S: State> Runner<S> {
             rollback: Rollback {
                 state: Some(cp.state.clone()),
                 next: None,
-                pending: Pending { tasks: Vec::new(), ..cp.pending.clone() },
+                pending: Pending { tasks: Vec::new(), resume: None, ..cp.pending.clone() },
             },
             state,
             version: cp.version,
             next: cp.next.clone(),
             pending: cp.pending.clone(),
-            resume: None,
+            // Set when the run was a resume whose first node had not run by its last commit.
+            resume: cp.pending.resume.clone(),
             step: cp.run.step,
             step_limit: self.graph.max_steps.max(cp.run.step.saturating_add(1)),
             failed_over: false,
@@ -1705,6 +1707,8 @@ impl<S: State> Execution<S> {
         match &entry.kind {
             NodeKind::Single(single) => {
                 let resume = self.resume.take();
+                // The answer is spent once this node's update is committed.
+                self.pending.resume = None;
                 let output = match attempts.run(&self.state, Work::Node(&**single), resume).await? {
                     WorkOutput::Node(output) => output,
                     WorkOutput::Task(_) => unreachable!("a node attempt returns a node output"),

@@ -12,9 +12,9 @@ use std::{
 
 use async_trait::async_trait;
 use frontdesk_runtime::{
-    Checkpointer, Event, EventKind, FailureKind, GraphBuilder, InterruptRequest, MemoryCheckpointer, Node, NodeContext,
-    NodeError, NodeErrorKind, NodeOptions, NodeOutput, RetryPolicy, RunError, RunInput, RunRequest, RunStatus, Runner,
-    RunnerConfig, Target, TaskNode, ThreadMode,
+    Checkpointer, Durability, Event, EventKind, FailureKind, GraphBuilder, InterruptRequest, MemoryCheckpointer, Node,
+    NodeContext, NodeError, NodeErrorKind, NodeOptions, NodeOutput, RetryPolicy, RunError, RunInput, RunRequest,
+    RunStatus, Runner, RunnerConfig, Target, TaskNode, ThreadMode,
 };
 use serde::{Deserialize, Serialize};
 
@@ -221,6 +221,68 @@ async fn an_interrupt_id_is_used_once_per_thread() {
     let runner = Runner::new(graph, store, RunnerConfig::default());
     let error = run(&runner, create("t")).await.0.err().unwrap();
     assert!(matches!(error, RunError::DuplicateInterrupt { .. }), "{error:?}");
+}
+
+/// Asks once; resumed, its first run with the answer never returns (the process "dies" in
+/// it), later ones record the answer.
+struct AskThenHang {
+    resumed: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Node<Case> for AskThenHang {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        let Some(answer) = ctx.resume() else {
+            return Ok(NodeOutput::interrupts(
+                log("asked"),
+                vec![InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?],
+            ));
+        };
+        if self.resumed.fetch_add(1, Ordering::SeqCst) == 0 {
+            std::future::pending::<()>().await;
+        }
+        Ok(NodeOutput::update(CaseUpdate {
+            answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
+            ..Default::default()
+        }))
+    }
+}
+
+/// A resume whose node was cut off by a crash is recovered with its answer: the interrupt is
+/// already answered in the accepting checkpoint, so the answer must be there too.
+#[tokio::test]
+async fn a_resume_cut_off_by_a_crash_is_recovered_with_its_answer() {
+    for durability in [Durability::EveryNode, Durability::ByEffect] {
+        let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        let resumed = Arc::new(AtomicU32::new(0));
+        let graph = || {
+            GraphBuilder::new("ask")
+                .node("ask", AskThenHang { resumed: resumed.clone() })
+                .node("decide", Step("decide"))
+                .entry("ask")
+                .edge("ask", Target::node("decide"))
+                .edge("decide", Target::End)
+                .durability(durability)
+                .build()
+                .unwrap()
+        };
+        let crashed = Runner::new(graph(), store.clone(), RunnerConfig::default());
+        assert_eq!(run(&crashed, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
+        let handle = crashed.start(resume("t", "clarify-1", "because")).await.unwrap();
+        let (_events, _outcome, _cancel) = handle.into_parts();
+        let accepted = store.latest("t").await.unwrap().unwrap();
+        assert_eq!(accepted.run.status, RunStatus::Running, "{durability:?}");
+        assert_eq!(accepted.pending.answered, ["clarify-1"]);
+        assert_eq!(accepted.pending.resume.as_ref().map(|r| r.interrupt_id.as_str()), Some("clarify-1"));
+
+        let restarted = Runner::new(graph(), store.clone(), RunnerConfig::default());
+        assert_eq!(restarted.recover().await.unwrap(), 1);
+        let (state, cp) = restarted.state("t").await.unwrap().unwrap();
+        assert_eq!(cp.run.status, RunStatus::Completed, "{durability:?}");
+        assert_eq!(state.answers, ["clarify-1=because"]);
+        assert_eq!(state.log, ["asked", "decide"]);
+        assert!(cp.pending.resume.is_none(), "the answer is spent once its node's update is committed");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
