@@ -4,10 +4,12 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    panic::AssertUnwindSafe,
     sync::{Arc, Mutex},
     time::{Duration, Instant as StdInstant, SystemTime},
 };
 
+use futures::FutureExt;
 use tokio::{
     sync::{oneshot, watch, Notify, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore},
     task::JoinSet,
@@ -839,10 +841,19 @@ impl Attempts {
                 attempt,
             };
             let call = async {
-                match &work {
-                    Work::Node(node) => node.run(state, &ctx).await.map(WorkOutput::Node),
-                    Work::Task(fan_out, input) => fan_out.run_task(state, input, &ctx).await.map(WorkOutput::Task),
-                }
+                let attempt = AssertUnwindSafe(async {
+                    match &work {
+                        Work::Node(node) => node.run(state, &ctx).await.map(WorkOutput::Node),
+                        Work::Task(fan_out, input) => fan_out.run_task(state, input, &ctx).await.map(WorkOutput::Task),
+                    }
+                });
+                // A node is workflow code: its panic fails the node like any other error, so the
+                // run rolls back and ends instead of taking its task, thread and slot with it.
+                attempt.catch_unwind().await.unwrap_or_else(|panic| {
+                    let message = format!("node panicked: {}", panic_message(&*panic));
+                    tracing::error!(node = %self.node, %message, "node panicked");
+                    Err(NodeError::new(NodeErrorKind::Internal, message))
+                })
             };
             let result = tokio::select! {
                 biased;
@@ -894,6 +905,25 @@ impl Attempts {
             attempt += 1;
         }
     }
+}
+
+/// The message a panic was raised with, when it is a string (as `panic!` and `expect` make it).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("")
+}
+
+/// A run's whole drive, for a panic that no node caught (a router, an output function, the
+/// engine itself): it ends the run as [`RunError::Lost`], as a crash of the process would,
+/// but the run's registration, thread lock and slot are released and its log closed, so the
+/// thread is not left busy until a restart. Its newest checkpoint stays `Running`, for
+/// takeover.
+async fn caught<S: State>(
+    drive: impl std::future::Future<Output = Result<RunOutcome<S>, RunError>>,
+) -> Result<RunOutcome<S>, RunError> {
+    AssertUnwindSafe(drive).catch_unwind().await.unwrap_or_else(|panic| {
+        tracing::error!(message = panic_message(&*panic), "run panicked outside its nodes");
+        Err(RunError::Lost)
+    })
 }
 
 /// Whether a retry's fingerprint contradicts the recorded one. Only two known fingerprints can
@@ -1502,7 +1532,7 @@ impl<S: State> Runner<S> {
         let exec = self.resume_execution(cp, tx)?;
         let tracked = self.track(&exec);
         exec.announce(true).await;
-        let outcome = exec.drive().await;
+        let outcome = caught(exec.drive()).await;
         tracked.finish(&outcome);
         outcome
     }
@@ -1559,7 +1589,7 @@ impl<S: State> Runner<S> {
     ) {
         // Boxed so that spawning moves a pointer: the run's future holds the state and every
         // node's future, and tokio would otherwise copy all of it several times on the way in.
-        let drive = Box::pin(exec.drive());
+        let drive = Box::pin(caught(exec.drive()));
         tokio::spawn(async move {
             let outcome = drive.await;
             // Release the thread before reporting, so a caller that reacts to the outcome by
@@ -1702,7 +1732,14 @@ impl<S: State> Execution<S> {
     /// Runs one node step: a node (with its retries) or every task of a fan-out node.
     async fn run_node(&mut self, node: &Arc<str>) -> Result<StepOutput<S::Update>, Failed> {
         let graph = self.graph.clone();
-        let entry = &graph.nodes[&**node];
+        // `node` may come from a checkpoint or an interrupt written by another version of the
+        // workflow, one that had this node.
+        let Some(entry) = graph.nodes.get(&**node) else {
+            let message = format!("workflow {} has no node {node:?}, where the thread was to go on", graph.name());
+            let error =
+                RunError::Node { node: node.to_string(), source: NodeError::new(NodeErrorKind::Internal, message) };
+            return Err(Failed { error, attempts: 0 });
+        };
         let attempts = self.attempts(node, entry);
         match &entry.kind {
             NodeKind::Single(single) => {
@@ -1868,11 +1905,19 @@ impl<S: State> Execution<S> {
             self.step += 1;
             let raised = self.raise(&node, interrupts)?;
             if raised.is_empty() {
-                self.next = match self.graph.next(&node, &self.state) {
-                    Ok(Target::Node(next)) => Some(next),
-                    Ok(Target::End) => None,
-                    Err(undeclared) => {
+                // A router is workflow code too: its panic fails the run, which rolls back.
+                let routed = std::panic::catch_unwind(AssertUnwindSafe(|| self.graph.next(&node, &self.state)));
+                self.next = match routed {
+                    Ok(Ok(Target::Node(next))) => Some(next),
+                    Ok(Ok(Target::End)) => None,
+                    Ok(Err(undeclared)) => {
                         return Err(RunError::UndeclaredTarget { node: node.to_string(), target: undeclared.target })
+                    }
+                    Err(panic) => {
+                        let message = format!("the router after node {node} panicked: {}", panic_message(&*panic));
+                        tracing::error!(%node, %message, "router panicked");
+                        let source = NodeError::new(NodeErrorKind::Internal, message);
+                        return Err(RunError::Node { node: node.to_string(), source });
                     }
                 };
             }

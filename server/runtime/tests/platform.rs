@@ -223,6 +223,104 @@ async fn an_interrupt_id_is_used_once_per_thread() {
     assert!(matches!(error, RunError::DuplicateInterrupt { .. }), "{error:?}");
 }
 
+struct Panics;
+
+#[async_trait]
+impl Node<Case> for Panics {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        panic!("boom in the node")
+    }
+}
+
+/// A panic in workflow code fails the run like an error would (rolled back, streamed, the
+/// thread free for the next run) instead of taking the run's task and the thread with it.
+#[tokio::test]
+async fn a_panicking_node_or_router_fails_its_run_and_leaves_the_thread_free() {
+    let in_node = GraphBuilder::new("p")
+        .node("first", Step("first"))
+        .node("boom", Panics)
+        .entry("first")
+        .edge("first", Target::node("boom"))
+        .edge("boom", Target::End)
+        .build()
+        .unwrap();
+    let in_router = GraphBuilder::new("p")
+        .node("first", Step("first"))
+        .node("second", Step("second"))
+        .entry("first")
+        .conditional_edge("first", [Target::node("second")], |_: &Case| -> Target { panic!("boom in the router") })
+        .edge("second", Target::End)
+        .build()
+        .unwrap();
+    for (graph, node, message) in [(in_node, "boom", "boom in the node"), (in_router, "first", "boom in the router")] {
+        let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+        let (result, events) = run(&runner, create("t")).await;
+        match result {
+            Err(RunError::Node { node: failed, source }) => {
+                assert_eq!(failed, node);
+                assert_eq!(source.kind, NodeErrorKind::Internal);
+                assert!(source.message.contains(message), "{}", source.message);
+            }
+            other => panic!("expected the node's failure, got {other:?}"),
+        }
+        assert!(matches!(events.last().map(|e| &e.kind), Some(EventKind::RunFailed { .. })), "{events:?}");
+        assert_eq!(store.latest("t").await.unwrap().unwrap().run.status, RunStatus::Failed, "rolled back");
+        assert_eq!(runner.registry().active_runs(), 0);
+        let mut next = RunRequest::new("t", RunInput::Update(log("again")));
+        next.mode = ThreadMode::Existing;
+        let error = run(&runner, next).await.0.unwrap_err();
+        assert!(matches!(error, RunError::Node { .. }), "the thread takes the next run: {error:?}");
+    }
+}
+
+/// A panic the nodes and routers do not cover (here the graph's output function) ends the run
+/// as lost, as a crash would, but still releases it: nothing waits on it forever.
+#[tokio::test]
+async fn a_panic_outside_the_nodes_releases_the_run() {
+    let graph = GraphBuilder::new("p")
+        .node("first", Step("first"))
+        .entry("first")
+        .edge("first", Target::End)
+        .output(|_: &Case| -> serde_json::Value { panic!("boom in the output") })
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    let (result, events) = run(&runner, create("t")).await;
+    assert!(matches!(result, Err(RunError::Lost)), "{result:?}");
+    assert!(!events.is_empty(), "the stream ends");
+    assert_eq!(runner.registry().active_runs(), 0);
+    tokio::time::timeout(Duration::from_secs(5), runner.registry().wait_idle()).await.expect("the runner is idle");
+}
+
+/// A thread paused at a node that a later version of its workflow no longer has: resuming it
+/// fails the run with a clear error, and the interrupt can be answered again.
+#[tokio::test]
+async fn a_resume_at_a_node_the_graph_no_longer_has_fails_cleanly() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let before = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    assert_eq!(run(&before, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
+    let renamed = GraphBuilder::new("gather")
+        .node("gather_v2", Gather)
+        .node("decide", Step("decide"))
+        .entry("gather_v2")
+        .edge("gather_v2", Target::node("decide"))
+        .edge("decide", Target::End)
+        .build()
+        .unwrap();
+    let after = Runner::new(renamed, store.clone(), RunnerConfig::default());
+    match run(&after, resume("t", "clarify-1", "yes")).await.0 {
+        Err(RunError::Node { node, source }) => {
+            assert_eq!(node, "gather");
+            assert!(source.message.contains("has no node \"gather\""), "{}", source.message);
+        }
+        other => panic!("expected the node's failure, got {other:?}"),
+    }
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(latest.run.status, RunStatus::Failed);
+    assert!(latest.pending.interrupt("clarify-1").is_some(), "the interrupt can be answered again");
+}
+
 /// Asks once; resumed, its first run with the answer never returns (the process "dies" in
 /// it), later ones record the answer.
 struct AskThenHang {
