@@ -95,6 +95,24 @@ async fn empty_and_oversized_text_are_invalid_arguments_with_field_violations() 
     assert!(s.model.requests().is_empty(), "no model call for a bad request");
 }
 
+/// PostgreSQL refuses a NUL in text, so it is refused here on every store, up front.
+#[tokio::test]
+async fn nul_characters_and_bad_idempotency_keys_are_invalid_arguments() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    let keyed = |key: &str| SendOptions { idempotency_key: Some(key.to_owned()), ..SendOptions::default() };
+    for (text, options, field) in [
+        ("hello\0there", SendOptions::default(), "text"),
+        ("hello", keyed("turn\0-1"), "idempotency_key"),
+        ("hello", keyed(&"k".repeat(129)), "idempotency_key"),
+    ] {
+        let error = s.client.send_message(&id, text, options).await.err().expect("rejected before streaming");
+        let api = error.api().unwrap();
+        assert_eq!((api.code, api.field_violations[0].0.as_str()), (Code::InvalidArgument, field), "{text:?}");
+    }
+    assert!(s.model.requests().is_empty(), "no model call for a bad request");
+}
+
 /// tonic refuses an oversized request before any handler; it is reported like every limit.
 #[tokio::test]
 async fn a_request_over_the_size_limit_is_resource_exhausted_with_details() {

@@ -409,6 +409,9 @@ async fn requests_are_validated_replayed_read_and_listed() {
         question(""),
         pb::AskRequest { retry_limit: 21, ..question("q") },
         pb::AskRequest { corpus: "elsewhere".into(), ..question("q") },
+        pb::AskRequest { idempotency_key: "k".repeat(129), ..question("q") },
+        pb::AskRequest { idempotency_key: "k\0".into(), ..question("q") },
+        question("what\0now"),
     ] {
         assert_eq!(s.ask(bad).await.unwrap_err().code(), Code::InvalidArgument);
     }

@@ -213,7 +213,8 @@ pub fn validate_id(id: &str) -> Result<(), WorkflowError> {
 }
 
 /// A turn's text and idempotency key as [`ConversationWorkflow::send`] checks them: the text,
-/// trimmed, must be 1 to `max_text_chars` characters, and a key 1 to 128 bytes. Returns the
+/// trimmed, must be 1 to `max_text_chars` characters without NUL, and a key as
+/// [`validate_key`](crate::idempotency::validate_key) says. Returns the
 /// trimmed text.
 pub fn validate_turn<'t>(
     text: &'t str,
@@ -231,14 +232,8 @@ pub fn validate_turn<'t>(
             reason: format!("is {chars} characters; the limit is {max_text_chars}"),
         });
     }
-    if let Some(key) = idempotency_key {
-        if key.is_empty() || key.len() > ID_MAX {
-            return Err(WorkflowError::InvalidArgument {
-                field: "idempotency_key",
-                reason: format!("must be 1 to {ID_MAX} bytes"),
-            });
-        }
-    }
+    crate::idempotency::reject_nul("text", text)?;
+    crate::idempotency::validate_key(idempotency_key)?;
     Ok(text)
 }
 

@@ -5,6 +5,35 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::WorkflowError;
+
+/// The longest idempotency key accepted, in bytes.
+pub const KEY_MAX: usize = 128;
+
+/// An idempotency key as every workflow accepts it: 1 to [`KEY_MAX`] bytes without control
+/// characters. (PostgreSQL refuses a NUL in a text value, so such a key would fail there as a
+/// store error, and retrying would never help.)
+pub fn validate_key(key: Option<&str>) -> Result<(), WorkflowError> {
+    match key {
+        Some(key) if key.is_empty() || key.len() > KEY_MAX || key.chars().any(char::is_control) => {
+            Err(WorkflowError::InvalidArgument {
+                field: "idempotency_key",
+                reason: format!("must be 1 to {KEY_MAX} bytes without control characters"),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a NUL character in a free-text field: no text needs one, and PostgreSQL refuses to
+/// store it.
+pub fn reject_nul(field: &'static str, text: &str) -> Result<(), WorkflowError> {
+    if text.contains('\0') {
+        return Err(WorkflowError::InvalidArgument { field, reason: "must not contain NUL characters".into() });
+    }
+    Ok(())
+}
+
 /// `sha256:` and the lowercase hex SHA-256 of a canonical encoding of `fields`: for each, the
 /// name and the value, each preceded by its length in bytes (8 bytes, little-endian). Lengths
 /// make the encoding unambiguous (no separator a value could contain), names make it
@@ -34,6 +63,19 @@ pub fn fingerprint(fields: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_short_and_printable() {
+        assert!(validate_key(None).is_ok());
+        assert!(validate_key(Some("turn-7")).is_ok());
+        assert!(validate_key(Some(&"k".repeat(KEY_MAX))).is_ok());
+        for bad in [String::new(), "k".repeat(KEY_MAX + 1), "a\0b".into(), "line\nbreak".into()] {
+            let error = validate_key(Some(&bad)).unwrap_err();
+            assert!(matches!(error, WorkflowError::InvalidArgument { field: "idempotency_key", .. }), "{bad:?}");
+        }
+        assert!(reject_nul("text", "tabs\tand\nlines").is_ok());
+        assert!(matches!(reject_nul("text", "a\0b"), Err(WorkflowError::InvalidArgument { field: "text", .. })));
+    }
 
     #[test]
     fn equal_requests_agree_and_different_ones_do_not() {

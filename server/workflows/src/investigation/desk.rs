@@ -178,6 +178,7 @@ impl InvestigationDesk {
     /// Starts the investigation of a mutation in `tenant`. Mutations are shared by every tenant
     /// (an inline one is recorded with the HR data); the investigation is the tenant's own.
     pub async fn start(&self, tenant: &Tenant, request: StartRequest) -> Result<InvestigationHandle, WorkflowError> {
+        crate::idempotency::validate_key(request.idempotency_key.as_deref())?;
         let mutation = match request.mutation {
             MutationRef::Id(id) => {
                 if id.is_empty() {
@@ -237,6 +238,8 @@ impl InvestigationDesk {
         if text.chars().count() > MAX_REPLY_CHARS {
             return Err(WorkflowError::LimitExceeded { limit: "reply text characters", max: MAX_REPLY_CHARS as u64 });
         }
+        crate::idempotency::reject_nul("text", &text)?;
+        crate::idempotency::validate_key(idempotency_key.as_deref())?;
         match role {
             ResponderRole::Changer if text.trim().is_empty() => {
                 return Err(invalid("text", "the changer's clarification is required"))

@@ -235,10 +235,14 @@ pub fn validate_customer_id(id: &str) -> Result<(), WorkflowError> {
 }
 
 /// A ticket id as every triage call checks it: 1 to 64 bytes without ':' (the separator of a
-/// ticket's thread id) or '/' (the tenant's, see `tenant`).
+/// ticket's thread id), '/' (the tenant's, see `tenant`) or control characters.
 pub fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
-    if ticket_id.is_empty() || ticket_id.len() > 64 || ticket_id.contains([':', '/']) {
-        return Err(invalid("ticket_id", "must be 1 to 64 characters without ':' or '/'"));
+    if ticket_id.is_empty()
+        || ticket_id.len() > 64
+        || ticket_id.contains([':', '/'])
+        || ticket_id.chars().any(char::is_control)
+    {
+        return Err(invalid("ticket_id", "must be 1 to 64 characters without ':', '/' or control characters"));
     }
     Ok(())
 }
@@ -264,12 +268,11 @@ pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Resul
             return Err(invalid("language", "must be an ISO 639-1 code such as en or es"));
         }
     }
-    if let Some(key) = &request.idempotency_key {
-        if key.is_empty() || key.len() > 128 {
-            return Err(invalid("idempotency_key", "must be 1 to 128 bytes"));
-        }
+    crate::idempotency::reject_nul("message", message)?;
+    if let Some(subject) = &request.subject {
+        crate::idempotency::reject_nul("subject", subject)?;
     }
-    Ok(())
+    crate::idempotency::validate_key(request.idempotency_key.as_deref())
 }
 
 /// A ticket's thread id: `<customer key>:<ticket id>`.
