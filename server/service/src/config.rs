@@ -707,15 +707,8 @@ fn redact(key: Option<&str>, value: &mut serde_json::Value) {
     }
 }
 
-/// `scheme://user:password@rest` with the password replaced; `None` when there is none.
-pub(crate) fn redact_url_password(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let (userinfo, host) = authority.rsplit_once('@')?;
-    let (user, _password) = userinfo.split_once(':')?;
-    Some(format!("{scheme}://{user}:{REDACTED}@{host}{tail}"))
-}
+/// The one redaction of database URLs, shared with the store's own errors.
+pub(crate) use frontdesk_store::redact_url_password;
 
 /// A key as TOML writes it: bare when it can be, quoted otherwise.
 fn toml_key(key: &str) -> String {
@@ -1099,18 +1092,6 @@ mod tests {
             assert!(debug.contains("db.example") && debug.contains("contoso"), "{debug}");
             Ok(())
         });
-    }
-
-    #[test]
-    fn url_passwords_are_redacted() {
-        assert_eq!(
-            redact_url_password("postgres://u:p@h:5432/db").as_deref(),
-            Some("postgres://u:<redacted>@h:5432/db")
-        );
-        assert_eq!(redact_url_password("redis://:p@h").as_deref(), Some("redis://:<redacted>@h"));
-        assert_eq!(redact_url_password("postgres://u@h/db"), None);
-        assert_eq!(redact_url_password("sqlite://data/frontdesk.db"), None);
-        assert_eq!(redact_url_password("https://h/p?q=a:b@c"), None);
     }
 }
 

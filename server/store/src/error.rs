@@ -99,29 +99,80 @@ fn at_line(line: Option<u64>) -> String {
     line.map(|n| format!(", line {n}")).unwrap_or_default()
 }
 
-/// `url` with any password replaced by `***`.
+/// `url` with any password replaced by `<redacted>` (see [`redact_url_password`]).
 pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
-    let rest = &url[scheme_end + 3..];
+    redact_url_password(url).unwrap_or_else(|| url.to_owned())
+}
+
+/// `url` with its password replaced by `<redacted>`, wherever a database URL may carry one:
+/// after the user (`postgres://user:PASSWORD@host/db`, `redis://:PASSWORD@host`) or as a
+/// query parameter (`postgres://user@host/db?password=PASSWORD`, which PostgreSQL's drivers
+/// accept too). `None` when it carries none.
+pub fn redact_url_password(url: &str) -> Option<String> {
+    const REDACTED: &str = "<redacted>";
+    let (scheme, rest) = url.split_once("://")?;
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else { return url.to_owned() };
-    let userinfo = &authority[..at];
-    let Some(colon) = userinfo.find(':') else { return url.to_owned() };
-    format!("{}://{}:***{}", &url[..scheme_end], &userinfo[..colon], &rest[at..])
+    let (authority, tail) = rest.split_at(authority_end);
+    let mut redacted = false;
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => {
+                redacted = true;
+                format!("{user}:{REDACTED}@{host}")
+            }
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let (before_query, query_and_fragment) = tail.split_once('?').unwrap_or((tail, ""));
+    let (query, fragment) = match query_and_fragment.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query_and_fragment, None),
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if name.eq_ignore_ascii_case("password") && !value.is_empty() => {
+                redacted = true;
+                format!("{name}={REDACTED}")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    if !redacted {
+        return None;
+    }
+    let mut out = format!("{scheme}://{authority}{before_query}");
+    if tail.contains('?') {
+        out.push('?');
+        out.push_str(&query.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{redact, redact_url_password};
 
     #[test]
     fn redacts_passwords() {
-        assert_eq!(redact("postgres://u:secret@h:5432/db?x=1"), "postgres://u:***@h:5432/db?x=1");
+        assert_eq!(redact("postgres://u:secret@h:5432/db?x=1"), "postgres://u:<redacted>@h:5432/db?x=1");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(redact("postgres://h/db"), "postgres://h/db");
         assert_eq!(redact("sqlite://a/b.db"), "sqlite://a/b.db");
         assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
-        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:<redacted>@h:6379/0");
+        assert_eq!(
+            redact("postgres://u@h/db?sslmode=require&password=secret#x"),
+            "postgres://u@h/db?sslmode=require&password=<redacted>#x"
+        );
+        assert_eq!(redact("postgres://u:a@h/db?PASSWORD=b"), "postgres://u:<redacted>@h/db?PASSWORD=<redacted>");
+        assert_eq!(redact_url_password("postgres://u@h/db?password="), None);
+        assert_eq!(redact_url_password("postgres://u@h/db?sslmode=require"), None);
+        assert_eq!(redact_url_password("https://h/p?q=a:b@c"), None);
     }
 }

@@ -34,7 +34,7 @@ pub mod tickets;
 pub use api_keys::{ApiKeyRecord, ApiKeyRow};
 pub use checkpointer::SqlCheckpointer;
 pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
-pub use error::StoreError;
+pub use error::{redact_url_password, StoreError};
 pub use group_commit::WriteBatchStats;
 pub use intake::{NewSubmission, Submission};
 pub use investigation::{
