@@ -667,6 +667,31 @@ async fn list_llm_calls_shows_a_conversations_calls_with_their_nodes_tokens_and_
     let status = workflows.list_llm_calls(list_llm_calls(&id, 0)).await.unwrap_err();
     assert_eq!(status.code(), Code::NotFound, "{status:?}");
 
+    // A call left behind (as by a deletion whose erasure of the calls failed after the
+    // conversation was gone) is erased by the retry, which is still told the conversation is gone.
+    let db = frontdesk_store::Database::connect(&s.database_url, Default::default()).await.unwrap();
+    let left = frontdesk_store::LlmCallRow {
+        id: "left-behind".into(),
+        thread_id: id.clone(),
+        run_id: "r".into(),
+        node: "n".into(),
+        purpose: "p".into(),
+        model: "m".into(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        cost_usd: 0.0,
+        latency_ms: 1,
+        attempts: 1,
+        error: None,
+        prompt_json: "[]".into(),
+        response_json: "null".into(),
+        at: std::time::SystemTime::now(),
+    };
+    db.record_llm_calls(std::slice::from_ref(&left)).await.unwrap();
+    assert_eq!(s.client.delete_conversation(&id).await.err().unwrap().code(), Some(Code::NotFound));
+    assert!(db.llm_calls(&id, 10).await.unwrap().is_empty(), "the retry erased the call left behind");
+    db.close().await;
+
     // The JSON lines file has the same calls, oldest first, redacted the same way.
     s.stop().await;
     let text = std::fs::read_to_string(&file).unwrap();

@@ -224,10 +224,14 @@ impl LlmCallLedger {
     }
 
     /// Erases the calls of one of `tenant`'s threads (`DeleteConversation`), those still queued
-    /// included.
+    /// included: when the log has not written them within [`FLUSH_WAIT`], this fails as
+    /// unavailable instead of deleting what is written and leaving the rest to be written after.
     pub async fn forget(&self, tenant: &Tenant, id: &str) -> Result<u64, WorkflowError> {
         if let Some(log) = &self.log {
-            log.flushed(FLUSH_WAIT).await;
+            if !log.flushed(FLUSH_WAIT).await {
+                let behind = "the model-call log is still writing earlier calls; retry the deletion";
+                return Err(WorkflowError::Store(CheckpointError::Unavailable(behind.into())));
+            }
         }
         self.database.delete_llm_calls(&tenant.key(id)).await.map_err(store_error)
     }
@@ -306,6 +310,25 @@ mod tests {
         assert_eq!(calls[0].error.as_deref(), Some("llm request timed out"));
         assert_eq!(calls[0].response_json, "null");
         assert_eq!(log.dropped(), 0);
+    }
+
+    /// Erasure never leaves a call behind to be written after it: with the writer stuck, it
+    /// fails as unavailable (the caller retries) instead of deleting only what is written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forgetting_a_thread_waits_for_its_queued_calls_or_fails() {
+        let db = database().await;
+        let log = SqlCallLog::start(db.clone(), false);
+        let ledger = LlmCallLedger::new(db.clone(), Arc::new(db.checkpointer()), Some(log.clone()));
+        let tenant = Tenant::default();
+        // The writer needs the in-memory database's only connection, held here.
+        let held = db.sqlite_pool().unwrap().acquire().await.unwrap();
+        let request = request(Some("conv-3"));
+        log.record(&request, Some(&reply()), &record(&request), None);
+        let error = ledger.forget(&tenant, "conv-3").await.unwrap_err();
+        assert!(matches!(error, WorkflowError::Store(CheckpointError::Unavailable(_))), "{error:?}");
+        drop(held);
+        assert_eq!(ledger.forget(&tenant, "conv-3").await.unwrap(), 1, "the queued call is written, then erased");
+        assert!(db.llm_calls("conv-3", 10).await.unwrap().is_empty());
     }
 
     #[tokio::test]

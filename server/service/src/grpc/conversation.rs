@@ -9,7 +9,7 @@ use frontdesk_api::v1::{
     BusyPolicy,
 };
 use frontdesk_runtime::BusyPolicy as RunBusyPolicy;
-use frontdesk_workflows::TurnOptions;
+use frontdesk_workflows::{TurnOptions, WorkflowError};
 use futures::Stream;
 use tonic::{server::NamedService, Request, Response, Status};
 
@@ -144,7 +144,16 @@ impl ConversationService for ConversationApi {
     ) -> Result<Response<pb::DeleteConversationResponse>, Status> {
         let tenant = auth::tenant(&request);
         let pb::DeleteConversationRequest { conversation_id } = request.into_inner();
-        let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
+        let host = match self.registry.owner_of(&tenant, &conversation_id).await {
+            Ok(host) => host,
+            // Gone already, perhaps by a call whose erasure of the model calls failed after the
+            // conversation was deleted: its retry finishes that erasure, and is still told so.
+            Err(gone @ WorkflowError::NotFound { .. }) => {
+                self.llm_calls.forget(&tenant, &conversation_id).await.map_err(to_status)?;
+                return Err(to_status(gone));
+            }
+            Err(error) => return Err(to_status(error)),
+        };
         host.delete(&tenant, &conversation_id).await.map_err(to_status)?;
         // Erasure covers the conversation's model calls too (their prompts, with call_log = "full").
         self.llm_calls.forget(&tenant, &conversation_id).await.map_err(to_status)?;
