@@ -470,14 +470,17 @@ impl RunRegistry {
         self
     }
 
-    fn add_store(&self, store: &Arc<dyn Checkpointer>) {
+    /// Adds a store to [`RunRegistry::stores`] (once however often it is added). A runner
+    /// sharing the registry adds its own ([`Runner::with_registry`]).
+    pub fn add_store(&self, store: &Arc<dyn Checkpointer>) {
         let mut stores = self.stores.lock().expect("store list poisoned");
         if !stores.iter().any(|known| std::ptr::addr_eq(Arc::as_ptr(known), Arc::as_ptr(store))) {
             stores.push(store.clone());
         }
     }
 
-    fn stores(&self) -> Vec<Arc<dyn Checkpointer>> {
+    /// Every distinct store the process's runners write to (see [`Runner::with_registry`]).
+    pub fn stores(&self) -> Vec<Arc<dyn Checkpointer>> {
         self.stores.lock().expect("store list poisoned").clone()
     }
 

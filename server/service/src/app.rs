@@ -168,7 +168,6 @@ impl App {
                 "model.call_log_file is set but model.call_log is off: nothing is written there"
             );
         }
-        let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), checkpointer.clone(), sql_log));
 
         let runs_config = &config.runs;
         let runs = Arc::new(
@@ -179,6 +178,7 @@ impl App {
             })
             .with_max_active(runs_config.max_active),
         );
+        let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), runs.clone(), sql_log));
         let replica: Arc<str> = match &runs_config.replica_id {
             Some(id) => id.as_str().into(),
             None => default_replica_id(config.listen).into(),

@@ -11,7 +11,7 @@ use std::{
 };
 
 use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
-use frontdesk_runtime::{CheckpointError, Checkpointer};
+use frontdesk_runtime::{CheckpointError, RunRegistry};
 use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError, MAX_LLM_CALLS_PER_INSERT};
 use frontdesk_workflows::{tenant, Tenant, WorkflowError};
 use tokio::sync::{mpsc, watch};
@@ -176,8 +176,9 @@ pub struct ThreadCalls {
 /// Reads the call log per thread.
 pub struct LlmCallLedger {
     database: Database,
-    /// The shared thread store, to tell a known thread without calls from an unknown one.
-    checkpointer: Arc<dyn Checkpointer>,
+    /// The stores the runners write to (the database, and Redis when triage keeps its
+    /// threads there), to tell a known thread without calls from an unknown one.
+    runs: Arc<RunRegistry>,
     /// The writer, when the log is on: a listing first waits for the calls already made.
     log: Option<Arc<SqlCallLog>>,
 }
@@ -187,8 +188,8 @@ fn store_error(error: StoreError) -> WorkflowError {
 }
 
 impl LlmCallLedger {
-    pub fn new(database: Database, checkpointer: Arc<dyn Checkpointer>, log: Option<Arc<SqlCallLog>>) -> Self {
-        Self { database, checkpointer, log }
+    pub fn new(database: Database, runs: Arc<RunRegistry>, log: Option<Arc<SqlCallLog>>) -> Self {
+        Self { database, runs, log }
     }
 
     pub fn log(&self) -> Option<&Arc<SqlCallLog>> {
@@ -236,11 +237,13 @@ impl LlmCallLedger {
         self.database.delete_llm_calls(&tenant.key(id)).await.map_err(store_error)
     }
 
-    /// Whether the thread exists in the shared store (a conversation, an investigation, a
-    /// research run, a live ticket) or was a ticket's thread and is archived.
+    /// Whether the thread exists in a store the runners write to (a conversation, an
+    /// investigation, a research run, a live ticket) or was a ticket's thread and is archived.
     async fn known(&self, thread_id: &str) -> Result<bool, WorkflowError> {
-        if self.checkpointer.thread(thread_id).await?.is_some() {
-            return Ok(true);
+        for store in self.runs.stores() {
+            if store.thread(thread_id).await?.is_some() {
+                return Ok(true);
+            }
         }
         // Archived tickets keep their thread id, `<customer key>:<ticket id>`.
         let Some(ticket_key) = frontdesk_workflows::triage::archived_ticket_key(thread_id) else { return Ok(false) };
@@ -318,7 +321,9 @@ mod tests {
     async fn forgetting_a_thread_waits_for_its_queued_calls_or_fails() {
         let db = database().await;
         let log = SqlCallLog::start(db.clone(), false);
-        let ledger = LlmCallLedger::new(db.clone(), Arc::new(db.checkpointer()), Some(log.clone()));
+        let runs = Arc::new(RunRegistry::default());
+        runs.add_store(&(Arc::new(db.checkpointer()) as Arc<dyn frontdesk_runtime::Checkpointer>));
+        let ledger = LlmCallLedger::new(db.clone(), runs, Some(log.clone()));
         let tenant = Tenant::default();
         // The writer needs the in-memory database's only connection, held here.
         let held = db.sqlite_pool().unwrap().acquire().await.unwrap();
@@ -329,6 +334,23 @@ mod tests {
         drop(held);
         assert_eq!(ledger.forget(&tenant, "conv-3").await.unwrap(), 1, "the queued call is written, then erased");
         assert!(db.llm_calls("conv-3", 10).await.unwrap().is_empty());
+    }
+
+    /// A live ticket may be in Redis rather than the database: it is known there, with no calls.
+    #[tokio::test]
+    async fn a_thread_in_any_store_of_the_runners_is_known() {
+        use frontdesk_runtime::{conformance::sample, Checkpointer, MemoryCheckpointer, RunStatus};
+        let db = database().await;
+        let active: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        active.put(&sample("C001:T1", 1, RunStatus::Running)).await.unwrap();
+        let runs = Arc::new(RunRegistry::default());
+        runs.add_store(&(Arc::new(db.checkpointer()) as Arc<dyn Checkpointer>));
+        runs.add_store(&active);
+        let ledger = LlmCallLedger::new(db.clone(), runs, None);
+        let tenant = Tenant::default();
+        assert!(ledger.calls(&tenant, "C001:T1", 10).await.unwrap().calls.is_empty());
+        let unknown = ledger.calls(&tenant, "C001:T2", 10).await.unwrap_err();
+        assert!(matches!(unknown, WorkflowError::NotFound { .. }), "{unknown:?}");
     }
 
     #[tokio::test]

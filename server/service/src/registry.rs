@@ -187,15 +187,19 @@ impl Registry {
     }
 
     /// Finishes the runs of replicas whose lease has expired, for every workflow at once (see
-    /// `HostedWorkflow::take_over`); `replica` is this process's id. One list of the running
-    /// threads and one read of each other replica's lease pick out the abandoned runs, and each
-    /// workflow with one among them is handed its own: nothing is listed twice. While serving,
-    /// that list holds every run in flight, on this replica and the others, every few seconds.
+    /// `HostedWorkflow::take_over`); `replica` is this process's id. In each store the runners
+    /// write to (the database, and Redis when triage keeps its threads there), one list of the
+    /// running threads and one read of each other replica's lease pick out the abandoned runs,
+    /// and each workflow with one among them is handed its own: nothing is listed twice. While
+    /// serving, those lists hold every run in flight, on this replica and the others, every few
+    /// seconds.
     pub async fn take_over(&self, replica: &str) -> Result<usize, WorkflowError> {
-        let listed = self.checkpointer.unfinished_runs().await?;
         let mut by_workflow: HashMap<String, Vec<UnfinishedRun>> = HashMap::new();
-        for run in self.runs.abandoned(&*self.checkpointer, Some(replica), listed).await {
-            by_workflow.entry(run.workflow.clone()).or_default().push(run);
+        for store in self.runs.stores() {
+            let listed = store.unfinished_runs().await?;
+            for run in self.runs.abandoned(&*store, Some(replica), listed).await {
+                by_workflow.entry(run.workflow.clone()).or_default().push(run);
+            }
         }
         let counts = futures::future::join_all(
             self.workflows
@@ -225,4 +229,79 @@ fn validate_run_id(run_id: &str) -> Result<(), WorkflowError> {
 
 fn conversation_not_found(conversation_id: &str) -> WorkflowError {
     WorkflowError::NotFound { what: "conversation", id: conversation_id.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use frontdesk_runtime::{conformance::sample, GraphDescription, MemoryCheckpointer, RunStatus};
+
+    use super::*;
+
+    /// A hosted workflow that records the runs a takeover scan hands it.
+    struct Handed {
+        name: &'static str,
+        threads: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl HostedWorkflow for Handed {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn description(&self) -> &str {
+            ""
+        }
+        fn kind(&self) -> WorkflowKind<'_> {
+            WorkflowKind::Task
+        }
+        fn graph(&self) -> GraphDescription {
+            GraphDescription {
+                name: self.name.into(),
+                nodes: Vec::new(),
+                edges: Vec::new(),
+                mermaid: String::new(),
+                failure_node: None,
+            }
+        }
+        async fn recover(&self) -> Result<usize, WorkflowError> {
+            Ok(0)
+        }
+        async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError> {
+            let mut threads = self.threads.lock().unwrap();
+            threads.extend(abandoned.into_iter().map(|run| run.thread_id));
+            Ok(threads.len())
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    async fn abandoned_run(store: &dyn Checkpointer, thread: &str, workflow: &str) {
+        let mut checkpoint = sample(thread, 1, RunStatus::Running);
+        checkpoint.workflow = workflow.into();
+        checkpoint.run.owner = Some("replica-dead".into());
+        store.put(&checkpoint).await.unwrap();
+    }
+
+    /// Triage may keep its threads in Redis, away from the database the other workflows share:
+    /// a dead replica's runs are found in every store the runners write to.
+    #[tokio::test]
+    async fn a_takeover_scan_finds_abandoned_runs_in_every_store_the_runners_write_to() {
+        let shared: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        let active: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        abandoned_run(&*shared, "conv-1", "intake").await;
+        abandoned_run(&*active, "C001:T1", "triage").await;
+        let runs = Arc::new(RunRegistry::default());
+        runs.add_store(&shared);
+        runs.add_store(&active);
+        let intake = Arc::new(Handed { name: "intake", threads: Mutex::default() });
+        let triage = Arc::new(Handed { name: "triage", threads: Mutex::default() });
+        let registry = Registry::new(vec![intake.clone(), triage.clone()], shared, runs);
+        assert_eq!(registry.take_over("replica-alive").await.unwrap(), 2);
+        assert_eq!(*intake.threads.lock().unwrap(), ["conv-1"]);
+        assert_eq!(*triage.threads.lock().unwrap(), ["C001:T1"]);
+    }
 }
