@@ -311,6 +311,38 @@ async fn the_retry_limit_ends_in_the_finalizer() {
     s.stop().await;
 }
 
+/// Research steps one at a time cost more steps than in parallel; the longest run the retry
+/// limit allows (five research steps, 20 retries, the last rejection then an approval) must
+/// still end in an answer, not in the step limit.
+#[tokio::test]
+async fn sequential_research_at_the_retry_limit_still_answers() {
+    let s = Server::start_with(|config| {
+        let mut settings = config.workflows.settings::<research::Workflow>().unwrap();
+        settings.parallel_research = false;
+        config.workflows.set::<research::Workflow>(&settings).unwrap();
+    })
+    .await;
+    let steps = ["Find A", "Find B", "Find C", "Find D", "Find E"];
+    let mut script = vec![plan(&steps), approve(CRITIC_PLAN)];
+    // The first step's result is rejected 19 times; each retry researches it again.
+    for _ in 0..19 {
+        script.push(found("A.", "crispr"));
+        script.push(reject(CRITIC_RESEARCH, "Not yet."));
+    }
+    for _ in steps {
+        script.push(found("Found.", "crispr"));
+        script.push(approve(CRITIC_RESEARCH));
+    }
+    script.extend([expert("All found."), approve(CRITIC_EXPERT), finalize()]);
+    s.script(&script);
+    let asked = s.ask(pb::AskRequest { retry_limit: 20, ..question("Find five things") }).await.unwrap();
+    let r = asked.research();
+    assert_eq!(r.outcome(), O::Answered, "{}", r.final_reasoning_trace);
+    assert_eq!(r.retry_count, 19);
+    assert_eq!(s.model.remaining(), 0);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn tool_errors_are_shown_to_the_model_and_the_expert_calculates() {
     let s = Server::start().await;
@@ -398,6 +430,18 @@ async fn a_failing_component_goes_to_the_finalizer_through_the_error_handler() {
         .events
         .iter()
         .any(|e| matches!(&e.kind, Some(Kind::NodeFailed(f)) if f.fallback_node == "error_handler")));
+    assert_eq!(s.model.remaining(), 0);
+    s.stop().await;
+}
+
+/// An endpoint that ignores the plan's schema is still held to its limits.
+#[tokio::test]
+async fn a_plan_over_its_limits_fails_the_planner() {
+    let s = Server::start().await;
+    s.script(&[plan(&["A", "B", "C", "D", "E", "F"])]);
+    let r = s.ask(question("Six things?")).await.unwrap().research().clone();
+    assert_eq!((r.outcome(), r.error_component.as_str()), (O::Failed, "planner"));
+    assert!(r.error.contains("6 research steps"), "{}", r.error);
     assert_eq!(s.model.remaining(), 0);
     s.stop().await;
 }

@@ -140,14 +140,24 @@ pub fn build(deps: ResearchDeps) -> Result<Graph<ResearchState>, GraphError> {
         builder = builder.edge(*agent, Target::node(ORCHESTRATOR));
     }
     // Every rejection costs a retry, so the limit bounds the loop; the step limit is a backstop
-    // above the longest run the limit allows (each retry re-runs an agent and its critic).
+    // above the longest run the limit allows. Each agent's turn is two steps (it, then the
+    // orchestrator), and so is its critic's: four for the plan, four for each research step
+    // when they run one at a time (four for all of them in parallel), four for the expert,
+    // four for every retry (an agent and its critic again), and the finalizer, the error
+    // handler and the first orchestrator.
     builder
-        .max_steps(16 + 4 * MAX_RETRY_LIMIT)
+        .max_steps(max_steps())
         // Researchers' tasks commit one by one, and every step commits: a crash re-runs only
         // the work in flight (the unfinished research steps).
         .durability(Durability::EveryNode)
         .output(output)
         .build()
+}
+
+/// The step limit: the longest run the retry limit allows, with room to spare.
+fn max_steps() -> u32 {
+    let research_steps = nodes::MAX_RESEARCH_STEPS as u32;
+    4 + 4 * research_steps + 4 + 4 * MAX_RETRY_LIMIT + 8
 }
 
 /// A new question's state.

@@ -247,6 +247,11 @@ fn instructions(state: &ResearchState, to: Step, step_id: Option<u32>) -> Vec<Ch
         .collect()
 }
 
+/// A plan's limits, as its schema states them (`PlanReply`). A model endpoint that ignores the
+/// schema is not held to them, so a plan is checked against them too.
+pub const MAX_RESEARCH_STEPS: usize = 5;
+pub const MAX_EXPERT_STEPS: usize = 5;
+
 #[derive(Debug, Deserialize, JsonSchema)]
 struct PlanReply {
     /// Research steps: facts to look up in the documents; empty when none are needed.
@@ -282,6 +287,16 @@ impl Node<ResearchState> for Planner {
             ..Default::default()
         };
         let reply: PlanReply = llm_node::structured(ctx, &self.0.llm, request).await?;
+        let (research, expert) = (reply.research_steps.len(), reply.expert_steps.len());
+        if research > MAX_RESEARCH_STEPS || !(1..=MAX_EXPERT_STEPS).contains(&expert) {
+            return Err(NodeError::new(
+                NodeErrorKind::ModelOutputInvalid,
+                format!(
+                    "the plan has {research} research steps and {expert} expert steps; at most \
+                     {MAX_RESEARCH_STEPS} and 1 to {MAX_EXPERT_STEPS} are allowed"
+                ),
+            ));
+        }
         let attempt = state.plan.as_ref().map_or(0, |p| p.attempt) + 1;
         let plan = Plan { research_steps: reply.research_steps, expert_steps: reply.expert_steps, attempt };
         let summary = format!("{} research steps, {} expert steps", plan.research_steps.len(), plan.expert_steps.len());
