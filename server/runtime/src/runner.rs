@@ -1204,10 +1204,20 @@ impl<S: State> Runner<S> {
                 return Ok(RunHandle { run_id, events: rx, outcome: outcome_rx, cancel });
             }
             info!(thread_id = %request.thread_id, "finishing abandoned run before the new one");
-            self.finish_unobserved(cp.clone()).await?;
+            let finished = self.finish_unobserved(cp.clone()).await;
             latest = self.checkpointer.latest(&request.thread_id).await?;
             if latest.as_ref().is_some_and(|cp| cp.run.status == RunStatus::Running) {
-                return Err(RunError::ThreadBusy { thread_id: request.thread_id, retry_after: None }.into());
+                // Not finished here: another replica took it over first, or it could not start.
+                return Err(match finished {
+                    Err(error) if !matches!(error, RunError::Checkpoint(CheckpointError::Conflict { .. })) => error,
+                    _ => RunError::ThreadBusy { thread_id: request.thread_id, retry_after: None },
+                }
+                .into());
+            }
+            if let Err(error) = finished {
+                // Its failure is its own: it rolled back, and nobody waits for it. The new
+                // request goes on from the thread as that left it.
+                warn!(thread_id = %request.thread_id, %error, "an abandoned run failed before the new one");
             }
         }
 

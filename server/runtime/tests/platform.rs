@@ -321,6 +321,46 @@ async fn a_resume_at_a_node_the_graph_no_longer_has_fails_cleanly() {
     assert!(latest.pending.interrupt("clarify-1").is_some(), "the interrupt can be answered again");
 }
 
+/// Fails its first call only.
+struct FailsOnce(Arc<AtomicU32>);
+
+#[async_trait]
+impl Node<Case> for FailsOnce {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(NodeError::new(NodeErrorKind::DependencyFailed, "down this once"));
+        }
+        Ok(NodeOutput::update(log("done")))
+    }
+}
+
+/// A new request on a thread whose run a crash abandoned first finishes that run; when that run
+/// fails, its failure is its own (it rolled back), and the new request goes on.
+#[tokio::test]
+async fn a_new_request_goes_on_after_the_abandoned_run_it_finished_failed() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let calls = Arc::new(AtomicU32::new(0));
+    let graph =
+        GraphBuilder::new("once").node("work", FailsOnce(calls.clone())).entry("work").edge("work", Target::End);
+    let runner = Runner::new(
+        graph.build().unwrap(),
+        store.clone(),
+        RunnerConfig { takeover_after: Duration::ZERO, ..RunnerConfig::default() },
+    );
+    let mut abandoned = frontdesk_runtime::conformance::sample("t", 1, RunStatus::Running);
+    abandoned.workflow = "once".into();
+    abandoned.state = serde_json::to_vec(&Case { log: vec!["accepted".into()], ..Default::default() }).unwrap();
+    abandoned.next = Some("work".into());
+    store.put(&abandoned).await.unwrap();
+
+    let mut next = RunRequest::new("t", RunInput::Update(log("next")));
+    next.mode = ThreadMode::Existing;
+    let outcome = run(&runner, next).await.0.expect("the new request runs");
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the abandoned run's attempt, then the new run's");
+    assert_eq!(outcome.state.unwrap().log.last().map(String::as_str), Some("done"));
+}
+
 /// Asks once; resumed, its first run with the answer never returns (the process "dies" in
 /// it), later ones record the answer.
 struct AskThenHang {
