@@ -404,7 +404,8 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
     // The tool fails: the model sees the error, the node records the failure, and the
     // navigator's condition "if MCP fetch fails" runs the node again.
     c.tool("setting_list", json!({"category": "dl__service_category"}))
-        .tools_done(json!({}))
+        // After the failed call the model still claims a match; nothing backs it.
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Invented Repair"}))
         .navigate("use_mcp_to_get_info")
         .tool("setting_list", json!({"category": "dl__service_category"}))
         .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
@@ -418,10 +419,30 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
     });
     assert!(failed.expect("the failure is streamed").contains("connection reset"));
     let ctx = context(&s);
-    assert_eq!(ctx["flags"]["use_mcp_to_get_info_failed"], 1);
     assert_eq!(ctx["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
     assert_eq!(nodes_run(&events), ["use_mcp_to_get_info", "use_mcp_to_get_info", "Try_To_Gather_Customers_Data"]);
-    // The retry's prompt showed the model the failure.
+    let updates: Vec<&str> = events
+        .iter()
+        .filter(|e| e.node == "use_mcp_to_get_info")
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::NodeFinished(f)) => Some(f.update_json.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!updates[0].contains("Invented"), "a failed tool node keeps no field of the model's: {}", updates[0]);
+    // The navigator was told of the failure, and the flags say how the node's last run went.
+    let told: Vec<bool> = c
+        .model
+        .requests()
+        .into_iter()
+        .filter(|r| r.purpose == NAVIGATE)
+        .map(|r| r.messages.iter().any(|m| m.content.contains("use_mcp_to_get_info failed.")))
+        .collect();
+    assert_eq!(told.iter().filter(|t| **t).count(), 1, "only the navigation after the failure: {told:?}");
+    assert_eq!(
+        (&ctx["flags"]["use_mcp_to_get_info_flag"], &ctx["flags"]["use_mcp_to_get_info_failed"]),
+        (&json!(1), &json!(0))
+    );
     c.stop().await;
 }
 

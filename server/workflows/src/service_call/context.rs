@@ -190,8 +190,9 @@ impl Context {
             .collect()
     }
 
-    /// Whether the tool node `node` failed and has not succeeded since: its flags hold
-    /// `<node>_failed` and not `<node>_flag` (the flags tool nodes set, lower-cased names).
+    /// Whether the tool node `node` failed the last time it ran: its flags hold `<node>_failed`
+    /// and not `<node>_flag` (a tool node sets one to 1 and the other to 0 each time it runs;
+    /// lower-cased names).
     pub fn step_failed(&self, node: &str) -> bool {
         let Some(Value::Object(flags)) = self.0.get(fields::FLAGS) else { return false };
         let node = node.to_lowercase();
@@ -428,15 +429,18 @@ mod tests {
     }
 
     #[test]
-    fn a_step_failed_until_it_succeeds() {
+    fn a_step_failed_when_its_last_run_failed() {
         let config = AgentConfig::shipped();
         let mut context = Context::from_template(&config, "s");
         assert!(!context.step_failed("use_mcp_to_get_info"));
         context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_failed": 1, "plan_flag": 1}})));
         assert!(context.step_failed("use_mcp_to_get_info"));
         assert!(!context.step_failed("Plan"));
-        context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_flag": 1}})));
+        context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_flag": 1, "use_mcp_to_get_info_failed": 0}})));
         assert!(!context.step_failed("use_mcp_to_get_info"));
+        // A later run of the node fails again: the navigator must see it.
+        context.merge(ctx(json!({"flags": {"use_mcp_to_get_info_flag": 0, "use_mcp_to_get_info_failed": 1}})));
+        assert!(context.step_failed("use_mcp_to_get_info"));
     }
 
     #[test]

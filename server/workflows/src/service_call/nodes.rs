@@ -335,21 +335,25 @@ impl Worker {
         let adapter = McpTools { provider: provider.as_ref(), config, node };
         let (proposed, used, exchanges) =
             tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
+        // The step failed when its last tool call did, or when no call was made: a lookup that
+        // finds nothing before a create that succeeds is the step working, not failing.
+        let failed = used.last().is_none_or(|call| call.is_error);
         // The model's reading first, then what the tools returned by the flow's mapping: a
-        // tool's own record (an id, a booking) wins over the model's account of it.
-        let mut updates = Self::accepted(config, node, proposed);
+        // tool's own record (an id, a booking) wins over the model's account of it. Without a
+        // call that got through, the model has nothing to read its fields from: a hangup that
+        // failed must not end the call because the model says it did.
+        let mut updates =
+            if used.iter().any(|call| !call.is_error) { Self::accepted(config, node, proposed) } else { Map::new() };
         for call in used.iter().filter(|call| !call.is_error) {
             updates.extend(Context::map_tool_result(config, &call.name, &call.result));
         }
-        // The step failed when its last tool call did (or none got through): a lookup that
-        // finds nothing before a create that succeeds is the step working, not failing.
-        let failed = used.last().is_some_and(|call| call.is_error);
-        let flag = if failed {
-            format!("{}_failed", node.node_name.to_lowercase())
-        } else {
-            format!("{}_flag", node.node_name.to_lowercase())
-        };
-        updates.insert("flags".into(), json!({ flag: 1 }));
+        // Both markers, so that they say how the node's latest run went: a failure after an
+        // earlier success is still a failure (merging never erases a key, but a 0 replaces a 1).
+        let name = node.node_name.to_lowercase();
+        updates.insert(
+            "flags".into(),
+            json!({ format!("{name}_failed"): u8::from(failed), format!("{name}_flag"): u8::from(!failed) }),
+        );
         if failed {
             // Graceful degradation, never a silent swallow: the failure is in the tool events
             // and in the flags the navigator's conditions read ("if MCP fetch fails").
