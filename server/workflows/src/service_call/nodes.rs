@@ -598,7 +598,7 @@ impl Node<CallState> for Navigator {
                 (next, decision.reason)
             }
         };
-        let next = next.map(|next| guard(config, state, &path, node, next));
+        let next = next.and_then(|next| guard(config, state, &path, node, next));
         let mut context = Map::new();
         context.insert("node_traversal_path".into(), json!([node.node_name]));
         context.insert("next_node_to_go_to".into(), json!(next.clone().unwrap_or_default()));
@@ -613,31 +613,69 @@ impl Node<CallState> for Navigator {
     }
 }
 
-/// The navigator's own checks on a chosen node.
-fn guard(config: &AgentConfig, state: &CallState, path: &[String], from: &NodeConfig, next: String) -> String {
-    // Loop prevention: a node visited too often recently gives way to the default.
+/// The navigator's own checks on a chosen node; `None` ends the flow.
+fn guard(config: &AgentConfig, state: &CallState, path: &[String], from: &NodeConfig, next: String) -> Option<String> {
+    // Loop prevention: a node visited too often recently gives way to the default, and where
+    // there is none, to the end of the flow (the default the navigator is shown for such a
+    // node); a node that keeps failing must not be run again and again.
     let recent_visits = path.iter().rev().take(LOOP_WINDOW).filter(|n| **n == next).count();
     let next = match (&from.default_next_node, recent_visits >= LOOP_VISITS) {
         (Some(default), true) if *default != next => {
             warn!(node = %from.node_name, looping = %next, default = %default, "navigator loop prevented");
             default.clone()
         }
+        (None, true) => {
+            warn!(node = %from.node_name, looping = %next, "navigator loop prevented; the flow ends");
+            return None;
+        }
         _ => next,
     };
     // A tool node placed after a mandatory field's producer needs that field: while it is
     // missing, the producer runs first (a tool node before it, such as a catalog lookup, does
     // not).
-    let Some(target) = config.node(&next) else { return next };
+    let Some(target) = config.node(&next) else { return Some(next) };
     let position = |name: &str| config.nodes.iter().position(|n| n.node_name == name);
     if target.node_action == NodeAction::Mcp && !config.is_extraction(target) {
         for field in state.context.missing_mandatory(config) {
             if let Some(producer) = config.producer_of(&field) {
                 if producer.node_name != from.node_name && position(&producer.node_name) < position(&next) {
                     debug!(missing = %field, producer = %producer.node_name, "mandatory field missing");
-                    return producer.node_name.clone();
+                    return Some(producer.node_name.clone());
                 }
             }
         }
     }
-    next
+    Some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn visited(node: &str, times: usize) -> Vec<String> {
+        vec![node.to_owned(); times]
+    }
+
+    /// A node chosen 3 times in the last 8 steps is not chosen again: its default runs, and
+    /// where there is no default, the flow ends.
+    #[test]
+    fn loop_prevention_falls_back_to_the_default_or_the_end() {
+        let config = AgentConfig::shipped();
+        let state = CallState::default();
+        let node = |name: &str| config.node(name).unwrap();
+        let (from, again) = ("Empathize", "Identify_Issue");
+        assert_eq!(guard(&config, &state, &visited(again, 2), node(from), again.into()).as_deref(), Some(again));
+        assert_eq!(
+            guard(&config, &state, &visited(again, 3), node(from), again.into()).as_deref(),
+            Some("Console_Build_Rapport"),
+            "the default of the node the navigator is at"
+        );
+        let hangup = "Execute_Call_Hangup";
+        assert!(guard(&config, &state, &visited(hangup, 2), node(hangup), hangup.into()).is_some());
+        assert_eq!(
+            guard(&config, &state, &visited(hangup, 3), node(hangup), hangup.into()),
+            None,
+            "no default: the end"
+        );
+    }
 }
