@@ -425,6 +425,38 @@ async fn an_agent_that_keeps_failing_escalates_to_manual_intervention() {
     r.stop().await;
 }
 
+/// Escalated, the report is written even when the model fails too; lookups the advisory agent
+/// made before the model failed stay in the trail, beside the failure.
+#[tokio::test]
+async fn a_fallback_report_keeps_the_lookups_made_before_the_model_failed() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    r.script(&[brief()]);
+    for _ in 0..3 {
+        r.model.push_reply(ScriptedReply::failure(ScriptedFailure::Server { status: 503 }).for_purpose(EXPLAIN));
+    }
+    let lookup = json!({"table": "role_authorisations", "key": "r_hr_clerk"});
+    r.model.push_reply(ScriptedReply::tool_call("lookup_data", lookup).for_purpose(REPORT));
+    r.model.push_reply(ScriptedReply::failure(ScriptedFailure::Server { status: 503 }).for_purpose(REPORT));
+    let run = r.start("1001").await.unwrap();
+    let inv = run.investigation();
+    assert_eq!(statuses(inv), [S::InvestigationStarted, S::ManualInterventionRequired, S::AdvisoryReportGenerated]);
+    assert!(inv.report.as_ref().unwrap().summary.contains("written without the model"));
+    let trail = r.trail("INV-1001").await;
+    let advisory: Vec<&str> = trail
+        .iter()
+        .filter(|e| e.actor == "AdvisoryAgent")
+        .filter_map(|e| match &e.entry {
+            Some(pb::audit_entry::Entry::Tool(t)) => Some(t.name.as_str()),
+            Some(pb::audit_entry::Entry::Error(_)) => Some("error"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(advisory, ["lookup_data", "error", "generate_report"], "the lookup, the failure, the report");
+    assert_eq!(r.model.remaining(), 0);
+    r.stop().await;
+}
+
 #[tokio::test]
 async fn replies_are_checked_against_the_action_and_accepted_once() {
     let cluster = Cluster::new().await;

@@ -106,7 +106,7 @@ async fn gather(
     tools: &dyn Tools,
     rounds: usize,
     schema: &OutputSchema,
-) -> Result<(Option<String>, ChatRequest, Vec<ToolUse>, Vec<ModelExchange>), NodeError> {
+) -> Result<(Option<String>, ChatRequest, Vec<ToolUse>, Vec<ModelExchange>), LoopFailed> {
     // Every call of the rounds, and the answer asked for after them, is made by this node.
     request = llm_node::attributed(ctx, request);
     let format = JsonSchemaFormat {
@@ -119,10 +119,10 @@ async fn gather(
         let mut offer = request.clone();
         offer.tools = tools.specs();
         offer.response_format = Some(format.clone());
-        let (response, record) = llm
-            .complete(offer, &llm_node::call_options(ctx))
-            .await
-            .map_err(|e| llm_node::node_error(&request.purpose, e))?;
+        let (response, record) = match llm.complete(offer, &llm_node::call_options(ctx)).await {
+            Ok(done) => done,
+            Err(e) => return Err(LoopFailed { error: llm_node::node_error(&request.purpose, e), used }),
+        };
         llm_node::record_call(ctx, &record).await;
         let calls: Vec<serde_json::Value> =
             response.tool_calls.iter().map(|c| serde_json::json!({"tool": c.name, "arguments": c.arguments})).collect();
@@ -135,7 +135,10 @@ async fn gather(
         debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
         for ToolCall { name, arguments, .. } in response.tool_calls {
             let started = std::time::Instant::now();
-            let result = tools.call(&name, &arguments).await?;
+            let result = match tools.call(&name, &arguments).await {
+                Ok(result) => result,
+                Err(error) => return Err(LoopFailed { error, used }),
+            };
             let latency = started.elapsed();
             let arguments = serde_json::from_str(&arguments).unwrap_or(serde_json::Value::String(arguments));
             announce(ctx, &name, &arguments, &result, latency).await;
@@ -151,6 +154,20 @@ async fn gather(
         }
     }
     Ok((None, request, used, exchanges))
+}
+
+/// A tool loop that failed, with the calls it had made by then: they ran and were streamed,
+/// so a caller that keeps a record of its tool calls (an audit trail) can still keep them.
+#[derive(Debug)]
+pub struct LoopFailed {
+    pub error: NodeError,
+    pub used: Vec<ToolUse>,
+}
+
+impl From<LoopFailed> for NodeError {
+    fn from(failed: LoopFailed) -> Self {
+        failed.error
+    }
 }
 
 /// One model call of a tool loop: the messages it was sent and what it answered (the answer's
@@ -171,7 +188,7 @@ pub async fn answer<T>(
     request: ChatRequest,
     tools: &dyn Tools,
     rounds: usize,
-) -> Result<(T, Vec<ToolUse>), NodeError>
+) -> Result<(T, Vec<ToolUse>), LoopFailed>
 where
     T: DeserializeOwned + JsonSchema + 'static,
 {
@@ -183,8 +200,10 @@ where
     if let Some(Ok(value)) = parsed {
         return Ok((value, used));
     }
-    let value = llm_node::structured(ctx, llm, request).await?;
-    Ok((value, used))
+    match llm_node::structured(ctx, llm, request).await {
+        Ok(value) => Ok((value, used)),
+        Err(error) => Err(LoopFailed { error, used }),
+    }
 }
 
 /// [`answer`] with a schema built at run time (fields that come from configuration): the

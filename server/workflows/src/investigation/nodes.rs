@@ -255,11 +255,16 @@ async fn answer_with_lookups<T>(
 where
     T: serde::de::DeserializeOwned + JsonSchema + 'static,
 {
-    let (answer, used) = tool_loop::answer(ctx, &deps.llm, request, &Lookups(deps), TOOL_ROUNDS).await?;
+    // Lookups made before a failure were made (and streamed): a caller that goes on after the
+    // failure (the advisory agent's fallback report) keeps them in the trail too.
+    let (answer, used) = match tool_loop::answer(ctx, &deps.llm, request, &Lookups(deps), TOOL_ROUNDS).await {
+        Ok(done) => (Ok(done.0), done.1),
+        Err(tool_loop::LoopFailed { error, used }) => (Err(error), used),
+    };
     for use_ in used {
         journal.record_tool(actor, correlation_id, &use_.name, use_.arguments, use_.result);
     }
-    Ok(answer)
+    answer
 }
 
 // ---------------------------------------------------------------------------------------------
