@@ -10,7 +10,7 @@ use std::{
 
 use frontdesk_runtime::CheckpointError;
 use sqlx::{
-    migrate::Migrator,
+    migrate::{MigrateError, Migrator},
     pool::PoolConnection,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous},
@@ -35,6 +35,10 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a SQLite statement waits for another process's write lock.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often SQLite migrations run again after one failed (see `Database::migrate`), and a
+/// connection is opened again while the file is busy (see `when_not_busy`).
+const MIGRATE_RETRIES: u32 = 5;
 
 /// Write transactions between two background WAL checkpoints of a SQLite file: a few hundred
 /// WAL pages, far under the writer's own threshold. At every 1,000, a steady moderate load
@@ -364,7 +368,24 @@ impl Database {
     async fn migrate(&self) -> Result<(), StoreError> {
         let kind = self.kind();
         match &self.conns.pool {
-            DbPool::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await,
+            DbPool::Sqlite(pool) => {
+                // sqlx takes no lock around SQLite migrations (PostgreSQL's are under an advisory
+                // lock): two processes starting on one file at once both find a migration to
+                // apply, and the one that loses the race for the write lock fails ("table ...
+                // already exists"). Run again, the migrations find it applied.
+                let mut retries: u32 = 0;
+                loop {
+                    match SQLITE_MIGRATIONS.run(pool).await {
+                        Err(MigrateError::Execute(_) | MigrateError::ExecuteMigration(..))
+                            if retries < MIGRATE_RETRIES =>
+                        {
+                            retries += 1;
+                            tokio::time::sleep(Duration::from_millis(50 * u64::from(retries))).await;
+                        }
+                        done => break done,
+                    }
+                }
+            }
             DbPool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await,
         }
         .map_err(|source| StoreError::Migrate { kind, source })
@@ -590,10 +611,29 @@ async fn connect_sqlite(
             .clone()
             .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
             .pragma("journal_size_limit", WAL_FILE_LIMIT_BYTES);
-        Some(SqliteConnection::connect_with(&writer).await.map_err(failed)?)
+        Some(when_not_busy(|| SqliteConnection::connect_with(&writer)).await.map_err(failed)?)
     };
-    let pool = pool.connect_with(connect).await.map_err(failed)?;
+    let pool = when_not_busy(|| pool.clone().connect_with(connect.clone())).await.map_err(failed)?;
     Ok((pool, writer))
+}
+
+/// Opens a connection, again after a moment while the file is busy: switching a new file to
+/// WAL takes an exclusive lock that SQLite does not wait for, so processes opening one new file
+/// together (replicas starting at once) can find it held for the moment it takes.
+async fn when_not_busy<T, F>(mut open: impl FnMut() -> F) -> Result<T, sqlx::Error>
+where
+    F: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut retries: u32 = 0;
+    loop {
+        match open().await {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("5") && retries < MIGRATE_RETRIES => {
+                retries += 1;
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(retries))).await;
+            }
+            done => return done,
+        }
+    }
 }
 
 async fn connect_postgres(url: &str, options: StoreOptions, acquire_timeout: Duration) -> Result<PgPool, StoreError> {
