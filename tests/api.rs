@@ -253,7 +253,7 @@ async fn start_with_an_idempotency_key_returns_the_same_conversation() {
     let opts = StartOptions { idempotency_key: Some("start-1".into()), ..StartOptions::default() };
     let a = s.client.start_conversation("intake", opts.clone()).await.unwrap();
     let b = s.client.start_conversation("intake", opts).await.unwrap();
-    assert_eq!(a.conversation.unwrap().conversation_id, b.conversation.unwrap().conversation_id);
+    assert_eq!(a.conversation.as_ref().unwrap().conversation_id, b.conversation.unwrap().conversation_id);
     let named = StartOptions { conversation_id: Some("support-42".into()), ..StartOptions::default() };
     s.client.start_conversation("intake", named.clone()).await.unwrap();
     let error = s.client.start_conversation("intake", named).await.err().unwrap();
@@ -262,6 +262,31 @@ async fn start_with_an_idempotency_key_returns_the_same_conversation() {
     assert!(api.is_reason(ErrorReason::AlreadyExists));
     assert_eq!(api.metadata.get("kind").map(String::as_str), Some("conversation"));
     assert_eq!(api.metadata.get("id").map(String::as_str), Some("support-42"));
+
+    // A key proves only its own start: an existing conversation that another call created is
+    // not passed off as this one's.
+    let keyed = |id: Option<&str>, key: &str| StartOptions {
+        conversation_id: id.map(str::to_owned),
+        idempotency_key: Some(key.into()),
+    };
+    let error = s.client.start_conversation("intake", keyed(Some("support-42"), "other-key")).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::AlreadyExists));
+    s.client.start_conversation("intake", keyed(Some("support-43"), "k-43")).await.unwrap();
+    let again = s.client.start_conversation("intake", keyed(Some("support-43"), "k-43")).await.unwrap();
+    assert_eq!(again.conversation.unwrap().conversation_id, "support-43");
+    // The same key for another workflow is another request.
+    let error = s.client.start_conversation("service_call", opts_for("start-1")).await.err().unwrap();
+    assert!(error.api().unwrap().is_reason(ErrorReason::IdempotencyMismatch), "{error:?}");
+    // A reset conversation is still the one its start created.
+    let id = a.conversation.unwrap().conversation_id;
+    s.client.reset_conversation(&id, None).await.unwrap();
+    let after_reset = s.client.start_conversation("intake", opts_for("start-1")).await.unwrap();
+    assert_eq!(after_reset.conversation.unwrap().conversation_id, id);
+    assert!(!after_reset.welcome.unwrap().text.is_empty());
+}
+
+fn opts_for(key: &str) -> StartOptions {
+    StartOptions { idempotency_key: Some(key.into()), ..StartOptions::default() }
 }
 
 #[tokio::test]

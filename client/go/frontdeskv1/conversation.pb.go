@@ -188,7 +188,10 @@ type StartConversationRequest struct {
 	Workflow string `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	// Optional caller-chosen id ([A-Za-z0-9._:-], at most 128 characters); generated when empty.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// Optional; a retried call with the same key returns the first call's outcome.
+	// Optional; a retried call with the same key (and the same workflow and conversation_id)
+	// returns the conversation the first call created. The key with another workflow or id is
+	// FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a conversation_id that
+	// exists but was not created with this key is ALREADY_EXISTS.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

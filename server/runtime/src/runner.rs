@@ -1003,8 +1003,24 @@ impl<S: State> Runner<S> {
 
     /// Creates a thread at rest with `state` (version 1). Fails if it exists.
     pub async fn create_thread(&self, thread_id: &str, state: &S) -> Result<Checkpoint, RunError> {
+        self.create_thread_keyed(thread_id, state, None, None).await
+    }
+
+    /// [`Runner::create_thread`], recording the idempotency key and request fingerprint of the
+    /// call that creates it, as a run's are ([`Checkpointer::find_idempotent`] finds them): a
+    /// retry of that call that finds the thread existing can tell the thread it created from
+    /// one somebody else did.
+    pub async fn create_thread_keyed(
+        &self,
+        thread_id: &str,
+        state: &S,
+        idempotency_key: Option<String>,
+        fingerprint: Option<String>,
+    ) -> Result<Checkpoint, RunError> {
         let _guard = self.registry.lock_thread(thread_id, BusyPolicy::Reject).await?;
-        let checkpoint = self.rest_checkpoint(thread_id, 1, state, "create")?;
+        let mut checkpoint = self.rest_checkpoint(thread_id, 1, state, "create")?;
+        checkpoint.run.idempotency_key = idempotency_key;
+        checkpoint.run.fingerprint = fingerprint;
         match self.checkpointer.put(&checkpoint).await {
             Ok(()) => Ok(checkpoint),
             Err(CheckpointError::Conflict { .. }) => Err(RunError::AlreadyExists { thread_id: thread_id.to_owned() }),

@@ -372,23 +372,38 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
             (None, None) => format!("conv-{}", uuid::Uuid::now_v7().simple()),
         };
         validate_id(&id)?;
+        crate::idempotency::validate_key(idempotency_key.as_deref())?;
         let key = tenant.key(&id);
         let state = self.spec.initial_state();
-        match self.runner.create_thread(&key, &state).await {
-            Ok(cp) => {
-                let welcome = self.spec.messages(&state).last().cloned().ok_or(WorkflowError::NotFound {
-                    what: "welcome message of workflow",
-                    id: self.spec.name().to_owned(),
-                })?;
-                Ok((self.view(&id, &state, &cp, cp.created_at, false), welcome))
+        let welcome =
+            self.spec.messages(&state).last().cloned().ok_or(WorkflowError::NotFound {
+                what: "welcome message of workflow",
+                id: self.spec.name().to_owned(),
+            })?;
+        // What the start asks for, as its key's record holds it: a retry must ask the same.
+        let fingerprint = idempotency_key.as_ref().map(|_| {
+            crate::idempotency::fingerprint(&[("start", "conversation"), ("workflow", self.spec.name()), ("id", &id)])
+        });
+        match self.runner.create_thread_keyed(&key, &state, idempotency_key.clone(), fingerprint.clone()).await {
+            Ok(cp) => Ok((self.view(&id, &state, &cp, cp.created_at, false), welcome)),
+            Err(RunError::AlreadyExists { .. }) => {
+                // A retried start is answered with what its first call created; a conversation
+                // its key did not create is somebody else's.
+                let Some(idempotency_key) = idempotency_key else {
+                    return Err(WorkflowError::AlreadyExists { what: "conversation", id });
+                };
+                let recorded = self.runner.checkpointer().find_idempotent(&key, &idempotency_key).await?;
+                match recorded {
+                    Some(run) if run.fingerprint.is_some() && run.fingerprint != fingerprint => {
+                        Err(WorkflowError::IdempotencyMismatch { what: "conversation", id, key: idempotency_key })
+                    }
+                    Some(_) => {
+                        let (state, cp, created_at) = self.load(&id, &key).await?;
+                        Ok((self.view(&id, &state, &cp, created_at, false), welcome))
+                    }
+                    None => Err(WorkflowError::AlreadyExists { what: "conversation", id }),
+                }
             }
-            Err(RunError::AlreadyExists { .. }) if idempotency_key.is_some() => {
-                // A retried start: report what the first call created, if it is ours.
-                let (state, cp, created_at) = self.load(&id, &key).await?;
-                let welcome = self.spec.messages(&state).first().cloned().ok_or_else(|| not_found(&id))?;
-                Ok((self.view(&id, &state, &cp, created_at, false), welcome))
-            }
-            Err(RunError::AlreadyExists { .. }) => Err(WorkflowError::AlreadyExists { what: "conversation", id }),
             Err(other) => Err(map_run_error(&id, other)),
         }
     }

@@ -35,7 +35,10 @@ export type StartConversationRequest = Message$1<"frontdesk.v1.StartConversation
   conversationId: string;
 
   /**
-   * Optional; a retried call with the same key returns the first call's outcome.
+   * Optional; a retried call with the same key (and the same workflow and conversation_id)
+   * returns the conversation the first call created. The key with another workflow or id is
+   * FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a conversation_id that
+   * exists but was not created with this key is ALREADY_EXISTS.
    *
    * @generated from field: string idempotency_key = 3;
    */
