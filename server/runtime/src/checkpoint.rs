@@ -115,11 +115,23 @@ pub struct Pending {
     /// `answered`, so nothing else could give it one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
+    /// How often the running run was taken over after its process stopped (see
+    /// `RunnerConfig::max_takeovers`); 0 outside a run and in a run not taken over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub takeovers: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
-        self.interrupts.is_empty() && self.answered.is_empty() && self.tasks.is_empty() && self.resume.is_none()
+        self.interrupts.is_empty()
+            && self.answered.is_empty()
+            && self.tasks.is_empty()
+            && self.resume.is_none()
+            && self.takeovers == 0
     }
 
     /// The JSON a store keeps; `None` when there is nothing pending (a NULL column).

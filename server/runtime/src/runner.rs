@@ -55,6 +55,12 @@ pub struct RunnerConfig {
     pub lease_ttl: Duration,
     /// Runs resumed at once when [`Runner::recover`] finds several abandoned.
     pub recovery_concurrency: usize,
+    /// How often one run may be taken over after the process running it stopped (a crash, a
+    /// replica lost) before it is failed instead: a node that kills its process (out of
+    /// memory, an abort in native code) would otherwise be run again by every restart and
+    /// every replica that takes the run over, for ever. Each takeover is counted in the run's
+    /// checkpoint before any of its nodes runs again.
+    pub max_takeovers: u32,
 }
 
 impl Default for RunnerConfig {
@@ -67,6 +73,7 @@ impl Default for RunnerConfig {
             replica: None,
             lease_ttl: Duration::from_secs(10),
             recovery_concurrency: 16,
+            max_takeovers: 3,
         }
     }
 }
@@ -749,6 +756,8 @@ struct Execution<S: State> {
     pending: Pending,
     /// The answer the first node runs with, when the run resumes an interrupt.
     resume: Option<Resume>,
+    /// Taken over from a process that stopped: the takeover is counted before anything runs.
+    taken_over: bool,
     step: u32,
     /// A run may execute nodes while `step` is below this; the failure route raises it once.
     step_limit: u32,
@@ -1265,12 +1274,12 @@ impl<S: State> Runner<S> {
                 let mut state = before;
                 state.apply(update);
                 // Finished tasks belong to the step they were written at, which this run leaves.
-                let pending = Pending { tasks: Vec::new(), ..cp.pending.clone() };
+                let pending = Pending { tasks: Vec::new(), takeovers: 0, ..cp.pending.clone() };
                 let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
                 (state, cp.version, Some(self.graph.entry.clone()), pending, None, rollback)
             }
             (Some(cp), RunInput::Resume { interrupt_id, value }) => {
-                let mut pending = cp.pending.clone();
+                let mut pending = Pending { takeovers: 0, ..cp.pending.clone() };
                 let Some(interrupt) = pending.answer(&interrupt_id) else {
                     let thread_id = request.thread_id;
                     return Err(if cp.pending.answered.contains(&interrupt_id) {
@@ -1311,6 +1320,7 @@ impl<S: State> Runner<S> {
             next,
             pending,
             resume,
+            taken_over: false,
             step: 0,
             step_limit: self.graph.max_steps,
             failed_over: false,
@@ -1588,7 +1598,7 @@ impl<S: State> Runner<S> {
             rollback: Rollback {
                 state: Some(cp.state.clone()),
                 next: None,
-                pending: Pending { tasks: Vec::new(), resume: None, ..cp.pending.clone() },
+                pending: Pending { tasks: Vec::new(), resume: None, takeovers: 0, ..cp.pending.clone() },
             },
             state,
             version: cp.version,
@@ -1596,6 +1606,7 @@ impl<S: State> Runner<S> {
             pending: cp.pending.clone(),
             // Set when the run was a resume whose first node had not run by its last commit.
             resume: cp.pending.resume.clone(),
+            taken_over: true,
             step: cp.run.step,
             step_limit: self.graph.max_steps.max(cp.run.step.saturating_add(1)),
             failed_over: false,
@@ -1647,6 +1658,28 @@ impl<S: State> Execution<S> {
 
     fn codec_error(&self, source: serde_json::Error) -> RunError {
         RunError::StateCodec { thread_id: self.thread_id.to_string(), source }
+    }
+
+    /// Counts a takeover in the run's checkpoint, or fails the run once it has been taken over
+    /// [`RunnerConfig::max_takeovers`] times: whatever stops its process each time would stop
+    /// the next one too.
+    async fn count_takeover(&mut self) -> Result<(), RunError> {
+        let takeovers = self.pending.takeovers.saturating_add(1);
+        if takeovers > self.config.max_takeovers {
+            let at = self.next.as_deref().unwrap_or("end");
+            let message = format!(
+                "the run was taken over {} times, its process stopping each time at or after node {at}; it is \
+                 not run again",
+                self.pending.takeovers
+            );
+            warn!(thread_id = %self.thread_id, run_id = %self.run_id, node = at, "{message}");
+            return Err(RunError::Node {
+                node: at.to_owned(),
+                source: NodeError::new(NodeErrorKind::Internal, message),
+            });
+        }
+        self.pending.takeovers = takeovers;
+        self.commit(RunStatus::Running).await
     }
 
     async fn commit(&mut self, status: RunStatus) -> Result<(), RunError> {
@@ -1735,6 +1768,12 @@ impl<S: State> Execution<S> {
     }
 
     async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
+        if self.taken_over {
+            if let Err(error) = self.count_takeover().await {
+                self.fail(&error).await;
+                return Err(error);
+            }
+        }
         match self.steps().await {
             Ok(outcome) => Ok(outcome),
             Err(error) => {

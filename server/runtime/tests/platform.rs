@@ -361,6 +361,53 @@ async fn a_new_request_goes_on_after_the_abandoned_run_it_finished_failed() {
     assert_eq!(outcome.state.unwrap().log.last().map(String::as_str), Some("done"));
 }
 
+/// Never returns, as if it took its process down each time it ran.
+struct KillsItsProcess(Arc<AtomicU32>);
+
+#[async_trait]
+impl Node<Case> for KillsItsProcess {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
+    }
+}
+
+/// A run whose node stops its process every time is taken over `max_takeovers` times (each
+/// counted in its checkpoint first), then failed instead of being run again for ever.
+#[tokio::test]
+async fn a_run_that_keeps_stopping_its_process_is_failed_after_its_takeovers() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let calls = Arc::new(AtomicU32::new(0));
+    let process = || {
+        let graph = GraphBuilder::new("poison")
+            .node("work", KillsItsProcess(calls.clone()))
+            .entry("work")
+            .edge("work", Target::End)
+            .build()
+            .unwrap();
+        Runner::new(graph, store.clone(), RunnerConfig { max_takeovers: 3, ..RunnerConfig::default() })
+    };
+    let mut abandoned = frontdesk_runtime::conformance::sample("t", 1, RunStatus::Running);
+    abandoned.workflow = "poison".into();
+    abandoned.state = serde_json::to_vec(&Case { log: vec!["accepted".into()], ..Default::default() }).unwrap();
+    abandoned.next = Some("work".into());
+    store.put(&abandoned).await.unwrap();
+    for takeover in 1..=3 {
+        // A restarted process recovers the run, and "dies" in the node again.
+        let restarted = process();
+        assert!(tokio::time::timeout(Duration::from_millis(200), restarted.recover()).await.is_err());
+        let latest = store.latest("t").await.unwrap().unwrap();
+        assert_eq!((latest.run.status, latest.pending.takeovers), (RunStatus::Running, takeover));
+        assert_eq!(calls.load(Ordering::SeqCst), takeover);
+    }
+    let last = process();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(5), last.recover()).await.unwrap().unwrap(), 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "not run a fourth time");
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(latest.run.status, RunStatus::Failed);
+    assert_eq!(latest.pending.takeovers, 0);
+}
+
 /// Asks once; resumed, its first run with the answer never returns (the process "dies" in
 /// it), later ones record the answer.
 struct AskThenHang {

@@ -192,6 +192,7 @@ impl App {
             replica: Some(replica.clone()),
             lease_ttl: Duration::from_secs(runs_config.lease_secs.max(1)),
             recovery_concurrency: runs_config.recovery_concurrency.max(1),
+            max_takeovers: runs_config.max_takeovers,
         };
         let conversation_limits =
             ConversationLimits { max_text_chars: limits.max_text_chars, max_turns: limits.max_turns };

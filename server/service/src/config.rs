@@ -287,6 +287,9 @@ pub struct RunsConfig {
     pub takeover_scan_secs: u64,
     /// Interrupted runs resumed at once after a crash or takeover.
     pub recovery_concurrency: usize,
+    /// Takeovers of one run (its process stopped while running it) before it is failed instead
+    /// of run again: a node that kills its process must not do it on every restart and replica.
+    pub max_takeovers: u32,
     /// Runs executing at once in this process, across workflows and tenants (0: no limit).
     /// Beyond it a run waits for a slot, first come first served, with its stream open and
     /// only its request in memory; this bounds the memory a burst can take, not the work.
@@ -303,6 +306,7 @@ impl Default for RunsConfig {
             lease_secs: 10,
             takeover_scan_secs: 2,
             recovery_concurrency: 16,
+            max_takeovers: 3,
             max_active: 4096,
         }
     }
