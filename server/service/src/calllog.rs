@@ -225,7 +225,7 @@ impl LlmCallLedger {
     }
 
     /// Erases the calls of one of `tenant`'s threads (`DeleteConversation`), those still queued
-    /// included: when the log has not written them within [`FLUSH_WAIT`], this fails as
+    /// included: when the log has not written them within `FLUSH_WAIT` (2 s), this fails as
     /// unavailable instead of deleting what is written and leaving the rest to be written after.
     pub async fn forget(&self, tenant: &Tenant, id: &str) -> Result<u64, WorkflowError> {
         if let Some(log) = &self.log {
