@@ -36,9 +36,8 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a SQLite statement waits for another process's write lock.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often SQLite migrations run again after one failed (see `Database::migrate`), and a
-/// connection is opened again while the file is busy (see `when_not_busy`).
-const MIGRATE_RETRIES: u32 = 5;
+/// How often opening or migrating a SQLite file is tried again (see `again_after_a_moment`).
+const SQLITE_RETRIES: u32 = 5;
 
 /// Write transactions between two background WAL checkpoints of a SQLite file: a few hundred
 /// WAL pages, far under the writer's own threshold. At every 1,000, a steady moderate load
@@ -373,18 +372,9 @@ impl Database {
                 // lock): two processes starting on one file at once both find a migration to
                 // apply, and the one that loses the race for the write lock fails ("table ...
                 // already exists"). Run again, the migrations find it applied.
-                let mut retries: u32 = 0;
-                loop {
-                    match SQLITE_MIGRATIONS.run(pool).await {
-                        Err(MigrateError::Execute(_) | MigrateError::ExecuteMigration(..))
-                            if retries < MIGRATE_RETRIES =>
-                        {
-                            retries += 1;
-                            tokio::time::sleep(Duration::from_millis(50 * u64::from(retries))).await;
-                        }
-                        done => break done,
-                    }
-                }
+                let lost_a_race =
+                    |e: &MigrateError| matches!(e, MigrateError::Execute(_) | MigrateError::ExecuteMigration(..));
+                again_after_a_moment(|| SQLITE_MIGRATIONS.run(pool), lost_a_race).await
             }
             DbPool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await,
         }
@@ -611,23 +601,30 @@ async fn connect_sqlite(
             .clone()
             .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)
             .pragma("journal_size_limit", WAL_FILE_LIMIT_BYTES);
-        Some(when_not_busy(|| SqliteConnection::connect_with(&writer)).await.map_err(failed)?)
+        Some(again_after_a_moment(|| SqliteConnection::connect_with(&writer), is_busy).await.map_err(failed)?)
     };
-    let pool = when_not_busy(|| pool.clone().connect_with(connect.clone())).await.map_err(failed)?;
+    let pool = again_after_a_moment(|| pool.clone().connect_with(connect.clone()), is_busy).await.map_err(failed)?;
     Ok((pool, writer))
 }
 
-/// Opens a connection, again after a moment while the file is busy: switching a new file to
-/// WAL takes an exclusive lock that SQLite does not wait for, so processes opening one new file
-/// together (replicas starting at once) can find it held for the moment it takes.
-async fn when_not_busy<T, F>(mut open: impl FnMut() -> F) -> Result<T, sqlx::Error>
+/// SQLITE_BUSY. Opening a new file switches it to WAL, which takes an exclusive lock that SQLite
+/// does not wait for, so processes opening one new file together (replicas starting at once)
+/// can find it held for the moment that takes.
+fn is_busy(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e) if e.code().as_deref() == Some("5"))
+}
+
+/// Runs `op` again, after a growing moment, while it fails in a way `passing` says goes by
+/// (up to [`SQLITE_RETRIES`] times): what processes starting together on one SQLite file run
+/// into (see `is_busy` and `Database::migrate`).
+async fn again_after_a_moment<T, E, F>(mut op: impl FnMut() -> F, passing: impl Fn(&E) -> bool) -> Result<T, E>
 where
-    F: std::future::Future<Output = Result<T, sqlx::Error>>,
+    F: std::future::Future<Output = Result<T, E>>,
 {
     let mut retries: u32 = 0;
     loop {
-        match open().await {
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("5") && retries < MIGRATE_RETRIES => {
+        match op().await {
+            Err(e) if passing(&e) && retries < SQLITE_RETRIES => {
                 retries += 1;
                 tokio::time::sleep(Duration::from_millis(50 * u64::from(retries))).await;
             }
