@@ -371,6 +371,36 @@ async fn the_manager_denies() {
     r.stop().await;
 }
 
+/// The changer's reply is kept even when checking the claim fails for good: the investigation
+/// escalates with the reply in its state and trail, and nothing awaits the changer any more.
+#[tokio::test]
+async fn a_claim_check_that_fails_for_good_escalates_with_the_reply_kept() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    r.script(&[brief(), explain(), notice(CLARIFY)]);
+    r.start("1003").await.unwrap();
+    // Unreadable twice (the reply and its repair): invalid model output, which is not retried.
+    r.script(&[(CLAIM, json!({"nonsense": true})), (CLAIM, json!({"nonsense": true})), report()]);
+    let run = r.respond(changer_reply("INV-1003", "u004", "Bob was sick, so I did it for him.")).await.unwrap();
+    let inv = run.investigation();
+    assert_eq!(
+        statuses(inv)[2..],
+        [S::AwaitingUserResponse, S::ManualInterventionRequired, S::AdvisoryReportGenerated],
+        "{:?}",
+        statuses(inv)
+    );
+    assert_eq!(recommendation(inv), pb::Recommendation::ManualIntervention);
+    assert!(inv.awaiting.is_empty(), "the changer has answered: {:?}", inv.awaiting);
+    let error = run.messages.iter().find(|m| m.status() == M::Error).expect("the request's error answer");
+    assert_eq!(error.action(), A::ClarificationResponse);
+    let trail = r.trail("INV-1003").await;
+    assert!(trail
+        .iter()
+        .any(|e| matches!(&e.entry, Some(pb::audit_entry::Entry::Reply(reply)) if reply.responder_id == "u004")));
+    assert_eq!(r.model.remaining(), 0);
+    r.stop().await;
+}
+
 #[tokio::test]
 async fn an_invalid_claim_is_rejected() {
     let cluster = Cluster::new().await;

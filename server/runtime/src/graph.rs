@@ -150,6 +150,13 @@ impl RetryPolicy {
         self
     }
 
+    /// Whether a node whose attempt number `attempt` failed with `kind` is tried again: for a
+    /// node that must act before its failure becomes final (the run may still end sooner, at
+    /// its deadline).
+    pub fn retries_after(&self, attempt: u32, kind: NodeErrorKind) -> bool {
+        attempt < self.max_attempts.max(1) && self.retries(Some(kind), false)
+    }
+
     /// Whether a failed attempt is retried: a node error of a listed kind, or a node timeout.
     pub(crate) fn retries(&self, node_kind: Option<NodeErrorKind>, node_timeout: bool) -> bool {
         match node_kind {

@@ -6,7 +6,7 @@ use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, State};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{
     prompts,
@@ -405,34 +405,44 @@ impl Node<InvestigationState> for Escalate {
     }
 
     async fn run(&self, state: &InvestigationState, ctx: &NodeContext) -> Output {
-        let me = Agent::InvestigationAgent;
         let failure = state.failure.clone().ok_or_else(|| internal("escalation without a failure"))?;
         let mut journal = Journal::new(state);
-        let correlation_id = match last_message(state) {
-            // The request the failed agent did not answer gets its answer: an error.
-            Some(request) if request.status == MessageStatus::Pending => {
-                let correlation_id = request.correlation_id.clone();
-                if let Some(action) = reply_to(request.action) {
-                    let mut reply =
-                        AgentMessage::new(action, correlation_id.clone(), serde_json::json!({}), MessageStatus::Error);
-                    reply.error = Some(failure.clone());
-                    journal.send(reply);
-                }
-                correlation_id
-            }
-            _ => format!("corr-{}-0", state.investigation_id),
-        };
-        journal.push(me.as_str(), &correlation_id, AuditRecord::Error(failure));
-        if state.status == Status::Pending {
-            // The orchestrator failed before it could mark the start.
-            journal.set_status(me, Status::InvestigationStarted, &correlation_id)?;
-        }
-        journal.set_status(me, Status::ManualInterventionRequired, &correlation_id)?;
-        journal.request(Action::GenerateAdvisoryReport, serde_json::json!({"outcome": "manual_intervention"}));
+        escalate(&mut journal, failure)?;
         let update = journal.finish();
         persist(&self.0, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
+}
+
+/// The investigation agent's escalation of an agent that failed for good: the request it did
+/// not answer gets its answer (an error), the failure is recorded, the status becomes
+/// `ManualInterventionRequired` and the report is requested. Written by `escalate` (the graph's
+/// failure route), or by an agent that must keep what it did before failing (a person's reply).
+fn escalate(journal: &mut Journal<'_>, failure: AgentFailure) -> Result<(), NodeError> {
+    let me = Agent::InvestigationAgent;
+    let state = journal.state;
+    let correlation_id = match last_message(state) {
+        // The request the failed agent did not answer gets its answer: an error.
+        Some(request) if request.status == MessageStatus::Pending => {
+            let correlation_id = request.correlation_id.clone();
+            if let Some(action) = reply_to(request.action) {
+                let mut reply =
+                    AgentMessage::new(action, correlation_id.clone(), serde_json::json!({}), MessageStatus::Error);
+                reply.error = Some(failure.clone());
+                journal.send(reply);
+            }
+            correlation_id
+        }
+        _ => format!("corr-{}-0", state.investigation_id),
+    };
+    journal.push(me.as_str(), &correlation_id, AuditRecord::Error(failure));
+    if state.status == Status::Pending {
+        // The orchestrator failed before it could mark the start.
+        journal.set_status(me, Status::InvestigationStarted, &correlation_id)?;
+    }
+    journal.set_status(me, Status::ManualInterventionRequired, &correlation_id)?;
+    journal.request(Action::GenerateAdvisoryReport, serde_json::json!({"outcome": "manual_intervention"}));
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -776,7 +786,26 @@ impl Node<InvestigationState> for RequestForInformationAgent {
         self.answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
         match role {
             ResponderRole::Changer => {
-                let claim = self.validate_claim(ctx, state, &mut journal, &reply, &correlation_id).await?;
+                let claim = match self.validate_claim(ctx, state, &mut journal, &reply, &correlation_id).await {
+                    Ok(claim) => claim,
+                    // Failed for good, the node's update would be dropped and the reply with it
+                    // (the interrupt is answered: nobody can send it again). So the reply is kept
+                    // and the investigation escalated from here, as `escalate` would.
+                    Err(error) if !deps.retry.retries_after(ctx.attempt(), error.kind) => {
+                        warn!(investigation_id = %state.investigation_id, %error, "the claim check failed; escalating");
+                        let failure = AgentFailure {
+                            kind: format!("{:?}", error.kind),
+                            message: format!("node {REQUEST_FOR_INFORMATION} failed: {}", error.message),
+                            attempts: ctx.attempt(),
+                        };
+                        journal.update.failure = Some(Some(failure.clone()));
+                        escalate(&mut journal, failure)?;
+                        let update = journal.finish();
+                        persist(deps, ctx, state, &update).await?;
+                        return Ok(NodeOutput::update(update));
+                    }
+                    Err(error) => return Err(error),
+                };
                 journal.send(AgentMessage::new(
                     Action::ClarificationResponse,
                     correlation_id,
