@@ -45,7 +45,7 @@ fn in_alphabet(id: &str, max: usize, alphabet: &[u8]) -> bool {
 }
 
 fn key_ok(key: Option<&str>) -> bool {
-    key.is_none_or(|k| !k.is_empty() && k.len() <= 128)
+    key.is_none_or(|k| !k.is_empty() && k.len() <= 128 && !k.chars().any(char::is_control))
 }
 
 fuzz_target!(|input: Input| {
@@ -59,9 +59,10 @@ fuzz_target!(|input: Input| {
         assert_eq!(f, "conversation_id");
     }
 
-    // Turns: the trimmed text, 1 to `max` characters; a key of 1 to 128 bytes.
+    // Turns: the trimmed text, 1 to `max` characters without NUL; a key of 1 to 128 bytes
+    // without control characters.
     let trimmed = input.text.trim();
-    let expected_turn = if trimmed.is_empty() || trimmed.chars().count() > max {
+    let expected_turn = if trimmed.is_empty() || trimmed.chars().count() > max || trimmed.contains('\0') {
         Some("text")
     } else if !key_ok(input.idempotency_key.as_deref()) {
         Some("idempotency_key")
@@ -98,11 +99,13 @@ fuzz_target!(|input: Input| {
         assert!(!input.customer_id.contains(':'));
     }
 
-    // Ticket ids: 1 to 64 bytes without ':' (the thread separator) or '/' (the tenant's).
+    // Ticket ids: 1 to 64 bytes without ':' (the thread separator), '/' (the tenant's) or
+    // control characters.
     let ticket_ok = !input.ticket_id.is_empty()
         && input.ticket_id.len() <= 64
         && !input.ticket_id.contains(':')
-        && !input.ticket_id.contains('/');
+        && !input.ticket_id.contains('/')
+        && !input.ticket_id.chars().any(char::is_control);
     let got = field(validate_ticket_id(&input.ticket_id));
     assert_eq!(got.is_none(), ticket_ok, "validate_ticket_id({:?})", input.ticket_id);
     if let Some(f) = got {
@@ -130,9 +133,9 @@ fuzz_target!(|input: Input| {
     let message = input.message.trim();
     let expected_request = if !customer_ok {
         Some("customer_id")
-    } else if message.is_empty() || message.chars().count() > max {
+    } else if message.is_empty() || message.chars().count() > max || message.contains('\0') {
         Some("message")
-    } else if input.subject.as_ref().is_some_and(|s| s.chars().count() > 300) {
+    } else if input.subject.as_ref().is_some_and(|s| s.chars().count() > 300 || s.contains('\0')) {
         Some("subject")
     } else if input.language.as_ref().is_some_and(|l| l.len() != 2 || !l.bytes().all(|b| b.is_ascii_lowercase())) {
         Some("language")

@@ -248,8 +248,8 @@ pub fn validate_ticket_id(ticket_id: &str) -> Result<(), WorkflowError> {
 }
 
 /// A triage request as [`TriageDesk::triage`] checks it before anything else: the customer id,
-/// the message (trimmed, 1 to `max_text_chars` characters), the subject, the language hint and
-/// the idempotency key.
+/// the message (trimmed, 1 to `max_text_chars` characters, no NUL), the subject (at most 300
+/// characters, no NUL), the language hint and the idempotency key.
 pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Result<(), WorkflowError> {
     validate_customer_id(&request.customer_id)?;
     let message = request.message.trim();
@@ -260,17 +260,17 @@ pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Resul
     if chars > max_text_chars {
         return Err(invalid("message", format!("is {chars} characters; the limit is {max_text_chars}")));
     }
-    if request.subject.as_ref().is_some_and(|s| s.chars().count() > MAX_SUBJECT_CHARS) {
-        return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
+    crate::idempotency::reject_nul("message", message)?;
+    if let Some(subject) = &request.subject {
+        if subject.chars().count() > MAX_SUBJECT_CHARS {
+            return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
+        }
+        crate::idempotency::reject_nul("subject", subject)?;
     }
     if let Some(language) = &request.language {
         if language.len() != 2 || !language.bytes().all(|b| b.is_ascii_lowercase()) {
             return Err(invalid("language", "must be an ISO 639-1 code such as en or es"));
         }
-    }
-    crate::idempotency::reject_nul("message", message)?;
-    if let Some(subject) = &request.subject {
-        crate::idempotency::reject_nul("subject", subject)?;
     }
     crate::idempotency::validate_key(request.idempotency_key.as_deref())
 }
