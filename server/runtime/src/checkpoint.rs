@@ -97,9 +97,10 @@ pub struct TaskWrite {
 pub const ANSWERED_KEPT: usize = 256;
 
 /// What a thread waits for or has half done: its pending interrupts, the ids of interrupts
-/// already answered, and the finished tasks of a fan-out step in progress. Stores keep it as
-/// one JSON value ([`Pending::encode`]); the newest checkpoint always carries all of it, so
-/// pruning older checkpoints never loses a pending interrupt.
+/// already answered, the finished tasks of a fan-out step in progress, and of a run in progress
+/// the answer it resumed with and how often it was taken over. Stores keep it as one JSON value
+/// ([`Pending::encode`]); the newest checkpoint always carries all of it, so pruning older
+/// checkpoints never loses a pending interrupt.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
