@@ -232,7 +232,7 @@ pub fn validate_turn<'t>(
             reason: format!("is {chars} characters; the limit is {max_text_chars}"),
         });
     }
-    crate::idempotency::reject_nul("text", text)?;
+    WorkflowError::reject_nul("text", text)?;
     crate::idempotency::validate_key(idempotency_key)?;
     Ok(text)
 }

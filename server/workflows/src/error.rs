@@ -59,6 +59,15 @@ pub enum WorkflowError {
 }
 
 impl WorkflowError {
+    /// Refuses a NUL character in the free-text field `field`: no text needs one, and
+    /// PostgreSQL refuses to store it.
+    pub fn reject_nul(field: &'static str, text: &str) -> Result<(), WorkflowError> {
+        if text.contains('\0') {
+            return Err(WorkflowError::InvalidArgument { field, reason: "must not contain NUL characters".into() });
+        }
+        Ok(())
+    }
+
     /// `error`, from a run on the thread of `what` `id` (a conversation, a ticket): a missing or
     /// clashing thread becomes that entity's `NotFound` / `AlreadyExists`, anything else keeps
     /// the runner's error with the entity named beside it.
@@ -69,5 +78,17 @@ impl WorkflowError {
             RunError::AlreadyExists { .. } => WorkflowError::AlreadyExists { what, id },
             source => WorkflowError::Thread { what, id, source },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkflowError;
+
+    #[test]
+    fn nul_is_refused_in_text_and_other_control_characters_are_not() {
+        assert!(WorkflowError::reject_nul("text", "tabs\tand\nlines").is_ok());
+        let refused = WorkflowError::reject_nul("text", "a\0b");
+        assert!(matches!(refused, Err(WorkflowError::InvalidArgument { field: "text", .. })));
     }
 }

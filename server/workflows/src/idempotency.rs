@@ -25,15 +25,6 @@ pub fn validate_key(key: Option<&str>) -> Result<(), WorkflowError> {
     }
 }
 
-/// Refuses a NUL character in a free-text field: no text needs one, and PostgreSQL refuses to
-/// store it.
-pub fn reject_nul(field: &'static str, text: &str) -> Result<(), WorkflowError> {
-    if text.contains('\0') {
-        return Err(WorkflowError::InvalidArgument { field, reason: "must not contain NUL characters".into() });
-    }
-    Ok(())
-}
-
 /// `sha256:` and the lowercase hex SHA-256 of a canonical encoding of `fields`: for each, the
 /// name and the value, each preceded by its length in bytes (8 bytes, little-endian). Lengths
 /// make the encoding unambiguous (no separator a value could contain), names make it
@@ -73,8 +64,6 @@ mod tests {
             let error = validate_key(Some(&bad)).unwrap_err();
             assert!(matches!(error, WorkflowError::InvalidArgument { field: "idempotency_key", .. }), "{bad:?}");
         }
-        assert!(reject_nul("text", "tabs\tand\nlines").is_ok());
-        assert!(matches!(reject_nul("text", "a\0b"), Err(WorkflowError::InvalidArgument { field: "text", .. })));
     }
 
     #[test]

@@ -238,7 +238,7 @@ impl InvestigationDesk {
         if text.chars().count() > MAX_REPLY_CHARS {
             return Err(WorkflowError::LimitExceeded { limit: "reply text characters", max: MAX_REPLY_CHARS as u64 });
         }
-        crate::idempotency::reject_nul("text", &text)?;
+        WorkflowError::reject_nul("text", &text)?;
         crate::idempotency::validate_key(idempotency_key.as_deref())?;
         match role {
             ResponderRole::Changer if text.trim().is_empty() => {

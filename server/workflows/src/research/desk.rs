@@ -127,7 +127,7 @@ impl ResearchDesk {
         if question.chars().count() > MAX_QUESTION_CHARS {
             return Err(invalid("question", format!("must be at most {MAX_QUESTION_CHARS} characters")));
         }
-        crate::idempotency::reject_nul("question", &question)?;
+        WorkflowError::reject_nul("question", &question)?;
         crate::idempotency::validate_key(idempotency_key.as_deref())?;
         let retry_limit = match retry_limit {
             None | Some(0) => DEFAULT_RETRY_LIMIT,

@@ -260,12 +260,12 @@ pub fn validate_request(request: &TriageRequest, max_text_chars: usize) -> Resul
     if chars > max_text_chars {
         return Err(invalid("message", format!("is {chars} characters; the limit is {max_text_chars}")));
     }
-    crate::idempotency::reject_nul("message", message)?;
+    WorkflowError::reject_nul("message", message)?;
     if let Some(subject) = &request.subject {
         if subject.chars().count() > MAX_SUBJECT_CHARS {
             return Err(invalid("subject", format!("must be at most {MAX_SUBJECT_CHARS} characters")));
         }
-        crate::idempotency::reject_nul("subject", subject)?;
+        WorkflowError::reject_nul("subject", subject)?;
     }
     if let Some(language) = &request.language {
         if language.len() != 2 || !language.bytes().all(|b| b.is_ascii_lowercase()) {
