@@ -181,7 +181,8 @@ pub struct ModelExchange {
 /// Asks for a structured reply of type `T`, offering `tools` by function calling for at most
 /// `rounds` rounds: each call is run, streamed and answered; a reply without calls that parses
 /// as `T` is the answer. Otherwise the answer is asked for once more without tools, with the
-/// client's repair attempt. Returns the answer and every call made.
+/// client's repair attempt. Returns the answer and every call made; a failure carries the calls
+/// made before it ([`LoopFailed`]).
 pub async fn answer<T>(
     ctx: &NodeContext,
     llm: &LlmClient,
