@@ -161,6 +161,12 @@ impl Pending {
         serde_json::from_value(value)
     }
 
+    /// What a new run (or the rest a failed one leaves) starts from: the same, without what
+    /// belongs to the run before it (its resume answer and its takeovers).
+    pub(crate) fn for_a_new_run(&self) -> Pending {
+        Pending { resume: None, takeovers: 0, ..self.clone() }
+    }
+
     pub fn interrupt(&self, id: &str) -> Option<&PendingInterrupt> {
         self.interrupts.iter().find(|i| i.id == id)
     }

@@ -1274,12 +1274,12 @@ impl<S: State> Runner<S> {
                 let mut state = before;
                 state.apply(update);
                 // Finished tasks belong to the step they were written at, which this run leaves.
-                let pending = Pending { tasks: Vec::new(), takeovers: 0, ..cp.pending.clone() };
+                let pending = Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() };
                 let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
                 (state, cp.version, Some(self.graph.entry.clone()), pending, None, rollback)
             }
             (Some(cp), RunInput::Resume { interrupt_id, value }) => {
-                let mut pending = Pending { takeovers: 0, ..cp.pending.clone() };
+                let mut pending = cp.pending.for_a_new_run();
                 let Some(interrupt) = pending.answer(&interrupt_id) else {
                     let thread_id = request.thread_id;
                     return Err(if cp.pending.answered.contains(&interrupt_id) {
@@ -1598,7 +1598,7 @@ impl<S: State> Runner<S> {
             rollback: Rollback {
                 state: Some(cp.state.clone()),
                 next: None,
-                pending: Pending { tasks: Vec::new(), resume: None, takeovers: 0, ..cp.pending.clone() },
+                pending: Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() },
             },
             state,
             version: cp.version,
