@@ -429,14 +429,19 @@ async fn an_invalid_claim_is_rejected() {
     r.stop().await;
 }
 
-#[tokio::test]
-async fn an_agent_that_keeps_failing_escalates_to_manual_intervention() {
-    let cluster = Cluster::new().await;
-    let r = cluster.replica().await;
+/// The orchestrator's brief, then the rights check unavailable through all its three attempts.
+fn rights_check_keeps_failing(r: &Replica) {
     r.script(&[brief()]);
     for _ in 0..3 {
         r.model.push_reply(ScriptedReply::failure(ScriptedFailure::Server { status: 503 }).for_purpose(EXPLAIN));
     }
+}
+
+#[tokio::test]
+async fn an_agent_that_keeps_failing_escalates_to_manual_intervention() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    rights_check_keeps_failing(&r);
     r.script(&[report()]);
     let run = r.start("1001").await.unwrap();
     let inv = run.investigation();
@@ -461,10 +466,7 @@ async fn an_agent_that_keeps_failing_escalates_to_manual_intervention() {
 async fn a_fallback_report_keeps_the_lookups_made_before_the_model_failed() {
     let cluster = Cluster::new().await;
     let r = cluster.replica().await;
-    r.script(&[brief()]);
-    for _ in 0..3 {
-        r.model.push_reply(ScriptedReply::failure(ScriptedFailure::Server { status: 503 }).for_purpose(EXPLAIN));
-    }
+    rights_check_keeps_failing(&r);
     let lookup = json!({"table": "role_authorisations", "key": "r_hr_clerk"});
     r.model.push_reply(ScriptedReply::tool_call("lookup_data", lookup).for_purpose(REPORT));
     r.model.push_reply(ScriptedReply::failure(ScriptedFailure::Server { status: 503 }).for_purpose(REPORT));
