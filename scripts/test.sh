@@ -30,8 +30,18 @@ step() {
   printf '\n==> %s (free disk: %s)\n' "$*" "$(free_disk)"
 }
 # A step that fails on a full disk says something else (a pip error, a linker crash); name the step
-# and the free space beside it so the cause is on the last screen of the log.
-trap 'echo "test.sh: the step \"$step_name\" failed; free disk now: $(free_disk)" >&2' ERR
+# and the free space beside it so the cause is on the last screen of the log. An EXIT trap, not
+# ERR: an explicit `exit 1` (the planted-secret check) skips ERR, and a failing step's time is
+# wanted as much as a passing one's.
+on_exit() {
+  local status=$?
+  [ -n "$step_name" ] || return 0
+  step_done
+  if [ "$status" -ne 0 ]; then
+    echo "test.sh: the step \"$step_name\" failed (exit $status); free disk now: $(free_disk)" >&2
+  fi
+}
+trap on_exit EXIT
 
 # A clean run took 9.4 GB of disk at its peak (2026-11-28): the workspace's target directory
 # (6.4 GB), the sanitised fuzz build (2.6 GB, removed after its step) and the SDKs' toolchains.
@@ -130,6 +140,7 @@ fi
 echo "$logs server logs, none holds the planted secret"
 
 step_done
+step_name=""
 echo
 echo "target directory: $(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1); free: $(df -h . | awk 'NR==2 {print $4}')"
 echo "all test suites passed"
