@@ -29,7 +29,11 @@ log() { echo "fuzz.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 command -v rustup >/dev/null 2>&1 || die "rustup is needed to provide a nightly toolchain (cargo-fuzz needs nightly for -Zsanitizer)"
-if ! rustup toolchain list | grep -q '^nightly'; then
+# The list is read whole before it is searched: `rustup toolchain list | grep -q` under pipefail
+# fails whenever grep quits at the first match before rustup has written the rest (SIGPIPE), and
+# the install attempted then fails offline.
+toolchains="$(rustup toolchain list)" || die "rustup toolchain list failed"
+if ! grep -q '^nightly' <<<"$toolchains"; then
     log "no nightly toolchain; installing one (rustup toolchain install nightly --profile minimal)"
     rustup toolchain install nightly --profile minimal >&2 \
         || die "could not install a nightly toolchain; cargo-fuzz cannot build without one"

@@ -54,7 +54,9 @@ go_tool() {
   local name="$1" pkg="$2" version="$3" bin="$ROOT/client/go/.bin/$1"
   if [[ -x "$bin" ]]; then
     if [[ "$version" == "latest" ]]; then return 0; fi
-    if go version -m "$bin" 2>/dev/null | awk '$1=="mod"{print $3}' | grep -qx "$version"; then
+    # awk reads the whole listing: a `grep -q` here could quit early, and under pipefail the
+    # writer's SIGPIPE would read as "another version" and trigger a reinstall (which fails offline).
+    if go version -m "$bin" 2>/dev/null | awk -v want="$version" '$1=="mod" && $3==want {found=1} END {exit !found}'; then
       return 0
     fi
   fi

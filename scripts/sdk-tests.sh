@@ -369,7 +369,8 @@ grpcurl_checks() {
       grep -q "service ${svc##*.} {" "describe-$svc.txt" || { cat "describe-$svc.txt"; echo "describe $svc failed"; exit 1; }
       echo "describe $svc: $(grep -c 'rpc ' "describe-$svc.txt") rpcs"
     done
-    "$GRPCURL" -plaintext "$ADDR" describe frontdesk.v1.SendMessageResponse | grep -q "oneof payload"
+    # grep reads it all (no -q): quitting at the match could SIGPIPE grpcurl and, under pipefail, fail.
+    "$GRPCURL" -plaintext "$ADDR" describe frontdesk.v1.SendMessageResponse | grep "oneof payload" >/dev/null
     "$GRPCURL" -plaintext -d '{"workflow": "intake"}' "$ADDR" \
       frontdesk.v1.ConversationService/StartConversation > start.json
     id="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["conversation"]["conversationId"])' start.json)"
