@@ -17,7 +17,9 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 # one means regenerating (scripts/sdk-generate.sh) and committing the result.
 PROTOC_GEN_GO_GRPC_VERSION="v1.6.2"
 # protoc-gen-go follows the google.golang.org/protobuf version in client/go/go.mod.
-GRPCURL_VERSION="${GRPCURL_VERSION:-latest}"
+# grpcurl is pinned too, so that two runs test against the same client: "latest" reinstalled
+# nothing once installed, but a fresh machine took whatever was newest that day.
+GRPCURL_VERSION="${GRPCURL_VERSION:-v1.9.4}"
 
 log() { printf '[sdk-ensure] %s\n' "$*" >&2; }
 hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
