@@ -29,8 +29,8 @@ type RetryPolicy struct {
 	// 50-100% of that (jitter). Defaults 250ms and 5s.
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
-	// NoReattach re-issues the call at once when its stream breaks, instead of re-attaching
-	// to the run with WorkflowService/SubscribeRun first.
+	// NoReattach re-issues the call (after the wait for its error, as any retry) when its stream
+	// breaks, instead of re-attaching to the run with WorkflowService/SubscribeRun first.
 	NoReattach bool
 }
 
@@ -219,9 +219,12 @@ type runSource[R any] struct {
 	lastDup     bool
 	resolved    bool
 	haveResult  bool
-	runID       string
-	eventID     uint64
-	err         error
+	// cause is the failure that took the stream from the call to SubscribeRun (the call's error,
+	// or its ending without its result): what a fallback to the call waits on, or raises.
+	cause   *Error
+	runID   string
+	eventID uint64
+	err     error
 }
 
 func newRunSource[R any](
@@ -292,52 +295,77 @@ func (s *runSource[R]) again(wait time.Duration) plan {
 	return plan{action: "call", wait: wait}
 }
 
-func (s *runSource[R]) reattach() plan {
+// reattach switches to SubscribeRun at once, because of cause.
+func (s *runSource[R]) reattach(cause *Error) plan {
 	s.subscribing = true
 	s.b.reattaches++
+	s.cause = cause
 	return plan{action: "subscribe"}
+}
+
+// retry re-issues the call after the wait err asks for (its RetryInfo, else the backoff),
+// counted against MaxAttempts, or raises err when it is final.
+func (s *runSource[R]) retry(err *Error) plan {
+	if wait, ok := s.b.delay(s.ctx, err); ok {
+		return s.again(wait)
+	}
+	return plan{action: "raise", err: err}
+}
+
+// fallBack re-issues the call when SubscribeRun could not follow the run (subErr: NOT_FOUND,
+// another replica has it or this one forgot it; UNAVAILABLE, it is down; nil: it ended before the
+// run's last event, with no re-attach left); with its key the call attaches or replays. It waits
+// what the failure that left the call asks for (its RetryInfo, else the backoff), or subErr's
+// RetryInfo when that is longer, and counts against MaxAttempts; else it raises that failure.
+func (s *runSource[R]) fallBack(subErr *Error) plan {
+	asked := s.cause
+	if !RetryableCode(asked.Code) {
+		// the call's stream ended without its result: broken, like UNAVAILABLE
+		asked = &Error{Code: codes.Unavailable, Message: asked.Message}
+	}
+	if subErr != nil && RetryableCode(subErr.Code) {
+		if d, ok := subErr.RetryInfo(); ok {
+			if prior, ok := asked.RetryInfo(); !ok || d > prior {
+				asked = subErr
+			}
+		}
+	}
+	if wait, ok := s.b.delay(s.ctx, asked); ok {
+		return s.again(wait)
+	}
+	return plan{action: "raise", err: s.cause}
 }
 
 func (s *runSource[R]) failed(fe *Error) plan {
 	if s.subscribing {
-		// SubscribeRun could not serve the run (NOT_FOUND: another replica has it, or this one
-		// forgot it; UNAVAILABLE: it is down): the call again with its key attaches or replays.
-		if RetryableCode(fe.Code) {
-			if wait, ok := s.b.delay(s.ctx, fe); ok {
-				return s.again(wait)
-			}
-			return plan{action: "raise", err: fe}
-		}
-		return s.again(0)
+		return s.fallBack(fe)
 	}
 	if s.b.policy == nil || s.ctx.Err() != nil {
 		return plan{action: "raise", err: fe}
 	}
 	if RetryableCode(fe.Code) && s.openRun() && s.b.canReattach() {
-		return s.reattach()
+		return s.reattach(fe)
 	}
-	if wait, ok := s.b.delay(s.ctx, fe); ok {
-		return s.again(wait)
-	}
-	return plan{action: "raise", err: fe}
+	return s.retry(fe)
 }
 
 func (s *runSource[R]) endedWithout() plan {
 	if s.subscribing {
 		if s.openRun() {
+			// ended before the run's last event: re-attach again, or fall back to the call
 			if s.b.canReattach() {
-				return s.reattach()
+				return s.reattach(s.cause)
 			}
-			return s.again(0)
+			return s.fallBack(nil)
 		}
 		if f := s.ended[s.runID].GetRunFailed(); f != nil {
-			fe := &Error{Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Reason: f.GetReason()}
-			if wait, ok := s.b.delay(s.ctx, fe); ok {
-				return s.again(wait)
-			}
-			return plan{action: "raise", err: fe}
+			return s.retry(&Error{Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Reason: f.GetReason()})
 		}
-		// The run ended: the call with its key replays the recorded outcome.
+		// The run ended: the call with its key replays the recorded outcome, at once (nothing
+		// failed), as one of the MaxAttempts calls.
+		if s.b.calls >= s.b.policy.MaxAttempts {
+			return plan{action: "raise", err: s.cause}
+		}
 		return s.again(0)
 	}
 	fe := &Error{Code: codes.Internal, Message: s.what + " stream ended without its result"}
@@ -345,7 +373,7 @@ func (s *runSource[R]) endedWithout() plan {
 		return plan{action: "raise", err: fe}
 	}
 	if s.openRun() && s.b.canReattach() {
-		return s.reattach()
+		return s.reattach(fe)
 	}
 	if wait, ok := s.b.delay(s.ctx, &Error{Code: codes.Unavailable, Message: fe.Message}); ok {
 		return s.again(wait)

@@ -38,9 +38,14 @@ type fake struct {
 	breakAfter        int
 	subscribeNotFound bool
 	noResult          bool // SendMessage ends after its events, without the TurnResult
-	startCalls        []time.Time
-	sendCalls         int
-	subscribeCalls    []uint64
+	// busyFor: SendMessage calls after the first answer ABORTED THREAD_BUSY (RetryInfo delay)
+	// until busyFor has passed since the first (the run held by a replica that died).
+	busyFor        time.Duration
+	startCalls     []time.Time
+	sendCalls      int
+	sendTimes      []time.Time
+	busyTimes      []time.Time
+	subscribeCalls []uint64
 }
 
 func scriptedError(code codes.Code, reason string, delay time.Duration) error {
@@ -89,7 +94,16 @@ func (f *fake) SendMessage(_ *v1.SendMessageRequest, stream grpc.ServerStreaming
 	f.mu.Lock()
 	f.sendCalls++
 	n := f.sendCalls
+	now := time.Now()
+	f.sendTimes = append(f.sendTimes, now)
+	busy := n > 1 && now.Sub(f.sendTimes[0]) < f.busyFor
+	if busy {
+		f.busyTimes = append(f.busyTimes, now)
+	}
 	f.mu.Unlock()
+	if busy {
+		return scriptedError(codes.Aborted, "THREAD_BUSY", f.delay)
+	}
 	for i := 1; i <= fakeLast; i++ {
 		if n == 1 && f.breakAfter > 0 && i > f.breakAfter {
 			return scriptedError(codes.Unavailable, "STORE_UNAVAILABLE", 0)
@@ -282,6 +296,49 @@ func TestReattachFallsBackToTheCall(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ids, allIDs) || !reflect.DeepEqual(f.subscribeCalls, []uint64{2}) || f.sendCalls != 2 {
 		t.Fatalf("ids %v, subscribe calls %v, send calls %d", ids, f.subscribeCalls, f.sendCalls)
+	}
+}
+
+// The stream broke (its replica died) and SubscribeRun cannot find the run elsewhere; the call
+// re-issued with its key is ABORTED THREAD_BUSY with RetryInfo until the run is taken over. Every
+// re-issue waits at least that delay and counts against MaxAttempts.
+func TestReattachFallbackWaitsTheRetryInfo(t *testing.T) {
+	f := &fake{breakAfter: 2, subscribeNotFound: true, busyFor: 300 * time.Millisecond}
+	policy := &frontdesk.RetryPolicy{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+	c, ctx := startFake(t, f, policy)
+	started := time.Now()
+	ids, res, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1")))
+	elapsed := time.Since(started)
+	if err != nil {
+		t.Fatalf("want the result, got %v after %d send calls, subscribe calls %v", err, f.sendCalls, f.subscribeCalls)
+	}
+	if res.GetRunId() != fakeRun || !reflect.DeepEqual(ids, allIDs) {
+		t.Fatalf("result %v, ids %v", res, ids)
+	}
+	if elapsed < 300*time.Millisecond {
+		t.Fatalf("done after %v: the RetryInfo delay (300ms) was not waited", elapsed)
+	}
+	if f.sendCalls > policy.MaxAttempts || len(f.busyTimes) == 0 {
+		t.Fatalf("send calls %d (MaxAttempts %d), busy answers %d", f.sendCalls, policy.MaxAttempts, len(f.busyTimes))
+	}
+	for i, at := range f.sendTimes {
+		for _, busy := range f.busyTimes {
+			if at.After(busy) && at.Sub(busy) < 280*time.Millisecond {
+				t.Fatalf("send call %d came %v after a THREAD_BUSY with RetryInfo 300ms", i+1, at.Sub(busy))
+			}
+		}
+	}
+}
+
+func TestReattachFallbackCountsAgainstMaxAttempts(t *testing.T) {
+	f := &fake{breakAfter: 2, subscribeNotFound: true, busyFor: time.Hour, delay: 20 * time.Millisecond}
+	c, ctx := startFake(t, f, &frontdesk.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond})
+	_, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1")))
+	if fe, ok := frontdesk.AsError(err); !ok || fe.Code != codes.Aborted || fe.Reason != "THREAD_BUSY" {
+		t.Fatalf("want ABORTED THREAD_BUSY, got %v", err)
+	}
+	if f.sendCalls != 3 {
+		t.Fatalf("want 3 send calls (MaxAttempts), got %d (subscribe calls %v)", f.sendCalls, f.subscribeCalls)
 	}
 }
 

@@ -78,14 +78,18 @@ LAST = 5
 class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.WorkflowServiceServicer):
     """Scripted: ``start_failures`` ABORTED THREAD_BUSY answers (RetryInfo ``delay``) before
     StartConversation succeeds; SendMessage breaks its first stream after ``break_after``
-    events (0: never); SubscribeRun answers NOT_FOUND when ``subscribe_not_found``, else the
-    events after the id asked for, and then, when ``subscribe_holds``, stays open until the
-    client goes."""
+    events (0: never), and its later calls answer ABORTED THREAD_BUSY (RetryInfo ``delay``)
+    until ``busy_for`` seconds have passed since the first (the run held by a replica that
+    died); SubscribeRun answers NOT_FOUND when ``subscribe_not_found``, else the events after
+    the id asked for, and then, when ``subscribe_holds``, stays open until the client goes."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.start_calls: List[float] = []
         self.send_calls = 0
+        self.send_times: List[float] = []
+        self.busy_times: List[float] = []
+        self.busy_for = 0.0
         self.subscribe_calls: List[int] = []
         self.start_failures = 0
         self.delay: Optional[float] = 0.3
@@ -107,6 +111,13 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
         with self.lock:
             self.send_calls += 1
             n = self.send_calls
+            now = time.monotonic()
+            self.send_times.append(now)
+            busy = n > 1 and now - self.send_times[0] < self.busy_for
+            if busy:
+                self.busy_times.append(now)
+        if busy:
+            fail(context, grpc.StatusCode.ABORTED, "THREAD_BUSY", self.delay)
         for i in range(1, LAST + 1):
             if n == 1 and self.break_after and i > self.break_after:
                 fail(context, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE")
@@ -241,6 +252,39 @@ def test_broken_stream_falls_back_to_the_call(fake: Fake) -> None:
     assert ids(items) == WANT
     assert fake.subscribe_calls == [2]
     assert fake.send_calls == 2
+
+
+def test_fallback_to_the_call_waits_the_retry_info(fake: Fake) -> None:
+    # The stream broke (its replica died) and SubscribeRun cannot find the run elsewhere; the
+    # call re-issued with its key is ABORTED THREAD_BUSY with RetryInfo until the run is taken
+    # over. Every re-issue waits at least that delay and counts against max_attempts.
+    fake.break_after = 2
+    fake.subscribe_not_found = True
+    fake.busy_for = 0.3
+    policy = RetryPolicy(max_attempts=5, initial_backoff=0.01, max_backoff=0.02)
+    with FrontdeskClient(fake.addr, retry=policy) as client:  # type: ignore[attr-defined]
+        started = time.monotonic()
+        items = list(client.send_message("c1", "hi", idempotency_key="k1"))
+        elapsed = time.monotonic() - started
+    assert ids(items) == WANT
+    assert elapsed >= 0.3
+    assert fake.busy_times and fake.send_calls <= policy.max_attempts
+    for at in fake.send_times:
+        for busy in fake.busy_times:
+            assert not 0 < at - busy < 0.28, (fake.send_times, fake.busy_times)
+
+
+def test_fallback_to_the_call_counts_against_max_attempts(fake: Fake) -> None:
+    fake.break_after = 2
+    fake.subscribe_not_found = True
+    fake.busy_for = 3600.0
+    fake.delay = 0.02
+    policy = RetryPolicy(max_attempts=3, initial_backoff=0.01)
+    with FrontdeskClient(fake.addr, retry=policy) as client:  # type: ignore[attr-defined]
+        with pytest.raises(FrontdeskError) as info:
+            list(client.send_message("c1", "hi", idempotency_key="k1"))
+    assert info.value.code == grpc.StatusCode.ABORTED and info.value.reason == "THREAD_BUSY"
+    assert fake.send_calls == 3, fake.subscribe_calls
 
 
 def test_broken_stream_without_reattach_reissues_the_call(fake: Fake) -> None:

@@ -23,7 +23,7 @@ export interface RetryPolicy {
   maxBackoffMs?: number;
   /**
    * Re-attach a broken stream with WorkflowService/SubscribeRun (true, the default), or re-issue
-   * the call at once (false).
+   * the call after the wait for its error, as any retry (false).
    */
   reattach?: boolean;
 }
@@ -187,6 +187,9 @@ export async function* resumable<R, I>(
   let eventId = 0n;
   let mode: "call" | "subscribe" = "call";
   let haveResult = false;
+  // The failure that took the stream from the call to SubscribeRun (the call's error, or its
+  // ending without its result): what a fallback to the call waits on, or throws.
+  let cause: FrontdeskError | undefined;
 
   const sync = (): void => {
     progress.attempts = budget.calls;
@@ -220,42 +223,66 @@ export async function* resumable<R, I>(
     budget.waitedMs += wait ?? 0;
     return { action: "call", delayMs: wait ?? 0 };
   };
-  const reattach = (): Plan => {
+  /** SubscribeRun at once, because of `why`. */
+  const reattach = (why: FrontdeskError | undefined): Plan => {
     mode = "subscribe";
     budget.reattaches += 1;
+    cause = why;
     return { action: "subscribe", runId, afterEventId: eventId };
   };
-  const failed = (err: FrontdeskError): Plan => {
-    if (mode === "subscribe") {
-      // SubscribeRun could not serve the run (NOT_FOUND: another replica has it, or this one
-      // forgot it; UNAVAILABLE: it is down): the call again with its key attaches or replays.
-      if (isRetryable(err.code)) {
-        const wait = budget.delay(err);
-        return wait === undefined ? { action: "raise", error: err } : again(wait);
-      }
-      return again(0);
-    }
-    if (budget.policy === undefined) return { action: "raise", error: err };
-    if (isRetryable(err.code) && openRun() !== "" && budget.canReattach()) return reattach();
+  /** The call again after the wait `err` asks for (its RetryInfo, else the backoff), counted against maxAttempts; or throw `err` when it is final. */
+  const retry = (err: FrontdeskError): Plan => {
     const wait = budget.delay(err);
     return wait === undefined ? { action: "raise", error: err } : again(wait);
   };
+  /**
+   * The call again when SubscribeRun could not follow the run (`subErr`: NOT_FOUND, another
+   * replica has it or this one forgot it; UNAVAILABLE, it is down; undefined: it ended before the
+   * run's last event, with no re-attach left); with its key the call attaches or replays. It
+   * waits what the failure that left the call asks for (its RetryInfo, else the backoff), or
+   * `subErr`'s RetryInfo when that is longer, and counts against maxAttempts; else that failure
+   * is thrown.
+   */
+  const fallBack = (subErr: FrontdeskError | undefined): Plan => {
+    const why = cause as FrontdeskError;
+    let asked = why;
+    // the call's stream ended without its result: broken, like UNAVAILABLE
+    if (!isRetryable(asked.code)) asked = FrontdeskError.of(Code.Unavailable, why.rawMessage);
+    if (
+      subErr !== undefined &&
+      isRetryable(subErr.code) &&
+      subErr.retryDelayMs !== undefined &&
+      (asked.retryDelayMs === undefined || subErr.retryDelayMs > asked.retryDelayMs)
+    ) {
+      asked = subErr;
+    }
+    const wait = budget.delay(asked);
+    return wait === undefined ? { action: "raise", error: why } : again(wait);
+  };
+  const failed = (err: FrontdeskError): Plan => {
+    if (mode === "subscribe") return fallBack(err);
+    if (budget.policy === undefined) return { action: "raise", error: err };
+    if (isRetryable(err.code) && openRun() !== "" && budget.canReattach()) return reattach(err);
+    return retry(err);
+  };
   const endedWithout = (): Plan => {
     if (mode === "subscribe") {
-      if (openRun() !== "") return budget.canReattach() ? reattach() : again(0);
+      // ended before the run's last event: re-attach again, or fall back to the call
+      if (openRun() !== "") return budget.canReattach() ? reattach(cause) : fallBack(undefined);
       const last = ended.get(runId);
       if (last?.kind.case === "runFailed") {
-        const err = FrontdeskError.of(last.kind.value.code as Code, last.kind.value.message);
-        const wait = budget.delay(err);
-        if (wait === undefined) return { action: "raise", error: err };
-        return again(wait);
+        return retry(FrontdeskError.of(last.kind.value.code as Code, last.kind.value.message));
       }
-      // The run ended: the call with its key replays the recorded outcome.
+      // The run ended: the call with its key replays the recorded outcome, at once (nothing
+      // failed), as one of the maxAttempts calls.
+      if (budget.policy !== undefined && budget.calls >= budget.policy.maxAttempts) {
+        return { action: "raise", error: cause as FrontdeskError };
+      }
       return again(0);
     }
     const err = FrontdeskError.of(Code.Internal, `${call.what} stream ended without its result`);
     if (budget.policy === undefined) return { action: "raise", error: err };
-    if (openRun() !== "" && budget.canReattach()) return reattach();
+    if (openRun() !== "" && budget.canReattach()) return reattach(err);
     const wait = budget.delay(FrontdeskError.of(Code.Unavailable, err.rawMessage));
     return wait === undefined ? { action: "raise", error: err } : again(wait);
   };

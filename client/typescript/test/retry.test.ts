@@ -76,8 +76,12 @@ interface Script {
   delayMs: number | undefined;
   breakAfter: number;
   subscribeNotFound: boolean;
+  /** SendMessage calls after the first answer ABORTED THREAD_BUSY (RetryInfo delayMs) until busyForMs has passed since the first (the run held by a replica that died). */
+  busyForMs: number;
   startCalls: number[];
   sendCalls: number;
+  sendTimes: number[];
+  busyTimes: number[];
   subscribeCalls: bigint[];
 }
 
@@ -91,8 +95,11 @@ beforeEach(async () => {
     delayMs: 300,
     breakAfter: 0,
     subscribeNotFound: false,
+    busyForMs: 0,
     startCalls: [],
     sendCalls: 0,
+    sendTimes: [],
+    busyTimes: [],
     subscribeCalls: [],
   };
   const handler = connectNodeAdapter({
@@ -111,6 +118,12 @@ beforeEach(async () => {
         async *sendMessage() {
           script.sendCalls += 1;
           const n = script.sendCalls;
+          const now = performance.now();
+          script.sendTimes.push(now);
+          if (n > 1 && now - (script.sendTimes[0] ?? now) < script.busyForMs) {
+            script.busyTimes.push(now);
+            throw failure(Code.Aborted, "THREAD_BUSY", script.delayMs);
+          }
           for (let i = 1; i <= LAST; i++) {
             if (n === 1 && script.breakAfter > 0 && i > script.breakAfter) {
               throw failure(Code.Unavailable, "STORE_UNAVAILABLE");
@@ -243,6 +256,43 @@ test("a broken stream falls back to the call when SubscribeRun is NOT_FOUND", as
     assert.deepEqual(script.subscribeCalls, [2n]);
     assert.equal(script.sendCalls, 2);
   });
+});
+
+// The stream broke (its replica died) and SubscribeRun cannot find the run elsewhere; the call
+// re-issued with its key is ABORTED THREAD_BUSY with RetryInfo until the run is taken over. Every
+// re-issue waits at least that delay and counts against maxAttempts.
+test("a fallback to the call after SubscribeRun fails waits the RetryInfo", async () => {
+  script.breakAfter = 2;
+  script.subscribeNotFound = true;
+  script.busyForMs = 300;
+  const policy = { maxAttempts: 5, initialBackoffMs: 10, maxBackoffMs: 20 };
+  await withClient(policy, async (c) => {
+    const started = performance.now();
+    const items = await collect(c.sendMessage("c1", "hi", { idempotencyKey: "k1" }));
+    const elapsed = performance.now() - started;
+    assert.deepEqual(ids(items), WANT);
+    assert.ok(elapsed >= 300, `done after ${elapsed}ms: the RetryInfo delay (300ms) was not waited`);
+  });
+  assert.ok(script.busyTimes.length > 0);
+  assert.ok(script.sendCalls <= policy.maxAttempts, `${script.sendCalls} send calls`);
+  for (const at of script.sendTimes) {
+    for (const busy of script.busyTimes) {
+      assert.ok(!(at > busy && at - busy < 280), `a send call came ${at - busy}ms after a THREAD_BUSY`);
+    }
+  }
+});
+
+test("a fallback to the call after SubscribeRun fails counts against maxAttempts", async () => {
+  script.breakAfter = 2;
+  script.subscribeNotFound = true;
+  script.busyForMs = 3_600_000;
+  script.delayMs = 20;
+  const err = await withClient({ maxAttempts: 3, initialBackoffMs: 10 }, (c) =>
+    rejection(collect(c.sendMessage("c1", "hi", { idempotencyKey: "k1" }))),
+  );
+  assert.equal(err.code, Code.Aborted);
+  assert.equal(err.reason, "THREAD_BUSY");
+  assert.equal(script.sendCalls, 3);
 });
 
 test("without reattach a broken stream re-issues the call", async () => {

@@ -140,6 +140,9 @@ class Resumer:
         self._resolution = False
         self.run_id = ""
         self.event_id = 0
+        # The failure that took the stream from the call to SubscribeRun (the call's error, or
+        # its ending without its result): what a fallback to the call waits on, or raises.
+        self._cause: Optional[FrontdeskError] = None
         #: Events the server no longer held when the stream re-attached (SubscribeRun.skipped).
         self.skipped = 0
 
@@ -186,18 +189,12 @@ class Resumer:
         """The source failed with ``err``."""
         budget = self.budget
         if self.mode == "subscribe":
-            # SubscribeRun could not serve the run (NOT_FOUND: another replica has it, or the
-            # replica restarted; UNAVAILABLE: it is down): retry the call with its key.
-            if err.code in RETRYABLE_CODES:
-                wait = budget.delay(err)
-                return self._call(wait) if wait is not None else Plan("raise", error=err)
-            return self._call(0.0)
+            return self._fall_back(err)
         if budget.policy is None:
             return Plan("raise", error=err)
         if err.code in RETRYABLE_CODES and self.open_run and budget.can_reattach():
-            return self._subscribe()
-        wait = budget.delay(err)
-        return self._call(wait) if wait is not None else Plan("raise", error=err)
+            return self._subscribe(err)
+        return self._retry(err)
 
     def ended(self) -> Plan:
         """The source ended without the call's result."""
@@ -205,13 +202,17 @@ class Resumer:
         if self.mode == "subscribe":
             if self.open_run:
                 # ended before the run's last event: re-attach again, or fall back to the call
-                return self._subscribe() if budget.can_reattach() else self._call(0.0)
+                if budget.can_reattach():
+                    return self._subscribe(self._cause)
+                return self._fall_back(None)
             last = self._ended.get(self.run_id)
             if last is not None and last.WhichOneof("kind") == "run_failed":
-                err = run_failed_error(last)
-                wait = budget.delay(err)
-                return self._call(wait) if wait is not None else Plan("raise", error=err)
-            # The run ended: the call with its key replays the recorded outcome.
+                return self._retry(run_failed_error(last))
+            # The run ended: the call with its key replays the recorded outcome, at once (nothing
+            # failed), as one of the max_attempts calls.
+            assert budget.policy is not None and self._cause is not None
+            if budget.calls >= budget.policy.max_attempts:
+                return Plan("raise", error=self._cause)
             return self._call(0.0)
         err = FrontdeskError(
             grpc.StatusCode.INTERNAL, f"{self.what} stream ended without its result"
@@ -219,10 +220,39 @@ class Resumer:
         if budget.policy is None:
             return Plan("raise", error=err)
         if self.open_run and budget.can_reattach():
-            return self._subscribe()
+            return self._subscribe(err)
         broken = FrontdeskError(grpc.StatusCode.UNAVAILABLE, err.message)
         wait = budget.delay(broken)
         return self._call(wait) if wait is not None else Plan("raise", error=err)
+
+    def _retry(self, err: FrontdeskError) -> Plan:
+        """The call again after the wait ``err`` asks for (its RetryInfo, else the backoff),
+        counted against max_attempts; or raise ``err`` when it is final."""
+        wait = self.budget.delay(err)
+        return self._call(wait) if wait is not None else Plan("raise", error=err)
+
+    def _fall_back(self, sub_err: Optional[FrontdeskError]) -> Plan:
+        """The call again when SubscribeRun could not follow the run (``sub_err``: NOT_FOUND,
+        another replica has it or this one forgot it; UNAVAILABLE, it is down; None: it ended
+        before the run's last event, with no re-attach left); with its key the call attaches or
+        replays. It waits what the failure that left the call asks for (its RetryInfo, else the
+        backoff), or ``sub_err``'s RetryInfo when that is longer, and counts against
+        max_attempts; else that failure is raised."""
+        cause = self._cause
+        assert cause is not None
+        asked = cause
+        if asked.code not in RETRYABLE_CODES:
+            # the call's stream ended without its result: broken, like UNAVAILABLE
+            asked = FrontdeskError(grpc.StatusCode.UNAVAILABLE, cause.message)
+        if (
+            sub_err is not None
+            and sub_err.code in RETRYABLE_CODES
+            and sub_err.retry_delay is not None
+            and (asked.retry_delay is None or sub_err.retry_delay > asked.retry_delay)
+        ):
+            asked = sub_err
+        wait = self.budget.delay(asked)
+        return self._call(wait) if wait is not None else Plan("raise", error=cause)
 
     def _call(self, wait: Optional[float]) -> Plan:
         self.mode = "call"
@@ -230,9 +260,11 @@ class Resumer:
         self.budget.waited += wait or 0.0
         return Plan("call", delay=wait or 0.0)
 
-    def _subscribe(self) -> Plan:
+    def _subscribe(self, cause: Optional[FrontdeskError]) -> Plan:
+        """SubscribeRun at once, because of ``cause``."""
         self.mode = "subscribe"
         self.budget.reattaches += 1
+        self._cause = cause
         return Plan("subscribe", run_id=self.run_id, after_event_id=self.event_id)
 
 
