@@ -12,6 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// errorDomain is the google.rpc.ErrorInfo domain of Frontdesk's errors.
+const errorDomain = "frontdesk.dev"
+
 // FieldViolation is one google.rpc.BadRequest field violation: which request field, and why.
 type FieldViolation struct {
 	Field       string

@@ -359,7 +359,11 @@ func (s *runSource[R]) endedWithout() plan {
 			return s.fallBack(nil)
 		}
 		if f := s.ended[s.runID].GetRunFailed(); f != nil {
-			return s.retry(&Error{Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Reason: f.GetReason()})
+			fe := &Error{Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Reason: f.GetReason()}
+			if fe.Reason != "" {
+				fe.Domain = errorDomain
+			}
+			return s.retry(fe)
 		}
 		// The run ended: the call with its key replays the recorded outcome, at once (nothing
 		// failed), as one of the MaxAttempts calls.

@@ -38,6 +38,7 @@ type fake struct {
 	breakAfter        int
 	subscribeNotFound bool
 	noResult          bool // SendMessage ends after its events, without the TurnResult
+	runFails          bool // SubscribeRun's last event is a RunFailed (FAILED_PRECONDITION CONVERSATION_ENDED)
 	// busyFor: SendMessage calls after the first answer ABORTED THREAD_BUSY (RetryInfo delay)
 	// until busyFor has passed since the first (the run held by a replica that died).
 	busyFor        time.Duration
@@ -126,7 +127,13 @@ func (f *fake) SubscribeRun(req *v1.SubscribeRunRequest, stream grpc.ServerStrea
 		return scriptedError(codes.NotFound, "NOT_FOUND", 0)
 	}
 	for i := int(req.GetAfterEventId()) + 1; i <= fakeLast; i++ {
-		if err := stream.Send(&v1.SubscribeRunResponse{Event: fakeEvent(i)}); err != nil {
+		ev := fakeEvent(i)
+		if i == fakeLast && f.runFails {
+			ev.Kind = &v1.RunEvent_RunFailed{RunFailed: &v1.RunFailed{
+				Code: int32(codes.FailedPrecondition), Message: "the conversation has ended", Reason: "CONVERSATION_ENDED",
+			}}
+		}
+		if err := stream.Send(&v1.SubscribeRunResponse{Event: ev}); err != nil {
 			return err
 		}
 	}
@@ -339,6 +346,20 @@ func TestReattachFallbackCountsAgainstMaxAttempts(t *testing.T) {
 	}
 	if f.sendCalls != 3 {
 		t.Fatalf("want 3 send calls (MaxAttempts), got %d (subscribe calls %v)", f.sendCalls, f.subscribeCalls)
+	}
+}
+
+func TestReattachedRunFailedKeepsReasonAndDomain(t *testing.T) {
+	f := &fake{breakAfter: 2, runFails: true}
+	c, ctx := startFake(t, f, fastPolicy)
+	ids, _, err := collectTurn(t, c.SendMessage(ctx, "c1", "hi", frontdesk.WithIdempotencyKey("k1")))
+	fe, ok := frontdesk.AsError(err)
+	if !ok || fe.Code != codes.FailedPrecondition || fe.Message != "the conversation has ended" ||
+		fe.Reason != "CONVERSATION_ENDED" || fe.Domain != "frontdesk.dev" {
+		t.Fatalf("want FAILED_PRECONDITION CONVERSATION_ENDED (domain frontdesk.dev), got %#v", err)
+	}
+	if !reflect.DeepEqual(ids, allIDs) || !reflect.DeepEqual(f.subscribeCalls, []uint64{2}) || f.sendCalls != 1 {
+		t.Fatalf("ids %v, subscribe calls %v, send calls %d", ids, f.subscribeCalls, f.sendCalls)
 	}
 }
 

@@ -96,6 +96,8 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
         self.break_after = 0
         self.subscribe_not_found = False
         self.subscribe_holds = False
+        #: SubscribeRun's last event is a RunFailed (FAILED_PRECONDITION CONVERSATION_ENDED).
+        self.run_fails = False
 
     def StartConversation(self, request: Any, context: grpc.ServicerContext) -> Any:
         with self.lock:
@@ -132,7 +134,12 @@ class Fake(conversation_pb2_grpc.ConversationServiceServicer, workflow_pb2_grpc.
         if self.subscribe_not_found:
             fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND")
         for i in range(request.after_event_id + 1, LAST + 1):
-            yield workflow_pb2.SubscribeRunResponse(event=event(i))
+            ev = event(i)
+            if i == LAST and self.run_fails:
+                ev.run_failed.code = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+                ev.run_failed.message = "the conversation has ended"
+                ev.run_failed.reason = "CONVERSATION_ENDED"
+            yield workflow_pb2.SubscribeRunResponse(event=ev)
         while self.subscribe_holds and context.is_active():
             time.sleep(0.01)
 
@@ -285,6 +292,22 @@ def test_fallback_to_the_call_counts_against_max_attempts(fake: Fake) -> None:
             list(client.send_message("c1", "hi", idempotency_key="k1"))
     assert info.value.code == grpc.StatusCode.ABORTED and info.value.reason == "THREAD_BUSY"
     assert fake.send_calls == 3, fake.subscribe_calls
+
+
+def test_run_failed_through_subscribe_run_keeps_reason_and_domain(fake: Fake) -> None:
+    fake.break_after = 2
+    fake.run_fails = True
+    with FrontdeskClient(fake.addr, retry=FAST) as client:  # type: ignore[attr-defined]
+        stream = client.send_message("c1", "hi", idempotency_key="k1")
+        with pytest.raises(FrontdeskError) as info:
+            list(stream)
+    err = info.value
+    assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.message == "the conversation has ended"
+    assert err.reason == "CONVERSATION_ENDED"
+    assert err.domain == "frontdesk.dev"
+    assert ids(stream.events) == [1, 2, 3, 4, 5]
+    assert fake.subscribe_calls == [2] and fake.send_calls == 1
 
 
 def test_broken_stream_without_reattach_reissues_the_call(fake: Fake) -> None:

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 
 /** One google.rpc.BadRequest field violation: which request field, and why. */
 export interface FieldViolation {
@@ -87,9 +87,14 @@ export class FrontdeskError extends Error {
     return this.code === Code.Unavailable || this.code === Code.Aborted;
   }
 
-  /** A FrontdeskError made on the client side, with no details. */
-  static of(code: Code, message: string): FrontdeskError {
-    return new FrontdeskError(new ConnectError(message, code));
+  /**
+   * A FrontdeskError made on the client side: with a google.rpc.ErrorInfo of `reason` (domain
+   * "frontdesk.dev") when one is given, as the server would send it, else with no details.
+   */
+  static of(code: Code, message: string, reason?: string): FrontdeskError {
+    const cause = new ConnectError(message, code);
+    if (reason) cause.details = [{ type: "google.rpc.ErrorInfo", value: encodeErrorInfo(reason, "frontdesk.dev") }];
+    return new FrontdeskError(cause);
   }
 
   /** Wraps any thrown value: ConnectErrors (and aborts) become FrontdeskErrors. */
@@ -124,6 +129,13 @@ function decodeErrorInfo(bytes: Uint8Array): {
     } else r.skip(wt, no);
   }
   return out;
+}
+
+function encodeErrorInfo(reason: string, domain: string): Uint8Array {
+  const w = new BinaryWriter();
+  w.tag(1, WireType.LengthDelimited).string(reason);
+  w.tag(2, WireType.LengthDelimited).string(domain);
+  return w.finish();
 }
 
 // google.rpc.RetryInfo { google.protobuf.Duration retry_delay = 1; }

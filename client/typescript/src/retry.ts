@@ -271,7 +271,8 @@ export async function* resumable<R, I>(
       if (openRun() !== "") return budget.canReattach() ? reattach(cause) : fallBack(undefined);
       const last = ended.get(runId);
       if (last?.kind.case === "runFailed") {
-        return retry(FrontdeskError.of(last.kind.value.code as Code, last.kind.value.message));
+        const failed = last.kind.value;
+        return retry(FrontdeskError.of(failed.code as Code, failed.message, failed.reason));
       }
       // The run ended: the call with its key replays the recorded outcome, at once (nothing
       // failed), as one of the maxAttempts calls.

@@ -16,6 +16,7 @@ import {
   FrontdeskClient,
   NodeStartedSchema,
   RunEventSchema,
+  RunFailedSchema,
   RunFinishedSchema,
   RunStartedSchema,
   WorkflowService,
@@ -78,6 +79,8 @@ interface Script {
   subscribeNotFound: boolean;
   /** SendMessage calls after the first answer ABORTED THREAD_BUSY (RetryInfo delayMs) until busyForMs has passed since the first (the run held by a replica that died). */
   busyForMs: number;
+  /** SubscribeRun's last event is a RunFailed (FAILED_PRECONDITION CONVERSATION_ENDED), not a RunFinished. */
+  runFails: boolean;
   startCalls: number[];
   sendCalls: number;
   sendTimes: number[];
@@ -96,6 +99,7 @@ beforeEach(async () => {
     breakAfter: 0,
     subscribeNotFound: false,
     busyForMs: 0,
+    runFails: false,
     startCalls: [],
     sendCalls: 0,
     sendTimes: [],
@@ -137,7 +141,20 @@ beforeEach(async () => {
         async *subscribeRun(req) {
           script.subscribeCalls.push(req.afterEventId);
           if (script.subscribeNotFound) throw failure(Code.NotFound, "NOT_FOUND");
-          for (let i = Number(req.afterEventId) + 1; i <= LAST; i++) yield { event: event(i) };
+          for (let i = Number(req.afterEventId) + 1; i <= LAST; i++) {
+            const ev = event(i);
+            if (i === LAST && script.runFails) {
+              ev.kind = {
+                case: "runFailed",
+                value: create(RunFailedSchema, {
+                  code: Code.FailedPrecondition,
+                  message: "the conversation has ended",
+                  reason: "CONVERSATION_ENDED",
+                }),
+              };
+            }
+            yield { event: ev };
+          }
         },
       });
     },
@@ -293,6 +310,22 @@ test("a fallback to the call after SubscribeRun fails counts against maxAttempts
   assert.equal(err.code, Code.Aborted);
   assert.equal(err.reason, "THREAD_BUSY");
   assert.equal(script.sendCalls, 3);
+});
+
+test("a RunFailed that arrives through SubscribeRun keeps its reason and domain", async () => {
+  script.breakAfter = 2;
+  script.runFails = true;
+  await withClient(FAST, async (c) => {
+    const stream = c.sendMessage("c1", "hi", { idempotencyKey: "k1" });
+    const err = await rejection(collect(stream));
+    assert.equal(err.code, Code.FailedPrecondition);
+    assert.equal(err.rawMessage, "the conversation has ended");
+    assert.equal(err.reason, "CONVERSATION_ENDED");
+    assert.equal(err.domain, "frontdesk.dev");
+    assert.deepEqual(stream.events.map((e) => Number(e.eventId)), [1, 2, 3, 4, 5]);
+  });
+  assert.deepEqual(script.subscribeCalls, [2n]);
+  assert.equal(script.sendCalls, 1);
 });
 
 test("without reattach a broken stream re-issues the call", async () => {
