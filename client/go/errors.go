@@ -75,8 +75,31 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// GRPCStatus lets status.FromError and status.Code see the original status.
+// GRPCStatus lets status.FromError and status.Code see the error's status: the server's, or
+// for an error the client reports itself, one with its code, message and ErrorInfo.
 func (e *Error) GRPCStatus() *status.Status { return e.status }
+
+// newError is an error the client reports itself (a stream that ended without its result, a run
+// that failed as its RunFailed event says): a *Error with a status of its own, so GRPCStatus,
+// status.Code and status.FromError see its code, and with a google.rpc.ErrorInfo of reason
+// (domain frontdesk.dev) when reason is not empty, as the server would send it. An error never
+// has code OK: that (a RunFailed without a code) becomes Unknown.
+func newError(code codes.Code, message, reason string) *Error {
+	if code == codes.OK {
+		code = codes.Unknown
+	}
+	st := status.New(code, message)
+	if reason != "" {
+		if withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); err == nil {
+			st = withInfo
+		}
+	}
+	fe := wrapError(st.Err()).(*Error)
+	if reason != "" {
+		fe.Reason, fe.Domain = reason, errorDomain
+	}
+	return fe
+}
 
 // AsError reports whether err is (or wraps) a *Error, and returns it.
 func AsError(err error) (*Error, bool) {

@@ -321,7 +321,7 @@ func (s *runSource[R]) fallBack(subErr *Error) plan {
 	asked := s.cause
 	if !RetryableCode(asked.Code) {
 		// the call's stream ended without its result: broken, like UNAVAILABLE
-		asked = &Error{Code: codes.Unavailable, Message: asked.Message}
+		asked = newError(codes.Unavailable, asked.Message, "")
 	}
 	if subErr != nil && RetryableCode(subErr.Code) {
 		if d, ok := subErr.RetryInfo(); ok {
@@ -359,11 +359,7 @@ func (s *runSource[R]) endedWithout() plan {
 			return s.fallBack(nil)
 		}
 		if f := s.ended[s.runID].GetRunFailed(); f != nil {
-			fe := &Error{Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Reason: f.GetReason()}
-			if fe.Reason != "" {
-				fe.Domain = errorDomain
-			}
-			return s.retry(fe)
+			return s.retry(newError(codes.Code(f.GetCode()), f.GetMessage(), f.GetReason()))
 		}
 		// The run ended: the call with its key replays the recorded outcome, at once (nothing
 		// failed), as one of the MaxAttempts calls.
@@ -372,14 +368,14 @@ func (s *runSource[R]) endedWithout() plan {
 		}
 		return s.again(0)
 	}
-	fe := &Error{Code: codes.Internal, Message: s.what + " stream ended without its result"}
+	fe := newError(codes.Internal, s.what+" stream ended without its result", "")
 	if s.b.policy == nil {
 		return plan{action: "raise", err: fe}
 	}
 	if s.openRun() && s.b.canReattach() {
 		return s.reattach(fe)
 	}
-	if wait, ok := s.b.delay(s.ctx, &Error{Code: codes.Unavailable, Message: fe.Message}); ok {
+	if wait, ok := s.b.delay(s.ctx, newError(codes.Unavailable, fe.Message, "")); ok {
 		return s.again(wait)
 	}
 	return plan{action: "raise", err: fe}

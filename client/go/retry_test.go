@@ -358,6 +358,9 @@ func TestReattachedRunFailedKeepsReasonAndDomain(t *testing.T) {
 		fe.Reason != "CONVERSATION_ENDED" || fe.Domain != "frontdesk.dev" {
 		t.Fatalf("want FAILED_PRECONDITION CONVERSATION_ENDED (domain frontdesk.dev), got %#v", err)
 	}
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("status.Code(err) = %v", status.Code(err))
+	}
 	if !reflect.DeepEqual(ids, allIDs) || !reflect.DeepEqual(f.subscribeCalls, []uint64{2}) || f.sendCalls != 1 {
 		t.Fatalf("ids %v, subscribe calls %v, send calls %d", ids, f.subscribeCalls, f.sendCalls)
 	}
@@ -406,8 +409,53 @@ func TestStreamEndingWithoutResultFails(t *testing.T) {
 	if !ok || fe.Code != codes.Internal || fe.Message != "SendMessage stream ended without its result" || res != nil {
 		t.Fatalf("want INTERNAL for the missing result, got %v (result %v)", err, res)
 	}
+	// an error the client made itself has a status too
+	if st, ok := status.FromError(err); !ok || status.Code(err) != codes.Internal || st.Message() != fe.Message {
+		t.Fatalf("status.Code(err) = %v, status.FromError = %v, %v", status.Code(err), st, ok)
+	}
 	if !reflect.DeepEqual(ids, allIDs) {
 		t.Fatalf("want every event before the error, got %v", ids)
+	}
+}
+
+// triageFake answers TriageTicket with events and a result but no TicketResolution.
+type triageFake struct {
+	v1.UnimplementedTriageServiceServer
+}
+
+func (triageFake) TriageTicket(_ *v1.TriageTicketRequest, stream grpc.ServerStreamingServer[v1.TriageTicketResponse]) error {
+	for i := 1; i <= fakeLast; i++ {
+		if err := stream.Send(&v1.TriageTicketResponse{Payload: &v1.TriageTicketResponse_Event{Event: fakeEvent(i)}}); err != nil {
+			return err
+		}
+	}
+	return stream.Send(&v1.TriageTicketResponse{Payload: &v1.TriageTicketResponse_Result{Result: &v1.TriageResult{}}})
+}
+
+func TestTriageWithoutResolutionFailsWithAStatus(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	v1.RegisterTriageServiceServer(srv, triageFake{})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	c, err := frontdesk.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Retry = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.TriageTicket(ctx, "cust-1", "hello")
+	fe, ok := frontdesk.AsError(err)
+	if !ok || fe.Code != codes.Internal || fe.Message != "TriageTicket stream ended without a TicketResolution" {
+		t.Fatalf("want INTERNAL for the missing resolution, got %v", err)
+	}
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("status.Code(err) = %v", status.Code(err))
 	}
 }
 

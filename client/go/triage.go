@@ -82,7 +82,7 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 	// server) would come before it, for Events.
 	if !t.stream.until(func() bool { return t.resolution != nil }) {
 		if t.stream.err == nil {
-			t.stream.err = &Error{Code: codes.Internal, Message: "TriageTicket stream ended without a TicketResolution"}
+			t.stream.err = newError(codes.Internal, "TriageTicket stream ended without a TicketResolution", "")
 		}
 		t.stream.cancel()
 		return nil, t.stream.err
