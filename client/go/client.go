@@ -327,7 +327,8 @@ func (c *Client) DescribeWorkflow(ctx context.Context, name string) (*v1.Describ
 	return res, wrapError(err)
 }
 
-// CancelRun stops a running run; false when it had already ended.
+// CancelRun stops a running run (true). A run that is not running, unknown or already ended, is
+// a NOT_FOUND *Error; an id that is not a run id (a UUID) is INVALID_ARGUMENT.
 func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
 	res, err := c.Workflows.CancelRun(ctx, &v1.CancelRunRequest{RunId: runID})
 	return res.GetCancelled(), wrapError(err)

@@ -78,8 +78,8 @@ func (c *Client) TriageTicket(ctx context.Context, customerID, message string, o
 			return nil, false
 		},
 	}
-	// Receive up to the resolution, which comes first; hold any event that (from a newer
-	// server) would come before it, for Events.
+	// Receive up to the resolution, holding the ticket-matching run's events that come before it
+	// (when the customer has active tickets) for Events.
 	if !t.stream.until(func() bool { return t.resolution != nil }) {
 		if t.stream.err == nil {
 			t.stream.err = newError(codes.Internal, "TriageTicket stream ended without a TicketResolution", "")

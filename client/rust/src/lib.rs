@@ -235,7 +235,8 @@ pub struct TriageOptions {
     pub idempotency_key: Option<String>,
 }
 
-/// One item of a triage stream: first the [`TriageEvent::Resolution`], then the run's
+/// One item of a triage stream: the ticket-matching run's [`TriageEvent::Event`]s (only when the
+/// customer has active tickets), the [`TriageEvent::Resolution`], the ticket run's
 /// [`TriageEvent::Event`]s, last the [`TriageEvent::Result`].
 // Unboxed on purpose, as `TurnEvent`.
 #[allow(clippy::large_enum_variant)]
@@ -1055,10 +1056,11 @@ impl Client {
         Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)
     }
 
-    /// Triages one customer message and streams it: one [`TriageEvent::Resolution`] (the ticket
-    /// the message belongs to), [`TriageEvent::Event`]s as the run progresses, then one
-    /// [`TriageEvent::Result`]. A triage that fails ends the stream with `Err`; an unknown
-    /// customer fails the call itself with `NOT_FOUND`.
+    /// Triages one customer message and streams it: the ticket-matching run's
+    /// [`TriageEvent::Event`]s (only when the customer has active tickets), one
+    /// [`TriageEvent::Resolution`] (the ticket the message belongs to), [`TriageEvent::Event`]s as
+    /// the ticket's run progresses, then one [`TriageEvent::Result`]. A triage that fails ends the
+    /// stream with `Err`; an unknown customer fails the call itself with `NOT_FOUND`.
     pub async fn triage_ticket(
         &self,
         customer_id: &str,

@@ -161,8 +161,8 @@ export type StreamItem =
 export type BusyPolicyName = "reject" | "queue";
 
 /**
- * What a TriageTicket stream yields: the TicketResolution first, every RunEvent in order, then
- * one TriageResult.
+ * What a TriageTicket stream yields: the ticket-matching run's events (only when the customer has
+ * active tickets), the TicketResolution, the ticket run's events in order, then one TriageResult.
  */
 export type TriageItem =
   | { type: "resolution"; resolution: TicketResolution }
@@ -509,14 +509,15 @@ export class TurnStream extends RunStream<StreamItem> {
 }
 
 /**
- * One TriageTicket call. `for await` over it for the TicketResolution (which ticket the message
- * belongs to), each RunEvent as it arrives, then the TriageResult; or `await stream.result()`.
+ * One TriageTicket call. `for await` over it for the ticket-matching run's events (when the
+ * customer has active tickets), the TicketResolution (which ticket the message belongs to), each
+ * RunEvent of the ticket's run as it arrives, then the TriageResult; or `await stream.result()`.
  * Breaking out of the loop, or aborting the signal given to triageTicket, cancels the call.
  * Errors are thrown as FrontdeskError. Retries and re-attaching as for a TurnStream (the
  * resolution is delivered once).
  */
 export class TriageStream extends RunStream<TriageItem> {
-  /** The ticket resolution, once it has arrived (it comes first). */
+  /** The ticket resolution, once it has arrived (after the ticket-matching run's events, if any). */
   resolution: TicketResolution | undefined;
   private triageResult: TriageResult | undefined;
 
