@@ -442,21 +442,32 @@ fn truncate_at_char_boundary(s: &mut String, max: usize) {
     }
 }
 
+/// The longest wait [`parse_retry_after`] reports. The header is the server's word, not ours to
+/// trust blindly: an absurd value (`1e20`) must neither panic nor park a call for centuries, and
+/// a caller with a deadline gives up at once on any wait this long anyway.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
+
 /// Reads how long the server wants us to wait: `retry-after-ms` (OpenAI/Azure extension) first,
-/// then `Retry-After` as delta seconds or an HTTP date.
+/// then `Retry-After` as delta seconds or an HTTP date. At most [`MAX_RETRY_AFTER`].
 pub fn parse_retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
     let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = value("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+            return Some(clamped_secs(ms / 1000.0));
         }
     }
     let raw = value("retry-after")?;
     if let Ok(secs) = raw.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && secs >= 0.0).then(|| clamped_secs(secs));
     }
     let at = httpdate::parse_http_date(raw).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO).min(MAX_RETRY_AFTER))
+}
+
+/// A finite, non-negative number of seconds as a wait of at most [`MAX_RETRY_AFTER`]; too many
+/// seconds for a `Duration` is simply the maximum.
+fn clamped_secs(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).map_or(MAX_RETRY_AFTER, |d| d.min(MAX_RETRY_AFTER))
 }
 
 /// Maps async-openai errors (including our [`HttpStatusError`]) to [`LlmError`].
@@ -557,6 +568,19 @@ mod tests {
         assert_eq!(parse_retry_after(&headers(&[("retry-after", &past)]), now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after(&headers(&[("retry-after", "soon")]), now), None);
         assert_eq!(parse_retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn huge_retry_after_is_clamped_not_a_panic() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let max = Some(MAX_RETRY_AFTER);
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "1e20")]), now), max);
+        assert_eq!(parse_retry_after(&headers(&[("retry-after-ms", "1e30")]), now), max);
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "86400")]), now), max);
+        let far = httpdate::fmt_http_date(now + Duration::from_secs(10 * 365 * 86_400));
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", &far)]), now), max);
+        // No server means an infinite wait; the header is ignored.
+        assert_eq!(parse_retry_after(&headers(&[("retry-after", "inf")]), now), None);
     }
 
     fn status(status: u16, body: &str) -> LlmError {
