@@ -28,11 +28,12 @@ pub enum LlmError {
     #[error("transport error: {0}")]
     Transport(#[source] BoxError),
 
-    /// HTTP 4xx other than 429: the request itself is wrong, retrying cannot help.
+    /// HTTP 4xx other than 429: the request itself is wrong, retrying cannot help. Also a reply
+    /// the provider's content filter withheld (`status` 200: the exchange itself succeeded).
     #[error("request rejected by the provider ({status}): {message}")]
     Rejected { status: u16, message: String },
 
-    /// The body was not a valid chat completion.
+    /// The body was not a valid chat completion, or its reply was cut short by `max_tokens`.
     #[error("malformed provider response: {0}")]
     MalformedResponse(#[source] BoxError),
 

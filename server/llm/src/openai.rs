@@ -43,8 +43,8 @@ use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestUserMessage,
     ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionTools,
-    CompletionUsage, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionObject, ResponseFormat,
-    ResponseFormatJsonSchema,
+    CompletionUsage, CreateChatCompletionRequest, CreateChatCompletionResponse, FinishReason, FunctionObject,
+    ResponseFormat, ResponseFormatJsonSchema,
 };
 use async_openai::Client;
 use async_trait::async_trait;
@@ -241,6 +241,8 @@ impl OpenAiProvider {
             .into_iter()
             .next()
             .ok_or_else(|| LlmError::MalformedResponse("chat completion has no choices".into()))?;
+        let usage = response.usage.as_ref().map(to_usage).unwrap_or_default();
+        check_finish_reason(choice.finish_reason, usage)?;
         let message = choice.message;
         let content = message.content.or(message.refusal).unwrap_or_default();
         let tool_calls = message
@@ -257,7 +259,7 @@ impl OpenAiProvider {
         Ok(ChatResponse {
             content,
             tool_calls,
-            usage: response.usage.as_ref().map(to_usage).unwrap_or_default(),
+            usage,
             model: if response.model.is_empty() { self.model.clone() } else { response.model },
         })
     }
@@ -290,6 +292,30 @@ fn to_openai_message(message: &crate::ChatMessage) -> ChatCompletionRequestMessa
             content: ChatCompletionRequestUserMessageContent::Text(format!("Tool result:\n{text}")),
             name: None,
         }),
+    }
+}
+
+/// A reply that did not end on its own is not the model's answer, though it reads like one: text
+/// cut off by `max_tokens` (a half-written JSON object, a sentence missing its end) or withheld by
+/// the provider's content filter. Neither is transient, so neither is retryable: the same request
+/// gets the same budget and the same filter. A missing reason (some compatible servers omit it)
+/// is taken as a normal end.
+fn check_finish_reason(reason: Option<FinishReason>, usage: TokenUsage) -> Result<(), LlmError> {
+    match reason {
+        // Same kind as the embedded model's reply cut short by `max_tokens`.
+        Some(FinishReason::Length) => Err(LlmError::MalformedResponse(
+            format!(
+                "the reply was cut short by max_tokens (finish_reason \"length\", {} completion tokens)",
+                usage.completion_tokens
+            )
+            .into(),
+        )),
+        // The HTTP exchange succeeded (200); what was refused is the reply.
+        Some(FinishReason::ContentFilter) => Err(LlmError::Rejected {
+            status: 200,
+            message: "the provider's content filter withheld the reply (finish_reason \"content_filter\")".to_owned(),
+        }),
+        Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::FunctionCall) | None => Ok(()),
     }
 }
 
@@ -338,6 +364,7 @@ impl ChatModel for OpenAiProvider {
         let mut usage = TokenUsage::default();
         let mut model = String::new();
         let mut tool_parts: Vec<ToolCallParts> = Vec::new();
+        let mut finish_reason = None;
         loop {
             let next =
                 tokio::time::timeout(self.request_timeout, stream.next()).await.map_err(|_| LlmError::Timeout)?;
@@ -350,6 +377,9 @@ impl ChatModel for OpenAiProvider {
                 usage = to_usage(u);
             }
             for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
+                if choice.finish_reason.is_some() {
+                    finish_reason = choice.finish_reason;
+                }
                 if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
                     on_delta(&delta);
                     content.push_str(&delta);
@@ -370,6 +400,7 @@ impl ChatModel for OpenAiProvider {
                 }
             }
         }
+        check_finish_reason(finish_reason, usage)?;
         let tool_calls = tool_parts
             .into_iter()
             .filter(|p| !p.name.is_empty())

@@ -178,6 +178,60 @@ async fn malformed_body_is_not_retried() {
 }
 
 #[tokio::test]
+async fn a_reply_cut_short_by_max_tokens_is_an_error_not_retried() {
+    let server = MockServer::start().await;
+    server.fallback(MockReply::completion_ending(
+        r#"{"context_updates":{"appointment_details":{"id":"B1"},"assig"#,
+        "length",
+    ));
+    let log = Arc::new(RecordingLog::default());
+    let client = client(&server, 3).with_call_log(log.clone());
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    assert!(matches!(err, LlmError::MalformedResponse(_)), "{err:?}");
+    assert!(err.to_string().contains("max_tokens"), "{err}");
+    assert!(!err.is_retryable());
+    assert_eq!(server.hits(), 1);
+    assert_eq!(log.entries.lock().unwrap()[0].2.as_deref(), Some("malformed_response"));
+
+    let on_delta = |_: &str| {};
+    let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
+    server.push(MockReply::stream_ending(&["The invoice was ", "sent on"], "length"));
+    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    assert!(matches!(err, LlmError::MalformedResponse(_)), "streamed: {err:?}");
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
+    let server = MockServer::start().await;
+    server.fallback(MockReply::completion_ending("", "content_filter"));
+    let client = client(&server, 3);
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    assert!(
+        matches!(err, LlmError::Rejected { status: 200, ref message } if message.contains("content filter")),
+        "{err:?}"
+    );
+    assert_eq!(server.hits(), 1);
+
+    let on_delta = |_: &str| {};
+    let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
+    server.push(MockReply::stream_ending(&["I can"], "content_filter"));
+    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "streamed: {err:?}");
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn a_structured_reply_cut_short_gets_no_repair_attempt() {
+    let server = MockServer::start().await;
+    server.fallback(MockReply::completion_ending("{\"route\": \"billing\", \"confid", "length"));
+    let err =
+        client(&server, 2).structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
+    assert!(matches!(err, LlmError::MalformedResponse(_)), "{err:?}");
+    assert_eq!(server.hits(), 1);
+}
+
+#[tokio::test]
 async fn bad_request_is_rejected_without_retry() {
     let server = MockServer::start().await;
     server.fallback(MockReply::json(

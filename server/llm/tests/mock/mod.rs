@@ -43,17 +43,29 @@ impl MockReply {
 
     /// A successful chat completion with this content.
     pub fn completion(content: &str) -> Self {
-        Self::json(200, completion_body(content, 12, 5))
+        Self::completion_ending(content, "stop")
+    }
+
+    /// A chat completion with this content that ended for `finish_reason`.
+    pub fn completion_ending(content: &str, finish_reason: &str) -> Self {
+        let mut body = completion_body(content, 12, 5);
+        body["choices"][0]["finish_reason"] = json!(finish_reason);
+        Self::json(200, body)
     }
 
     /// A streamed completion: one chunk per delta, then a usage chunk.
     pub fn stream(deltas: &[&str]) -> Self {
+        Self::stream_ending(deltas, "stop")
+    }
+
+    /// [`MockReply::stream`] whose last choice chunk carries `finish_reason`.
+    pub fn stream_ending(deltas: &[&str], finish_reason: &str) -> Self {
         let mut chunks: Vec<Value> = Vec::new();
         chunks.push(chunk(json!({"role": "assistant", "content": ""}), None));
         for d in deltas {
             chunks.push(chunk(json!({ "content": d }), None));
         }
-        chunks.push(chunk(json!({}), Some("stop")));
+        chunks.push(chunk(json!({}), Some(finish_reason)));
         chunks.push(json!({
             "id": "chatcmpl-stream", "object": "chat.completion.chunk", "created": 1_700_000_000,
             "model": "gpt-test-2024", "choices": [],
