@@ -112,8 +112,12 @@ pub fn schema_name(purpose: &str) -> String {
 /// Extracts the JSON value from a model reply.
 ///
 /// Models wrap JSON in ```json fences or surround it with prose despite instructions, so this
-/// accepts: the bare reply, the content of the first fenced block, or the first `{...}`/`[...]`
-/// that parses as a complete JSON value (trailing text after it is ignored).
+/// accepts: the bare reply, the content of the first fenced block, or the first top-level
+/// `{...}`/`[...]` that parses as a complete JSON value (trailing text after it is ignored).
+/// Top-level means not inside an earlier bracket: a reply cut short inside its JSON
+/// (`{"a": {"id": 1}, "b`) holds complete inner values, and returning one of them would pass a part
+/// of the answer off as the whole, so such a reply is an error. Bracketed prose that is not
+/// JSON (`use {curly} style`) is skipped.
 pub fn extract_json(text: &str) -> Result<Value, String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -128,21 +132,63 @@ pub fn extract_json(text: &str) -> Result<Value, String> {
         }
     }
     let mut first_error = None;
-    for (start, c) in trimmed.char_indices() {
-        if c != '{' && c != '[' {
-            continue;
-        }
+    let mut from = 0;
+    while let Some(offset) = trimmed[from..].find(['{', '[']) {
+        let start = from + offset;
         let mut stream = serde_json::Deserializer::from_str(&trimmed[start..]).into_iter::<Value>();
-        match stream.next() {
+        let error = match stream.next() {
             Some(Ok(v)) if v.is_object() || v.is_array() => return Ok(v),
-            Some(Err(e)) if first_error.is_none() => first_error = Some(e.to_string()),
-            _ => {}
+            Some(Err(e)) => e,
+            _ => break,
+        };
+        // Running out of text means everything from here on is inside this unfinished value.
+        let truncated = error.is_eof();
+        first_error.get_or_insert_with(|| error.to_string());
+        if truncated {
+            break;
+        }
+        // Not JSON: resume after its closing bracket, so nothing nested in it counts as top-level.
+        match closing_bracket_end(&trimmed[start..]) {
+            Some(len) => from = start + len,
+            None => break,
         }
     }
     Err(match first_error {
         Some(e) => format!("the reply is not valid JSON: {e}"),
         None => "the reply contains no JSON object".to_owned(),
     })
+}
+
+/// The length of the bracketed span `text` opens with (its first char is `{` or `[`), up to and
+/// including the bracket that closes it; `None` when it never closes. Brackets inside
+/// double-quoted strings do not count.
+fn closing_bracket_end(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i + c.len_utf8());
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The content of the first ``` fenced block (language tag skipped), if any.
@@ -278,5 +324,25 @@ mod tests {
         assert!(extract_json("no json here").is_err());
         let err = extract_json("{\"a\": ").unwrap_err();
         assert!(err.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn a_truncated_reply_is_not_mistaken_for_an_inner_value() {
+        let cut = r#"{"context_updates":{"appointment_details":{"id":"B1"},"assig"#;
+        let err = extract_json(cut).unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+        let fenced = "```json\n[{\"id\": 1}, {\"id\": 2}, {\"i";
+        assert!(extract_json(fenced).is_err(), "{:?}", extract_json(fenced));
+        let prose_then_cut = "Here it is: {\"a\": {\"b\": 1}, \"c\": [1, 2";
+        assert!(extract_json(prose_then_cut).is_err(), "{:?}", extract_json(prose_then_cut));
+    }
+
+    #[test]
+    fn a_value_nested_in_broken_json_is_not_taken_for_the_reply() {
+        let broken = r#"{"route": billing, "details": {"id": "B1"}} and {curly"#;
+        assert!(extract_json(broken).is_err(), "{:?}", extract_json(broken));
+        // A bracket inside a string of skipped prose does not count.
+        let skipped = r#"Use {curly "{" style} then {"ok": 1}"#;
+        assert_eq!(extract_json(skipped).unwrap(), serde_json::json!({"ok": 1}));
     }
 }
