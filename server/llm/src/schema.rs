@@ -63,7 +63,12 @@ pub(crate) fn make_strict(value: &mut Value) {
                     map.remove("format");
                 }
             }
-            let is_object = map.get("type").is_some_and(|t| t == "object") || map.contains_key("properties");
+            // A nullable object is typed `["object", "null"]`; strict mode wants it closed all the same.
+            let is_object = match map.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
+                _ => false,
+            } || map.contains_key("properties");
             // A map type (`additionalProperties` is a schema) cannot be made strict; leave it as is.
             let is_map = map.get("additionalProperties").is_some_and(Value::is_object);
             if is_object && !is_map {
@@ -286,6 +291,41 @@ mod tests {
         assert_eq!(objects, 3);
         let routes = schema["properties"]["route"].to_string();
         assert!(routes.contains("billing") && routes.contains("tech"), "{routes}");
+    }
+
+    #[test]
+    fn nullable_objects_are_made_strict_at_every_depth() {
+        let mut schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "pet": {"type": ["object", "null"]},
+                "visits": {
+                    "type": ["array", "null"],
+                    "items": {
+                        "type": ["null", "object"],
+                        "properties": {"slot": {"type": ["object", "null"]}, "note": {"type": ["string", "null"]}}
+                    }
+                },
+                "tags": {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+            }
+        });
+        make_strict(&mut schema);
+        let closed = |s: &Value| {
+            assert_eq!(s["additionalProperties"], false, "{s}");
+            assert!(s["properties"].is_object() && s["required"].is_array(), "{s}");
+        };
+        let pet = &schema["properties"]["pet"];
+        closed(pet);
+        assert_eq!(pet["required"], serde_json::json!([]));
+        let item = &schema["properties"]["visits"]["items"];
+        closed(item);
+        assert_eq!(item["required"], serde_json::json!(["slot", "note"]));
+        closed(&item["properties"]["slot"]);
+        let note = item["properties"]["note"].as_object().unwrap();
+        assert!(!note.contains_key("additionalProperties") && !note.contains_key("required"), "{note:?}");
+        assert!(schema["properties"]["visits"].get("additionalProperties").is_none());
+        // A map stays a map.
+        assert_eq!(schema["properties"]["tags"]["additionalProperties"], serde_json::json!({"type": "string"}));
     }
 
     #[test]
