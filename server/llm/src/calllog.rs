@@ -5,7 +5,8 @@
 //! here or beside the server: [`TracingCallLog`] (one tracing event per call), [`JsonLinesCallLog`]
 //! (one JSON object per line in a file) and, in the server, a SQL log queryable per thread. All
 //! of them write the prompt and reply either in full or redacted to per-message role and
-//! character count ([`CallLogEntry`]), as configured.
+//! character count ([`CallLogEntry`]), as configured; redacted, a failed call's error keeps its
+//! kind but not text that can quote the reply ([`error_text`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -92,7 +93,7 @@ impl CallLog for TracingCallLog {
     ) {
         let latency_ms = u64::try_from(record.latency.as_millis()).unwrap_or(u64::MAX);
         let error_kind = error.map(LlmError::kind).unwrap_or("");
-        let error_message = error.map(ToString::to_string).unwrap_or_default();
+        let error_message = error.map(|e| error_text(e, self.full_prompts)).unwrap_or_default();
         let tool_calls = response.map(|r| r.tool_calls.len()).unwrap_or(0);
         let context = record.context.clone().unwrap_or_default();
         if self.full_prompts {
@@ -167,7 +168,8 @@ pub struct CallLogEntry {
     /// [`LlmError::kind`] of a failed call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<String>,
-    /// The error of a failed call, as displayed.
+    /// The error of a failed call, as displayed; redacted, without text that can quote the reply
+    /// (see [`error_text`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The prompt messages: `[{"role", "content"}]` in full, `[{"role", "chars"}]` redacted.
@@ -202,7 +204,7 @@ impl CallLogEntry {
             latency_ms: u64::try_from(record.latency.as_millis()).unwrap_or(u64::MAX),
             attempts: record.attempts,
             error_kind: error.map(|e| e.kind().to_owned()),
-            error: error.map(ToString::to_string),
+            error: error.map(|e| error_text(e, full_prompts)),
             prompt: prompt_json(request, full_prompts),
             response: response.map_or(Value::Null, |r| response_json(r, full_prompts)),
         }
@@ -234,6 +236,28 @@ pub fn response_json(response: &ChatResponse, full_prompts: bool) -> Value {
         let calls: Vec<Value> =
             response.tool_calls.iter().map(|c| json!({"name": c.name, "chars": c.arguments.chars().count()})).collect();
         json!({"chars": response.content.chars().count(), "tool_calls": calls})
+    }
+}
+
+/// A failed call's error as call logs keep it (see [`CallLogEntry::error`]): as displayed with
+/// `full_prompts`; redacted, errors whose text can quote the model's reply keep only what kind
+/// of failure it was and the attempt count. A validation error names the value it refused
+/// (serde's "unknown variant `...`" of a field the model filled from the customer's message),
+/// and a malformed reply may be shown whole. The other errors carry our own words or the
+/// provider's, which stay.
+pub fn error_text(error: &LlmError, full_prompts: bool) -> String {
+    if full_prompts {
+        return error.to_string();
+    }
+    match error {
+        LlmError::InvalidOutput { attempts, .. } => {
+            format!("model output failed validation after {attempts} attempts (details redacted)")
+        }
+        LlmError::MalformedResponse(_) => "malformed provider response (details redacted)".to_owned(),
+        LlmError::Exhausted { attempts, last } => {
+            format!("llm call failed after {attempts} attempts: {}", error_text(last, false))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -450,6 +474,54 @@ mod tests {
         assert_eq!((entry.thread_id.as_str(), entry.run_id.as_str(), entry.node.as_str()), ("", "", ""));
         assert_eq!((entry.at_ms, entry.latency_ms, entry.attempts), (42, 1500, 2));
         assert_eq!(entry.response, json!({"chars": 0, "tool_calls": [{"name": "lookup", "chars": 7}]}));
+    }
+
+    #[test]
+    fn redacted_errors_keep_their_kind_but_not_the_text_of_the_reply() {
+        let request = request();
+        let record = CallRecord {
+            purpose: "supervisor.route".into(),
+            model: "m".into(),
+            usage: TokenUsage::default(),
+            cost_usd: 0.0,
+            latency: Duration::ZERO,
+            attempts: 2,
+            context: Some(context()),
+            at: SystemTime::now(),
+        };
+        let quoting = [
+            LlmError::InvalidOutput {
+                attempts: 2,
+                error: "the JSON does not match the schema: unknown variant `my card is 4111`, expected `billing`"
+                    .into(),
+                raw: "{\"route\": \"my card is 4111\"}".into(),
+            },
+            LlmError::MalformedResponse("the local model's tool reply has no \"tool\": \"my card is 4111\"".into()),
+            LlmError::Exhausted {
+                attempts: 3,
+                last: Box::new(LlmError::MalformedResponse("reply \"my card is 4111\"".into())),
+            },
+        ];
+        for error in &quoting {
+            let redacted = CallLogEntry::new(&request, None, &record, Some(error), false);
+            let text = redacted.error.clone().unwrap();
+            assert!(!text.contains("4111"), "{text}");
+            assert_eq!(redacted.error_kind.as_deref(), Some(error.kind()));
+            let line = serde_json::to_string(&redacted).unwrap();
+            assert!(!line.contains("4111"), "{line}");
+            let full = CallLogEntry::new(&request, None, &record, Some(error), true);
+            assert_eq!(full.error, Some(error.to_string()));
+        }
+        let redacted = CallLogEntry::new(&request, None, &record, Some(&quoting[0]), false).error.unwrap();
+        assert!(redacted.contains("failed validation after 2 attempts"), "{redacted}");
+
+        // Errors in our or the provider's words are kept as they are.
+        let server = LlmError::Exhausted {
+            attempts: 3,
+            last: Box::new(LlmError::Server { status: 503, message: "overloaded".into() }),
+        };
+        let redacted = CallLogEntry::new(&request, None, &record, Some(&server), false);
+        assert_eq!(redacted.error, Some(server.to_string()));
     }
 
     #[test]
