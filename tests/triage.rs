@@ -47,17 +47,7 @@ impl Triage {
     }
 
     async fn triage_request(&self, request: v1::TriageTicketRequest) -> Result<Outcome, tonic::Status> {
-        let mut stream = self.client.clone().triage_ticket(request).await?.into_inner();
-        let (mut resolution, mut events, mut matching, mut result) = (None, Vec::new(), Vec::new(), None);
-        while let Some(item) = stream.next().await {
-            match item?.payload.unwrap() {
-                Payload::Resolution(r) => resolution = Some(r),
-                Payload::Event(e) if resolution.is_none() => matching.push(e),
-                Payload::Event(e) => events.push(e),
-                Payload::Result(r) => result = Some(r),
-            }
-        }
-        Ok(Outcome { resolution: resolution.unwrap(), events, matching, result: result.expect("a result") })
+        collect(self.client.clone(), request).await
     }
 
     async fn active(&self, customer: &str) -> Vec<v1::Ticket> {
@@ -69,6 +59,24 @@ impl Triage {
         let request = v1::GetTicketRequest { customer_id: customer.into(), ticket_id: ticket.into() };
         Ok(self.client.clone().get_ticket(request).await?.into_inner())
     }
+}
+
+/// One triage call's stream, read to its end.
+async fn collect(
+    mut client: TriageServiceClient<Channel>,
+    request: v1::TriageTicketRequest,
+) -> Result<Outcome, tonic::Status> {
+    let mut stream = client.triage_ticket(request).await?.into_inner();
+    let (mut resolution, mut events, mut matching, mut result) = (None, Vec::new(), Vec::new(), None);
+    while let Some(item) = stream.next().await {
+        match item?.payload.unwrap() {
+            Payload::Resolution(r) => resolution = Some(r),
+            Payload::Event(e) if resolution.is_none() => matching.push(e),
+            Payload::Event(e) => events.push(e),
+            Payload::Result(r) => result = Some(r),
+        }
+    }
+    Ok(Outcome { resolution: resolution.unwrap(), events, matching, result: result.expect("a result") })
 }
 
 /// The translator's language detection for an English ticket (no translation calls follow).
@@ -534,6 +542,97 @@ async fn an_idempotency_key_reused_with_another_message_is_an_idempotency_mismat
     let again = t.triage("CUST-003", "refund please", "req-1").await.unwrap();
     assert!(again.result.replayed, "the same request still replays");
     assert_eq!(again.result.ticket_id, first.result.ticket_id);
+}
+
+/// A retry sent while the first call is still matching (its deadline passed, say) must not
+/// triage the message a second time under a new ticket id: the first call holds the key, so the
+/// retry is told to come back, and once the first is recorded the retry replays it.
+#[tokio::test]
+async fn a_retry_while_the_first_call_is_matching_waits_for_it_instead_of_opening_a_second_ticket() {
+    let t = Triage::start().await;
+    script_english(&t, "medium", "technical", "route_specialist", "Looking into it.");
+    let open = t.triage("CUST-003", "login error", "").await.unwrap();
+    let slow_match = frontdesk_llm::ScriptedReply::json(
+        &json!({"reasoning": "different", "matched_ticket_id": null, "confidence": "low"}),
+    )
+    .for_purpose("ticket_matcher.match")
+    .after(std::time::Duration::from_millis(700));
+    t.s.model.push_reply(slow_match);
+    script_english(&t, "low", "general", "route_specialist", "Sure.");
+
+    let first = {
+        let request = v1::TriageTicketRequest {
+            customer_id: "CUST-003".into(),
+            message: "how do I invite my team?".into(),
+            subject: "Help".into(),
+            language: String::new(),
+            idempotency_key: "invite-1".into(),
+        };
+        tokio::spawn(collect(t.client.clone(), request))
+    };
+    common::wait_for("the first call to reach the matcher", || {
+        t.s.model.requests().iter().any(|q| q.purpose == "ticket_matcher.match")
+    })
+    .await;
+    let busy = t.triage("CUST-003", "how do I invite my team?", "invite-1").await.err().expect("the key is held");
+    assert_eq!(busy.code(), Code::Aborted, "{busy:?}");
+    let details = tonic_types::StatusExt::get_error_details(&busy);
+    assert_eq!(details.error_info().expect("ErrorInfo").reason, "THREAD_BUSY");
+    assert!(details.retry_info().and_then(|r| r.retry_delay).is_some(), "told when to come back");
+    let mismatch = t.triage("CUST-003", "something else entirely", "invite-1").await.err().unwrap();
+    assert_eq!(mismatch.code(), Code::FailedPrecondition, "another request with a held key: {mismatch:?}");
+
+    let ticket = first.await.unwrap().unwrap().result.ticket_id;
+    let calls = t.s.model.requests().len();
+    let again = t.triage("CUST-003", "how do I invite my team?", "invite-1").await.unwrap();
+    assert!(again.result.replayed);
+    assert_eq!(again.result.ticket_id, ticket);
+    assert_eq!(t.s.model.requests().len(), calls, "nothing is triaged twice");
+    let mut active: Vec<String> = t.active("CUST-003").await.into_iter().map(|t| t.ticket_id).collect();
+    active.sort();
+    let mut expected = vec![open.result.ticket_id, ticket];
+    expected.sort();
+    assert_eq!(active, expected, "one ticket for the first message, one for the retried one");
+}
+
+/// A caller that goes away mid-run must still leave its outcome recorded under its key: the
+/// retry replays it rather than opening a second ticket.
+#[tokio::test]
+async fn a_caller_that_goes_away_mid_run_still_has_its_outcome_recorded_for_the_retry() {
+    let t = Triage::start().await;
+    t.s.model.push_reply(
+        frontdesk_llm::ScriptedReply::json(&english())
+            .for_purpose("translator.translate")
+            .after(std::time::Duration::from_millis(300)),
+    );
+    t.s.script(&[
+        ("supervisor.classify", decision("medium", "technical", false)),
+        ("specialist.technical", specialist("route_specialist", "An engineer will look.", &[])),
+    ]);
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-003".into(),
+        message: "exports time out".into(),
+        subject: "Help".into(),
+        language: String::new(),
+        idempotency_key: "gone-1".into(),
+    };
+    let mut stream = t.client.clone().triage_ticket(request).await.unwrap().into_inner();
+    let first = stream.next().await.unwrap().unwrap();
+    let Some(Payload::Resolution(resolution)) = first.payload else { panic!("resolution first: {first:?}") };
+    drop(stream);
+
+    let replay = loop {
+        match t.triage("CUST-003", "exports time out", "gone-1").await {
+            Ok(out) => break out,
+            Err(status) if status.code() == Code::Aborted => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    };
+    assert!(replay.result.replayed, "the first call's outcome was recorded");
+    assert_eq!(replay.result.ticket_id, resolution.ticket_id);
+    assert_eq!(t.active("CUST-003").await.len(), 1);
 }
 
 #[tokio::test]

@@ -304,8 +304,12 @@ type TriageTicketRequest struct {
 	// empty.
 	Language string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
 	// Optional; a retried call with the same key and the same request (customer_id, message,
-	// subject, language) returns the first call's result. The key with another request is
-	// FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
+	// subject, language) returns the first call's result. Keys are the customer's own: another
+	// customer's call with the same key is another request. While the first call with the key
+	// is still running (on any replica), a retry is ABORTED, reason ERROR_REASON_THREAD_BUSY,
+	// with a RetryInfo delay, and never triages the message a second time. The key with another
+	// request of the same customer is FAILED_PRECONDITION, reason
+	// ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

@@ -27,7 +27,8 @@ use frontdesk_workflows::{
     },
     triage::{
         self, customers::CustomerDirectory, kb::KnowledgeBase, ArchiveCursor, ArchiveError, ArchivedStatus,
-        ArchivedTicket, RecordedRequest, TicketArchive, TriageDeps, TriageDesk, TriageProgress, TriageRequest,
+        ArchivedTicket, KeyClaim, RecordedRequest, TicketArchive, TriageDeps, TriageDesk, TriageProgress,
+        TriageRequest,
     },
     Message,
 };
@@ -123,6 +124,24 @@ impl TicketArchive for MemoryArchive {
     }
     async fn find_request(&self, _: &str, _: &str) -> Result<Option<RecordedRequest>, ArchiveError> {
         Ok(None)
+    }
+    // The evaluation sends no idempotency keys, so nothing is claimed.
+    async fn claim_request(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: i64,
+        _: i64,
+    ) -> Result<KeyClaim, ArchiveError> {
+        unreachable!("the evaluation sends no idempotency keys")
+    }
+    async fn renew_claim(&self, _: &str, _: &str, _: &str, _: i64) -> Result<bool, ArchiveError> {
+        unreachable!("the evaluation sends no idempotency keys")
+    }
+    async fn release_claim(&self, _: &str, _: &str, _: &str) -> Result<(), ArchiveError> {
+        unreachable!("the evaluation sends no idempotency keys")
     }
 }
 

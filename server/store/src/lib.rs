@@ -44,7 +44,9 @@ pub use investigation::{
 };
 pub use llm_calls::{LlmCallRow, LlmCallTotals, MAX_LLM_CALLS_PER_INSERT};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};
-pub use tickets::{CompletedTicket, TicketCursor, TicketMessage, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED};
+pub use tickets::{
+    CompletedTicket, TicketCursor, TicketMessage, TriageClaim, TriageRequestRecord, TICKET_OPEN, TICKET_RESOLVED,
+};
 
 /// The redis client this crate is built on, for callers that need raw commands.
 pub use redis;

@@ -57,6 +57,15 @@ pub struct TriageRequestRecord {
     pub fingerprint: Option<String>,
 }
 
+/// What claiming a triage request's idempotency key found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TriageClaim {
+    /// The caller holds the claim now.
+    Claimed,
+    /// Another request holds it, with this fingerprint.
+    Held { fingerprint: String },
+}
+
 /// One message of a ticket's conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TicketMessage {
@@ -122,6 +131,16 @@ const GET_MESSAGES: &str = "SELECT seq, role, text, english_text, language, crea
 const RECORD_REQUEST: &str = "INSERT INTO triage_requests (customer_id, key, output, created_at_ms, fingerprint) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (customer_id, key) DO NOTHING";
 const FIND_REQUEST: &str = "SELECT output, fingerprint FROM triage_requests WHERE customer_id = $1 AND key = $2";
+// The claim is taken when the key has none, or one whose holder stopped renewing it; otherwise
+// no row comes back. One statement, so two requests racing for a key cannot both take it.
+const CLAIM_REQUEST: &str = "INSERT INTO triage_claims (customer_id, key, fingerprint, holder, renewed_at_ms) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (customer_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, \
+     holder = excluded.holder, renewed_at_ms = excluded.renewed_at_ms WHERE triage_claims.renewed_at_ms < $6 \
+     RETURNING holder";
+const CLAIM_HELD_BY: &str = "SELECT fingerprint FROM triage_claims WHERE customer_id = $1 AND key = $2";
+const RENEW_CLAIM: &str =
+    "UPDATE triage_claims SET renewed_at_ms = $4 WHERE customer_id = $1 AND key = $2 AND holder = $3";
+const RELEASE_CLAIM: &str = "DELETE FROM triage_claims WHERE customer_id = $1 AND key = $2 AND holder = $3";
 const COUNT_TICKET: &str = "SELECT count(*) FROM tickets WHERE ticket_id = $1";
 /// Newest first; `$3`/`$4` the (completed_at_ms, ticket_id) of the last ticket of the previous page.
 const LIST: &str = concat!(
@@ -400,6 +419,78 @@ impl Database {
                 .map(drop)
         })
         .map_err(StoreError::query("record triage request"))
+    }
+
+    /// Claims a customer's triage request `key` for `holder` while the request runs: taken when
+    /// the key has no claim or only one last renewed before `stale_before_ms` (its holder died).
+    /// Otherwise says which request holds it.
+    pub async fn claim_triage_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        fingerprint: &str,
+        holder: &str,
+        now_ms: i64,
+        stale_before_ms: i64,
+    ) -> Result<TriageClaim, StoreError> {
+        let taken: Option<String> = on_writer!(self, exec => {
+            sqlx::query_scalar(CLAIM_REQUEST)
+                .bind(customer_id)
+                .bind(key)
+                .bind(fingerprint)
+                .bind(holder)
+                .bind(now_ms)
+                .bind(stale_before_ms)
+                .fetch_optional(exec)
+                .await
+        })
+        .map_err(StoreError::query("claim triage request"))?;
+        if taken.is_some() {
+            return Ok(TriageClaim::Claimed);
+        }
+        let held: Option<String> = on_writer!(self, exec => {
+            sqlx::query_scalar(CLAIM_HELD_BY).bind(customer_id).bind(key).fetch_optional(exec).await
+        })
+        .map_err(StoreError::query("read triage claim"))?;
+        match held {
+            Some(fingerprint) => Ok(TriageClaim::Held { fingerprint }),
+            // Released between the two statements: the holder finished, so try once more.
+            None => {
+                Box::pin(self.claim_triage_request(customer_id, key, fingerprint, holder, now_ms, stale_before_ms))
+                    .await
+            }
+        }
+    }
+
+    /// Renews `holder`'s claim on a customer's triage request `key`; false when it no longer
+    /// holds it (it was taken over after going unrenewed).
+    pub async fn renew_triage_claim(
+        &self,
+        customer_id: &str,
+        key: &str,
+        holder: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let renewed = on_writer!(self, exec => {
+            sqlx::query(RENEW_CLAIM)
+                .bind(customer_id)
+                .bind(key)
+                .bind(holder)
+                .bind(now_ms)
+                .execute(exec)
+                .await
+                .map(|done| done.rows_affected() > 0)
+        })
+        .map_err(StoreError::query("renew triage claim"))?;
+        Ok(renewed)
+    }
+
+    /// Releases `holder`'s claim on a customer's triage request `key`, if it still holds it.
+    pub async fn release_triage_claim(&self, customer_id: &str, key: &str, holder: &str) -> Result<(), StoreError> {
+        on_writer!(self, exec => {
+            sqlx::query(RELEASE_CLAIM).bind(customer_id).bind(key).bind(holder).execute(exec).await.map(drop)
+        })
+        .map_err(StoreError::query("release triage claim"))
     }
 
     /// The record of a customer's triage request `key`, if any.

@@ -74,6 +74,7 @@ async fn postgres_conformance_and_store_checks() {
     common::tickets_listing(&a).await;
     common::tickets_concurrent_saves(&a).await;
     common::triage_requests(&a).await;
+    common::triage_claims(&a).await;
     common::delete_during_writes(&a).await;
     let mean = common::put_latency(&a.checkpointer(), 2010).await;
     eprintln!("postgres put: mean {mean:?}");

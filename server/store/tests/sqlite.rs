@@ -363,6 +363,7 @@ async fn tickets_on_file() {
     common::tickets_listing(&db).await;
     common::tickets_concurrent_saves(&db).await;
     common::triage_requests(&db).await;
+    common::triage_claims(&db).await;
 }
 
 #[tokio::test]

@@ -601,3 +601,44 @@ pub async fn triage_requests(db: &Database) {
     db.record_triage_request(&b, "req-0", None, "{}").await.unwrap();
     assert_eq!(db.find_triage_request(&b, "req-0").await.unwrap().unwrap().fingerprint, None);
 }
+
+/// Claims on triage requests' keys: one holder at a time (of many racing, exactly one wins),
+/// renewed and released by that holder only, and taken over once it goes unrenewed.
+pub async fn triage_claims(db: &Database) {
+    use frontdesk_store::TriageClaim;
+    let (a, b) = (format!("A-{}", ns()), format!("B-{}", ns()));
+    let claim = |customer: String, holder: &'static str, now: i64| {
+        let db = db.clone();
+        async move { db.claim_triage_request(&customer, "req-1", "fp-1", holder, now, now - 30_000).await.unwrap() }
+    };
+    assert_eq!(claim(a.clone(), "h1", 100_000).await, TriageClaim::Claimed);
+    assert_eq!(claim(a.clone(), "h2", 100_001).await, TriageClaim::Held { fingerprint: "fp-1".into() });
+    assert_eq!(claim(b.clone(), "h2", 100_001).await, TriageClaim::Claimed, "keys are scoped to their customer");
+    assert!(!db.renew_triage_claim(&a, "req-1", "h2", 110_000).await.unwrap(), "only the holder renews");
+    assert!(db.renew_triage_claim(&a, "req-1", "h1", 110_000).await.unwrap());
+    // 30 s after the renewal, not after the claim, it is stale.
+    assert_eq!(claim(a.clone(), "h2", 135_000).await, TriageClaim::Held { fingerprint: "fp-1".into() });
+    assert_eq!(claim(a.clone(), "h2", 140_001).await, TriageClaim::Claimed, "an unrenewed claim is taken over");
+    assert!(!db.renew_triage_claim(&a, "req-1", "h1", 140_002).await.unwrap(), "its old holder lost it");
+    db.release_triage_claim(&a, "req-1", "h1").await.unwrap();
+    assert_eq!(claim(a.clone(), "h3", 140_003).await, TriageClaim::Held { fingerprint: "fp-1".into() }, "not h1's");
+    db.release_triage_claim(&a, "req-1", "h2").await.unwrap();
+    assert_eq!(claim(a.clone(), "h3", 140_004).await, TriageClaim::Claimed);
+
+    let c = format!("C-{}", ns());
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let (db, c) = (db.clone(), c.clone());
+            tokio::spawn(async move {
+                db.claim_triage_request(&c, "req-1", "fp-1", &format!("r{i}"), 1_000_000, 970_000).await.unwrap()
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for racer in racers {
+        if racer.await.unwrap() == TriageClaim::Claimed {
+            won += 1;
+        }
+    }
+    assert_eq!(won, 1, "of requests racing for one key, one holds it");
+}

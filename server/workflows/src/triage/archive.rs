@@ -69,6 +69,15 @@ pub struct RecordedRequest {
     pub fingerprint: Option<String>,
 }
 
+/// What claiming a triage request's idempotency key found (see [`TicketArchive::claim_request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyClaim {
+    /// The caller holds the claim now.
+    Claimed,
+    /// Another request holds it, with this fingerprint.
+    Held { fingerprint: String },
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("ticket archive unavailable")]
 pub struct ArchiveError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
@@ -101,4 +110,22 @@ pub trait TicketArchive: Send + Sync + 'static {
         output_json: &str,
     ) -> Result<(), ArchiveError>;
     async fn find_request(&self, customer_id: &str, key: &str) -> Result<Option<RecordedRequest>, ArchiveError>;
+    /// Claims a triage request's idempotency key for `holder` while the request runs, so that
+    /// a retry arriving meanwhile, on any replica, neither matches nor triages the message a
+    /// second time. Taken when the key has no claim, or only one last renewed before
+    /// `stale_before_ms` (its holder died); otherwise says which request holds it. Atomic: of
+    /// two requests racing for a key, one gets it.
+    async fn claim_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        fingerprint: &str,
+        holder: &str,
+        now_ms: i64,
+        stale_before_ms: i64,
+    ) -> Result<KeyClaim, ArchiveError>;
+    /// Renews `holder`'s claim; false when it no longer holds it.
+    async fn renew_claim(&self, customer_id: &str, key: &str, holder: &str, now_ms: i64) -> Result<bool, ArchiveError>;
+    /// Releases `holder`'s claim, if it still holds it.
+    async fn release_claim(&self, customer_id: &str, key: &str, holder: &str) -> Result<(), ArchiveError>;
 }

@@ -42,7 +42,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{
-    archive::{ArchiveCursor, ArchivedStatus, ArchivedTicket, TicketArchive},
+    archive::{ArchiveCursor, ArchivedStatus, ArchivedTicket, KeyClaim, TicketArchive},
     customers::CustomerDirectory,
     matcher::{self, Candidate, MatchState, MatchUpdate},
     Author, TicketInfo, TicketMessage, TriageOutput, TriageResult, TriageState, TriageUpdate, NAME,
@@ -172,6 +172,95 @@ impl Progress {
 struct TicketRun {
     events: RunEvents,
     outcome: OutcomeFuture,
+}
+
+/// How long a request's claim on its idempotency key outlives its holder's last renewal: a
+/// claim older than this belongs to a process that died, and a retry takes it over.
+const CLAIM_TTL: Duration = Duration::from_secs(30);
+/// How often the holder renews its claim: a few renewals fit in [`CLAIM_TTL`], so one slow
+/// write does not lose it.
+const CLAIM_RENEWAL: Duration = Duration::from_secs(10);
+/// What a retry that finds its key claimed is told to wait before trying again.
+const CLAIM_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// A triage request's claim on its idempotency key, held from before the message is matched to
+/// a ticket until the request's outcome is recorded (or it fails), and renewed meanwhile. It
+/// keeps a retry that arrives while the first call is still matching or running from triaging
+/// the message a second time under another ticket id: ticket ids are drawn afresh by each call,
+/// so the runner's own per-thread key record cannot see the two calls as one.
+struct ClaimedKey {
+    archive: Arc<dyn TicketArchive>,
+    customer_key: String,
+    key: String,
+    holder: String,
+    renewal: tokio::task::JoinHandle<()>,
+    released: bool,
+}
+
+impl ClaimedKey {
+    fn new(archive: Arc<dyn TicketArchive>, customer_key: String, key: String, holder: String) -> Self {
+        let renewal = tokio::spawn({
+            let (archive, customer_key, key, holder) =
+                (archive.clone(), customer_key.clone(), key.clone(), holder.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(CLAIM_RENEWAL).await;
+                    match archive.renew_claim(&customer_key, &key, &holder, unix_ms(SystemTime::now())).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            warn!(customer = %customer_key, "a triage request lost its idempotency key's claim to a retry");
+                            return;
+                        }
+                        // The next renewal may get through; the claim lasts several of them.
+                        Err(error) => {
+                            warn!(customer = %customer_key, %error, "could not renew a triage request's claim")
+                        }
+                    }
+                }
+            }
+        });
+        Self { archive, customer_key, key, holder, renewal, released: false }
+    }
+
+    async fn release(mut self) {
+        self.released = true;
+        self.renewal.abort();
+        if let Err(error) = self.archive.release_claim(&self.customer_key, &self.key, &self.holder).await {
+            // A retry takes the claim over once it goes unrenewed.
+            warn!(customer = %self.customer_key, %error, "could not release a triage request's claim");
+        }
+    }
+}
+
+impl Drop for ClaimedKey {
+    /// A request that failed, or whose task ended, releases its claim so a retry can go on now.
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.renewal.abort();
+        let (archive, customer_key, key, holder) =
+            (self.archive.clone(), self.customer_key.clone(), self.key.clone(), self.holder.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = archive.release_claim(&customer_key, &key, &holder).await {
+                    warn!(customer = %customer_key, %error, "could not release a triage request's claim");
+                }
+            });
+        }
+    }
+}
+
+/// What admitting a triage request decided.
+enum Admitted {
+    /// A retry of a request whose outcome is recorded: replayed.
+    Replay(TriageHandle),
+    /// A request to triage, holding its key's claim when it has a key.
+    Go(Option<ClaimedKey>),
+}
+
+fn unix_ms(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -342,9 +431,10 @@ impl TriageDesk {
     /// straight away; otherwise the matching graph decides first, and its run's events stream
     /// before the resolution.
     pub async fn triage(&self, tenant: &Tenant, request: TriageRequest) -> Result<TriageHandle, WorkflowError> {
-        if let Some(replay) = self.admit(tenant, &request).await? {
-            return Ok(replay);
-        }
+        let claim = match self.admit(tenant, &request).await? {
+            Admitted::Replay(replay) => return Ok(replay),
+            Admitted::Go(claim) => claim,
+        };
         let customer_key = tenant.key(&request.customer_id);
         let active = self.active_tickets(&customer_key).await?;
         if active.is_empty() {
@@ -356,7 +446,7 @@ impl TriageDesk {
                 candidates: Vec::new(),
                 usage: None,
             };
-            return self.start(customer_key, request, resolution).await;
+            return self.start(customer_key, request, resolution, claim).await;
         }
         let candidates: Vec<Candidate> = active
             .iter()
@@ -381,7 +471,7 @@ impl TriageDesk {
         let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
         let desk = self.clone();
         tokio::spawn(async move {
-            let _ = outcome_tx.send(desk.match_then_run(customer_key, request, matching, tx).await);
+            let _ = outcome_tx.send(desk.match_then_run(customer_key, request, matching, tx, claim).await);
         });
         let outcome = Box::pin(async move {
             outcome_rx.await.unwrap_or_else(|_| Err(WorkflowError::run_on("customer", customer_id, RunError::Lost)))
@@ -397,6 +487,7 @@ impl TriageDesk {
         request: TriageRequest,
         matching: RunHandle<MatchState>,
         tx: mpsc::Sender<TriageProgress>,
+        claim: Option<ClaimedKey>,
     ) -> Result<TriageOutcome, WorkflowError> {
         let customer_id = request.customer_id.clone();
         let (mut events, outcome, _cancel) = matching.into_parts();
@@ -425,7 +516,7 @@ impl TriageDesk {
             usage,
         };
         let _ = tx.send(TriageProgress::Resolved(resolution.clone())).await;
-        let TicketRun { mut events, outcome } = self.run(customer_key, request, resolution).await?;
+        let TicketRun { mut events, outcome } = self.run(customer_key, request, resolution, claim).await?;
         while let Some(event) = events.recv().await {
             let _ = tx.send(TriageProgress::Event(event)).await;
         }
@@ -438,8 +529,9 @@ impl TriageDesk {
         customer_key: String,
         request: TriageRequest,
         resolution: Resolution,
+        claim: Option<ClaimedKey>,
     ) -> Result<TriageHandle, WorkflowError> {
-        let TicketRun { events, outcome } = self.run(customer_key, request, resolution.clone()).await?;
+        let TicketRun { events, outcome } = self.run(customer_key, request, resolution.clone(), claim).await?;
         let progress = Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Run(events));
         Ok(TriageHandle { progress, outcome })
     }
@@ -462,9 +554,10 @@ impl TriageDesk {
         ticket_id: &str,
     ) -> Result<TriageHandle, WorkflowError> {
         validate_ticket_id(ticket_id)?;
-        if let Some(replay) = self.admit(tenant, &request).await? {
-            return Ok(replay);
-        }
+        let claim = match self.admit(tenant, &request).await? {
+            Admitted::Replay(replay) => return Ok(replay),
+            Admitted::Go(claim) => claim,
+        };
         if self.archive.exists(&tenant.key(ticket_id)).await.map_err(archive_error)? {
             return Err(WorkflowError::AlreadyExists { what: "ticket", id: ticket_id.to_owned() });
         }
@@ -476,48 +569,89 @@ impl TriageDesk {
             candidates: Vec::new(),
             usage: None,
         };
-        self.start(tenant.key(&request.customer_id), request, resolution).await
+        self.start(tenant.key(&request.customer_id), request, resolution, claim).await
     }
 
-    /// Validates the request and checks the customer; returns the recorded outcome when the
-    /// request replays an earlier one with the same idempotency key.
+    /// Validates the request and checks the customer; replays the recorded outcome when the
+    /// request repeats an earlier one with the same idempotency key, and otherwise claims the
+    /// key for this request (see [`ClaimedKey`]). A key that another call of the same request
+    /// holds is `ThreadBusy` with a time to retry after; of another request, a mismatch.
     /// Idempotency keys are the tenant's own (records are kept under the customer key).
-    async fn admit(&self, tenant: &Tenant, request: &TriageRequest) -> Result<Option<TriageHandle>, WorkflowError> {
+    async fn admit(&self, tenant: &Tenant, request: &TriageRequest) -> Result<Admitted, WorkflowError> {
         self.validate(request)?;
         let customer_id = request.customer_id.clone();
         // The directory is shared by every tenant: it knows the caller's customer id.
         if self.customers.lookup(&customer_id).is_none() {
             return Err(WorkflowError::NotFound { what: "customer", id: customer_id });
         }
-        if let Some(key) = &request.idempotency_key {
-            let customer_key = tenant.key(&customer_id);
-            if let Some(recorded) = self.archive.find_request(&customer_key, key).await.map_err(archive_error)? {
-                // A record from before fingerprints were kept cannot be compared: replayed.
-                if recorded.fingerprint.is_some_and(|f| f != request.fingerprint()) {
-                    return Err(WorkflowError::IdempotencyMismatch {
-                        what: "customer",
-                        id: customer_id,
-                        key: key.clone(),
-                    });
-                }
-                let mut outcome: TriageOutcome = serde_json::from_str(&recorded.output_json)
-                    .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
-                outcome.replayed = true;
-                let resolution = Resolution {
-                    ticket_id: outcome.output.ticket_id.clone(),
-                    matched_existing: false,
-                    confidence: None,
-                    reasoning: "replay of an earlier request with the same idempotency key".into(),
-                    candidates: Vec::new(),
-                    usage: None,
-                };
-                return Ok(Some(TriageHandle {
-                    progress: Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Done),
-                    outcome: Box::pin(async move { Ok(outcome) }),
-                }));
+        let Some(key) = &request.idempotency_key else { return Ok(Admitted::Go(None)) };
+        let customer_key = tenant.key(&customer_id);
+        if let Some(replay) = self.replay(&customer_id, &customer_key, key, request).await? {
+            return Ok(Admitted::Replay(replay));
+        }
+        let fingerprint = request.fingerprint();
+        let holder = uuid::Uuid::now_v7().simple().to_string();
+        let now = SystemTime::now();
+        let stale_before = now.checked_sub(CLAIM_TTL).unwrap_or(SystemTime::UNIX_EPOCH);
+        let claim = self
+            .archive
+            .claim_request(&customer_key, key, &fingerprint, &holder, unix_ms(now), unix_ms(stale_before))
+            .await
+            .map_err(archive_error)?;
+        match claim {
+            KeyClaim::Claimed => {}
+            KeyClaim::Held { fingerprint: held } if held != fingerprint => {
+                return Err(WorkflowError::IdempotencyMismatch { what: "customer", id: customer_id, key: key.clone() })
+            }
+            KeyClaim::Held { .. } => {
+                let busy = RunError::ThreadBusy { thread_id: customer_key, retry_after: Some(CLAIM_RETRY_AFTER) };
+                return Err(WorkflowError::run_on("customer", customer_id, busy));
             }
         }
-        Ok(None)
+        let claim = ClaimedKey::new(self.archive.clone(), customer_key.clone(), key.clone(), holder);
+        // The call that held the key before may have recorded its outcome and released the key
+        // between the look above and the claim.
+        if let Some(replay) = self.replay(&customer_id, &customer_key, key, request).await? {
+            claim.release().await;
+            return Ok(Admitted::Replay(replay));
+        }
+        Ok(Admitted::Go(Some(claim)))
+    }
+
+    /// The recorded outcome of the request with idempotency `key`, replayed, if there is one.
+    async fn replay(
+        &self,
+        customer_id: &str,
+        customer_key: &str,
+        key: &str,
+        request: &TriageRequest,
+    ) -> Result<Option<TriageHandle>, WorkflowError> {
+        let Some(recorded) = self.archive.find_request(customer_key, key).await.map_err(archive_error)? else {
+            return Ok(None);
+        };
+        // A record from before fingerprints were kept cannot be compared: replayed.
+        if recorded.fingerprint.is_some_and(|f| f != request.fingerprint()) {
+            return Err(WorkflowError::IdempotencyMismatch {
+                what: "customer",
+                id: customer_id.to_owned(),
+                key: key.to_owned(),
+            });
+        }
+        let mut outcome: TriageOutcome = serde_json::from_str(&recorded.output_json)
+            .map_err(|source| WorkflowError::Corrupt { id: key.to_owned(), source })?;
+        outcome.replayed = true;
+        let resolution = Resolution {
+            ticket_id: outcome.output.ticket_id.clone(),
+            matched_existing: false,
+            confidence: None,
+            reasoning: "replay of an earlier request with the same idempotency key".into(),
+            candidates: Vec::new(),
+            usage: None,
+        };
+        Ok(Some(TriageHandle {
+            progress: Progress::new(vec![TriageProgress::Resolved(resolution)], ProgressSource::Done),
+            outcome: Box::pin(async move { Ok(outcome) }),
+        }))
     }
 
     /// Runs the graph on the resolved ticket; archives the ticket after the run when it completes.
@@ -528,6 +662,7 @@ impl TriageDesk {
         customer_key: String,
         request: TriageRequest,
         resolution: Resolution,
+        claim: Option<ClaimedKey>,
     ) -> Result<TicketRun, WorkflowError> {
         let customer_id = request.customer_id.clone();
         let message =
@@ -569,7 +704,9 @@ impl TriageDesk {
 
         let finisher = self.finisher();
         let key = request.idempotency_key;
-        let outcome = Box::pin(async move {
+        // Its own task, so that the outcome is recorded under the key, the claim released and
+        // the ticket archived even when the caller goes away before the run ends.
+        let finish = tokio::spawn(async move {
             let outcome = outcome
                 .await
                 .unwrap_or(Err(RunError::Lost))
@@ -593,6 +730,11 @@ impl TriageDesk {
                     .await
                     .map_err(archive_error)?;
             }
+            // Recorded: a retry replays it from here on. A claim not released here (the record
+            // failed) is released as it drops.
+            if let Some(claim) = claim {
+                claim.release().await;
+            }
             // Erased: the run's handoff archived the ticket. Otherwise (a replay, or a handoff
             // that failed and kept the final checkpoint) it is archived here.
             if status != TicketStatus::Active && !outcome.erased {
@@ -605,6 +747,10 @@ impl TriageDesk {
                 }
             }
             Ok(result)
+        });
+        let ticket = resolution.ticket_id;
+        let outcome: OutcomeFuture = Box::pin(async move {
+            finish.await.unwrap_or_else(|_| Err(WorkflowError::run_on("ticket", ticket, RunError::Lost)))
         });
         Ok(TicketRun { events, outcome })
     }

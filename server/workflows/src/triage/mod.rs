@@ -26,7 +26,9 @@ use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, Log, Target};
 use serde::{Deserialize, Serialize};
 
-pub use archive::{ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, RecordedRequest, TicketArchive};
+pub use archive::{
+    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, KeyClaim, RecordedRequest, TicketArchive,
+};
 pub use desk::{archived_ticket_key, validate_customer_id, validate_request, validate_ticket_id};
 pub use desk::{
     MatchConfidence, Progress, Resolution, TicketStatus, TicketSummary, TicketView, TriageDesk, TriageHandle,

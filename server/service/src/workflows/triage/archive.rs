@@ -3,9 +3,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use frontdesk_store::{CompletedTicket, Database, TicketCursor, TicketMessage as StoredMessage, TriageRequestRecord};
+use frontdesk_store::{
+    CompletedTicket, Database, TicketCursor, TicketMessage as StoredMessage, TriageClaim, TriageRequestRecord,
+};
 use frontdesk_workflows::triage::{
-    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, Author, KbResult, RecordedRequest, TicketArchive,
+    ArchiveCursor, ArchiveError, ArchivedStatus, ArchivedTicket, Author, KbResult, KeyClaim, RecordedRequest,
+    TicketArchive,
     TicketMessage, TriageResult,
 };
 
@@ -216,5 +219,33 @@ impl TicketArchive for SqlTicketArchive {
         let found = self.db.find_triage_request(customer_id, key).await.map_err(store_error)?;
         Ok(found
             .map(|TriageRequestRecord { output, fingerprint }| RecordedRequest { output_json: output, fingerprint }))
+    }
+
+    async fn claim_request(
+        &self,
+        customer_id: &str,
+        key: &str,
+        fingerprint: &str,
+        holder: &str,
+        now_ms: i64,
+        stale_before_ms: i64,
+    ) -> Result<KeyClaim, ArchiveError> {
+        let claim = self
+            .db
+            .claim_triage_request(customer_id, key, fingerprint, holder, now_ms, stale_before_ms)
+            .await
+            .map_err(store_error)?;
+        Ok(match claim {
+            TriageClaim::Claimed => KeyClaim::Claimed,
+            TriageClaim::Held { fingerprint } => KeyClaim::Held { fingerprint },
+        })
+    }
+
+    async fn renew_claim(&self, customer_id: &str, key: &str, holder: &str, now_ms: i64) -> Result<bool, ArchiveError> {
+        self.db.renew_triage_claim(customer_id, key, holder, now_ms).await.map_err(store_error)
+    }
+
+    async fn release_claim(&self, customer_id: &str, key: &str, holder: &str) -> Result<(), ArchiveError> {
+        self.db.release_triage_claim(customer_id, key, holder).await.map_err(store_error)
     }
 }

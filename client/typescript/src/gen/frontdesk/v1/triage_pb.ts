@@ -54,8 +54,12 @@ export type TriageTicketRequest = Message<"frontdesk.v1.TriageTicketRequest"> & 
 
   /**
    * Optional; a retried call with the same key and the same request (customer_id, message,
-   * subject, language) returns the first call's result. The key with another request is
-   * FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
+   * subject, language) returns the first call's result. Keys are the customer's own: another
+   * customer's call with the same key is another request. While the first call with the key
+   * is still running (on any replica), a retry is ABORTED, reason ERROR_REASON_THREAD_BUSY,
+   * with a RetryInfo delay, and never triages the message a second time. The key with another
+   * request of the same customer is FAILED_PRECONDITION, reason
+   * ERROR_REASON_IDEMPOTENCY_MISMATCH: a key names one request.
    *
    * @generated from field: string idempotency_key = 5;
    */
