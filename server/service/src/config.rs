@@ -686,10 +686,12 @@ impl ModelConfig {
 pub const REDACTED: &str = "<redacted>";
 
 /// Whether a key names a secret. By name, so that every workflow's settings are covered
-/// without this file naming them: `api_key`, `client_secret`, and any `*password`, `*secret`
-/// or `*token` key.
+/// without this file naming them: `api_key`, `client_secret`, and any key ending in
+/// `password`, `secret`, `token`, `_key` or `credentials`, in any case, so that the environment
+/// an MCP server is started with (`GITHUB_TOKEN`, `CRM_API_KEY`, `DB_PASSWORD`) is covered too.
 fn is_secret_key(key: &str) -> bool {
-    key == "api_key" || ["password", "secret", "token"].iter().any(|suffix| key.ends_with(suffix))
+    let key = key.to_ascii_lowercase();
+    ["password", "secret", "token", "api_key", "_key", "-key", "credentials"].iter().any(|suffix| key.ends_with(suffix))
 }
 
 /// Blanks secrets in place: the values of secret keys, and the password of any URL
@@ -1085,15 +1087,27 @@ mod tests {
                 team_lists = { "ops-change" = "LIST-1" }
                 [workflows.triage]
                 redis_url = "redis://:redis-secret-3@127.0.0.1:6379/0"
+                [[workflows.service_call.mcp_servers]]
+                name = "crm"
+                call_timeout_ms = 5000
+                [workflows.service_call.mcp_servers.transport]
+                type = "stdio"
+                command = "crm-mcp"
+                env = { GITHUB_TOKEN = "gh-secret-5", CRM_API_KEY = "crm-secret-6", DB_Password = "db-secret-7", LOG_LEVEL = "debug" }
                 "#,
             )
             .unwrap();
             let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
             let debug = format!("{config:?}");
-            for secret in ["sk-secret-1", "pg-secret-2", "redis-secret-3", "sp-secret-4"] {
+            let printed = config.to_toml();
+            let secrets =
+                ["sk-secret-1", "pg-secret-2", "redis-secret-3", "sp-secret-4", "gh-secret-5", "crm-secret-6"];
+            for secret in secrets.into_iter().chain(["db-secret-7"]) {
                 assert!(!debug.contains(secret), "{secret} in {debug}");
+                assert!(!printed.contains(secret), "{secret} in {printed}");
             }
             assert!(debug.contains("db.example") && debug.contains("contoso"), "{debug}");
+            assert!(printed.contains("LOG_LEVEL = \"debug\""), "not every variable is a secret: {printed}");
             Ok(())
         });
     }
