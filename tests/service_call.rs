@@ -51,6 +51,11 @@ impl ToolProvider for TestTools {
             .collect()
     }
 
+    /// As the PMO server annotates its tools: lookups and the hang-up repeat nothing.
+    fn repeatable(&self, name: &str) -> bool {
+        matches!(name, "setting_list" | "customer_get" | "call_hangup")
+    }
+
     async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure> {
         self.calls.lock().unwrap().push((name.to_owned(), arguments.clone()));
         {
@@ -443,6 +448,77 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
         (&ctx["flags"]["use_mcp_to_get_info_flag"], &ctx["flags"]["use_mcp_to_get_info_failed"]),
         (&json!(1), &json!(0))
     );
+    c.stop().await;
+}
+
+/// A tool node whose model fails after a tool that acts (`customer_create`, which takes no
+/// idempotency key) has run is not run again by its retry policy: that would create the
+/// customer twice. The turn fails instead (and rolls back), with the customer created once.
+#[tokio::test]
+async fn a_tool_node_is_not_retried_once_a_tool_that_acts_has_run() {
+    let c = Call::start_with(|config| config.model.max_attempts = 1).await;
+    c.reply("Hello!").navigate("Extract_Customer_Issue");
+    c.say("Drywall repair please").await;
+    c.extract(json!({"customers_main_ask": "Drywall repair"}))
+        .navigate("Identify_Issue")
+        .reply("Drywall repair.")
+        .navigate("Empathize");
+    c.say("yes").await;
+    c.reply("Sorry to hear.").navigate("Console_Build_Rapport");
+    c.say("ok").await;
+    c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
+    c.say("thanks").await;
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your name and phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    c.say("ok").await;
+
+    // customer_create's connection breaks after the request went out (it may have created the
+    // customer), then the model is down; a retry would call customer_create again.
+    c.tools.failing.lock().unwrap().push("customer_create".into());
+    c.extract(json!({"customer_name": "John Doe", "customer_phone_number": "555-1234", "customer_email": null}))
+        .navigate("Check_IF_existing_customer")
+        .tool("customer_create", json!({"name": "John Doe", "phone": "555-1234"}));
+    c.model
+        .push_reply(ScriptedReply::failure(frontdesk_llm::ScriptedFailure::Server { status: 503 }).for_purpose(TOOLS));
+    c.tool("customer_create", json!({"name": "John Doe", "phone": "555-1234"}));
+    let failed = c.client.send_message_and_wait(&c.id, "I'm John Doe, 555-1234", SendOptions::default()).await;
+    let error = failed.expect_err("the turn fails");
+    assert!(format!("{error:?}").contains("Check_IF_existing_customer"), "{error:?}");
+    let created = c.tools.calls.lock().unwrap().iter().filter(|(name, _)| name == "customer_create").count();
+    assert_eq!(created, 1, "customer_create is called once");
+    assert_eq!(c.model.remaining(), 1, "the node was not run again");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_node_is_retried_when_its_tools_only_read() {
+    let c = Call::start_with(|config| config.model.max_attempts = 1).await;
+    c.reply("Hello!").navigate("Extract_Customer_Issue");
+    c.say("Drywall repair please").await;
+    c.extract(json!({"customers_main_ask": "Drywall repair"}))
+        .navigate("Identify_Issue")
+        .reply("Drywall repair.")
+        .navigate("Empathize");
+    c.say("yes").await;
+    c.reply("Sorry to hear.").navigate("Console_Build_Rapport");
+    c.say("ok").await;
+    c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
+    c.say("thanks").await;
+    // A lookup, then the model fails: the node is run again and completes.
+    c.tool("setting_list", json!({"category": "dl__service_category"}));
+    c.model
+        .push_reply(ScriptedReply::failure(frontdesk_llm::ScriptedFailure::Server { status: 503 }).for_purpose(TOOLS));
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your name and phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    let (_, s, events) = c.say("ok").await;
+    assert_eq!(context(&s)["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
+    assert!(events.iter().any(|e| matches!(e.kind, Some(pb::run_event::Kind::NodeRetrying(_)))));
     c.stop().await;
 }
 

@@ -772,6 +772,11 @@ impl ToolProvider for PmoDouble {
         pmo_specs()
     }
 
+    /// As the PMO server annotates its tools: lookups and the hang-up repeat nothing.
+    fn repeatable(&self, name: &str) -> bool {
+        matches!(name, "setting_list" | "entity_list" | "customer_get" | "call_hangup")
+    }
+
     async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure> {
         let started = Instant::now();
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);

@@ -31,6 +31,11 @@ pub struct McpTool {
     pub description: String,
     /// The JSON schema of the tool's arguments object.
     pub input_schema: serde_json::Value,
+    /// Whether calling the tool again with the same arguments changes nothing more: the server
+    /// says it only reads (`readOnlyHint`) or is idempotent (`idempotentHint`). A tool that
+    /// says neither is taken to act, so a caller must not repeat a call that may have reached it.
+    #[serde(default)]
+    pub repeatable: bool,
 }
 
 impl McpTool {
@@ -49,10 +54,14 @@ impl McpTool {
             (None, Some(title)) => title,
             (None, None) => String::new(),
         };
+        let hints = tool.annotations.as_ref();
+        let says = |hint: Option<bool>| hint == Some(true);
+        let repeatable = hints.is_some_and(|hints| says(hints.read_only_hint) || says(hints.idempotent_hint));
         McpTool {
             name: tool.name.into_owned(),
             description,
             input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+            repeatable,
         }
     }
 }
@@ -375,6 +384,7 @@ mod tests {
             name: "customer_get".into(),
             description: "Find a customer".into(),
             input_schema: serde_json::json!({"type": "object", "properties": {"phone": {"type": "string"}}}),
+            repeatable: true,
         };
         let spec = tool.to_tool_spec();
         assert_eq!(spec.name, "customer_get");

@@ -90,6 +90,12 @@ impl McpToolbox {
         self.tools.iter().map(McpTool::to_tool_spec).collect()
     }
 
+    /// Whether `tool` may be called again without repeating an effect (see
+    /// [`McpTool::repeatable`]); false for a tool no server offers.
+    pub fn repeatable(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.name == tool && t.repeatable)
+    }
+
     /// The name of the server offering `tool`.
     pub fn server_of(&self, tool: &str) -> Option<&str> {
         self.routes.get(tool).map(|&index| self.clients[index].name())

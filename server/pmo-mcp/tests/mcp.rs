@@ -143,6 +143,11 @@ async fn lists_the_seven_tools(client: &McpClient) {
     }
     let spec = task_create.to_tool_spec();
     assert_eq!((spec.name.as_str(), &spec.parameters), ("task_create", &task_create.input_schema));
+
+    // From the tools' annotations: lookups and the idempotent hang-up may be called again.
+    let mut repeatable: Vec<_> = tools.iter().filter(|t| t.repeatable).map(|t| t.name.as_str()).collect();
+    repeatable.sort_unstable();
+    assert_eq!(repeatable, ["call_hangup", "customer_get", "entity_list", "setting_list"]);
 }
 
 async fn runs_a_service_call(client: &McpClient) {

@@ -183,6 +183,8 @@ pub struct NodeContext {
     pub(crate) deadline: Option<tokio::time::Instant>,
     pub(crate) resume: Option<Resume>,
     pub(crate) attempt: u32,
+    /// Set by [`NodeContext::acted`]: the attempt had an effect that running it again repeats.
+    pub(crate) acted: std::sync::atomic::AtomicBool,
 }
 
 /// The answer to an interrupt, given to the node that raised it when the run resumes there.
@@ -213,6 +215,21 @@ impl NodeContext {
     /// 1 on the first attempt; higher when the node's retry policy runs it again.
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// Records that this attempt is about to have, or has had, an effect outside the state that
+    /// running the node again would repeat (a booking made, a record created by a system that
+    /// takes no idempotency key). A failed attempt that acted is final whatever the node's retry
+    /// policy, its timeout included: the failure goes to the node's failure route, or fails the
+    /// run, rather than making the effect twice. Call it before the effect, as a call that fails
+    /// or times out may still have reached the other system.
+    pub fn acted(&self) {
+        self.acted.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`NodeContext::acted`] was called in this attempt.
+    pub fn has_acted(&self) -> bool {
+        self.acted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Cancelled when the run is cancelled or times out; long calls should select on it.

@@ -851,6 +851,7 @@ impl Attempts {
                 deadline: Some(node_deadline),
                 resume: resume.clone(),
                 attempt,
+                acted: Default::default(),
             };
             let call = async {
                 let attempt = AssertUnwindSafe(async {
@@ -887,7 +888,9 @@ impl Attempts {
                 Err(failure) => failure,
             };
             let policy = match &self.retry {
-                Some(policy) if attempt < max_attempts && policy.retries(node_kind, timed_out) => policy,
+                Some(policy) if attempt < max_attempts && policy.retries(node_kind, timed_out) && !ctx.has_acted() => {
+                    policy
+                }
                 _ => return Err(Failed { error, attempts: attempt }),
             };
             let delay = policy.delay(attempt);

@@ -578,6 +578,54 @@ async fn a_node_timeout_is_retried() {
     assert_eq!(outcome.state.unwrap().log, ["fast"]);
 }
 
+/// A node whose attempt made an outside effect (`ctx.acted()`) and then failed, by an error
+/// its policy retries or by its timeout, is not run again: the effect would happen twice. It
+/// takes the failure route instead. An attempt that failed before acting is retried as before.
+#[tokio::test]
+async fn an_attempt_that_acted_is_not_retried_on_an_error_or_a_timeout() {
+    struct ActsThenFails {
+        calls: Arc<AtomicU32>,
+        act_on: u32,
+        hang: bool,
+    }
+    #[async_trait]
+    impl Node<Case> for ActsThenFails {
+        async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if call >= self.act_on {
+                ctx.acted();
+                assert!(ctx.has_acted());
+            }
+            if self.hang {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Err(NodeError::new(NodeErrorKind::ModelUnavailable, format!("attempt {call} failed")))
+        }
+    }
+    for (act_on, hang, expected_calls) in [(1, false, 1), (2, false, 2), (1, true, 1), (3, true, 3)] {
+        let calls = Arc::new(AtomicU32::new(0));
+        let node = ActsThenFails { calls: calls.clone(), act_on, hang };
+        let options = NodeOptions::default().timeout(Duration::from_millis(50)).retry(fast_retry(3)).with_effects();
+        let graph = GraphBuilder::new("acts")
+            .node_with("book", node, options)
+            .node("finalize", Step("finalize"))
+            .entry("book")
+            .edge("book", Target::node("finalize"))
+            .edge("finalize", Target::End)
+            .on_failure("finalize", |failure| CaseUpdate {
+                error: Some(format!("{} after {}", failure.node, failure.attempts)),
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
+        let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+        let outcome = run(&runner, create("t")).await.0.unwrap();
+        let case = format!("acting from attempt {act_on}, hanging {hang}");
+        assert_eq!(calls.load(Ordering::SeqCst), expected_calls, "{case}");
+        assert_eq!(outcome.state.unwrap().error, format!("book after {expected_calls}"), "{case}");
+    }
+}
+
 struct Loop;
 
 #[async_trait]

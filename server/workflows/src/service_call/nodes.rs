@@ -332,7 +332,7 @@ impl Worker {
             ..Default::default()
         };
         let schema = Self::updates_schema(config, node);
-        let adapter = McpTools { provider: provider.as_ref(), config, node };
+        let adapter = McpTools { provider: provider.as_ref(), config, node, ctx };
         let (proposed, used, exchanges) =
             tool_loop::answer_with_schema(ctx, &self.deps.llm, request, &adapter, TOOL_ROUNDS, &schema).await?;
         // The step failed when its last tool call did, or when no call was made: a lookup that
@@ -392,6 +392,10 @@ impl Node<CallState> for Worker {
 #[async_trait]
 pub trait ToolProvider: Send + Sync + 'static {
     fn specs(&self) -> Vec<ToolSpec>;
+    /// Whether calling `name` again repeats no effect (it only reads, or is idempotent). A tool
+    /// node that calls a tool that is not is never retried after that call: the tools take no
+    /// idempotency key, so a retry would create the record or make the booking twice.
+    fn repeatable(&self, name: &str) -> bool;
     async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure>;
 }
 
@@ -418,6 +422,7 @@ struct McpTools<'a> {
     provider: &'a dyn ToolProvider,
     config: &'a AgentConfig,
     node: &'a NodeConfig,
+    ctx: &'a NodeContext,
 }
 
 #[async_trait]
@@ -459,6 +464,10 @@ impl Tools for McpTools<'_> {
             Ok(value) => value,
             Err(e) => return Ok(ToolResult::error(format!("invalid arguments: {e}"))),
         };
+        // Before the call: one that fails or times out may still have reached the tool.
+        if !self.provider.repeatable(name) {
+            self.ctx.acted();
+        }
         // A tool that cannot be reached is the model's to hear about (it may try another way,
         // and the flow's conditions may retry the node), not a failure of the call.
         Ok(match self.provider.call(name, arguments).await {

@@ -34,6 +34,10 @@ impl ToolProvider for Toolbox {
         self.specs.clone()
     }
 
+    fn repeatable(&self, name: &str) -> bool {
+        self.toolbox.repeatable(name)
+    }
+
     async fn call(&self, name: &str, arguments: Value) -> Result<ToolReply, ToolFailure> {
         match self.toolbox.call_tool(name, arguments).await {
             Ok(outcome) => {
