@@ -138,8 +138,10 @@ impl Replica {
     }
 
     async fn pending(&self, recipient: &str) -> Vec<pb::PendingAction> {
-        let request = pb::ListPendingActionsRequest { recipient_id: recipient.into(), status: 0 };
-        self.client.clone().list_pending_actions(request).await.unwrap().into_inner().actions
+        let request = pb::ListPendingActionsRequest { recipient_id: recipient.into(), ..Default::default() };
+        let response = self.client.clone().list_pending_actions(request).await.unwrap().into_inner();
+        assert!(response.next_page_token.is_empty(), "one page");
+        response.actions
     }
 
     async fn stop(mut self) {
@@ -643,6 +645,45 @@ async fn listing_paging_idempotency_and_inline_mutations() {
     assert_eq!(waiting.investigations.iter().map(|i| i.investigation_id.as_str()).collect::<Vec<_>>(), ["INV-1003"]);
     let request = pb::ListInvestigationsRequest { status: 0, page_size: 0, page_token: "garbage".into() };
     assert_eq!(r.client.clone().list_investigations(request).await.unwrap_err().code(), Code::InvalidArgument);
+
+    // Pending actions page the same way, oldest first.
+    r.script(&[brief(), explain(), notice(CLARIFY)]);
+    r.start("1002").await.unwrap();
+    let actions = |status: pb::PendingActionStatus, page_size: i32, page_token: String| {
+        let mut client = r.client.clone();
+        async move {
+            let request = pb::ListPendingActionsRequest {
+                recipient_id: String::new(),
+                status: status as i32,
+                page_size,
+                page_token,
+            };
+            client.list_pending_actions(request).await
+        }
+    };
+    let whole = actions(pb::PendingActionStatus::Awaiting, 100, String::new()).await.unwrap().into_inner();
+    assert!(whole.actions.len() >= 2 && whole.next_page_token.is_empty(), "{whole:?}");
+    let (mut paged, mut token) = (Vec::new(), String::new());
+    loop {
+        let page = actions(pb::PendingActionStatus::Awaiting, 1, token).await.unwrap().into_inner();
+        assert_eq!(page.actions.len(), 1);
+        paged.extend(page.actions);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(paged, whole.actions);
+    let first = actions(pb::PendingActionStatus::Awaiting, 1, String::new()).await.unwrap().into_inner();
+    for (status, size, token) in [
+        (pb::PendingActionStatus::Awaiting, 0, "garbage".to_owned()),
+        (pb::PendingActionStatus::Answered, 0, first.next_page_token.clone()),
+        (pb::PendingActionStatus::Awaiting, 101, String::new()),
+        (pb::PendingActionStatus::Awaiting, -1, String::new()),
+    ] {
+        let refused = actions(status, size, token).await.unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{status:?} {size}: {refused:?}");
+    }
     r.stop().await;
 }
 

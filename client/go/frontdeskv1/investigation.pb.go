@@ -2523,7 +2523,12 @@ type ListPendingActionsRequest struct {
 	// Empty lists every recipient's actions.
 	RecipientId string `protobuf:"bytes,1,opt,name=recipient_id,json=recipientId,proto3" json:"recipient_id,omitempty"`
 	// AWAITING when unspecified.
-	Status        PendingActionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=frontdesk.v1.PendingActionStatus" json:"status,omitempty"`
+	Status PendingActionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=frontdesk.v1.PendingActionStatus" json:"status,omitempty"`
+	// 1..100; 0 means 20.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same request (same recipient and
+	// status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2572,9 +2577,25 @@ func (x *ListPendingActionsRequest) GetStatus() PendingActionStatus {
 	return PendingActionStatus_PENDING_ACTION_STATUS_UNSPECIFIED
 }
 
+func (x *ListPendingActionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPendingActionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListPendingActionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Actions       []*PendingAction       `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Actions []*PendingAction       `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2614,6 +2635,13 @@ func (x *ListPendingActionsResponse) GetActions() []*PendingAction {
 		return x.Actions
 	}
 	return nil
+}
+
+func (x *ListPendingActionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_frontdesk_v1_investigation_proto protoreflect.FileDescriptor
@@ -2784,12 +2812,16 @@ const file_frontdesk_v1_investigation_proto_rawDesc = "" +
 	"\x0ecorrelation_id\x18\x02 \x01(\tH\x00R\rcorrelationIdB\x05\n" +
 	"\x03key\"K\n" +
 	"\x15GetAuditTrailResponse\x122\n" +
-	"\aentries\x18\x01 \x03(\v2\x18.frontdesk.v1.AuditEntryR\aentries\"y\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.frontdesk.v1.AuditEntryR\aentries\"\xb5\x01\n" +
 	"\x19ListPendingActionsRequest\x12!\n" +
 	"\frecipient_id\x18\x01 \x01(\tR\vrecipientId\x129\n" +
-	"\x06status\x18\x02 \x01(\x0e2!.frontdesk.v1.PendingActionStatusR\x06status\"S\n" +
+	"\x06status\x18\x02 \x01(\x0e2!.frontdesk.v1.PendingActionStatusR\x06status\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"{\n" +
 	"\x1aListPendingActionsResponse\x125\n" +
-	"\aactions\x18\x01 \x03(\v2\x1b.frontdesk.v1.PendingActionR\aactions*\xce\x04\n" +
+	"\aactions\x18\x01 \x03(\v2\x1b.frontdesk.v1.PendingActionR\aactions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xce\x04\n" +
 	"\x13InvestigationStatus\x12$\n" +
 	" INVESTIGATION_STATUS_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cINVESTIGATION_STATUS_PENDING\x10\x01\x12.\n" +

@@ -60,7 +60,8 @@ type InvestigationServiceClient interface {
 	WatchInvestigation(ctx context.Context, in *WatchInvestigationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInvestigationResponse], error)
 	// The audit trail of one investigation, or of one message exchange by correlation id.
 	GetAuditTrail(ctx context.Context, in *GetAuditTrailRequest, opts ...grpc.CallOption) (*GetAuditTrailResponse, error)
-	// The notifications awaiting a reply (or all of them), optionally for one recipient.
+	// The notifications awaiting a reply (or the answered ones), optionally for one recipient,
+	// oldest first, paged.
 	ListPendingActions(ctx context.Context, in *ListPendingActionsRequest, opts ...grpc.CallOption) (*ListPendingActionsResponse, error)
 }
 
@@ -201,7 +202,8 @@ type InvestigationServiceServer interface {
 	WatchInvestigation(*WatchInvestigationRequest, grpc.ServerStreamingServer[WatchInvestigationResponse]) error
 	// The audit trail of one investigation, or of one message exchange by correlation id.
 	GetAuditTrail(context.Context, *GetAuditTrailRequest) (*GetAuditTrailResponse, error)
-	// The notifications awaiting a reply (or all of them), optionally for one recipient.
+	// The notifications awaiting a reply (or the answered ones), optionally for one recipient,
+	// oldest first, paged.
 	ListPendingActions(context.Context, *ListPendingActionsRequest) (*ListPendingActionsResponse, error)
 	mustEmbedUnimplementedInvestigationServiceServer()
 }

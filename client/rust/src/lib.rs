@@ -1270,18 +1270,24 @@ impl Client {
         Ok(self.investigations().get_audit_trail(req).await?.into_inner().entries)
     }
 
-    /// The pending actions (notifications) of `recipient_id`, or of everyone when `None`, with
-    /// `status` (awaiting a reply when `None`).
+    /// A page of the pending actions (notifications) of `recipient_id`, or of everyone when
+    /// `None`, with `status` (awaiting a reply when `None`), oldest first. `page_size` 0 is the
+    /// server's default (20), at most 100; pass the response's `next_page_token` for the next
+    /// page (empty on the last).
     pub async fn list_pending_actions(
         &self,
         recipient_id: Option<&str>,
         status: Option<v1::PendingActionStatus>,
-    ) -> Result<Vec<v1::PendingAction>, ClientError> {
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListPendingActionsResponse, ClientError> {
         let req = v1::ListPendingActionsRequest {
             recipient_id: recipient_id.unwrap_or_default().to_string(),
             status: status.unwrap_or(v1::PendingActionStatus::Unspecified) as i32,
+            page_size,
+            page_token: non_empty(page_token),
         };
-        Ok(self.investigations().list_pending_actions(req).await?.into_inner().actions)
+        Ok(self.investigations().list_pending_actions(req).await?.into_inner())
     }
 
     /// Asks a research question and streams it: [`ResearchEvent::Event`]s as the run progresses,

@@ -258,12 +258,14 @@ async fn the_client_investigates_and_inspects() {
     let next = client.list_investigations(None, 1, Some(page.next_page_token)).await.unwrap();
     assert_ne!(next.investigations[0].investigation_id, page.investigations[0].investigation_id);
 
-    let pending = client.list_pending_actions(Some("u003"), None).await.unwrap();
-    assert_eq!(pending.iter().map(|a| a.action_id.as_str()).collect::<Vec<_>>(), ["INV-1002-changer"]);
+    let pending = client.list_pending_actions(Some("u003"), None, 0, None).await.unwrap();
+    assert_eq!(pending.actions.iter().map(|a| a.action_id.as_str()).collect::<Vec<_>>(), ["INV-1002-changer"]);
+    assert!(pending.next_page_token.is_empty());
     assert!(client
-        .list_pending_actions(Some("u003"), Some(v1::PendingActionStatus::Answered))
+        .list_pending_actions(Some("u003"), Some(v1::PendingActionStatus::Answered), 0, None)
         .await
         .unwrap()
+        .actions
         .is_empty());
 
     // The changer answers; then the manager denies, and a watch started before sees it through.

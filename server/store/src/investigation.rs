@@ -197,6 +197,14 @@ pub struct InvestigationCursor {
     pub investigation_id: String,
 }
 
+/// Where a page of [`Database::list_pending_actions_in`] ends: its last action's creation time
+/// and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionCursor {
+    pub created_at_ms: i64,
+    pub action_id: String,
+}
+
 /// What is wrong with a file of HR data or one of its rows (the source of
 /// [`StoreError::HrData`], which names the file and the line).
 #[derive(Debug, thiserror::Error)]
@@ -409,6 +417,16 @@ const LIST_ACTIONS: &str = concat!(
     " FROM pending_actions WHERE ($1 IS NULL OR recipient_id = $1) AND ($2 IS NULL OR status = $2) AND ",
     scoped!("3", "4", "5"),
     " ORDER BY created_at_ms, action_id"
+);
+/// A page of [`LIST_ACTIONS`]: `$6`/`$7` the (created_at_ms, action_id) of the last action of
+/// the previous page, `$8` the rows to fetch.
+const LIST_ACTIONS_PAGE: &str = concat!(
+    "SELECT ",
+    action_columns!(),
+    " FROM pending_actions WHERE ($1 IS NULL OR recipient_id = $1) AND ($2 IS NULL OR status = $2) AND ",
+    scoped!("3", "4", "5"),
+    " AND ($6 IS NULL OR created_at_ms > $6 OR (created_at_ms = $6 AND action_id > $7))",
+    " ORDER BY created_at_ms, action_id LIMIT $8"
 );
 
 // --- Stored rows, as the database returns them. ---
@@ -986,6 +1004,44 @@ impl Database {
         })
         .map_err(StoreError::query("list pending actions"))?;
         Ok(rows.into_iter().map(StoredAction::into_row).collect())
+    }
+
+    /// A page of [`Self::pending_actions_in`]: at most `limit` actions after `after`, oldest
+    /// first, and where the next page starts (`None` on the last page).
+    pub async fn list_pending_actions_in(
+        &self,
+        scope: KeyScope<'_>,
+        recipient_id: Option<&str>,
+        status: Option<&str>,
+        after: Option<&ActionCursor>,
+        limit: usize,
+    ) -> Result<(Vec<PendingActionRow>, Option<ActionCursor>), StoreError> {
+        let limit = limit.max(1);
+        let (from, to, exclude) = scope.binds();
+        // One row more than the page, to know whether another page follows.
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let rows: Vec<StoredAction> = on_pool!(self, conn => {
+            sqlx::query_as(LIST_ACTIONS_PAGE)
+                .bind(recipient_id)
+                .bind(status)
+                .bind(from.as_deref())
+                .bind(to.as_deref())
+                .bind(exclude)
+                .bind(after.map(|c| c.created_at_ms))
+                .bind(after.map(|c| c.action_id.as_str()))
+                .bind(fetch)
+                .fetch_all(conn)
+                .await
+        })
+        .map_err(StoreError::query("list pending actions"))?;
+        let more = rows.len() > limit;
+        let page: Vec<PendingActionRow> = rows.into_iter().take(limit).map(StoredAction::into_row).collect();
+        let next = if more {
+            page.last().map(|a| ActionCursor { created_at_ms: to_ms(a.created_at), action_id: a.action_id.clone() })
+        } else {
+            None
+        };
+        Ok((page, next))
     }
 }
 

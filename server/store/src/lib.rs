@@ -38,9 +38,9 @@ pub use error::{redact_url_password, StoreError};
 pub use group_commit::WriteBatchStats;
 pub use intake::{NewSubmission, Submission};
 pub use investigation::{
-    write_audit_csv, write_pending_actions_csv, Absence, AbsenceKind, AuditRow, HrDataProblem, HrMutationRow, HrRole,
-    HrUser, ImportCounts, InvestigationCursor, InvestigationRow, PendingActionRow, RoleAuthorisation,
-    UserAuthorisation, CHANGE_INVESTIGATION_PENDING, PENDING_ACTION_ANSWERED,
+    write_audit_csv, write_pending_actions_csv, Absence, AbsenceKind, ActionCursor, AuditRow, HrDataProblem,
+    HrMutationRow, HrRole, HrUser, ImportCounts, InvestigationCursor, InvestigationRow, PendingActionRow,
+    RoleAuthorisation, UserAuthorisation, CHANGE_INVESTIGATION_PENDING, PENDING_ACTION_ANSWERED,
 };
 pub use llm_calls::{LlmCallRow, LlmCallTotals, MAX_LLM_CALLS_PER_INSERT};
 pub use redis_checkpointer::{RedisCheckpointer, RedisOptions};

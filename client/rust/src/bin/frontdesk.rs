@@ -1699,7 +1699,17 @@ async fn investigate(client: &Client, cmd: InvestigateCommand) -> Result<(), Cli
         }
         InvestigateCommand::Pending { recipient, answered } => {
             let status = if answered { v1::PendingActionStatus::Answered } else { v1::PendingActionStatus::Awaiting };
-            let actions = client.list_pending_actions(recipient.as_deref(), Some(status)).await?;
+            // Every page: the listing was never cut short, and an operator reads it whole.
+            let mut actions = Vec::new();
+            let mut token = None;
+            loop {
+                let page = client.list_pending_actions(recipient.as_deref(), Some(status), 100, token).await?;
+                actions.extend(page.actions);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                token = Some(page.next_page_token);
+            }
             let mut out = std::io::stdout().lock();
             if actions.is_empty() {
                 let what = if answered { "no answered actions" } else { "no pending actions" };

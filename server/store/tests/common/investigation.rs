@@ -477,6 +477,32 @@ pub async fn pending_actions(db: &Database) {
     assert_eq!(db.pending_actions(None, Some(&waiting)).await.unwrap(), vec![a1.clone(), a2.clone(), a3.clone()]);
     let mine = |rows: Vec<PendingActionRow>| rows.into_iter().filter(|a| a.action_id.starts_with(&run)).count();
     assert_eq!(mine(db.pending_actions(None, None).await.unwrap()), 3);
+    // Paged, in the same order, each page ending where the next begins.
+    let mut pages = Vec::new();
+    let mut after = None;
+    loop {
+        let (page, next) = db
+            .list_pending_actions_in(
+                frontdesk_store::investigation::KeyScope::All,
+                None,
+                Some(&waiting),
+                after.as_ref(),
+                2,
+            )
+            .await
+            .unwrap();
+        pages.push(page);
+        match next {
+            Some(cursor) => after = Some(cursor),
+            None => break,
+        }
+    }
+    assert_eq!(pages, vec![vec![a1.clone(), a2.clone()], vec![a3.clone()]]);
+    let (page, next) = db
+        .list_pending_actions_in(frontdesk_store::investigation::KeyScope::All, Some(&alice), Some(&waiting), None, 2)
+        .await
+        .unwrap();
+    assert_eq!((page, next), (vec![a1.clone(), a3.clone()], None), "a full last page says no more follow");
 
     // Answering.
     let reply = r#"{"reason":"covering for u006 on vacation"}"#;

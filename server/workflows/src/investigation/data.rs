@@ -90,6 +90,14 @@ pub struct ListCursor {
     pub investigation_id: String,
 }
 
+/// Where a page of [`InvestigationStore::actions`] ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionCursor {
+    pub created_at_ms: i64,
+    /// The storage key of the page's last action.
+    pub action_id: String,
+}
+
 /// A mutation as stored, with its `change_investigation` status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMutation {
@@ -134,11 +142,14 @@ pub trait InvestigationStore: Send + Sync + 'static {
     ) -> Result<Vec<AuditEntry>, StoreFailure>;
     /// Upserts an action by id.
     async fn save_action(&self, action: &PendingAction) -> Result<(), StoreFailure>;
-    /// The actions of `tenant`'s investigations, oldest first.
+    /// A page of the actions of `tenant`'s investigations, oldest first: at most `limit` after
+    /// `after`, and where the next page starts (`None` on the last page).
     async fn actions(
         &self,
         tenant: &Tenant,
         recipient_id: Option<&str>,
         status: Option<ActionStatus>,
-    ) -> Result<Vec<PendingAction>, StoreFailure>;
+        after: Option<ActionCursor>,
+        limit: usize,
+    ) -> Result<(Vec<PendingAction>, Option<ActionCursor>), StoreFailure>;
 }

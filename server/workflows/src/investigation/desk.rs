@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream_free::receiver_stream;
 
 use super::{
-    data::{InvestigationStore, ListCursor, StoreFailure},
+    data::{ActionCursor, InvestigationStore, ListCursor, StoreFailure},
     types::*,
     InvestigationState, InvestigationUpdate,
 };
@@ -394,9 +394,19 @@ impl InvestigationDesk {
         tenant: &Tenant,
         recipient_id: Option<&str>,
         status: ActionStatus,
-    ) -> Result<Vec<PendingAction>, WorkflowError> {
-        let actions = self.store.actions(tenant, recipient_id, Some(status)).await.map_err(store_error)?;
-        Ok(actions.into_iter().filter_map(|action| own_action(tenant, action)).collect())
+        page_token: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<PendingAction>, Option<String>), WorkflowError> {
+        // The tenant, recipient and status: a token is good for the listing it came from only.
+        let query = format!("{}\n{}\n{}", tenant.key_prefix(), recipient_id.unwrap_or_default(), status.as_str());
+        let after: Option<ActionCursor> = page_token::decode("pending_actions", &query, page_token)?;
+        if after.as_ref().is_some_and(|cursor| !tenant.owns(&cursor.action_id)) {
+            return Err(invalid("page_token", "belongs to another listing or query"));
+        }
+        let (actions, next) =
+            self.store.actions(tenant, recipient_id, Some(status), after, limit).await.map_err(store_error)?;
+        let actions = actions.into_iter().filter_map(|action| own_action(tenant, action)).collect();
+        Ok((actions, next.map(|cursor| page_token::encode("pending_actions", &query, &cursor))))
     }
 
     /// The trail after `after_seq`, then each entry as it is written, until the report is

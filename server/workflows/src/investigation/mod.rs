@@ -35,7 +35,7 @@ use crate::{
     Tenant,
 };
 
-pub use data::{InvestigationRecord, InvestigationStore, ListCursor, StoreFailure, StoredMutation};
+pub use data::{ActionCursor, InvestigationRecord, InvestigationStore, ListCursor, StoreFailure, StoredMutation};
 pub use desk::{
     investigation_id, AuditKey, InvestigationDesk, InvestigationHandle, InvestigationProgress, InvestigationView,
     MutationRef, RespondRequest, StartRequest,

@@ -445,15 +445,21 @@ class GetAuditTrailResponse(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ...) -> None: ...
 
 class ListPendingActionsRequest(_message.Message):
-    __slots__ = ("recipient_id", "status")
+    __slots__ = ("recipient_id", "status", "page_size", "page_token")
     RECIPIENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     recipient_id: str
     status: PendingActionStatus
-    def __init__(self, recipient_id: _Optional[str] = ..., status: _Optional[_Union[PendingActionStatus, str]] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, recipient_id: _Optional[str] = ..., status: _Optional[_Union[PendingActionStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListPendingActionsResponse(_message.Message):
-    __slots__ = ("actions",)
+    __slots__ = ("actions", "next_page_token")
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     actions: _containers.RepeatedCompositeFieldContainer[PendingAction]
-    def __init__(self, actions: _Optional[_Iterable[_Union[PendingAction, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, actions: _Optional[_Iterable[_Union[PendingAction, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

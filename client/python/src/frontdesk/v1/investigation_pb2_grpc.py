@@ -139,7 +139,8 @@ class InvestigationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListPendingActions(self, request, context):
-        """The notifications awaiting a reply (or all of them), optionally for one recipient.
+        """The notifications awaiting a reply (or the answered ones), optionally for one recipient,
+        oldest first, paged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

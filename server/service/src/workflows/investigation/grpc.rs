@@ -31,6 +31,15 @@ type ProgressStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 const MAX_PAGE: i32 = 100;
 
+/// A listing's `page_size`: 0 is the default of 20, 1..=[`MAX_PAGE`] as given.
+fn page_limit(page_size: i32) -> Result<usize, Status> {
+    match page_size {
+        0 => Ok(20),
+        n if (1..=MAX_PAGE).contains(&n) => Ok(n as usize),
+        _ => Err(invalid_argument("page_size", format!("must be 0 (the default, 20) to {MAX_PAGE}"))),
+    }
+}
+
 #[tonic::async_trait]
 impl InvestigationService for InvestigationApi {
     type StartInvestigationStream = ProgressStream<pb::StartInvestigationResponse>;
@@ -119,11 +128,7 @@ impl InvestigationService for InvestigationApi {
         let pb::ListInvestigationsRequest { status, page_size, page_token } = request.into_inner();
         let status = convert::status_filter(status)
             .map_err(|()| invalid_argument("status", format!("unknown value {status}")))?;
-        let limit = match page_size {
-            0 => 20,
-            n if (1..=MAX_PAGE).contains(&n) => n as usize,
-            _ => return Err(invalid_argument("page_size", format!("must be 0 (the default, 20) to {MAX_PAGE}"))),
-        };
+        let limit = page_limit(page_size)?;
         let (views, next) = self.desk.list(&tenant, status, Some(&page_token), limit).await.map_err(to_status)?;
         Ok(Response::new(pb::ListInvestigationsResponse {
             investigations: views.into_iter().map(convert::investigation).collect(),
@@ -169,16 +174,22 @@ impl InvestigationService for InvestigationApi {
         request: Request<pb::ListPendingActionsRequest>,
     ) -> Result<Response<pb::ListPendingActionsResponse>, Status> {
         let tenant = auth::tenant(&request);
-        let pb::ListPendingActionsRequest { recipient_id, status } = request.into_inner();
+        let pb::ListPendingActionsRequest { recipient_id, status, page_size, page_token } = request.into_inner();
         let status = match pb::PendingActionStatus::try_from(status) {
             Ok(pb::PendingActionStatus::Unspecified | pb::PendingActionStatus::Awaiting) => ActionStatus::Awaiting,
             Ok(pb::PendingActionStatus::Answered) => ActionStatus::Answered,
             Err(_) => return Err(invalid_argument("status", format!("unknown value {status}"))),
         };
+        let limit = page_limit(page_size)?;
         let recipient = optional(recipient_id);
-        let actions = self.desk.pending_actions(&tenant, recipient.as_deref(), status).await.map_err(to_status)?;
+        let (actions, next) = self
+            .desk
+            .pending_actions(&tenant, recipient.as_deref(), status, Some(&page_token), limit)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ListPendingActionsResponse {
             actions: actions.into_iter().map(convert::pending_action).collect(),
+            next_page_token: next.unwrap_or_default(),
         }))
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use frontdesk_store::{
     investigation::{
-        AbsenceKind as StoreAbsence, AuditRow, HrMutationRow, InvestigationCursor, InvestigationRow, KeyScope,
+        AbsenceKind as StoreAbsence, ActionCursor as StoreActionCursor, AuditRow, HrMutationRow, InvestigationCursor, InvestigationRow, KeyScope,
         PendingActionRow,
     },
     Database,
@@ -15,7 +15,7 @@ use frontdesk_store::{
 use frontdesk_workflows::{
     investigation::{
         data::{Absence, DirectGrant, Role, RoleGrant, User},
-        AbsenceKind, AccessLevel, ActionStatus, AuditEntry, AuditRecord, HrMutation, InvestigationRecord,
+        AbsenceKind, AccessLevel, ActionCursor, ActionStatus, AuditEntry, AuditRecord, HrMutation, InvestigationRecord,
         InvestigationStore, ListCursor, PendingAction, ResponderRole, Status, StoreFailure, StoredMutation,
     },
     Tenant,
@@ -344,15 +344,24 @@ impl InvestigationStore for SqlInvestigationStore {
         tenant: &Tenant,
         recipient_id: Option<&str>,
         status: Option<ActionStatus>,
-    ) -> Result<Vec<PendingAction>, StoreFailure> {
+        after: Option<ActionCursor>,
+        limit: usize,
+    ) -> Result<(Vec<PendingAction>, Option<ActionCursor>), StoreFailure> {
         let prefix = tenant.key_prefix();
-        self.db
-            .pending_actions_in(scope(tenant, &prefix), recipient_id, status.map(ActionStatus::as_str))
+        let after = after.map(|c| StoreActionCursor { created_at_ms: c.created_at_ms, action_id: c.action_id });
+        let (rows, next) = self
+            .db
+            .list_pending_actions_in(
+                scope(tenant, &prefix),
+                recipient_id,
+                status.map(ActionStatus::as_str),
+                after.as_ref(),
+                limit,
+            )
             .await
-            .map_err(failed)?
-            .into_iter()
-            .map(action)
-            .collect()
+            .map_err(failed)?;
+        let actions = rows.into_iter().map(action).collect::<Result<Vec<_>, _>>()?;
+        Ok((actions, next.map(|c| ActionCursor { created_at_ms: c.created_at_ms, action_id: c.action_id })))
     }
 }
 

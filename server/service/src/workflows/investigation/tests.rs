@@ -138,7 +138,7 @@ impl Desk {
     }
 
     async fn action_ids(&self, tenant: &Tenant, recipient: &str, status: ActionStatus) -> Vec<(String, String)> {
-        let actions = self.desk.pending_actions(tenant, Some(recipient), status).await.unwrap();
+        let (actions, _) = self.desk.pending_actions(tenant, Some(recipient), status, None, 100).await.unwrap();
         actions.into_iter().map(|a| (a.action_id, a.investigation_id)).collect()
     }
 
@@ -251,12 +251,12 @@ async fn one_mutation_is_investigated_by_each_tenant_on_its_own() {
         {
             let rows = store.audit_by_correlation(&tenant, &correlation).await.unwrap();
             assert!(!rows.is_empty() && rows.iter().all(|e| e.investigation_id == key), "{tenant}: {rows:?}");
-            let actions = store.actions(&tenant, None, None).await.unwrap();
+            let (actions, _) = store.actions(&tenant, None, None, None, 100).await.unwrap();
             assert!(!actions.is_empty() && actions.iter().all(|a| a.investigation_id == key), "{tenant}: {actions:?}");
             let (records, _) = store.list_investigations(&tenant, None, None, 10).await.unwrap();
             assert_eq!(records.iter().map(|r| r.investigation_id.as_str()).collect::<Vec<_>>(), [key], "{tenant}");
         }
-        assert!(store.actions(&acm_(), None, None).await.unwrap().is_empty());
+        assert!(store.actions(&acm_(), None, None, None, 100).await.unwrap().0.is_empty());
         assert!(store.audit_by_correlation(&acm_(), &correlation).await.unwrap().is_empty());
     }
 }
@@ -514,8 +514,11 @@ impl InvestigationStore for HeldStatusRead {
         tenant: &Tenant,
         recipient_id: Option<&str>,
         status: Option<ActionStatus>,
-    ) -> Result<Vec<investigation::PendingAction>, investigation::StoreFailure> {
-        self.inner.actions(tenant, recipient_id, status).await
+        after: Option<investigation::ActionCursor>,
+        limit: usize,
+    ) -> Result<(Vec<investigation::PendingAction>, Option<investigation::ActionCursor>), investigation::StoreFailure>
+    {
+        self.inner.actions(tenant, recipient_id, status, after, limit).await
     }
 }
 
