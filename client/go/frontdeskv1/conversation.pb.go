@@ -189,9 +189,12 @@ type StartConversationRequest struct {
 	// Optional caller-chosen id ([A-Za-z0-9._:-], at most 128 characters); generated when empty.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Optional; a retried call with the same key (and the same workflow and conversation_id)
-	// returns the conversation the first call created. The key with another workflow or id is
-	// FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a conversation_id that
-	// exists but was not created with this key is ALREADY_EXISTS.
+	// returns the conversation the first call created. The key is kept with that conversation,
+	// and without a conversation_id the id is derived from the key, so a retry finds it: the key
+	// with another workflow is FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a
+	// conversation_id that exists but was not created with this key is ALREADY_EXISTS. Keys are
+	// not compared across conversations: the same key with another conversation_id starts that
+	// conversation.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -631,7 +634,8 @@ type ListConversationsRequest struct {
 	// At most this many conversations (default 50, maximum 500).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response to the same request (same workflow filter);
-	// opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+	// opaque. One that does not decode, or that belongs to another listing, request or tenant, is
+	// INVALID_ARGUMENT with a page_token field violation.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -2527,7 +2527,8 @@ type ListPendingActionsRequest struct {
 	// 1..100; 0 means 20.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response to the same request (same recipient and
-	// status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+	// status); opaque. One that does not decode, or that belongs to another listing, request
+	// or tenant, is INVALID_ARGUMENT with a page_token field violation.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

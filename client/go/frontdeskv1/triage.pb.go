@@ -1168,7 +1168,8 @@ type ListTicketsRequest struct {
 	Status   TicketStatus `protobuf:"varint,2,opt,name=status,proto3,enum=frontdesk.v1.TicketStatus" json:"status,omitempty"`
 	PageSize int32        `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response to the same request (same customer and
-	// status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+	// status); opaque. One that does not decode, or that belongs to another listing, request
+	// or tenant, is INVALID_ARGUMENT with a page_token field violation.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

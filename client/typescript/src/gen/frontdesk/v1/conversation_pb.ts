@@ -36,9 +36,12 @@ export type StartConversationRequest = Message$1<"frontdesk.v1.StartConversation
 
   /**
    * Optional; a retried call with the same key (and the same workflow and conversation_id)
-   * returns the conversation the first call created. The key with another workflow or id is
-   * FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a conversation_id that
-   * exists but was not created with this key is ALREADY_EXISTS.
+   * returns the conversation the first call created. The key is kept with that conversation,
+   * and without a conversation_id the id is derived from the key, so a retry finds it: the key
+   * with another workflow is FAILED_PRECONDITION, reason ERROR_REASON_IDEMPOTENCY_MISMATCH; a
+   * conversation_id that exists but was not created with this key is ALREADY_EXISTS. Keys are
+   * not compared across conversations: the same key with another conversation_id starts that
+   * conversation.
    *
    * @generated from field: string idempotency_key = 3;
    */
@@ -244,7 +247,8 @@ export type ListConversationsRequest = Message$1<"frontdesk.v1.ListConversations
 
   /**
    * The next_page_token of a previous response to the same request (same workflow filter);
-   * opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+   * opaque. One that does not decode, or that belongs to another listing, request or tenant, is
+   * INVALID_ARGUMENT with a page_token field violation.
    *
    * @generated from field: string page_token = 3;
    */

@@ -498,7 +498,8 @@ export type ListTicketsRequest = Message<"frontdesk.v1.ListTicketsRequest"> & {
 
   /**
    * The next_page_token of a previous response to the same request (same customer and
-   * status); opaque. Anything else is INVALID_ARGUMENT with a page_token field violation.
+   * status); opaque. One that does not decode, or that belongs to another listing, request
+   * or tenant, is INVALID_ARGUMENT with a page_token field violation.
    *
    * @generated from field: string page_token = 4;
    */
