@@ -591,7 +591,7 @@ fn reported_calls(events: &[v1::RunEvent]) -> Vec<(String, String, u64, u64)> {
 }
 
 fn list_llm_calls(thread_id: &str, page_size: i32) -> v1::ListLlmCallsRequest {
-    v1::ListLlmCallsRequest { thread_id: thread_id.to_owned(), page_size }
+    v1::ListLlmCallsRequest { thread_id: thread_id.to_owned(), page_size, page_token: String::new() }
 }
 
 /// With `model.call_log = "redacted"`, every model call of a conversation is recorded with the
@@ -670,6 +670,21 @@ async fn list_llm_calls_shows_a_conversations_calls_with_their_nodes_tokens_and_
     let page = workflows.list_llm_calls(list_llm_calls(&id, 1)).await.unwrap().into_inner();
     assert_eq!(page.calls, listed.calls[..1]);
     assert_eq!((page.total_calls, page.total_usage), (4, listed.total_usage));
+    assert!(listed.next_page_token.is_empty(), "everything fit in the first listing");
+    // Its token reads on, one older call a page, to the last.
+    let (mut paged, mut token) = (page.calls.clone(), page.next_page_token.clone());
+    while !token.is_empty() {
+        let request = v1::ListLlmCallsRequest { thread_id: id.clone(), page_size: 1, page_token: token };
+        let next = workflows.list_llm_calls(request).await.unwrap().into_inner();
+        assert_eq!(next.calls.len(), 1);
+        paged.extend(next.calls);
+        token = next.next_page_token;
+    }
+    assert_eq!(paged, listed.calls);
+    let other = s.start_intake().await;
+    let request = v1::ListLlmCallsRequest { thread_id: other, page_size: 1, page_token: page.next_page_token.clone() };
+    let status = workflows.list_llm_calls(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "another thread's token: {status:?}");
 
     // A conversation without turns is known: no calls. An unknown thread is NOT_FOUND.
     let quiet = s.start_intake().await;

@@ -187,7 +187,7 @@ async fn drive(client: &Client) {
 
     let calls = client
         .workflows()
-        .list_llm_calls(v1::ListLlmCallsRequest { thread_id: id.clone(), page_size: 0 })
+        .list_llm_calls(v1::ListLlmCallsRequest { thread_id: id.clone(), ..Default::default() })
         .await
         .unwrap()
         .into_inner();

@@ -332,7 +332,7 @@ async fn the_shipped_flow_runs_from_greeting_to_hangup() {
     // The SQL log is written off the run's path; give it a moment.
     let mut logged = pb::ListLlmCallsResponse::default();
     for _ in 0..50 {
-        let request = pb::ListLlmCallsRequest { thread_id: c.id.clone(), page_size: 500 };
+        let request = pb::ListLlmCallsRequest { thread_id: c.id.clone(), page_size: 500, page_token: String::new() };
         logged = workflows.list_llm_calls(request).await.unwrap().into_inner();
         if logged.total_calls == u64::from(s.model_calls) {
             break;

@@ -236,7 +236,10 @@ async fn conversations_runs_and_model_calls_belong_to_their_tenant() {
         globex.workflows.subscribe_run(pb::SubscribeRunRequest { run_id: run_id.clone(), after_event_id: 0 }).await,
     );
     assert_not_found(
-        globex.workflows.list_llm_calls(pb::ListLlmCallsRequest { thread_id: "shared-id".into(), page_size: 0 }).await,
+        globex
+            .workflows
+            .list_llm_calls(pb::ListLlmCallsRequest { thread_id: "shared-id".into(), ..Default::default() })
+            .await,
     );
     // ListWorkflows and DescribeWorkflow hold no tenant's data: both tenants see them.
     assert!(globex.workflows.list_workflows(pb::ListWorkflowsRequest {}).await.is_ok());
@@ -269,7 +272,7 @@ async fn conversations_runs_and_model_calls_belong_to_their_tenant() {
     assert!(!events.is_empty());
     let calls = acme
         .workflows
-        .list_llm_calls(pb::ListLlmCallsRequest { thread_id: "shared-id".into(), page_size: 0 })
+        .list_llm_calls(pb::ListLlmCallsRequest { thread_id: "shared-id".into(), ..Default::default() })
         .await
         .unwrap()
         .into_inner();
@@ -406,7 +409,7 @@ async fn tickets_belong_to_their_tenant_even_for_the_same_customer_id() {
     assert_not_found(
         globex
             .workflows
-            .list_llm_calls(pb::ListLlmCallsRequest { thread_id: format!("CUST-001:{ticket}"), page_size: 0 })
+            .list_llm_calls(pb::ListLlmCallsRequest { thread_id: format!("CUST-001:{ticket}"), ..Default::default() })
             .await,
     );
 
@@ -433,7 +436,7 @@ async fn tickets_belong_to_their_tenant_even_for_the_same_customer_id() {
     assert!(acme.triage.get_ticket(get(&ticket)).await.is_ok());
     let calls = acme
         .workflows
-        .list_llm_calls(pb::ListLlmCallsRequest { thread_id: format!("CUST-001:{ticket}"), page_size: 0 })
+        .list_llm_calls(pb::ListLlmCallsRequest { thread_id: format!("CUST-001:{ticket}"), ..Default::default() })
         .await
         .unwrap()
         .into_inner();

@@ -677,8 +677,14 @@ type ListLlmCallsRequest struct {
 	// Whose calls: a conversation id, a ticket thread ("customer_id:ticket_id", as the ticket's
 	// RunStarted event names it), an investigation id or a research id.
 	ThreadId string `protobuf:"bytes,1,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	// At most this many calls, the most recent; 0 means 50, and more than 500 means 500.
-	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// At most this many calls, the most recent; 0 means 50, and more than 500 means 500. A page
+	// also ends early, with a next_page_token, once its calls' prompts and replies reach about
+	// 3 MiB (model.call_log = "full"), so a response stays under gRPC's default 4 MiB limit.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response for the same thread_id: the calls older than
+	// that page. One that does not decode, or that belongs to another thread or listing, is
+	// INVALID_ARGUMENT with a page_token field violation.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +731,13 @@ func (x *ListLlmCallsRequest) GetPageSize() int32 {
 		return x.PageSize
 	}
 	return 0
+}
+
+func (x *ListLlmCallsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // One model call as the LLM call log recorded it.
@@ -889,7 +902,9 @@ type ListLlmCallsResponse struct {
 	// Tokens and cost summed over every recorded call of the thread, listed or not.
 	TotalUsage *Usage `protobuf:"bytes,2,opt,name=total_usage,json=totalUsage,proto3" json:"total_usage,omitempty"`
 	// How many calls the thread made in all; more than calls holds when page_size cut it.
-	TotalCalls    uint64 `protobuf:"varint,3,opt,name=total_calls,json=totalCalls,proto3" json:"total_calls,omitempty"`
+	TotalCalls uint64 `protobuf:"varint,3,opt,name=total_calls,json=totalCalls,proto3" json:"total_calls,omitempty"`
+	// Where the next (older) page starts; empty on the last page.
+	NextPageToken string `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -945,6 +960,13 @@ func (x *ListLlmCallsResponse) GetTotalCalls() uint64 {
 	return 0
 }
 
+func (x *ListLlmCallsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_frontdesk_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_workflow_proto_rawDesc = "" +
@@ -983,10 +1005,12 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n" +
 	"\x11CancelRunResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"O\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"n\n" +
 	"\x13ListLlmCallsRequest\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x1b\n" +
-	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"\xae\x03\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xae\x03\n" +
 	"\aLlmCall\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
@@ -1002,13 +1026,14 @@ const file_frontdesk_v1_workflow_proto_rawDesc = "" +
 	"\vprompt_json\x18\v \x01(\tR\n" +
 	"promptJson\x12#\n" +
 	"\rresponse_json\x18\f \x01(\tR\fresponseJson\x12.\n" +
-	"\x04time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9a\x01\n" +
+	"\x04time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xc2\x01\n" +
 	"\x14ListLlmCallsResponse\x12+\n" +
 	"\x05calls\x18\x01 \x03(\v2\x15.frontdesk.v1.LlmCallR\x05calls\x124\n" +
 	"\vtotal_usage\x18\x02 \x01(\v2\x13.frontdesk.v1.UsageR\n" +
 	"totalUsage\x12\x1f\n" +
 	"\vtotal_calls\x18\x03 \x01(\x04R\n" +
-	"totalCalls*g\n" +
+	"totalCalls\x12&\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken*g\n" +
 	"\fWorkflowKind\x12\x1d\n" +
 	"\x19WORKFLOW_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cWORKFLOW_KIND_CONVERSATIONAL\x10\x01\x12\x16\n" +

@@ -40,8 +40,8 @@ type WorkflowServiceClient interface {
 	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
-	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
-	// page_size of them, with totals over every recorded call of the thread. An empty or
+	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
+	// most page_size of them, with totals over every recorded call of the thread. An empty or
 	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
 	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
 	// an archived ticket, an investigation or a research run under that id), which answers
@@ -138,8 +138,8 @@ type WorkflowServiceServer interface {
 	// run_id); a run that is not running (unknown, or already ended) is NOT_FOUND (kind run).
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
-	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
-	// page_size of them, with totals over every recorded call of the thread. An empty or
+	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
+	// most page_size of them, with totals over every recorded call of the thread. An empty or
 	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
 	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
 	// an archived ticket, an investigation or a research run under that id), which answers

@@ -13,7 +13,7 @@ use std::{
 use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
 use frontdesk_runtime::{CheckpointError, RunRegistry};
 use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError, MAX_LLM_CALLS_PER_INSERT};
-use frontdesk_workflows::{tenant, Tenant, WorkflowError};
+use frontdesk_workflows::{page_token, tenant, Tenant, WorkflowError};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -171,6 +171,28 @@ const FLUSH_WAIT: Duration = Duration::from_secs(2);
 pub struct ThreadCalls {
     pub calls: Vec<LlmCallRow>,
     pub totals: LlmCallTotals,
+    /// Where the next page starts; `None` on the last page.
+    pub next_page_token: Option<String>,
+}
+
+/// How many bytes of prompts, replies and errors one page carries at most (about: each call
+/// also counts a fixed allowance for its other fields). With `model.call_log = "full"` a call
+/// carries its whole prompt, and a page of them would pass gRPC's default 4 MiB message limit
+/// that clients decode with; a page that reaches this ends early, with a token for the rest.
+pub const PAGE_BYTES: usize = 3 * 1024 * 1024;
+/// What a call's fields other than prompt, reply and error take, about, in a response.
+const CALL_OVERHEAD_BYTES: usize = 256;
+
+/// Where the next page of a thread's calls starts: the last listed call's time and id.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CallCursor {
+    /// Milliseconds since the Unix epoch, as the log stores them.
+    at_ms: u64,
+    id: String,
+}
+
+fn call_bytes(call: &LlmCallRow) -> usize {
+    CALL_OVERHEAD_BYTES + call.prompt_json.len() + call.response_json.len() + call.error.as_deref().map_or(0, str::len)
 }
 
 /// Reads the call log per thread.
@@ -196,10 +218,18 @@ impl LlmCallLedger {
         self.log.as_ref()
     }
 
-    /// A thread's most recent calls, at most `limit`, and its totals. Calls made before this is
-    /// asked are waited for (briefly), so a caller that has just seen a turn finish sees its
-    /// calls. A thread without calls is `NotFound` unless the server knows it otherwise.
-    pub async fn calls(&self, tenant: &Tenant, id: &str, limit: usize) -> Result<ThreadCalls, WorkflowError> {
+    /// A page of a thread's calls, the most recent first: at most `limit`, fewer when their
+    /// prompts and replies reach [`PAGE_BYTES`] (never none while calls remain), after the page
+    /// `page_token` ends; and the thread's totals. Calls made before this is asked are waited
+    /// for (briefly), so a caller that has just seen a turn finish sees its calls. A thread
+    /// without calls is `NotFound` unless the server knows it otherwise.
+    pub async fn calls(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        limit: usize,
+        page_token: Option<&str>,
+    ) -> Result<ThreadCalls, WorkflowError> {
         if id.is_empty() || id.len() > THREAD_ID_MAX || id.contains(tenant::SEPARATOR) {
             return Err(WorkflowError::InvalidArgument {
                 field: "thread_id",
@@ -213,15 +243,46 @@ impl LlmCallLedger {
                 debug!(thread_id, "llm call log still writing; listing what is recorded");
             }
         }
-        let calls = self.database.llm_calls(thread_id, limit).await.map_err(store_error)?;
-        if calls.is_empty() {
+        let after: Option<CallCursor> = page_token::decode("llm_calls", thread_id, page_token)?;
+        // One call more than the page, to know whether another page follows.
+        let fetch = limit.max(1).saturating_add(1);
+        let mut calls = match &after {
+            None => self.database.llm_calls(thread_id, fetch).await,
+            Some(cursor) => {
+                let at = std::time::UNIX_EPOCH + Duration::from_millis(cursor.at_ms);
+                let before = (at, cursor.id.as_str());
+                self.database.llm_calls_before(thread_id, before, fetch).await
+            }
+        }
+        .map_err(store_error)?;
+        if calls.is_empty() && after.is_none() {
             if !self.known(thread_id).await? {
                 return Err(WorkflowError::NotFound { what: "thread", id: id.to_owned() });
             }
-            return Ok(ThreadCalls { calls, totals: LlmCallTotals::default() });
+            return Ok(ThreadCalls { calls, totals: LlmCallTotals::default(), next_page_token: None });
         }
+        let mut bytes = 0;
+        let fits = calls
+            .iter()
+            .take(limit.max(1))
+            .take_while(|call| {
+                let first = bytes == 0;
+                bytes += call_bytes(call);
+                first || bytes <= PAGE_BYTES
+            })
+            .count();
+        let more = calls.len() > fits;
+        calls.truncate(fits);
+        let next_page_token = match calls.last() {
+            Some(last) if more => {
+                let at_ms = last.at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+                let cursor = CallCursor { at_ms, id: last.id.clone() };
+                Some(page_token::encode("llm_calls", thread_id, &cursor))
+            }
+            _ => None,
+        };
         let totals = self.database.llm_call_totals(thread_id).await.map_err(store_error)?;
-        Ok(ThreadCalls { calls, totals })
+        Ok(ThreadCalls { calls, totals, next_page_token })
     }
 
     /// Erases the calls of one of `tenant`'s threads (`DeleteConversation`), those still queued
@@ -315,6 +376,52 @@ mod tests {
         assert_eq!(log.dropped(), 0);
     }
 
+    /// With full prompts a page of calls would pass gRPC's 4 MiB message limit: a page ends
+    /// once its calls reach `PAGE_BYTES`, with a token for the rest; a call bigger than that is
+    /// still listed, alone.
+    #[tokio::test]
+    async fn a_page_ends_early_at_its_byte_budget_and_reads_on_with_its_token() {
+        let db = database().await;
+        let big = |n: u64, kib: usize| LlmCallRow {
+            id: format!("call-{n}"),
+            thread_id: "conv-9".into(),
+            run_id: "run-1".into(),
+            node: "n".into(),
+            purpose: "p.q".into(),
+            model: "m".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            cost_usd: 0.0,
+            latency_ms: 1,
+            attempts: 1,
+            error: None,
+            prompt_json: format!(r#"[{{"role":"user","content":"{}"}}]"#, "x".repeat(kib * 1024)),
+            response_json: "{}".into(),
+            at: std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + n),
+        };
+        // Newest first: 4 MiB, then four of 1.2 MiB.
+        for (n, kib) in [(5, 4096), (4, 1200), (3, 1200), (2, 1200), (1, 1200)] {
+            db.record_llm_call(&big(n, kib)).await.unwrap();
+        }
+        let runs = Arc::new(RunRegistry::default());
+        let ledger = LlmCallLedger::new(db.clone(), runs, None);
+        let tenant = Tenant::default();
+        let mut pages = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = ledger.calls(&tenant, "conv-9", 50, token.as_deref()).await.unwrap();
+            assert_eq!(page.totals.calls, 5);
+            pages.push(page.calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>());
+            match page.next_page_token {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(pages, [vec!["call-5"], vec!["call-4", "call-3"], vec!["call-2", "call-1"]]);
+        let bad = ledger.calls(&tenant, "conv-8", 50, token.as_deref()).await.unwrap_err();
+        assert!(matches!(bad, WorkflowError::InvalidArgument { field: "page_token", .. }), "{bad:?}");
+    }
+
     /// Erasure never leaves a call behind to be written after it: with the writer stuck, it
     /// fails as unavailable (the caller retries) instead of deleting only what is written.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,8 +455,8 @@ mod tests {
         runs.add_store(&active);
         let ledger = LlmCallLedger::new(db.clone(), runs, None);
         let tenant = Tenant::default();
-        assert!(ledger.calls(&tenant, "C001:T1", 10).await.unwrap().calls.is_empty());
-        let unknown = ledger.calls(&tenant, "C001:T2", 10).await.unwrap_err();
+        assert!(ledger.calls(&tenant, "C001:T1", 10, None).await.unwrap().calls.is_empty());
+        let unknown = ledger.calls(&tenant, "C001:T2", 10, None).await.unwrap_err();
         assert!(matches!(unknown, WorkflowError::NotFound { .. }), "{unknown:?}");
     }
 

@@ -75,6 +75,13 @@ fn insert(rows: usize) -> String {
 /// Newest first (ties by id, descending).
 const LIST: &str =
     concat!("SELECT ", columns!(), " FROM llm_calls WHERE thread_id = $1 ORDER BY at_ms DESC, id DESC LIMIT $2");
+/// [`LIST`] older than a page's last call: `$2`/`$3` its (at_ms, id).
+const LIST_BEFORE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM llm_calls WHERE thread_id = $1 AND (at_ms < $2 OR (at_ms = $2 AND id < $3)) \
+     ORDER BY at_ms DESC, id DESC LIMIT $4"
+);
 const DELETE: &str = "DELETE FROM llm_calls WHERE thread_id = $1";
 /// PostgreSQL sums BIGINT as NUMERIC: cast back, in both dialects alike.
 const TOTALS: &str = "SELECT count(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), \
@@ -180,6 +187,22 @@ impl Database {
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         let rows: Vec<Row> = on_pool!(self, conn => {
             sqlx::query_as(LIST).bind(thread_id).bind(limit).fetch_all(conn).await
+        })
+        .map_err(StoreError::query("list llm calls"))?;
+        rows.into_iter().map(Row::into_call).collect()
+    }
+
+    /// [`Self::llm_calls`] older than `before`, a call of an earlier page: its (time, id).
+    pub async fn llm_calls_before(
+        &self,
+        thread_id: &str,
+        before: (SystemTime, &str),
+        limit: usize,
+    ) -> Result<Vec<LlmCallRow>, StoreError> {
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let (at, id) = before;
+        let rows: Vec<Row> = on_pool!(self, conn => {
+            sqlx::query_as(LIST_BEFORE).bind(thread_id).bind(to_ms(at)).bind(id).bind(limit).fetch_all(conn).await
         })
         .map_err(StoreError::query("list llm calls"))?;
         rows.into_iter().map(Row::into_call).collect()

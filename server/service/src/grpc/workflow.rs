@@ -149,9 +149,9 @@ impl WorkflowService for WorkflowApi {
         request: Request<pb::ListLlmCallsRequest>,
     ) -> Result<Response<pb::ListLlmCallsResponse>, Status> {
         let tenant = auth::tenant(&request);
-        let pb::ListLlmCallsRequest { thread_id, page_size: requested } = request.into_inner();
+        let pb::ListLlmCallsRequest { thread_id, page_size: requested, page_token } = request.into_inner();
         let limit = page_size(requested)?;
-        let found = self.llm_calls.calls(&tenant, &thread_id, limit).await.map_err(to_status)?;
+        let found = self.llm_calls.calls(&tenant, &thread_id, limit, Some(&page_token)).await.map_err(to_status)?;
         let totals = found.totals;
         Ok(Response::new(pb::ListLlmCallsResponse {
             calls: found.calls.into_iter().map(llm_call).collect(),
@@ -161,6 +161,7 @@ impl WorkflowService for WorkflowApi {
                 cost_usd: totals.cost_usd,
             }),
             total_calls: totals.calls,
+            next_page_token: found.next_page_token.unwrap_or_default(),
         }))
     }
 }

@@ -56,6 +56,11 @@ pub async fn run_all(db: &Database) {
     let newest = db.llm_calls(&thread, 2).await.unwrap();
     assert_eq!(newest.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), [calls[4].id.as_str(), calls[3].id.as_str()]);
     assert_eq!(db.llm_calls(&thread, 0).await.unwrap().len(), 1, "the limit is at least 1");
+    // The next page starts after the last call of this one.
+    let older = db.llm_calls_before(&thread, (newest[1].at, &newest[1].id), 2).await.unwrap();
+    assert_eq!(older.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), [calls[2].id.as_str(), calls[1].id.as_str()]);
+    let last = db.llm_calls_before(&thread, (older[1].at, &older[1].id), 2).await.unwrap();
+    assert_eq!(last.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), [calls[0].id.as_str()]);
 
     let totals = db.llm_call_totals(&thread).await.unwrap();
     assert_eq!(totals.calls, 5);

@@ -112,12 +112,14 @@ class CancelRunResponse(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class ListLlmCallsRequest(_message.Message):
-    __slots__ = ("thread_id", "page_size")
+    __slots__ = ("thread_id", "page_size", "page_token")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     page_size: int
-    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+    page_token: str
+    def __init__(self, thread_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class LlmCall(_message.Message):
     __slots__ = ("run_id", "node", "purpose", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency", "attempts", "error", "prompt_json", "response_json", "time")
@@ -150,11 +152,13 @@ class LlmCall(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., node: _Optional[str] = ..., purpose: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ..., prompt_json: _Optional[str] = ..., response_json: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListLlmCallsResponse(_message.Message):
-    __slots__ = ("calls", "total_usage", "total_calls")
+    __slots__ = ("calls", "total_usage", "total_calls", "next_page_token")
     CALLS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_USAGE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     calls: _containers.RepeatedCompositeFieldContainer[LlmCall]
     total_usage: _common_pb2.Usage
     total_calls: int
-    def __init__(self, calls: _Optional[_Iterable[_Union[LlmCall, _Mapping]]] = ..., total_usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., total_calls: _Optional[int] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, calls: _Optional[_Iterable[_Union[LlmCall, _Mapping]]] = ..., total_usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., total_calls: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...

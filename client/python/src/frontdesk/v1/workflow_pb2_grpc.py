@@ -90,8 +90,8 @@ class WorkflowServiceServicer:
 
     def ListLlmCalls(self, request, context):
         """The model calls a thread made, as the LLM call log recorded them (model.call_log other
-        than "off"; see docs/operations.md, "LLM call log"): the most recent first, at most
-        page_size of them, with totals over every recorded call of the thread. An empty or
+        than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
+        most page_size of them, with totals over every recorded call of the thread. An empty or
         over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
         calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
         an archived ticket, an investigation or a research run under that id), which answers
