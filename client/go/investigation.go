@@ -279,11 +279,41 @@ func (c *Client) GetAuditTrailByCorrelation(ctx context.Context, correlationID s
 	return res.GetEntries(), wrapError(err)
 }
 
-// ListPendingActions returns the notifications of recipientID ("" for everyone's) with status:
-// AWAITING (or UNSPECIFIED) those awaiting a reply, ANSWERED those answered.
-func (c *Client) ListPendingActions(ctx context.Context, recipientID string, status v1.PendingActionStatus) ([]*v1.PendingAction, error) {
-	res, err := c.Investigations.ListPendingActions(ctx, &v1.ListPendingActionsRequest{
-		RecipientId: recipientID, Status: status,
-	})
-	return res.GetActions(), wrapError(err)
+// ListPendingActions returns one page of notifications, oldest first: RecipientId filters (""
+// for everyone's), Status AWAITING (or UNSPECIFIED) lists those awaiting a reply, ANSWERED those
+// answered. PageSize is 1..100 (0 for the server's default, 20); PageToken is the
+// NextPageToken of a previous response to the same request. NextPageToken is empty on the
+// last page.
+func (c *Client) ListPendingActions(ctx context.Context, req *v1.ListPendingActionsRequest) (*v1.ListPendingActionsResponse, error) {
+	if req == nil {
+		req = &v1.ListPendingActionsRequest{}
+	}
+	res, err := c.Investigations.ListPendingActions(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllPendingActions yields every notification of recipientID ("" for everyone's) with status
+// (AWAITING or UNSPECIFIED: those awaiting a reply; ANSWERED: those answered), oldest first,
+// fetching pages of pageSize (0 for the server's default) as needed.
+func (c *Client) AllPendingActions(ctx context.Context, recipientID string, status v1.PendingActionStatus, pageSize int32) iter.Seq2[*v1.PendingAction, error] {
+	return func(yield func(*v1.PendingAction, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListPendingActions(ctx, &v1.ListPendingActionsRequest{
+				RecipientId: recipientID, Status: status, PageSize: pageSize, PageToken: token,
+			})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, action := range page.GetActions() {
+				if !yield(action, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
 }

@@ -174,11 +174,14 @@ func TestTheChangerAndTheManagerAnswer(t *testing.T) {
 	// other suites' investigations may wait for u003 too: look for this one
 	pendingFor := func(recipient string, status v1.PendingActionStatus, actionID string) bool {
 		t.Helper()
-		actions, err := c.ListPendingActions(ctx, recipient, status)
-		if err != nil {
-			t.Fatal(err)
+		found := false
+		for a, err := range c.AllPendingActions(ctx, recipient, status, 100) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || a.GetActionId() == actionID
 		}
-		return slices.ContainsFunc(actions, func(a *v1.PendingAction) bool { return a.GetActionId() == actionID })
+		return found
 	}
 	if !pendingFor("u003", v1.PendingActionStatus_PENDING_ACTION_STATUS_UNSPECIFIED, action.GetActionId()) ||
 		!pendingFor("", v1.PendingActionStatus_PENDING_ACTION_STATUS_AWAITING, action.GetActionId()) {

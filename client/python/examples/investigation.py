@@ -86,7 +86,8 @@ def main() -> int:
             iid = investigation.investigation_id
 
             # The changer is asked why: find the notification among u003's pending actions.
-            pending = client.list_pending_actions("u003")
+            # The list is paged, oldest first: iter_pending_actions reads every page.
+            pending = client.iter_pending_actions("u003", page_size=100)
             changer = next(a for a in pending if a.investigation_id == iid)
             show_action(changer)
             investigation = follow(client.respond(

@@ -122,9 +122,9 @@ def test_the_changer_and_the_manager_answer(client: FrontdeskClient) -> None:
     assert action.recipient_role == pb.RESPONDER_ROLE_CHANGER
     assert action.status == pb.PENDING_ACTION_STATUS_AWAITING
     # other suites' investigations may wait for u003 too: look for this one
-    pending = client.list_pending_actions("u003")
+    pending = client.iter_pending_actions("u003", page_size=100)
     assert action.action_id in [a.action_id for a in pending]
-    assert action.action_id in [a.action_id for a in client.list_pending_actions()]
+    assert action.action_id in [a.action_id for a in client.iter_pending_actions(page_size=100)]
     waiting = client.iter_investigations("awaiting_user_response", page_size=100)
     assert iid in [i.investigation_id for i in waiting]
 
@@ -139,8 +139,9 @@ def test_the_changer_and_the_manager_answer(client: FrontdeskClient) -> None:
     assert manager.action_id == f"{iid}-manager"
     assert manager.recipient_id == "u001"
     assert manager.recipient_role == pb.RESPONDER_ROLE_MANAGER
-    assert action.action_id not in [a.action_id for a in client.list_pending_actions("u003")]
-    answered = client.list_pending_actions("u003", "answered")
+    still = client.iter_pending_actions("u003", page_size=100)
+    assert action.action_id not in [a.action_id for a in still]
+    answered = client.iter_pending_actions("u003", "answered", page_size=100)
     assert action.action_id in [a.action_id for a in answered]
 
     third = client.respond(iid, manager.action_id, "manager", "u001",
@@ -299,7 +300,7 @@ def test_async_investigation(addr: str) -> None:
             stream = client.start_investigation(unauthorised())
             items = [item async for item in stream]
             iid = items[-1].investigation_id
-            pending = await client.list_pending_actions("u003")
+            pending = [a async for a in client.iter_pending_actions("u003", page_size=100)]
             with pytest.raises(FrontdeskError) as wrong:
                 await client.respond(iid, f"{iid}-changer", "changer", "u002", text="me").result()
             second = await client.respond(iid, f"{iid}-changer", "changer", "u003",

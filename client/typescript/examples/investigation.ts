@@ -68,8 +68,11 @@ try {
   const investigationId = investigation.investigationId;
 
   // The changer is asked why: find the notification among u003's pending actions.
-  const pending = await client.listPendingActions({ recipientId: "u003" });
-  const changer = pending.find((a) => a.investigationId === investigationId);
+  // The list is paged, oldest first: allPendingActions reads every page.
+  let changer: PendingAction | undefined;
+  for await (const a of client.allPendingActions({ recipientId: "u003", pageSize: 100 }, { signal })) {
+    if (a.investigationId === investigationId) changer = a;
+  }
   if (changer === undefined) throw new Error(`no pending action of ${investigationId} for u003`);
   showAction(changer);
   investigation = await follow(

@@ -44,6 +44,7 @@ import {
   type Investigation,
   type InvestigationProgress,
   type ListInvestigationsResponse,
+  type ListPendingActionsResponse,
   type PendingAction,
   type StatusChange,
   type WatchInvestigationResponse,
@@ -1229,21 +1230,48 @@ export class FrontdeskClient {
   }
 
   /**
-   * The notifications awaiting a reply (`status: "answered"`: those answered), of one
-   * recipient or (omitted) of everyone.
+   * One page of notifications, oldest first: those awaiting a reply (`status: "answered"`:
+   * those answered), of one recipient or (omitted) of everyone. `pageSize` is 1..100 (omitted:
+   * the server's 20); `pageToken` the previous page's nextPageToken, which is "" on the last
+   * page.
    */
   async listPendingActions(
-    req: { recipientId?: string; status?: PendingActionStatusFilter } = {},
+    req: {
+      recipientId?: string;
+      status?: PendingActionStatusFilter;
+      pageSize?: number;
+      pageToken?: string;
+    } = {},
     o?: CallOpts,
-  ): Promise<PendingAction[]> {
+  ): Promise<ListPendingActionsResponse> {
     const status = pendingActionStatus(req.status);
-    const res = await this.unary(() =>
+    return this.unary(() =>
       this.investigations.listPendingActions(
-        { recipientId: req.recipientId ?? "", status },
+        {
+          recipientId: req.recipientId ?? "",
+          status,
+          pageSize: req.pageSize ?? 0,
+          pageToken: req.pageToken ?? "",
+        },
         this.opts(o, true),
       ),
     );
-    return res.actions;
+  }
+
+  /**
+   * Every notification of the recipient (omitted: of everyone) with `status`, oldest first,
+   * page by page.
+   */
+  async *allPendingActions(
+    req: { recipientId?: string; status?: PendingActionStatusFilter; pageSize?: number } = {},
+    o?: CallOpts,
+  ): AsyncGenerator<PendingAction> {
+    let pageToken = "";
+    do {
+      const page = await this.listPendingActions({ ...req, pageToken }, o);
+      yield* page.actions;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
   }
 
   /**

@@ -56,12 +56,12 @@ func main() {
 	id := inv.GetInvestigationId()
 
 	// The changer is asked why: find the notification among u003's pending actions.
-	actions, err := c.ListPendingActions(ctx, "u003", v1.PendingActionStatus_PENDING_ACTION_STATUS_AWAITING)
-	if err != nil {
-		fail(err)
-	}
+	// The list is paged, oldest first: AllPendingActions reads every page.
 	var changer *v1.PendingAction
-	for _, a := range actions {
+	for a, err := range c.AllPendingActions(ctx, "u003", v1.PendingActionStatus_PENDING_ACTION_STATUS_AWAITING, 100) {
+		if err != nil {
+			fail(err)
+		}
 		if a.GetInvestigationId() == id {
 			changer = a
 		}

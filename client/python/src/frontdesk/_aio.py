@@ -605,13 +605,30 @@ class AsyncFrontdeskClient:
         recipient_id: Optional[str] = None,
         status: Union[None, str, int] = None,
         *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
         timeout: Optional[float] = None,
-    ) -> List[investigation_pb2.PendingAction]:
-        request = investigation_pb2.ListPendingActionsRequest(
-            recipient_id=recipient_id or "", status=c.pending_action_status(status)
-        )
-        response = await self._unary(self.investigations.ListPendingActions, request, timeout)
-        return list(response.actions)
+    ) -> investigation_pb2.ListPendingActionsResponse:
+        request = c.list_pending_actions_request(recipient_id, status, page_size, page_token)
+        return await self._unary(self.investigations.ListPendingActions, request, timeout)
+
+    async def iter_pending_actions(
+        self,
+        recipient_id: Optional[str] = None,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+    ) -> AsyncIterator[investigation_pb2.PendingAction]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_pending_actions(
+                recipient_id, status, page_size=page_size, page_token=token
+            )
+            for action in page.actions:
+                yield action
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
 
     def ask(
         self,

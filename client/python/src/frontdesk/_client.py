@@ -627,14 +627,35 @@ class FrontdeskClient:
         recipient_id: Optional[str] = None,
         status: Union[None, str, int] = None,
         *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
         timeout: Optional[float] = None,
-    ) -> List[investigation_pb2.PendingAction]:
-        """The notifications awaiting a reply (``status="answered"``: those answered), of one
-        recipient or (None) of everyone."""
-        request = investigation_pb2.ListPendingActionsRequest(
-            recipient_id=recipient_id or "", status=c.pending_action_status(status)
-        )
-        return list(self._unary(self.investigations.ListPendingActions, request, timeout).actions)
+    ) -> investigation_pb2.ListPendingActionsResponse:
+        """One page of notifications, oldest first: those awaiting a reply
+        (``status="answered"``: those answered), of one recipient or (None) of everyone.
+        ``page_size`` is 1..100 (None: the server's 20); ``page_token`` the
+        ``.next_page_token`` of the previous page, which is empty on the last page."""
+        request = c.list_pending_actions_request(recipient_id, status, page_size, page_token)
+        return self._unary(self.investigations.ListPendingActions, request, timeout)
+
+    def iter_pending_actions(
+        self,
+        recipient_id: Optional[str] = None,
+        status: Union[None, str, int] = None,
+        *,
+        page_size: Optional[int] = None,
+    ) -> Iterator[investigation_pb2.PendingAction]:
+        """Every notification of the recipient (None: of everyone) with ``status``, oldest
+        first, fetching pages as needed."""
+        token: Optional[str] = None
+        while True:
+            page = self.list_pending_actions(
+                recipient_id, status, page_size=page_size, page_token=token
+            )
+            yield from page.actions
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
 
     # -- ResearchService -------------------------------------------------------------------
     def ask(

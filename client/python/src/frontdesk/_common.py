@@ -344,6 +344,20 @@ def list_investigations_request(
     )
 
 
+def list_pending_actions_request(
+    recipient_id: Optional[str],
+    status: Union[None, str, int],
+    page_size: Optional[int],
+    page_token: Optional[str],
+) -> investigation_pb2.ListPendingActionsRequest:
+    return investigation_pb2.ListPendingActionsRequest(
+        recipient_id=recipient_id or "",
+        status=pending_action_status(status),
+        page_size=page_size or 0,
+        page_token=page_token or "",
+    )
+
+
 def audit_trail_request(
     investigation_id: Optional[str], correlation_id: Optional[str]
 ) -> investigation_pb2.GetAuditTrailRequest:
