@@ -126,6 +126,8 @@ impl ToolOutcome {
 /// connection (and a stdio server's process); [`McpClient::close`] does so gracefully.
 pub struct McpClient {
     name: String,
+    /// What it was connected with, to connect again after the server went away.
+    config: McpServerConfig,
     call_timeout: Duration,
     process_id: Option<u32>,
     service: RunningService<RoleClient, ClientConfig>,
@@ -189,12 +191,17 @@ impl McpClient {
                 "connected to MCP server"
             );
         }
-        Ok(McpClient { name, call_timeout: timeout, process_id, service })
+        Ok(McpClient { name, config: config.clone(), call_timeout: timeout, process_id, service })
     }
 
     /// The server's configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The configuration it was connected with.
+    pub fn config(&self) -> &McpServerConfig {
+        &self.config
     }
 
     /// The process id of a stdio server's child process.

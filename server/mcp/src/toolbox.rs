@@ -1,16 +1,21 @@
 //! [`McpToolbox`]: the tools of several MCP servers as one set, each call routed to its server.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
 
 use frontdesk_llm::ToolSpec;
 
 use crate::{McpClient, McpError, McpServerConfig, McpTool, ToolOutcome};
 
 /// Several MCP servers' tools as one set. Tool names must be unique across the servers; each
-/// call goes to the server that offers the tool.
+/// call goes to the server that offers the tool. A server whose connection is gone (a stdio
+/// server that exited, an HTTP session lost) is connected again by the next call to one of its
+/// tools; the call that found it gone is not sent again, as it may have reached the server.
 #[derive(Debug)]
 pub struct McpToolbox {
-    clients: Vec<McpClient>,
+    slots: Vec<Slot>,
     /// Every tool, in server order and then each server's order.
     tools: Vec<McpTool>,
     /// Tool name to the index of its server in `clients`.
@@ -77,7 +82,8 @@ impl McpToolbox {
             close_all(&mut clients).await;
             return Err(error);
         }
-        Ok(McpToolbox { clients, tools, routes })
+        let slots = clients.into_iter().map(Slot::new).collect();
+        Ok(McpToolbox { slots, tools, routes })
     }
 
     /// Every tool of every server.
@@ -98,22 +104,18 @@ impl McpToolbox {
 
     /// The name of the server offering `tool`.
     pub fn server_of(&self, tool: &str) -> Option<&str> {
-        self.routes.get(tool).map(|&index| self.clients[index].name())
+        self.routes.get(tool).map(|&index| self.slots[index].name.as_str())
     }
 
-    /// The client of a server, by name.
-    pub fn client(&self, server: &str) -> Option<&McpClient> {
-        self.clients.iter().find(|c| c.name() == server)
+    /// The client of a server, by name, as it is connected now.
+    pub fn client(&self, server: &str) -> Option<Arc<McpClient>> {
+        self.slots.iter().find(|slot| slot.name == server).map(Slot::current)
     }
 
-    /// The clients, in the order they were given.
-    pub fn clients(&self) -> &[McpClient] {
-        &self.clients
-    }
-
-    /// Calls a tool on the server that offers it ([`McpError::UnknownTool`] if none does).
+    /// Calls a tool on the server that offers it ([`McpError::UnknownTool`] if none does),
+    /// connecting to that server again first if its connection is gone.
     pub async fn call_tool(&self, name: &str, arguments: serde_json::Value) -> Result<ToolOutcome, McpError> {
-        let client = self.route(name)?;
+        let client = self.route(name)?.live().await?;
         client.call_tool(name, arguments).await
     }
 
@@ -124,20 +126,71 @@ impl McpToolbox {
         arguments: serde_json::Value,
         timeout: std::time::Duration,
     ) -> Result<ToolOutcome, McpError> {
-        let client = self.route(name)?;
+        let client = self.route(name)?.live().await?;
         client.call_tool_with_timeout(name, arguments, timeout).await
     }
 
-    /// Closes every client.
-    pub async fn close(&mut self) {
-        close_all(&mut self.clients).await;
+    /// Closes every client no call still holds; the others end as their last call drops them.
+    pub async fn close(self) {
+        let mut owned: Vec<McpClient> = self
+            .slots
+            .into_iter()
+            .filter_map(|slot| {
+                let client = slot.client.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+                Arc::try_unwrap(client).ok()
+            })
+            .collect();
+        close_all(&mut owned).await;
     }
 
-    fn route(&self, tool: &str) -> Result<&McpClient, McpError> {
+    fn route(&self, tool: &str) -> Result<&Slot, McpError> {
         self.routes
             .get(tool)
-            .map(|&index| &self.clients[index])
+            .map(|&index| &self.slots[index])
             .ok_or_else(|| McpError::UnknownTool { tool: tool.to_owned() })
+    }
+}
+
+/// One server's connection, replaced when it is found gone.
+#[derive(Debug)]
+struct Slot {
+    name: String,
+    client: RwLock<Arc<McpClient>>,
+    /// Held while connecting again, so calls that find the connection gone at once wait for one
+    /// new connection instead of each starting its own server.
+    reconnecting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn new(client: McpClient) -> Self {
+        Slot {
+            name: client.name().to_owned(),
+            client: RwLock::new(Arc::new(client)),
+            reconnecting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn current(&self) -> Arc<McpClient> {
+        self.client.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The connection, connected again first when it is gone. A failure to connect is the
+    /// call's error; the next call tries again.
+    async fn live(&self) -> Result<Arc<McpClient>, McpError> {
+        let client = self.current();
+        if !client.is_closed() {
+            return Ok(client);
+        }
+        let _one_at_a_time = self.reconnecting.lock().await;
+        let client = self.current();
+        if !client.is_closed() {
+            return Ok(client);
+        }
+        tracing::warn!(server = %self.name, "mcp server connection lost; connecting again");
+        let fresh = Arc::new(McpClient::connect(client.config()).await?);
+        tracing::info!(server = %self.name, "mcp server connected again");
+        *self.client.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh.clone();
+        Ok(fresh)
     }
 }
 

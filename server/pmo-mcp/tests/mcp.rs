@@ -507,7 +507,7 @@ async fn http_server_exiting_mid_call_is_a_typed_error() {
 #[tokio::test]
 async fn toolbox_merges_and_routes() {
     let server = HttpServer::start(&[]);
-    let mut toolbox = McpToolbox::connect(&[server.config("pmo")]).await.unwrap();
+    let toolbox = McpToolbox::connect(&[server.config("pmo")]).await.unwrap();
     assert_eq!(toolbox.tools().len(), 7);
     let specs = toolbox.tool_specs();
     assert_eq!(specs.len(), 7);
@@ -549,4 +549,31 @@ async fn toolbox_rejects_a_tool_name_offered_by_two_servers() {
 async fn toolbox_rejects_two_servers_of_one_name() {
     let error = McpToolbox::connect(&[stdio("pmo", &[]), stdio("pmo", &[])]).await.unwrap_err();
     assert!(matches!(&error, McpError::DuplicateServer { server } if server == "pmo"), "{error:?}");
+}
+
+/// A stdio server that died (killed here) is started again by the next call to one of its
+/// tools; until then nothing is retried behind the caller's back.
+#[tokio::test]
+async fn toolbox_connects_again_to_a_server_that_died() {
+    let toolbox = McpToolbox::connect(&[stdio("pmo", &[])]).await.unwrap();
+    let first = toolbox.client("pmo").unwrap().process_id().unwrap();
+    let listed = toolbox.call_tool("setting_list", json!({"category": "dl__time_slot"})).await.unwrap();
+    assert!(!listed.is_error, "{listed:?}");
+    Command::new("kill").args(["-9", &first.to_string()]).status().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let outcome = loop {
+        // A call racing the connection's loss may still fail; the ones after it connect again.
+        match toolbox.call_tool("setting_list", json!({"category": "dl__time_slot"})).await {
+            Ok(outcome) => break outcome,
+            Err(error) => {
+                assert!(std::time::Instant::now() < deadline, "never connected again: {error:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert!(!outcome.is_error, "{outcome:?}");
+    let second = toolbox.client("pmo").unwrap().process_id().unwrap();
+    assert_ne!(first, second, "a new server process");
+    toolbox.close().await;
+    assert!(!process_alive(second), "the new process is closed with the toolbox");
 }
