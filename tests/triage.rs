@@ -792,6 +792,23 @@ async fn an_imported_ticket_id_that_exists_is_refused_before_any_model_call() {
     assert_eq!(t.active("CUST-001").await.len(), 1);
 }
 
+/// An archived ticket's thread is gone, but the triage workflow still knows it: listing its
+/// model calls (none recorded, with the call log off) answers with none, not NOT_FOUND.
+#[tokio::test]
+async fn an_archived_tickets_thread_is_known_to_list_llm_calls() {
+    let t = Triage::start().await;
+    script_english(&t, "low", "billing", "auto_respond", "Refund started.");
+    let out = t.triage("CUST-003", "refund please", "").await.unwrap();
+    assert_eq!(out.result.status(), TicketStatus::Resolved);
+    let mut workflows = t.s.client.workflows();
+    let thread_id = format!("CUST-003:{}", out.result.ticket_id);
+    let request = v1::ListLlmCallsRequest { thread_id, ..Default::default() };
+    let listed = workflows.list_llm_calls(request).await.unwrap().into_inner();
+    assert!(listed.calls.is_empty());
+    let request = v1::ListLlmCallsRequest { thread_id: "CUST-003:TKT-NONE".into(), ..Default::default() };
+    assert_eq!(workflows.list_llm_calls(request).await.unwrap_err().code(), Code::NotFound);
+}
+
 #[tokio::test]
 async fn triage_is_listed_and_described() {
     let t = Triage::start().await;

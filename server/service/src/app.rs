@@ -178,7 +178,7 @@ impl App {
             })
             .with_max_active(runs_config.max_active),
         );
-        let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), runs.clone(), sql_log));
+        let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), sql_log));
         let replica: Arc<str> = match &runs_config.replica_id {
             Some(id) => id.as_str().into(),
             None => default_replica_id(config.listen).into(),

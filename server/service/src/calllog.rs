@@ -11,11 +11,13 @@ use std::{
 };
 
 use frontdesk_llm::{CallLog, CallLogEntry, CallRecord, ChatRequest, ChatResponse, LlmError, CALL_LOG_TARGET};
-use frontdesk_runtime::{CheckpointError, RunRegistry};
+use frontdesk_runtime::CheckpointError;
 use frontdesk_store::{Database, LlmCallRow, LlmCallTotals, StoreError, MAX_LLM_CALLS_PER_INSERT};
 use frontdesk_workflows::{page_token, tenant, Tenant, WorkflowError};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
+
+use crate::registry::Registry;
 
 /// A [`CallLog`] writing one `llm_calls` row per call made by a workflow run (a call without a
 /// [`frontdesk_llm::CallContext`] has no thread to be filed under and is skipped).
@@ -198,9 +200,6 @@ fn call_bytes(call: &LlmCallRow) -> usize {
 /// Reads the call log per thread.
 pub struct LlmCallLedger {
     database: Database,
-    /// The stores the runners write to (the database, and Redis when triage keeps its
-    /// threads there), to tell a known thread without calls from an unknown one.
-    runs: Arc<RunRegistry>,
     /// The writer, when the log is on: a listing first waits for the calls already made.
     log: Option<Arc<SqlCallLog>>,
 }
@@ -210,8 +209,8 @@ fn store_error(error: StoreError) -> WorkflowError {
 }
 
 impl LlmCallLedger {
-    pub fn new(database: Database, runs: Arc<RunRegistry>, log: Option<Arc<SqlCallLog>>) -> Self {
-        Self { database, runs, log }
+    pub fn new(database: Database, log: Option<Arc<SqlCallLog>>) -> Self {
+        Self { database, log }
     }
 
     pub fn log(&self) -> Option<&Arc<SqlCallLog>> {
@@ -222,9 +221,10 @@ impl LlmCallLedger {
     /// prompts and replies reach [`PAGE_BYTES`] (never none while calls remain), after the page
     /// `page_token` ends; and the thread's totals. Calls made before this is asked are waited
     /// for (briefly), so a caller that has just seen a turn finish sees its calls. A thread
-    /// without calls is `NotFound` unless the server knows it otherwise.
+    /// without calls is `NotFound` unless one of `registry`'s workflows knows it.
     pub async fn calls(
         &self,
+        registry: &Registry,
         tenant: &Tenant,
         id: &str,
         limit: usize,
@@ -256,7 +256,7 @@ impl LlmCallLedger {
         }
         .map_err(store_error)?;
         if calls.is_empty() && after.is_none() {
-            if !self.known(thread_id).await? {
+            if !known(registry, thread_id).await? {
                 return Err(WorkflowError::NotFound { what: "thread", id: id.to_owned() });
             }
             return Ok(ThreadCalls { calls, totals: LlmCallTotals::default(), next_page_token: None });
@@ -297,20 +297,23 @@ impl LlmCallLedger {
         }
         self.database.delete_llm_calls(&tenant.key(id)).await.map_err(store_error)
     }
+}
 
-    /// Whether the thread exists in a store the runners write to (a conversation, an
-    /// investigation, a research run, a live ticket) or was a ticket's thread and is archived.
-    async fn known(&self, thread_id: &str) -> Result<bool, WorkflowError> {
-        for store in self.runs.stores() {
-            if store.thread(thread_id).await?.is_some() {
-                return Ok(true);
-            }
+/// Whether the thread exists in a store the runners write to (a conversation, an investigation,
+/// a research run, a live ticket, in the database or in Redis), or a workflow keeps it elsewhere
+/// now that it is gone (an archived ticket).
+async fn known(registry: &Registry, thread_id: &str) -> Result<bool, WorkflowError> {
+    for store in registry.runs().stores() {
+        if store.thread(thread_id).await?.is_some() {
+            return Ok(true);
         }
-        // Archived tickets keep their thread id, `<customer key>:<ticket id>`.
-        let Some(ticket_key) = frontdesk_workflows::triage::archived_ticket_key(thread_id) else { return Ok(false) };
-        let ticket = self.database.get_ticket(&ticket_key).await.map_err(store_error)?;
-        Ok(ticket.is_some_and(|(ticket, _)| ticket.thread_id == thread_id))
     }
+    for workflow in registry.workflows() {
+        if workflow.keeps_thread(thread_id).await? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -344,6 +347,15 @@ mod tests {
 
     fn reply() -> ChatResponse {
         ChatResponse { content: "fine".into(), tool_calls: Vec::new(), usage: TokenUsage::default(), model: "m".into() }
+    }
+
+    /// A registry of no workflows over `stores` (the first its checkpointer).
+    fn registry(stores: &[Arc<dyn frontdesk_runtime::Checkpointer>]) -> Registry {
+        let runs = Arc::new(frontdesk_runtime::RunRegistry::default());
+        for store in stores {
+            runs.add_store(store);
+        }
+        Registry::new(Vec::new(), stores[0].clone(), runs)
     }
 
     async fn database() -> Database {
@@ -403,13 +415,13 @@ mod tests {
         for (n, kib) in [(5, 4096), (4, 1200), (3, 1200), (2, 1200), (1, 1200)] {
             db.record_llm_call(&big(n, kib)).await.unwrap();
         }
-        let runs = Arc::new(RunRegistry::default());
-        let ledger = LlmCallLedger::new(db.clone(), runs, None);
+        let registry = registry(&[Arc::new(db.checkpointer())]);
+        let ledger = LlmCallLedger::new(db.clone(), None);
         let tenant = Tenant::default();
         let mut pages = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let page = ledger.calls(&tenant, "conv-9", 50, token.as_deref()).await.unwrap();
+            let page = ledger.calls(&registry, &tenant, "conv-9", 50, token.as_deref()).await.unwrap();
             assert_eq!(page.totals.calls, 5);
             pages.push(page.calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>());
             match page.next_page_token {
@@ -418,7 +430,7 @@ mod tests {
             }
         }
         assert_eq!(pages, [vec!["call-5"], vec!["call-4", "call-3"], vec!["call-2", "call-1"]]);
-        let bad = ledger.calls(&tenant, "conv-8", 50, token.as_deref()).await.unwrap_err();
+        let bad = ledger.calls(&registry, &tenant, "conv-8", 50, token.as_deref()).await.unwrap_err();
         assert!(matches!(bad, WorkflowError::InvalidArgument { field: "page_token", .. }), "{bad:?}");
     }
 
@@ -428,9 +440,7 @@ mod tests {
     async fn forgetting_a_thread_waits_for_its_queued_calls_or_fails() {
         let db = database().await;
         let log = SqlCallLog::start(db.clone(), false);
-        let runs = Arc::new(RunRegistry::default());
-        runs.add_store(&(Arc::new(db.checkpointer()) as Arc<dyn frontdesk_runtime::Checkpointer>));
-        let ledger = LlmCallLedger::new(db.clone(), runs, Some(log.clone()));
+        let ledger = LlmCallLedger::new(db.clone(), Some(log.clone()));
         let tenant = Tenant::default();
         // The writer needs the in-memory database's only connection, held here.
         let held = db.sqlite_pool().unwrap().acquire().await.unwrap();
@@ -450,13 +460,11 @@ mod tests {
         let db = database().await;
         let active: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
         active.put(&sample("C001:T1", 1, RunStatus::Running)).await.unwrap();
-        let runs = Arc::new(RunRegistry::default());
-        runs.add_store(&(Arc::new(db.checkpointer()) as Arc<dyn Checkpointer>));
-        runs.add_store(&active);
-        let ledger = LlmCallLedger::new(db.clone(), runs, None);
+        let registry = registry(&[Arc::new(db.checkpointer()), active]);
+        let ledger = LlmCallLedger::new(db.clone(), None);
         let tenant = Tenant::default();
-        assert!(ledger.calls(&tenant, "C001:T1", 10, None).await.unwrap().calls.is_empty());
-        let unknown = ledger.calls(&tenant, "C001:T2", 10, None).await.unwrap_err();
+        assert!(ledger.calls(&registry, &tenant, "C001:T1", 10, None).await.unwrap().calls.is_empty());
+        let unknown = ledger.calls(&registry, &tenant, "C001:T2", 10, None).await.unwrap_err();
         assert!(matches!(unknown, WorkflowError::NotFound { .. }), "{unknown:?}");
     }
 

@@ -151,7 +151,11 @@ impl WorkflowService for WorkflowApi {
         let tenant = auth::tenant(&request);
         let pb::ListLlmCallsRequest { thread_id, page_size: requested, page_token } = request.into_inner();
         let limit = page_size(requested)?;
-        let found = self.llm_calls.calls(&tenant, &thread_id, limit, Some(&page_token)).await.map_err(to_status)?;
+        let found = self
+            .llm_calls
+            .calls(&self.registry, &tenant, &thread_id, limit, Some(&page_token))
+            .await
+            .map_err(to_status)?;
         let totals = found.totals;
         Ok(Response::new(pb::ListLlmCallsResponse {
             calls: found.calls.into_iter().map(llm_call).collect(),

@@ -82,6 +82,14 @@ pub trait HostedWorkflow: Send + Sync + 'static {
     /// without its scan; a workflow that repairs its threads before their runs resume repairs
     /// these only.
     async fn take_over(&self, abandoned: Vec<UnfinishedRun>) -> Result<usize, WorkflowError>;
+    /// Whether `thread_id` (a storage key) was one of this workflow's threads that it keeps
+    /// elsewhere now that the thread itself is gone (triage archives a completed ticket and
+    /// erases its thread), so that listings about threads (`ListLlmCalls`) still know it. Only
+    /// such threads need an answer: the runners' stores answer for the rest. None by default.
+    async fn keeps_thread(&self, thread_id: &str) -> Result<bool, WorkflowError> {
+        let _ = thread_id;
+        Ok(false)
+    }
     /// Adds the workflow's own gRPC service, if it has one, with the request size limit; returns
     /// the service's name and its methods' scopes: health reports it as serving, and the auth
     /// layer checks its scopes.

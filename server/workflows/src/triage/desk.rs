@@ -755,6 +755,13 @@ impl TriageDesk {
         Ok(TicketRun { events, outcome })
     }
 
+    /// Whether `thread` (a storage key) was the thread of a ticket that is archived now.
+    pub async fn archived_thread(&self, thread: &str) -> Result<bool, WorkflowError> {
+        let Some(ticket_key) = archived_ticket_key(thread) else { return Ok(false) };
+        let ticket = self.archive.get(&ticket_key).await.map_err(archive_error)?;
+        Ok(ticket.is_some_and(|ticket| ticket.thread_id == thread))
+    }
+
     /// The active tickets of the customer with storage key `customer_key`, after repairing any
     /// that a crash left half-archived.
     async fn active_tickets(&self, customer_key: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {

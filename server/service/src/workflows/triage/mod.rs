@@ -199,6 +199,10 @@ impl HostedWorkflow for HostedTriage {
         self.desk.take_over(abandoned).await
     }
 
+    async fn keeps_thread(&self, thread_id: &str) -> Result<bool, WorkflowError> {
+        self.desk.archived_thread(thread_id).await
+    }
+
     fn add_service(&self, routes: &mut RoutesBuilder, max_message_bytes: usize) -> Option<&'static ServiceAccess> {
         routes.add_service(
             TriageServiceServer::new(TriageApi::new(self.desk.clone())).max_decoding_message_size(max_message_bytes),
