@@ -391,10 +391,8 @@ async fn a_customer_changing_their_issue_goes_back_to_extraction() {
     c.stop().await;
 }
 
-#[tokio::test]
-async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
-    let c = Call::start().await;
-    c.tools.failing.lock().unwrap().push("setting_list".into());
+/// The first four turns of the shipped flow, up to `use_mcp_to_get_info`, the catalog lookup.
+async fn to_the_catalog_lookup(c: &Call) {
     c.reply("Hello!").navigate("Extract_Customer_Issue");
     c.say("Drywall repair please").await;
     c.extract(json!({"customers_main_ask": "Drywall repair"}))
@@ -406,6 +404,13 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
     c.say("ok").await;
     c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
     c.say("thanks").await;
+}
+
+#[tokio::test]
+async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
+    let c = Call::start().await;
+    c.tools.failing.lock().unwrap().push("setting_list".into());
+    to_the_catalog_lookup(&c).await;
     // The tool fails: the model sees the error, the node records the failure, and the
     // navigator's condition "if MCP fetch fails" runs the node again.
     c.tool("setting_list", json!({"category": "dl__service_category"}))
@@ -457,17 +462,7 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
 #[tokio::test]
 async fn a_tool_node_is_not_retried_once_a_tool_that_acts_has_run() {
     let c = Call::start_with(|config| config.model.max_attempts = 1).await;
-    c.reply("Hello!").navigate("Extract_Customer_Issue");
-    c.say("Drywall repair please").await;
-    c.extract(json!({"customers_main_ask": "Drywall repair"}))
-        .navigate("Identify_Issue")
-        .reply("Drywall repair.")
-        .navigate("Empathize");
-    c.say("yes").await;
-    c.reply("Sorry to hear.").navigate("Console_Build_Rapport");
-    c.say("ok").await;
-    c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
-    c.say("thanks").await;
+    to_the_catalog_lookup(&c).await;
     c.tool("setting_list", json!({"category": "dl__service_category"}))
         .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
         .navigate("Try_To_Gather_Customers_Data")
@@ -496,17 +491,7 @@ async fn a_tool_node_is_not_retried_once_a_tool_that_acts_has_run() {
 #[tokio::test]
 async fn a_node_is_retried_when_its_tools_only_read() {
     let c = Call::start_with(|config| config.model.max_attempts = 1).await;
-    c.reply("Hello!").navigate("Extract_Customer_Issue");
-    c.say("Drywall repair please").await;
-    c.extract(json!({"customers_main_ask": "Drywall repair"}))
-        .navigate("Identify_Issue")
-        .reply("Drywall repair.")
-        .navigate("Empathize");
-    c.say("yes").await;
-    c.reply("Sorry to hear.").navigate("Console_Build_Rapport");
-    c.say("ok").await;
-    c.reply("You're in good hands.").navigate("use_mcp_to_get_info");
-    c.say("thanks").await;
+    to_the_catalog_lookup(&c).await;
     // A lookup, then the model fails: the node is run again and completes.
     c.tool("setting_list", json!({"category": "dl__service_category"}));
     c.model
