@@ -10,9 +10,9 @@ use frontdesk_llm::ToolSpec;
 use crate::{McpClient, McpError, McpServerConfig, McpTool, ToolOutcome};
 
 /// Several MCP servers' tools as one set. Tool names must be unique across the servers; each
-/// call goes to the server that offers the tool. A server whose connection is gone (a stdio
-/// server that exited, an HTTP session lost) is connected again by the next call to one of its
-/// tools; the call that found it gone is not sent again, as it may have reached the server.
+/// call goes to the server that offers the tool. A server whose connection the client finds
+/// closed (a stdio server that exited) is connected again by the next call to one of its tools;
+/// the call that found it gone is not sent again, as it may have reached the server.
 #[derive(Debug)]
 pub struct McpToolbox {
     slots: Vec<Slot>,
