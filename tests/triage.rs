@@ -692,6 +692,9 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
     use frontdesk_workflows::triage::{Author, TicketInfo, TicketMessage, TriageState, TriageUpdate};
 
     let t = Triage::start().await;
+    // The server's own start-up recovery runs in the background: the checkpoint planted below
+    // must not be found by it, only by the recovery this test runs.
+    t.s.server().recovered().await;
     script_english(&t, "medium", "billing", "auto_respond", "Refunded.");
     let out = t.triage("CUST-001", "refund my invoice", "").await.unwrap();
     let ticket_id = out.result.ticket_id.clone();

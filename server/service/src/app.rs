@@ -12,7 +12,11 @@ use frontdesk_llm::{
 use frontdesk_runtime::{Checkpointer, RunRegistry, RunRetention, RunnerConfig};
 use frontdesk_store::{Database, StoreOptions};
 use frontdesk_workflows::conversation::ConversationLimits;
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{
+    net::TcpListener,
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
 use tokio_util::sync::CancellationToken;
 use tonic::{service::Routes, transport::server::TcpIncoming};
 use tonic_health::ServingStatus;
@@ -288,11 +292,13 @@ impl App {
             .map_err(|source| StartError::Lease { replica: self.replica.to_string(), source })?;
         let scans = CancellationToken::new();
         let scan_every = Duration::from_secs(self.config.runs.takeover_scan_secs.max(1));
+        let (recovered_tx, recovered) = watch::channel(false);
         let scanner = tokio::spawn(take_over_abandoned_runs(
             self.registry.clone(),
             self.replica.clone(),
             scan_every,
             scans.clone(),
+            recovered_tx,
         ));
 
         info!(
@@ -334,6 +340,7 @@ impl App {
             renewals,
             scans,
             scanner,
+            recovered,
         })
     }
 }
@@ -366,12 +373,14 @@ async fn take_over_abandoned_runs(
     replica: Arc<str>,
     every: Duration,
     stop: CancellationToken,
+    recovered: watch::Sender<bool>,
 ) {
     match registry.recover().await {
         Ok(0) => {}
         Ok(n) => info!(runs = n, "finished runs interrupted by a crash"),
         Err(error) => error!(%error, "crash recovery failed"),
     }
+    recovered.send_replace(true);
     let mut failing = false;
     loop {
         tokio::select! {
@@ -496,11 +505,23 @@ pub struct RunningServer {
     /// Stops the takeover scans, first: a stopping replica takes no new runs on.
     scans: CancellationToken,
     scanner: JoinHandle<()>,
+    /// True once start-up recovery has finished (run in the background: calls are served
+    /// meanwhile).
+    recovered: watch::Receiver<bool>,
 }
 
 impl RunningServer {
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// Waits until start-up recovery has finished: the runs a crash of this replica left
+    /// behind are resumed (or repaired) by then. Calls are served before it, so an embedder or
+    /// a test that must not race that recovery waits here first.
+    pub async fn recovered(&self) {
+        let mut recovered = self.recovered.clone();
+        // An error means the scanner ended (shutdown), which ends the wait too.
+        let _ = recovered.wait_for(|done| *done).await;
     }
 
     pub fn database(&self) -> &Database {
