@@ -704,9 +704,8 @@ impl TriageDesk {
 
         let finisher = self.finisher();
         let key = request.idempotency_key;
-        // Its own task, so that the outcome is recorded under the key, the claim released and
-        // the ticket archived even when the caller goes away before the run ends.
-        let finish = tokio::spawn(async move {
+        let keyed = key.is_some();
+        let finish = Box::pin(async move {
             let outcome = outcome
                 .await
                 .unwrap_or(Err(RunError::Lost))
@@ -748,10 +747,19 @@ impl TriageDesk {
             }
             Ok(result)
         });
-        let ticket = resolution.ticket_id;
-        let outcome: OutcomeFuture = Box::pin(async move {
-            finish.await.unwrap_or_else(|_| Err(WorkflowError::run_on("ticket", ticket, RunError::Lost)))
-        });
+        // A keyed request's outcome goes on in a task of its own, so that it is recorded under
+        // the key and the claim released even when the caller goes away before the run ends.
+        // Without a key nothing would be lost by stopping with the caller (a ticket whose
+        // archiving did not happen is archived by the next repair), so no task is spent on it.
+        let outcome: OutcomeFuture = if keyed {
+            let ticket = resolution.ticket_id;
+            let finish = tokio::spawn(finish);
+            Box::pin(async move {
+                finish.await.unwrap_or_else(|_| Err(WorkflowError::run_on("ticket", ticket, RunError::Lost)))
+            })
+        } else {
+            finish
+        };
         Ok(TicketRun { events, outcome })
     }
 
