@@ -29,9 +29,14 @@ pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
         | LlmError::Server { .. }
         | LlmError::Timeout
         | LlmError::Transport(_)
-        | LlmError::Rejected { .. }
         | LlmError::Exhausted { .. } => NodeErrorKind::ModelUnavailable,
-        LlmError::ScriptExhausted { .. } | LlmError::Config { .. } => NodeErrorKind::Internal,
+        // The provider refused the request itself (a bad key, no quota left, a request it does
+        // not accept, its content filter): the same request fails the same way, so it is not a
+        // transient unavailability to retry, by the node's policy or by a caller, but one for an
+        // operator (INTERNAL, the message naming the refusal).
+        LlmError::Rejected { .. } | LlmError::ScriptExhausted { .. } | LlmError::Config { .. } => {
+            NodeErrorKind::Internal
+        }
     };
     let message = format!("model call {purpose} failed: {error}");
     NodeError::with_source(kind, message, error)
@@ -81,4 +86,34 @@ pub async fn streamed_text(ctx: &NodeContext, llm: &LlmClient, request: ChatRequ
         llm.complete(attributed(ctx, request), &opts).await.map_err(|e| node_error(&purpose, e))?;
     ctx.emit(EventKind::LlmCall(call_info(&record))).await;
     Ok(response.content.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use frontdesk_llm::LlmError;
+    use frontdesk_runtime::{NodeErrorKind, RetryPolicy};
+
+    use super::node_error;
+
+    /// What retrying can mend is `ModelUnavailable` (retried by the default policy and answered
+    /// `UNAVAILABLE`); a refusal of the request itself is not.
+    #[test]
+    fn a_refused_request_is_not_an_unavailable_model() {
+        let kind = |error| node_error("p.q", error).kind;
+        let refusals = [
+            LlmError::Rejected { status: 401, message: "invalid api key".into() },
+            LlmError::Rejected { status: 429, message: "insufficient_quota".into() },
+            LlmError::Rejected { status: 200, message: "content filter".into() },
+        ];
+        for refusal in refusals {
+            assert_eq!(kind(refusal), NodeErrorKind::Internal);
+        }
+        assert!(!RetryPolicy::default().retry_on.contains(&NodeErrorKind::Internal));
+        assert_eq!(kind(LlmError::Timeout), NodeErrorKind::ModelUnavailable);
+        let exhausted = LlmError::Exhausted {
+            attempts: 4,
+            last: Box::new(LlmError::Server { status: 503, message: String::new() }),
+        };
+        assert_eq!(kind(exhausted), NodeErrorKind::ModelUnavailable);
+    }
 }
