@@ -333,6 +333,31 @@ async fn the_turn_limit_is_resource_exhausted() {
     assert!(replay.replayed, "retrying the last allowed turn is a replay, not a new turn");
 }
 
+/// A conversation whose state reached `limits.max_conversation_bytes` takes no more turns (so
+/// `GetConversation`, which returns all of it, stays readable by a default client); it is still
+/// read back whole.
+#[tokio::test]
+async fn the_conversation_size_limit_is_resource_exhausted() {
+    let options = Options { configure: |config| config.limits.max_conversation_bytes = 6_000, ..Options::default() };
+    let s = TestServer::start_with(options).await;
+    let id = s.start_intake().await;
+    let long = "x".repeat(2_000);
+    let mut turns = 0;
+    let refused = loop {
+        s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("noted"))]);
+        match s.client.send_message_and_wait(&id, &long, SendOptions::default()).await {
+            Ok(_) => turns += 1,
+            Err(error) => break error,
+        }
+        assert!(turns < 10, "never refused");
+    };
+    assert!(turns >= 2, "{turns} turns before the limit");
+    assert_eq!(refused.code(), Some(Code::ResourceExhausted), "{refused:?}");
+    assert!(refused.api().unwrap().is_reason(ErrorReason::LimitExceeded));
+    let conversation = s.client.get_conversation(&id).await.unwrap();
+    assert_eq!(conversation.conversation.unwrap().turn_count, turns);
+}
+
 #[tokio::test]
 async fn list_get_reset_and_delete() {
     let s = TestServer::start().await;

@@ -198,8 +198,11 @@ impl App {
             recovery_concurrency: runs_config.recovery_concurrency.max(1),
             max_takeovers: runs_config.max_takeovers,
         };
-        let conversation_limits =
-            ConversationLimits { max_text_chars: limits.max_text_chars, max_turns: limits.max_turns };
+        let conversation_limits = ConversationLimits {
+            max_text_chars: limits.max_text_chars,
+            max_turns: limits.max_turns,
+            max_state_bytes: limits.max_conversation_bytes,
+        };
         let wiring = Wiring {
             database: &database,
             checkpointer: &checkpointer,

@@ -246,6 +246,9 @@ pub struct LimitsConfig {
     pub max_text_chars: usize,
     /// Most user turns one conversation may take.
     pub max_turns: u32,
+    /// Largest a conversation's state may grow, in bytes, before further turns are refused:
+    /// `GetConversation` answers with all of it, and default gRPC clients decode at most 4 MiB.
+    pub max_conversation_bytes: usize,
     /// Events buffered per run before the run waits for a slow reader.
     pub event_buffer: usize,
     pub node_timeout_secs: u64,
@@ -258,6 +261,7 @@ impl Default for LimitsConfig {
             max_message_bytes: 1024 * 1024,
             max_text_chars: 8_000,
             max_turns: 500,
+            max_conversation_bytes: frontdesk_workflows::conversation::DEFAULT_MAX_STATE_BYTES,
             event_buffer: 64,
             node_timeout_secs: 120,
             run_timeout_secs: 600,

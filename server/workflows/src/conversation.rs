@@ -104,11 +104,19 @@ pub struct ConversationLimits {
     pub max_text_chars: usize,
     /// Most user turns a conversation may take.
     pub max_turns: u32,
+    /// Largest a conversation's state may grow, in bytes as stored (its messages make most of
+    /// it): `GetConversation` answers with the whole state, and a default gRPC client decodes
+    /// at most 4 MiB, so a conversation past it could be continued but never read back.
+    pub max_state_bytes: usize,
 }
+
+/// The default [`ConversationLimits::max_state_bytes`]: 3 MiB, room below a default client's
+/// 4 MiB for the rest of a `GetConversation` answer.
+pub const DEFAULT_MAX_STATE_BYTES: usize = 3 * 1024 * 1024;
 
 impl Default for ConversationLimits {
     fn default() -> Self {
-        Self { max_text_chars: 8_000, max_turns: 500 }
+        Self { max_text_chars: 8_000, max_turns: 500, max_state_bytes: DEFAULT_MAX_STATE_BYTES }
     }
 }
 
@@ -432,6 +440,14 @@ impl<C: ConversationSpec> ConversationWorkflow for ConversationHost<C> {
                 return Err(WorkflowError::LimitExceeded {
                     limit: "turns per conversation",
                     max: u64::from(self.limits.max_turns),
+                });
+            }
+            // Checked before the turn, on the state it starts from: a turn may take it past the
+            // limit once (by at most a message and a reply), and the next is refused.
+            if cp.state.len() >= self.limits.max_state_bytes {
+                return Err(WorkflowError::LimitExceeded {
+                    limit: "conversation state bytes",
+                    max: self.limits.max_state_bytes as u64,
                 });
             }
             Ok(())
