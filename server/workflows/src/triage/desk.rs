@@ -225,9 +225,18 @@ impl ClaimedKey {
     async fn release(mut self) {
         self.released = true;
         self.renewal.abort();
-        if let Err(error) = self.archive.release_claim(&self.customer_key, &self.key, &self.holder).await {
-            // A retry takes the claim over once it goes unrenewed.
-            warn!(customer = %self.customer_key, %error, "could not release a triage request's claim");
+        self.releasing().await;
+    }
+
+    /// Releases the claim in the store; a failure only logs, as a retry takes the claim over
+    /// once it goes unrenewed.
+    fn releasing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (archive, customer_key, key, holder) =
+            (self.archive.clone(), self.customer_key.clone(), self.key.clone(), self.holder.clone());
+        async move {
+            if let Err(error) = archive.release_claim(&customer_key, &key, &holder).await {
+                warn!(customer = %customer_key, %error, "could not release a triage request's claim");
+            }
         }
     }
 }
@@ -239,14 +248,8 @@ impl Drop for ClaimedKey {
             return;
         }
         self.renewal.abort();
-        let (archive, customer_key, key, holder) =
-            (self.archive.clone(), self.customer_key.clone(), self.key.clone(), self.holder.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(error) = archive.release_claim(&customer_key, &key, &holder).await {
-                    warn!(customer = %customer_key, %error, "could not release a triage request's claim");
-                }
-            });
+            runtime.spawn(self.releasing());
         }
     }
 }
