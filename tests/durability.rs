@@ -269,3 +269,45 @@ async fn sigkill_at_the_submitting_node_and_after_it_files_the_request_once() {
     assert_eq!(texts.iter().filter(|t| t.contains("has been submitted")).count(), 1);
     assert_eq!(texts.iter().filter(|t| t.as_str() == CONFIRMATION).count(), 1);
 }
+
+#[tokio::test]
+async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frontdesk.db");
+    // Turn two's supervisor call outlasts the one-second grace period.
+    let mut slow = chat_turn("never delivered");
+    slow[0]["delay_ms"] = json!(60_000);
+    let replica = format!("test-replica:{}", db.display());
+    let grace = [("FRONTDESK__SHUTDOWN_GRACE_SECS", "1")];
+    let server = common::process::spawn_replica(
+        &db,
+        &script(&[chat_turn("reply one"), slow]),
+        dir.path(),
+        "a",
+        &replica,
+        &grace,
+    );
+    let client = server.client().await;
+    let id = start(&client).await;
+    client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
+
+    let mut stream = send_until_started(&client, &id, "turn two", "turn-two", "supervisor").await;
+    let stopping = tokio::task::spawn_blocking(move || server.terminate());
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    let Some(Err(ClientError::Status(error))) = last else { panic!("the stream ends with an error: {last:?}") };
+    // Not CANCELLED: nobody cancelled the turn, and it is not lost; a retry gets its outcome.
+    assert_eq!(error.code, Code::Unavailable, "{error:?}");
+    assert_eq!(error.reason.as_deref(), Some("SHUTTING_DOWN"), "{error:?}");
+    assert!(error.retry_after.is_some(), "{error:?}");
+    stopping.await.unwrap();
+
+    let server = spawn_server(&db, &script(&[chat_turn("reply two")]), dir.path(), "b");
+    let client = server.client().await;
+    let two = retry_turn(&client, &id, "turn two", "turn-two").await;
+    assert_eq!(two.reply.unwrap().text, "reply two");
+    let texts: Vec<String> = transcript(&client, &id).await.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts[1..], ["turn one", "reply one", "turn two", "reply two"], "the accepted turn, once");
+}

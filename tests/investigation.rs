@@ -589,6 +589,26 @@ async fn a_second_replica_answers_and_a_restart_loses_nothing() {
 }
 
 #[tokio::test]
+async fn a_watch_ends_with_shutting_down_when_its_server_stops() {
+    let cluster = Cluster::new().await;
+    let a = cluster.replica().await;
+    a.script(&[brief(), explain(), notice(CLARIFY)]);
+    a.start("1002").await.unwrap();
+    let written = a.trail("INV-1002").await.len();
+    let request = pb::WatchInvestigationRequest { investigation_id: "INV-1002".into(), after_seq: 0 };
+    let mut watch = a.client.clone().watch_investigation(request).await.unwrap().into_inner();
+    for _ in 0..written {
+        watch.next().await.expect("the trail so far").unwrap();
+    }
+    // The investigation waits for the changer: the watch would go on until the connection died.
+    let stopping = tokio::spawn(a.stop());
+    let end = tokio::time::timeout(Duration::from_secs(10), watch.next()).await.expect("the watch ends");
+    let status = end.expect("with a status").expect_err("an error: the investigation is not over");
+    assert_eq!(code_and_reason(&status), (Code::Unavailable, "SHUTTING_DOWN".to_owned()), "{status:?}");
+    stopping.await.unwrap();
+}
+
+#[tokio::test]
 async fn listing_paging_idempotency_and_inline_mutations() {
     let cluster = Cluster::new().await;
     let r = cluster.replica().await;

@@ -88,6 +88,11 @@ const (
 	// The tenant is over a quota (RESOURCE_EXHAUSTED with RetryInfo); metadata `quota` names it:
 	// `requests_per_sec` or `max_concurrent_runs`.
 	ErrorReason_ERROR_REASON_QUOTA_EXCEEDED ErrorReason = 25
+	// The server is shutting down (UNAVAILABLE with RetryInfo). A run it stopped is not lost: it
+	// resumes from its last checkpoint when the server starts again or on another replica, and a
+	// retry with the same idempotency key gets its outcome. A WatchInvestigation ended so is
+	// watched again with `after_seq` of the last entry received.
+	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 26
 )
 
 // Enum value maps for ErrorReason.
@@ -119,6 +124,7 @@ var (
 		23: "ERROR_REASON_UNAUTHENTICATED",
 		24: "ERROR_REASON_SCOPE_MISSING",
 		25: "ERROR_REASON_QUOTA_EXCEEDED",
+		26: "ERROR_REASON_SHUTTING_DOWN",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -147,6 +153,7 @@ var (
 		"ERROR_REASON_UNAUTHENTICATED":      23,
 		"ERROR_REASON_SCOPE_MISSING":        24,
 		"ERROR_REASON_QUOTA_EXCEEDED":       25,
+		"ERROR_REASON_SHUTTING_DOWN":        26,
 	}
 )
 
@@ -1677,7 +1684,7 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\x84\a\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason*\xa4\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1705,7 +1712,8 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x1fERROR_REASON_CONVERSATION_ENDED\x10\x16\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x17\x12\x1e\n" +
 	"\x1aERROR_REASON_SCOPE_MISSING\x10\x18\x12\x1f\n" +
-	"\x1bERROR_REASON_QUOTA_EXCEEDED\x10\x19BBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
+	"\x1bERROR_REASON_QUOTA_EXCEEDED\x10\x19\x12\x1e\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x1aBBZ@github.com/frontdesk/frontdesk/client/go/frontdeskv1;frontdeskv1b\x06proto3"
 
 var (
 	file_frontdesk_v1_common_proto_rawDescOnce sync.Once

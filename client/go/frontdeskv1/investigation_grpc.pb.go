@@ -56,7 +56,8 @@ type InvestigationServiceClient interface {
 	ListInvestigations(ctx context.Context, in *ListInvestigationsRequest, opts ...grpc.CallOption) (*ListInvestigationsResponse, error)
 	// The investigation's audit entries (agent messages, status changes, tool calls,
 	// notifications, replies) after `after_seq`, then each new one as it is written, on whichever
-	// replica writes it; ends once the advisory report is generated.
+	// replica writes it; ends once the advisory report is generated, or with UNAVAILABLE
+	// (reason SHUTTING_DOWN) when the server shuts down: watch again from the last seq.
 	WatchInvestigation(ctx context.Context, in *WatchInvestigationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInvestigationResponse], error)
 	// The audit trail of one investigation, or of one message exchange by correlation id.
 	GetAuditTrail(ctx context.Context, in *GetAuditTrailRequest, opts ...grpc.CallOption) (*GetAuditTrailResponse, error)
@@ -198,7 +199,8 @@ type InvestigationServiceServer interface {
 	ListInvestigations(context.Context, *ListInvestigationsRequest) (*ListInvestigationsResponse, error)
 	// The investigation's audit entries (agent messages, status changes, tool calls,
 	// notifications, replies) after `after_seq`, then each new one as it is written, on whichever
-	// replica writes it; ends once the advisory report is generated.
+	// replica writes it; ends once the advisory report is generated, or with UNAVAILABLE
+	// (reason SHUTTING_DOWN) when the server shuts down: watch again from the last seq.
 	WatchInvestigation(*WatchInvestigationRequest, grpc.ServerStreamingServer[WatchInvestigationResponse]) error
 	// The audit trail of one investigation, or of one message exchange by correlation id.
 	GetAuditTrail(context.Context, *GetAuditTrailRequest) (*GetAuditTrailResponse, error)

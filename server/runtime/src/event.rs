@@ -47,6 +47,9 @@ pub enum FailureKind {
     DependencyFailed,
     DeadlineExceeded,
     Cancelled,
+    /// The process stopped while the run went on: it is not over, and resumes from its last
+    /// checkpoint on the next start or on another replica.
+    Stopped,
     StepLimit,
     Conflict,
     StoreUnavailable,

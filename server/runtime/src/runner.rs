@@ -15,7 +15,7 @@ use tokio::{
     task::JoinSet,
     time::Instant,
 };
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, info, warn};
 
 use crate::{
@@ -208,6 +208,11 @@ pub enum RunError {
     DeadlineExceeded,
     #[error("run was cancelled")]
     Cancelled,
+    /// The process stopped ([`RunRegistry::stop`]) before the run ended. Unlike a cancelled
+    /// run it is not rolled back: it stays in its last checkpoint, as a crash leaves it, and the
+    /// next start or another replica resumes it.
+    #[error("run was stopped with its process; it resumes from its last checkpoint")]
+    Stopped,
     #[error("run exceeded the step limit of {limit}")]
     StepLimit { limit: u32 },
     #[error("router after node {node} chose undeclared target {target:?}")]
@@ -264,6 +269,7 @@ impl RunError {
             },
             RunError::NodeTimeout { .. } | RunError::DeadlineExceeded => FailureKind::DeadlineExceeded,
             RunError::Cancelled => FailureKind::Cancelled,
+            RunError::Stopped => FailureKind::Stopped,
             RunError::StepLimit { .. } => FailureKind::StepLimit,
             RunError::AttachedRunFailed { kind, .. } => *kind,
             RunError::Checkpoint(CheckpointError::Conflict { .. }) => FailureKind::Conflict,
@@ -348,6 +354,8 @@ pub struct RunRegistry {
     stores: Mutex<Vec<Arc<dyn Checkpointer>>>,
     /// Slots for runs executing at once; `None`: no limit. See [`RunRegistry::with_max_active`].
     active: Option<Arc<Semaphore>>,
+    /// Cancelled by [`RunRegistry::stop`]; every run's own cancel token is its child.
+    stopping: CancellationToken,
 }
 
 struct ActiveRun {
@@ -463,6 +471,7 @@ impl RunRegistry {
             idle: Notify::new(),
             stores: Mutex::default(),
             active: None,
+            stopping: CancellationToken::new(),
         }
     }
 
@@ -559,11 +568,25 @@ impl RunRegistry {
         }
     }
 
-    /// Cancels every active run.
-    pub fn cancel_all(&self) {
-        for run in self.runs.lock().expect("run map poisoned").values() {
-            run.cancel.cancel();
-        }
+    /// Stops every run of the process, for a shutdown whose grace period is over, and every
+    /// run started after (start-up recovery racing the shutdown). A stopped run ends with
+    /// [`RunError::Stopped`] and writes nothing more: it stays in its last checkpoint, for the
+    /// next start or another replica to resume, where a cancelled one would be rolled back and
+    /// the turn its caller was told is accepted lost.
+    pub fn stop(&self) {
+        self.stopping.cancel();
+    }
+
+    /// Resolves once [`RunRegistry::stop`] was called: what a workflow's open-ended work (a
+    /// watch that follows a thread) waits on to end with the process.
+    pub fn stopped(&self) -> WaitForCancellationFutureOwned {
+        self.stopping.clone().cancelled_owned()
+    }
+
+    /// A new run's cancel token: cancelled by `CancelRun`, or with every other run by
+    /// [`RunRegistry::stop`].
+    fn run_token(&self) -> CancellationToken {
+        self.stopping.child_token()
     }
 
     pub fn active_runs(&self) -> usize {
@@ -747,6 +770,9 @@ struct Execution<S: State> {
     fingerprint: Option<String>,
     sink: Arc<EventSink>,
     cancel: CancellationToken,
+    /// The registry's stop: tells a run cancelled by [`RunRegistry::stop`] from one cancelled
+    /// by its caller.
+    stopping: CancellationToken,
     deadline: Instant,
     started: StdInstant,
     state: S,
@@ -1146,6 +1172,11 @@ impl<S: State> Runner<S> {
             },
         };
         self.registry.take_slot(&mut guard).await;
+        // A run started now would be stopped before its first node: refused before it writes
+        // anything, so the caller's retry goes to a replica that is not stopping.
+        if self.registry.stopping.is_cancelled() {
+            return Err(RunError::Stopped.into());
+        }
         let (tx, rx) = RunEvents::channel(self.config.event_buffer);
         let (outcome_tx, outcome_rx) = oneshot::channel();
 
@@ -1315,7 +1346,8 @@ impl<S: State> Runner<S> {
             idempotency_key: request.idempotency_key,
             fingerprint: request.fingerprint,
             sink,
-            cancel: CancellationToken::new(),
+            cancel: self.registry.run_token(),
+            stopping: self.registry.stopping.clone(),
             deadline: Instant::now() + timeout,
             started: StdInstant::now(),
             state,
@@ -1553,6 +1585,10 @@ impl<S: State> Runner<S> {
         }
         let _permit = self.recovery.acquire().await.map_err(|_| RunError::Lost)?;
         let Ok(guard) = self.registry.lock_thread(thread_id, BusyPolicy::Reject).await else { return Ok(false) };
+        // Left for the next start: resumed now, it would only count a takeover and stop.
+        if self.registry.stopping.is_cancelled() {
+            return Ok(false);
+        }
         let Some(cp) = self.checkpointer.latest(thread_id).await? else { return Ok(false) };
         if cp.run.status != RunStatus::Running || cp.workflow != self.graph.name() {
             return Ok(false);
@@ -1594,7 +1630,8 @@ impl<S: State> Runner<S> {
             idempotency_key: cp.run.idempotency_key.clone(),
             fingerprint: cp.run.fingerprint.clone(),
             sink,
-            cancel: CancellationToken::new(),
+            cancel: self.registry.run_token(),
+            stopping: self.registry.stopping.clone(),
             deadline: Instant::now() + self.config.run_timeout,
             started: StdInstant::now(),
             // A failed recovered run keeps what the thread waited on before it.
@@ -1779,6 +1816,12 @@ impl<S: State> Execution<S> {
         }
         match self.steps().await {
             Ok(outcome) => Ok(outcome),
+            // Left as a crash leaves it: the caller was told the run is accepted, and the next
+            // start or another replica finishes it from its last checkpoint.
+            Err(RunError::Cancelled) if self.stopping.is_cancelled() => {
+                info!(thread_id = %self.thread_id, run_id = %self.run_id, "run stopped with the process; it resumes from its last checkpoint");
+                Err(RunError::Stopped)
+            }
             Err(error) => {
                 self.fail(&error).await;
                 Err(error)

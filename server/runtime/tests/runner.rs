@@ -662,6 +662,36 @@ async fn by_effect_durability_reruns_a_crashed_effect_free_run_from_its_input() 
 }
 
 #[tokio::test]
+async fn a_run_stopped_with_its_process_is_left_for_the_next_start_not_rolled_back() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let stopping = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    let mut handle = stopping.start(input("billing")).await.unwrap();
+    until_node_starts(&mut handle.events, "billing").await;
+    stopping.registry().stop();
+    let error = handle.wait().await.unwrap_err();
+    assert!(matches!(error, RunError::Stopped), "{error:?}");
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!((latest.version, latest.run.status), (1, RunStatus::Running), "the accepted input is kept");
+    // A run that would start now is refused before it writes anything.
+    let mut other = input("billing");
+    other.thread_id = "t2".into();
+    let refused = stopping.start(other).await.err();
+    assert!(matches!(refused, Some(RunError::Stopped)), "{refused:?}");
+    assert!(store.latest("t2").await.unwrap().is_none());
+
+    let restarted = Runner::new(
+        two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    let (state, cp) = restarted.state("t1").await.unwrap().unwrap();
+    assert_eq!(state.log, vec!["classify", "billing"]);
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert_eq!(cp.run.run_id, latest.run.run_id, "the next start finishes the same run");
+}
+
+#[tokio::test]
 async fn by_effect_durability_writes_a_heartbeat_before_a_node_that_could_outlive_the_takeover_age() {
     let store = Arc::new(MemoryCheckpointer::new(10));
     // Every node's timeout reaches past takeover_after, so each Running step is a heartbeat.

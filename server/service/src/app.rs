@@ -532,7 +532,9 @@ impl RunningServer {
     }
 
     /// Stops accepting calls, waits (up to the grace period) for in-flight runs to commit,
-    /// gives their streams a moment to reach the callers, then closes the database.
+    /// stops the runs still going (they resume from their last checkpoints on the next start or
+    /// another replica; their callers, and open watches, get `UNAVAILABLE SHUTTING_DOWN`),
+    /// gives the streams a moment to reach the callers, then closes the database.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         /// Enough for finished streams to flush; idle keep-alive connections would otherwise
         /// hold the server open for the whole grace period.
@@ -542,10 +544,13 @@ impl RunningServer {
         if tokio::time::timeout(self.grace, self.registry.runs().wait_idle()).await.is_err() {
             warn!(
                 runs = self.registry.runs().active_runs(),
-                "runs still active after the grace period; cancelling them"
+                "runs still active after the grace period; stopping them where they are"
             );
-            self.registry.runs().cancel_all();
         }
+        // Also when every run ended: what follows runs on its own (a watch) ends here.
+        self.registry.runs().stop();
+        // A stopped run writes nothing more; its caller's status is on its way once it ended.
+        let _ = tokio::time::timeout(DRAIN, self.registry.runs().wait_idle()).await;
         // A scan still resuming runs is abandoned with them: their checkpoints keep them for the
         // next replica.
         self.scanner.abort();
@@ -556,7 +561,7 @@ impl RunningServer {
             Ok(Err(_)) => Err(ServeError::Panicked),
             Err(_) => Ok(()),
         };
-        // Runs cancelled past the grace period are left running in their checkpoints: with the
+        // Runs stopped past the grace period are left running in their checkpoints: with the
         // lease gone, another replica takes them over at its next scan instead of after expiry.
         self.registry.runs().release_leases(&self.replica).await;
         // The calls of the runs that just finished, before the database closes under them.

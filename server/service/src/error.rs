@@ -46,6 +46,8 @@ pub fn code_of(reason: ErrorReason) -> (Code, Option<Duration>) {
         ErrorReason::ScopeMissing => (Code::PermissionDenied, None),
         // The quota's own wait replaces this one (`quota_exceeded`).
         ErrorReason::QuotaExceeded => (Code::ResourceExhausted, Some(Duration::from_secs(1))),
+        // Soon enough for a load balancer to have moved the caller to another replica.
+        ErrorReason::ShuttingDown => (Code::Unavailable, Some(Duration::from_secs(1))),
         // Never sent: every error picks a real reason.
         ErrorReason::Unspecified => (Code::Unknown, None),
     }
@@ -71,6 +73,7 @@ fn reason_of(kind: FailureKind) -> ErrorReason {
         FailureKind::DependencyFailed => ErrorReason::DependencyFailed,
         FailureKind::DeadlineExceeded => ErrorReason::DeadlineExceeded,
         FailureKind::Cancelled => ErrorReason::Cancelled,
+        FailureKind::Stopped => ErrorReason::ShuttingDown,
         FailureKind::StepLimit => ErrorReason::StepLimit,
         FailureKind::Conflict => ErrorReason::CheckpointConflict,
         FailureKind::StoreUnavailable => ErrorReason::StoreUnavailable,
@@ -160,6 +163,7 @@ fn run_failure(error: &RunError, subject: Option<(&str, &str)>, message: String)
         }
         RunError::DeadlineExceeded
         | RunError::Cancelled
+        | RunError::Stopped
         | RunError::StepLimit { .. }
         | RunError::UndeclaredTarget { .. }
         | RunError::DuplicateInterrupt { .. }
@@ -208,6 +212,7 @@ fn failure(error: &WorkflowError) -> Failure {
             tracing::error!(error = %error, source = ?std::error::Error::source(error), "store failure");
             Failure::new(ErrorReason::StoreUnavailable, message)
         }
+        WorkflowError::ShuttingDown => Failure::new(ErrorReason::ShuttingDown, message),
         WorkflowError::Corrupt { .. } | WorkflowError::Config { .. } => {
             tracing::error!(error = %error, "internal failure");
             Failure::new(ErrorReason::Internal, message)
@@ -362,6 +367,7 @@ mod tests {
             RunError::NodeTimeout { node: "n".into(), timeout: Duration::from_secs(1) },
             RunError::DeadlineExceeded,
             RunError::Cancelled,
+            RunError::Stopped,
             RunError::StepLimit { limit: 3 },
             RunError::UndeclaredTarget { node: "n".into(), target: Target::End },
             RunError::Checkpoint(CheckpointError::Conflict { thread_id: "t".into(), expected: 1, actual: 2 }),
@@ -502,6 +508,12 @@ mod tests {
     #[test]
     fn cancelled() {
         check(&to_status(RunError::Cancelled.into()), Code::Cancelled, ErrorReason::Cancelled, &[]);
+    }
+
+    #[test]
+    fn a_run_stopped_with_the_server_is_retried_not_cancelled() {
+        check(&to_status(RunError::Stopped.into()), Code::Unavailable, ErrorReason::ShuttingDown, &[]);
+        check(&to_status(WorkflowError::ShuttingDown), Code::Unavailable, ErrorReason::ShuttingDown, &[]);
     }
 
     #[test]

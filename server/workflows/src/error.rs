@@ -24,6 +24,10 @@ pub enum WorkflowError {
     /// The conversation has ended (a service call was hung up) and takes no more messages.
     #[error("conversation {id} has ended")]
     ConversationEnded { id: String },
+    /// The server is shutting down: open-ended work (a watch) ends with it, to be resumed
+    /// elsewhere or after the restart.
+    #[error("the server is shutting down")]
+    ShuttingDown,
     /// A configured limit was reached.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded { limit: &'static str, max: u64 },

@@ -424,8 +424,11 @@ impl InvestigationDesk {
         let (tx, rx) = mpsc::channel(32);
         let desk = self.clone();
         let tenant = tenant.clone();
+        let stopped = self.runner.registry().stopped();
         tokio::spawn(async move {
+            let mut stopped = std::pin::pin!(stopped);
             let mut after = after_seq;
+            let mut stopping = false;
             loop {
                 let changed = desk.changed.notified();
                 // Read before the trail: a node writes its audit entries before the status they
@@ -458,9 +461,17 @@ impl InvestigationDesk {
                 if !read_any && finished_before {
                     return;
                 }
+                // The server is stopping: the watch ends with what its runs wrote (read above),
+                // and the caller watches again from there, elsewhere or after the restart,
+                // rather than losing the stream with the connection.
+                if stopping {
+                    let _ = tx.send(Err(WorkflowError::ShuttingDown)).await;
+                    return;
+                }
                 tokio::select! {
                     _ = changed => {}
                     _ = tokio::time::sleep(WATCH_POLL) => {}
+                    _ = &mut stopped => stopping = true,
                     _ = tx.closed() => return,
                 }
             }

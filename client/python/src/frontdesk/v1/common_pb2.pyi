@@ -39,6 +39,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
     ERROR_REASON_SCOPE_MISSING: _ClassVar[ErrorReason]
     ERROR_REASON_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
+    ERROR_REASON_SHUTTING_DOWN: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_THREAD_BUSY: ErrorReason
 ERROR_REASON_CHECKPOINT_CONFLICT: ErrorReason
@@ -65,6 +66,7 @@ ERROR_REASON_CONVERSATION_ENDED: ErrorReason
 ERROR_REASON_UNAUTHENTICATED: ErrorReason
 ERROR_REASON_SCOPE_MISSING: ErrorReason
 ERROR_REASON_QUOTA_EXCEEDED: ErrorReason
+ERROR_REASON_SHUTTING_DOWN: ErrorReason
 
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "event_id", "time", "node", "task", "run_started", "node_started", "node_finished", "token_delta", "llm_call_finished", "tool_called", "tool_returned", "run_interrupted", "run_finished", "run_failed", "node_retrying", "node_failed", "tasks_dispatched", "task_finished", "interrupt_raised")

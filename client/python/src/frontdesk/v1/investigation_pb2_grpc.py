@@ -125,7 +125,8 @@ class InvestigationServiceServicer:
     def WatchInvestigation(self, request, context):
         """The investigation's audit entries (agent messages, status changes, tool calls,
         notifications, replies) after `after_seq`, then each new one as it is written, on whichever
-        replica writes it; ends once the advisory report is generated.
+        replica writes it; ends once the advisory report is generated, or with UNAVAILABLE
+        (reason SHUTTING_DOWN) when the server shuts down: watch again from the last seq.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
