@@ -291,17 +291,25 @@ async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_resta
     let id = start(&client).await;
     client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
 
-    let mut stream = send_until_started(&client, &id, "turn two", "turn-two", "supervisor").await;
+    let opts = SendOptions { idempotency_key: Some("turn-two".into()), queue_if_busy: true };
+    let mut stream = client.send_message(&id, "turn two", opts).await.unwrap();
+    let run_id = loop {
+        match stream.next().await.unwrap().unwrap() {
+            TurnEvent::Event(e) if matches!(e.kind, Some(Kind::NodeStarted(_))) => break e.run_id,
+            _ => {}
+        }
+    };
+    let mut follower = client.subscribe_run(&run_id, 0).await.unwrap();
     let stopping = tokio::task::spawn_blocking(move || server.terminate());
-    let mut last = None;
-    while let Some(item) = stream.next().await {
-        last = Some(item);
+    let turn = last_item(&mut stream).await.map(|item| item.map(drop));
+    let subscriber = last_item(&mut follower).await.map(|item| item.map(drop));
+    for (what, last) in [("the turn", turn), ("its subscriber", subscriber)] {
+        let Some(Err(ClientError::Status(error))) = last else { panic!("{what} ends with an error: {last:?}") };
+        // Not CANCELLED: nobody cancelled the turn, and it is not lost; a retry gets its outcome.
+        assert_eq!(error.code, Code::Unavailable, "{what}: {error:?}");
+        assert_eq!(error.reason.as_deref(), Some("SHUTTING_DOWN"), "{what}: {error:?}");
+        assert!(error.retry_after.is_some(), "{what}: {error:?}");
     }
-    let Some(Err(ClientError::Status(error))) = last else { panic!("the stream ends with an error: {last:?}") };
-    // Not CANCELLED: nobody cancelled the turn, and it is not lost; a retry gets its outcome.
-    assert_eq!(error.code, Code::Unavailable, "{error:?}");
-    assert_eq!(error.reason.as_deref(), Some("SHUTTING_DOWN"), "{error:?}");
-    assert!(error.retry_after.is_some(), "{error:?}");
     stopping.await.unwrap();
 
     let server = spawn_server(&db, &script(&[chat_turn("reply two")]), dir.path(), "b");
@@ -310,4 +318,12 @@ async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_resta
     assert_eq!(two.reply.unwrap().text, "reply two");
     let texts: Vec<String> = transcript(&client, &id).await.into_iter().map(|(_, t)| t).collect();
     assert_eq!(texts[1..], ["turn one", "reply one", "turn two", "reply two"], "the accepted turn, once");
+}
+
+async fn last_item<T>(stream: &mut (impl futures::Stream<Item = T> + Unpin)) -> Option<T> {
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    last
 }

@@ -583,6 +583,11 @@ impl RunRegistry {
         self.stopping.clone().cancelled_owned()
     }
 
+    /// Whether [`RunRegistry::stop`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
     /// A new run's cancel token: cancelled by `CancelRun`, or with every other run by
     /// [`RunRegistry::stop`].
     fn run_token(&self) -> CancellationToken {

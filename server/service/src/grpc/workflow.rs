@@ -6,6 +6,7 @@ use frontdesk_api::v1::{
     self as pb,
     workflow_service_server::{WorkflowService, WorkflowServiceServer},
 };
+use frontdesk_workflows::WorkflowError;
 use futures::Stream;
 use tonic::{server::NamedService, Request, Response, Status};
 use tracing::debug;
@@ -100,14 +101,22 @@ impl WorkflowService for WorkflowApi {
         let tenant = auth::tenant(&request);
         let pb::SubscribeRunRequest { run_id, after_event_id } = request.into_inner();
         let mut subscription = self.registry.subscribe_run(&tenant, &run_id, after_event_id).map_err(to_status)?;
+        let runs = self.registry.runs().clone();
         let (tx, stream) = responses();
         tokio::spawn(async move {
+            let mut ended = false;
             while let Some((event, skipped)) = subscription.next().await {
+                ended |= event.is_terminal();
                 let response = pb::SubscribeRunResponse { event: Some(convert::event(event)), skipped };
                 if tx.send(Ok(Box::new(response))).await.is_err() {
                     debug!(run_id = %subscription.run_id(), "subscriber went away");
                     return;
                 }
+            }
+            // The server stopped the run before its last event: it resumes from its checkpoint
+            // on the next start or another replica, where the subscriber follows it again.
+            if !ended && runs.is_stopping() {
+                let _ = tx.send(Err(to_status(WorkflowError::ShuttingDown))).await;
             }
         });
         Ok(Response::new(Box::pin(stream)))

@@ -108,7 +108,10 @@ class WorkflowServiceServicer:
         took over, and runs it ended recently (runs.keep_finished, runs.keep_finished_secs). A run
         it does not know is NOT_FOUND (kind run): retry the original call with its idempotency
         key instead, which replays the recorded outcome or attaches to the run wherever it is. A
-        run id that is not a UUID is INVALID_ARGUMENT (field run_id).
+        run id that is not a UUID is INVALID_ARGUMENT (field run_id). A run the replica stops as it
+        shuts down ends the stream with UNAVAILABLE (reason SHUTTING_DOWN) instead of its last
+        event: the run resumes on the next start or another replica; retry the original call with
+        its key there.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
