@@ -124,6 +124,10 @@ impl ToolOutcome {
 /// Every request is bounded by the server's call timeout (default 30 s). Dropping a call's future
 /// cancels the call: the server is sent `notifications/cancelled`. Dropping the client ends the
 /// connection (and a stdio server's process); [`McpClient::close`] does so gracefully.
+///
+/// Over streamable HTTP, a request the server answers with 404 because it no longer knows the
+/// session (it restarted, or the session expired) starts a new session and is sent once more;
+/// the client stays open. No other failed request is sent again.
 pub struct McpClient {
     name: String,
     /// What it was connected with, to connect again after the server went away.
@@ -173,6 +177,14 @@ impl McpClient {
                 // rmcp's default retries a broken response stream forever, so a call to a server
                 // that died would hang until its timeout; give up after a few quick retries.
                 http.retry_config = Arc::new(BoundedRetry);
+                // A server that restarted or expired the session answers requests in it with 404
+                // (MCP "Session Management"). rmcp then starts a new session (`initialize` without
+                // the old id, then `notifications/initialized`), once for all the requests that met
+                // the 404, and sends each of them once more. Resending is safe even for a tool that
+                // acts: a server that did not know the session did not run the request. Any other
+                // failure is not resent. This is rmcp's default, set here so that an upgrade that
+                // changed it cannot silently bring back a server whose every call fails.
+                http.reinit_on_expired_session = true;
                 let transport = StreamableHttpClientTransport::from_config(http);
                 let service = tokio::time::timeout(timeout, client_config.serve(transport))
                     .await

@@ -12,7 +12,9 @@ use crate::{McpClient, McpError, McpServerConfig, McpTool, ToolOutcome};
 /// Several MCP servers' tools as one set. Tool names must be unique across the servers; each
 /// call goes to the server that offers the tool. A server whose connection the client finds
 /// closed (a stdio server that exited) is connected again by the next call to one of its tools;
-/// the call that found it gone is not sent again, as it may have reached the server.
+/// the call that found it gone is not sent again, as it may have reached the server. An HTTP
+/// server that forgot the client's session is given a new one by the client itself, which sends
+/// again the call the server refused (see [`McpClient`]).
 #[derive(Debug)]
 pub struct McpToolbox {
     slots: Vec<Slot>,

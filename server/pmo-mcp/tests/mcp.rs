@@ -4,12 +4,23 @@
 use std::{
     io::{BufRead, BufReader},
     process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
+use axum::{
+    extract::{Request, State},
+    http::{Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
 use frontdesk_mcp::{McpClient, McpError, McpServerConfig, McpToolbox, ToolOutcome};
-use frontdesk_pmo_mcp::TOOL_NAMES;
+use frontdesk_pmo_mcp::{PmoServer, Store, TOOL_NAMES};
+use rmcp::transport::streamable_http_server::{
+    session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_frontdesk-pmo-mcp");
 /// A date far enough ahead never to be in the past.
@@ -34,8 +45,13 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(args: &[&str]) -> HttpServer {
+        HttpServer::start_at("127.0.0.1:0", args)
+    }
+
+    /// The server at `addr`, e.g. the address of one that was killed, to restart it.
+    fn start_at(addr: &str, args: &[&str]) -> HttpServer {
         let mut child = Command::new(BIN)
-            .args(["--http", "127.0.0.1:0"])
+            .args(["--http", addr])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -78,6 +94,96 @@ impl Drop for HttpServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// One JSON-RPC message POSTed to a [`LocalHttpServer`].
+#[derive(Debug, Clone, PartialEq)]
+struct Post {
+    /// The request's or notification's method (`"response"` for a reply to the server).
+    method: String,
+    /// The `Mcp-Session-Id` it carried.
+    session: Option<String>,
+    status: u16,
+}
+
+#[derive(Clone, Default)]
+struct Observed {
+    posts: Arc<Mutex<Vec<Post>>>,
+    /// The status to fail the next `tools/call` with, before the MCP service sees it.
+    fail_next_call: Arc<Mutex<Option<StatusCode>>>,
+}
+
+/// The PMO server over streamable HTTP inside the test, so that a test can make it forget every
+/// session (as a restarted or expiring server does), fail a call, and see every POST it got.
+struct LocalHttpServer {
+    url: String,
+    sessions: Arc<LocalSessionManager>,
+    observed: Observed,
+    shutdown: CancellationToken,
+}
+
+impl LocalHttpServer {
+    async fn start() -> LocalHttpServer {
+        let server = PmoServer::new(Store::open("sqlite::memory:").await.unwrap());
+        let shutdown = CancellationToken::new();
+        let sessions = Arc::new(LocalSessionManager::default());
+        let config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
+        let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+        let observed = Observed::default();
+        let router = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(observed.clone(), observe));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await.unwrap();
+        });
+        LocalHttpServer { url, sessions, observed, shutdown }
+    }
+
+    fn config(&self, name: &str) -> McpServerConfig {
+        McpServerConfig::streamable_http(name, self.url.clone())
+    }
+
+    /// Drops every session, so that requests in them are answered 404, as by a server that
+    /// restarted.
+    async fn forget_sessions(&self) {
+        self.sessions.sessions.write().await.clear();
+    }
+
+    fn fail_next_call(&self, status: StatusCode) {
+        *self.observed.fail_next_call.lock().unwrap() = Some(status);
+    }
+
+    /// The POSTs so far, and forgets them.
+    fn take_posts(&self) -> Vec<Post> {
+        std::mem::take(&mut *self.observed.posts.lock().unwrap())
+    }
+}
+
+impl Drop for LocalHttpServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn observe(State(observed): State<Observed>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let message: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let method = message["method"].as_str().unwrap_or("response").to_owned();
+    let session = parts.headers.get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    let injected = if method == "tools/call" { observed.fail_next_call.lock().unwrap().take() } else { None };
+    let response = match injected {
+        Some(status) => (status, "injected failure").into_response(),
+        None => next.run(Request::from_parts(parts, axum::body::Body::from(body))).await,
+    };
+    observed.posts.lock().unwrap().push(Post { method, session, status: response.status().as_u16() });
+    response
 }
 
 fn kill(pid: u32) {
@@ -501,6 +607,79 @@ async fn http_server_exiting_mid_call_is_a_typed_error() {
     assert!(matches!(&error, McpError::Transport { server, .. } if server == "doomed"), "{error:?}");
 }
 
+/// A server that forgot the client's session (it restarted, or the session expired) answers the
+/// next request 404; the client starts a new session and sends that request once more, since a
+/// server that did not know the session did not run it.
+#[tokio::test]
+async fn http_server_that_forgot_the_session_gets_a_new_one() {
+    let server = LocalHttpServer::start().await;
+    let client = McpClient::connect(&server.config("pmo")).await.unwrap();
+    ok(&client, "setting_list", json!({"category": "dl__time_slot"})).await;
+    let posts = server.take_posts();
+    let old = posts.last().unwrap().session.clone().expect("a session");
+    assert_eq!(posts.last().unwrap().method, "tools/call");
+
+    server.forget_sessions().await;
+    // A tool that acts: it runs once, in the new session.
+    let created = ok(&client, "customer_create", json!({"name": "Noor Haddad", "phone": "555-010-5151"})).await;
+    let posts = server.take_posts();
+    let summary: Vec<_> = posts.iter().map(|p| (p.method.as_str(), p.status)).collect();
+    assert_eq!(
+        summary,
+        [("tools/call", 404), ("initialize", 200), ("notifications/initialized", 202), ("tools/call", 200)],
+        "{posts:?}"
+    );
+    assert_eq!(posts[0].session.as_ref(), Some(&old));
+    assert_eq!(posts[1].session, None, "a new session is asked for without the old id");
+    let new = posts[3].session.clone().expect("a session");
+    assert_ne!(new, old);
+    assert_eq!(posts[2].session.as_ref(), Some(&new));
+
+    // The new session goes on serving, and the customer was created once.
+    assert_eq!(ok(&client, "customer_get", json!({"phone": "555-010-5151"})).await, created);
+    tool_error(&client, "customer_create", json!({"name": "Noor H.", "phone": "555-010-5151"}), "already exists").await;
+    let posts = server.take_posts();
+    assert!(posts.iter().all(|p| p.method == "tools/call" && p.session.as_ref() == Some(&new)), "{posts:?}");
+    assert!(!client.is_closed());
+
+    // Calls meeting the 404 together share one new session.
+    server.forget_sessions().await;
+    let (a, b) = tokio::join!(
+        client.call_tool("setting_list", json!({"category": "dl__time_slot"})),
+        client.call_tool("entity_list", json!({"entity_type": "project"})),
+    );
+    assert!(!a.unwrap().is_error && !b.unwrap().is_error);
+    let posts = server.take_posts();
+    let count = |method: &str, status: u16| posts.iter().filter(|p| p.method == method && p.status == status).count();
+    assert_eq!(count("initialize", 200), 1, "{posts:?}");
+    assert_eq!(count("tools/call", 200), 2, "each call ran once: {posts:?}");
+    assert!(count("tools/call", 404) >= 1, "{posts:?}");
+    assert_eq!(posts.len(), 2 + 2 + count("tools/call", 404), "{posts:?}");
+}
+
+/// Only a 404 to a request in a session is resent: any other failure may have come after the
+/// server ran the call.
+#[tokio::test]
+async fn http_call_failing_otherwise_is_not_sent_again() {
+    let server = LocalHttpServer::start().await;
+    let client = McpClient::connect(&server.config("pmo")).await.unwrap();
+    ok(&client, "setting_list", json!({"category": "dl__time_slot"})).await;
+    server.take_posts();
+
+    for status in [StatusCode::INTERNAL_SERVER_ERROR, StatusCode::SERVICE_UNAVAILABLE] {
+        server.fail_next_call(status);
+        let error = client
+            .call_tool("customer_create", json!({"name": "Ivo Petrov", "phone": "555-010-6262"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(&error, McpError::Transport { server, .. } if server == "pmo"), "{error:?}");
+        let posts = server.take_posts();
+        let summary: Vec<_> = posts.iter().map(|p| (p.method.as_str(), p.status)).collect();
+        assert_eq!(summary, [("tools/call", status.as_u16())], "sent once, {error:?}");
+    }
+    tool_error(&client, "customer_get", json!({"phone": "555-010-6262"}), "no customer found").await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The toolbox.
 
@@ -549,6 +728,30 @@ async fn toolbox_rejects_a_tool_name_offered_by_two_servers() {
 async fn toolbox_rejects_two_servers_of_one_name() {
     let error = McpToolbox::connect(&[stdio("pmo", &[]), stdio("pmo", &[])]).await.unwrap_err();
     assert!(matches!(&error, McpError::DuplicateServer { server } if server == "pmo"), "{error:?}");
+}
+
+/// An HTTP server that restarted (killed and started again at its address, with a fresh
+/// database) forgot the session: the next call gets a new one from the same client and runs,
+/// without failing first.
+#[tokio::test]
+async fn toolbox_reaches_an_http_server_that_restarted() {
+    let mut server = HttpServer::start(&[]);
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let toolbox = McpToolbox::connect(&[server.config("pmo")]).await.unwrap();
+    let client = toolbox.client("pmo").unwrap();
+    let created = toolbox.call_tool("customer_create", json!({"name": "Ada Kim", "phone": "555-010-8080"})).await;
+    assert!(!created.unwrap().is_error);
+
+    server.kill();
+    let _restarted = HttpServer::start_at(&addr, &[]);
+    let outcome = toolbox.call_tool("customer_create", json!({"name": "Ada Kim", "phone": "555-010-8080"})).await;
+    let outcome = outcome.unwrap();
+    // The restarted server's database is new: the customer is created again, not found there.
+    assert!(!outcome.is_error, "{outcome:?}");
+    assert!(Arc::ptr_eq(&client, &toolbox.client("pmo").unwrap()), "the same client, a new session");
+    assert!(!client.is_closed());
+    drop(client);
+    toolbox.close().await;
 }
 
 /// A stdio server that died (killed here) is started again by the next call to one of its
