@@ -29,7 +29,9 @@ pub enum LlmError {
     Transport(#[source] BoxError),
 
     /// HTTP 4xx other than 429: the request itself is wrong, retrying cannot help. Also a reply
-    /// the provider's content filter withheld (`status` 200: the exchange itself succeeded).
+    /// the provider's content filter withheld, or one in which the model refused to answer
+    /// (`message.refusal`; the message gives its length, not its text): `status` 200, the
+    /// exchange itself succeeded.
     #[error("request rejected by the provider ({status}): {message}")]
     Rejected { status: u16, message: String },
 

@@ -242,9 +242,10 @@ impl OpenAiProvider {
             .next()
             .ok_or_else(|| LlmError::MalformedResponse("chat completion has no choices".into()))?;
         let usage = response.usage.as_ref().map(to_usage).unwrap_or_default();
-        check_finish_reason(choice.finish_reason, usage)?;
         let message = choice.message;
-        let content = message.content.or(message.refusal).unwrap_or_default();
+        check_refusal(message.refusal.as_deref())?;
+        check_finish_reason(choice.finish_reason, usage)?;
+        let content = message.content.unwrap_or_default();
         let tool_calls = message
             .tool_calls
             .unwrap_or_default()
@@ -319,6 +320,22 @@ fn check_finish_reason(reason: Option<FinishReason>, usage: TokenUsage) -> Resul
     }
 }
 
+/// A refusal is the model declining to answer, not an answer: returned as content it would reach
+/// the customer, or a structured call's parser, as if the model had replied. Not retryable, like
+/// the content filter: the same request gets the same refusal. The refusal's text stays out of
+/// the error, as the withheld reply of the content filter does: it is the model's words (which
+/// can quote the customer), and the error is shown unredacted (node errors, gRPC messages, logs).
+/// An empty refusal, which some compatible servers send beside the content, is none.
+fn check_refusal(refusal: Option<&str>) -> Result<(), LlmError> {
+    match refusal.filter(|text| !text.trim().is_empty()) {
+        Some(text) => Err(LlmError::Rejected {
+            status: 200,
+            message: format!("the model refused to answer (message.refusal, {} chars)", text.chars().count()),
+        }),
+        None => Ok(()),
+    }
+}
+
 fn to_usage(usage: &CompletionUsage) -> TokenUsage {
     TokenUsage { prompt_tokens: u64::from(usage.prompt_tokens), completion_tokens: u64::from(usage.completion_tokens) }
 }
@@ -365,6 +382,7 @@ impl ChatModel for OpenAiProvider {
         let mut model = String::new();
         let mut tool_parts: Vec<ToolCallParts> = Vec::new();
         let mut finish_reason = None;
+        let mut refusal = String::new();
         loop {
             let next =
                 tokio::time::timeout(self.request_timeout, stream.next()).await.map_err(|_| LlmError::Timeout)?;
@@ -379,6 +397,9 @@ impl ChatModel for OpenAiProvider {
             for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
                 if choice.finish_reason.is_some() {
                     finish_reason = choice.finish_reason;
+                }
+                if let Some(part) = choice.delta.refusal {
+                    refusal.push_str(&part);
                 }
                 if let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) {
                     on_delta(&delta);
@@ -400,6 +421,7 @@ impl ChatModel for OpenAiProvider {
                 }
             }
         }
+        check_refusal(Some(&refusal))?;
         check_finish_reason(finish_reason, usage)?;
         let tool_calls = tool_parts
             .into_iter()

@@ -222,6 +222,46 @@ async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
 }
 
 #[tokio::test]
+async fn a_reply_the_model_refused_is_a_rejection_not_content() {
+    let server = MockServer::start().await;
+    let refusal = "I'm sorry, I cannot help with the card number 4111.";
+    server.fallback(MockReply::refusal(refusal));
+    let log = Arc::new(RecordingLog::default());
+    let client = client(&server, 3).with_call_log(log.clone());
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    assert!(matches!(err, LlmError::Rejected { status: 200, ref message } if message.contains("refused")), "{err:?}");
+    assert!(!err.is_retryable());
+    assert!(!err.to_string().contains("4111"), "the model's words stay out of the error: {err}");
+    assert_eq!(server.hits(), 1);
+    assert_eq!(log.entries.lock().unwrap()[0].2.as_deref(), Some("rejected"));
+
+    // A structured call has nothing to parse or repair.
+    let err = client.structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
+    assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "{err:?}");
+    assert_eq!(server.hits(), 2);
+
+    let deltas = Mutex::new(Vec::<String>::new());
+    let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
+    let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
+    server.push(MockReply::stream_refusal(&["I'm sorry, ", "I cannot help with 4111."]));
+    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "streamed: {err:?}");
+    assert!(!err.to_string().contains("4111"), "{err}");
+    assert!(deltas.lock().unwrap().concat().is_empty(), "a refusal is not streamed as content");
+    assert_eq!(server.hits(), 3);
+}
+
+#[tokio::test]
+async fn an_empty_refusal_beside_the_content_is_no_refusal() {
+    let server = MockServer::start().await;
+    let mut body = mock::completion_body("It was sent yesterday.", 12, 5);
+    body["choices"][0]["message"]["refusal"] = json!("");
+    server.push(MockReply::json(200, body));
+    let (resp, _) = client(&server, 1).complete(request("p"), &CallOptions::default()).await.expect("a reply");
+    assert_eq!(resp.content, "It was sent yesterday.");
+}
+
+#[tokio::test]
 async fn a_structured_reply_cut_short_gets_no_repair_attempt() {
     let server = MockServer::start().await;
     server.fallback(MockReply::completion_ending("{\"route\": \"billing\", \"confid", "length"));

@@ -53,6 +53,19 @@ impl MockReply {
         Self::json(200, body)
     }
 
+    /// A chat completion in which the model refused: `message.refusal` set, no content.
+    pub fn refusal(refusal: &str) -> Self {
+        let mut body = completion_body("", 12, 5);
+        body["choices"][0]["message"] = json!({"role": "assistant", "content": null, "refusal": refusal});
+        Self::json(200, body)
+    }
+
+    /// A streamed refusal: one chunk per part of `delta.refusal`, then a usage chunk.
+    pub fn stream_refusal(parts: &[&str]) -> Self {
+        let deltas: Vec<Value> = parts.iter().map(|part| json!({ "refusal": part })).collect();
+        Self::stream_deltas(deltas, "stop")
+    }
+
     /// A streamed completion: one chunk per delta, then a usage chunk.
     pub fn stream(deltas: &[&str]) -> Self {
         Self::stream_ending(deltas, "stop")
@@ -60,10 +73,15 @@ impl MockReply {
 
     /// [`MockReply::stream`] whose last choice chunk carries `finish_reason`.
     pub fn stream_ending(deltas: &[&str], finish_reason: &str) -> Self {
+        Self::stream_deltas(deltas.iter().map(|d| json!({ "content": d })).collect(), finish_reason)
+    }
+
+    /// A stream of these `delta` objects, the last choice chunk carrying `finish_reason`.
+    fn stream_deltas(deltas: Vec<Value>, finish_reason: &str) -> Self {
         let mut chunks: Vec<Value> = Vec::new();
         chunks.push(chunk(json!({"role": "assistant", "content": ""}), None));
-        for d in deltas {
-            chunks.push(chunk(json!({ "content": d }), None));
+        for delta in deltas {
+            chunks.push(chunk(delta, None));
         }
         chunks.push(chunk(json!({}), Some(finish_reason)));
         chunks.push(json!({
