@@ -18,6 +18,15 @@
 //!   [`HttpStatusError`] (as `OpenAIError::Boxed`) that [`map_openai_error`] turns into the precise
 //!   [`LlmError`] variant.
 //!
+//! # Decoding replies
+//!
+//! Replies are decoded into this module's own types (`Completion`, `CompletionChunk`, through
+//! async-openai's `byot` methods) that hold only the fields read here, reusing async-openai's types
+//! for the message, the streamed delta and the usage. Only `finish_reason` is decoded differently:
+//! OpenAI-compatible servers send values outside async-openai's enum (`eos`, `abort`, ...), which
+//! with async-openai's own response types fail the whole reply. Such a value is taken as a normal
+//! end, like a missing one, and logged (`warn` the first time a provider sees it, `debug` after).
+//!
 //! # Timeouts
 //!
 //! `request_timeout` bounds connecting, each read of the body, and the whole of a non-streaming
@@ -30,8 +39,10 @@
 //! messages prefixed with "Tool result:" (the API rejects tool messages without a matching call id).
 //! `max_tokens` is sent as `max_tokens`, which every compatible server understands.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -42,13 +53,14 @@ use async_openai::types::chat::{
     ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
     ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestUserMessage,
-    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionTools,
-    CompletionUsage, CreateChatCompletionRequest, CreateChatCompletionResponse, FinishReason, FunctionObject,
-    ResponseFormat, ResponseFormatJsonSchema,
+    ChatCompletionRequestUserMessageContent, ChatCompletionResponseMessage, ChatCompletionStreamOptions,
+    ChatCompletionStreamResponseDelta, ChatCompletionTool, ChatCompletionTools, CompletionUsage,
+    CreateChatCompletionRequest, FinishReason, FunctionObject, ResponseFormat, ResponseFormatJsonSchema,
 };
 use async_openai::Client;
 use async_trait::async_trait;
 use futures::StreamExt;
+use serde::Deserialize;
 
 use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, Role, TokenUsage, ToolCall};
 
@@ -111,6 +123,8 @@ pub struct OpenAiProvider {
     endpoint: String,
     azure: bool,
     request_timeout: Duration,
+    /// `finish_reason` values outside async-openai's enum already warned about (see the module docs).
+    unknown_finish_reasons: Mutex<HashSet<String>>,
 }
 
 /// Never prints the API key.
@@ -186,6 +200,7 @@ impl OpenAiProvider {
             endpoint,
             azure: config.azure.is_some(),
             request_timeout: config.request_timeout,
+            unknown_finish_reasons: Mutex::new(HashSet::new()),
         })
     }
 
@@ -235,7 +250,7 @@ impl OpenAiProvider {
         }
     }
 
-    fn convert_response(&self, response: CreateChatCompletionResponse) -> Result<ChatResponse, LlmError> {
+    fn convert_response(&self, purpose: &str, response: Completion) -> Result<ChatResponse, LlmError> {
         let choice = response
             .choices
             .into_iter()
@@ -244,7 +259,7 @@ impl OpenAiProvider {
         let usage = response.usage.as_ref().map(to_usage).unwrap_or_default();
         let message = choice.message;
         check_refusal(message.refusal.as_deref())?;
-        check_finish_reason(choice.finish_reason, usage)?;
+        check_finish_reason(self.known_finish_reason(purpose, choice.finish_reason), usage)?;
         let content = message.content.unwrap_or_default();
         let tool_calls = message
             .tool_calls
@@ -264,6 +279,84 @@ impl OpenAiProvider {
             model: if response.model.is_empty() { self.model.clone() } else { response.model },
         })
     }
+
+    /// The reason as async-openai knows it; a value it does not know is logged and taken as a
+    /// normal end (`None`), see the module docs.
+    fn known_finish_reason(&self, purpose: &str, reason: Option<WireFinishReason>) -> Option<FinishReason> {
+        match reason? {
+            WireFinishReason::Known(reason) => Some(reason),
+            WireFinishReason::Other(value) => {
+                if self.first_sighting(&value) {
+                    tracing::warn!(
+                        purpose,
+                        model = %self.model,
+                        finish_reason = %value,
+                        "unknown finish_reason from the provider, reply taken as complete"
+                    );
+                } else {
+                    tracing::debug!(
+                        purpose,
+                        model = %self.model,
+                        finish_reason = %value,
+                        "unknown finish_reason from the provider, reply taken as complete"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether `value` is new to this provider: a server that sends it on every reply is worth
+    /// one warning, not one per call. The set is bounded, as the values come from the server.
+    fn first_sighting(&self, value: &str) -> bool {
+        let mut seen = self.unknown_finish_reasons.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(value) || seen.len() >= MAX_UNKNOWN_FINISH_REASONS {
+            return false;
+        }
+        seen.insert(value.to_owned())
+    }
+}
+
+/// Distinct unknown `finish_reason` values a provider warns about; later ones are logged at `debug`.
+const MAX_UNKNOWN_FINISH_REASONS: usize = 16;
+
+/// A chat completion: the fields of async-openai's `CreateChatCompletionResponse` read here, with
+/// a lenient `finish_reason`.
+#[derive(Debug, Deserialize)]
+struct Completion {
+    choices: Vec<CompletionChoice>,
+    model: String,
+    usage: Option<CompletionUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionChoice {
+    message: ChatCompletionResponseMessage,
+    finish_reason: Option<WireFinishReason>,
+}
+
+/// A streamed chunk: the fields of async-openai's `CreateChatCompletionStreamResponse` read here,
+/// with a lenient `finish_reason`.
+#[derive(Debug, Deserialize)]
+struct CompletionChunk {
+    choices: Vec<ChunkChoice>,
+    model: String,
+    usage: Option<CompletionUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChunkChoice {
+    index: u32,
+    delta: ChatCompletionStreamResponseDelta,
+    finish_reason: Option<WireFinishReason>,
+}
+
+/// A `finish_reason` as a compatible server may send it: one of OpenAI's, or any other string.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum WireFinishReason {
+    Known(FinishReason),
+    Other(String),
 }
 
 fn check_url(field: &'static str, url: &str) -> Result<(), LlmError> {
@@ -358,11 +451,11 @@ impl ChatModel for OpenAiProvider {
         let body = self.build_request(request, false);
         tracing::debug!(purpose = %request.purpose, model = %self.model, "sending chat completion");
         let chat = self.client.chat();
-        let response = tokio::time::timeout(self.request_timeout, chat.create(body))
+        let response: Completion = tokio::time::timeout(self.request_timeout, chat.create_byot(body))
             .await
             .map_err(|_| LlmError::Timeout)?
             .map_err(map_openai_error)?;
-        self.convert_response(response)
+        self.convert_response(&request.purpose, response)
     }
 
     async fn chat_stream(
@@ -373,10 +466,11 @@ impl ChatModel for OpenAiProvider {
         let body = self.build_request(request, true);
         tracing::debug!(purpose = %request.purpose, model = %self.model, "sending streaming chat completion");
         let chat = self.client.chat();
-        let mut stream = tokio::time::timeout(self.request_timeout, chat.create_stream(body))
-            .await
-            .map_err(|_| LlmError::Timeout)?
-            .map_err(map_openai_error)?;
+        let mut stream =
+            tokio::time::timeout(self.request_timeout, chat.create_stream_byot::<_, CompletionChunk>(body))
+                .await
+                .map_err(|_| LlmError::Timeout)?
+                .map_err(map_openai_error)?;
         let mut content = String::new();
         let mut usage = TokenUsage::default();
         let mut model = String::new();
@@ -422,7 +516,7 @@ impl ChatModel for OpenAiProvider {
             }
         }
         check_refusal(Some(&refusal))?;
-        check_finish_reason(finish_reason, usage)?;
+        check_finish_reason(self.known_finish_reason(&request.purpose, finish_reason), usage)?;
         let tool_calls = tool_parts
             .into_iter()
             .filter(|p| !p.name.is_empty())
@@ -701,6 +795,27 @@ mod tests {
             let wire = serde_json::to_string(&provider.build_request(&request, stream)).unwrap();
             assert!(!wire.contains("secret") && !wire.contains("context"), "{wire}");
         }
+    }
+
+    #[test]
+    fn an_unknown_finish_reason_is_a_normal_end_and_warned_about_once() {
+        let provider = OpenAiProvider::new(OpenAiConfig {
+            model: "m".into(),
+            base_url: Some("http://127.0.0.1:1/v1".into()),
+            ..OpenAiConfig::default()
+        })
+        .unwrap();
+        let decode = |json: &str| serde_json::from_str::<Option<WireFinishReason>>(json).unwrap();
+        assert_eq!(decode(r#""length""#), Some(WireFinishReason::Known(FinishReason::Length)));
+        assert_eq!(provider.known_finish_reason("p", decode(r#""length""#)), Some(FinishReason::Length));
+        assert_eq!(provider.known_finish_reason("p", decode(r#""eos""#)), None);
+        assert_eq!(provider.known_finish_reason("p", decode("null")), None);
+        assert!(!provider.first_sighting("eos"), "already warned about");
+        assert!(provider.first_sighting("abort"));
+        for i in 0..2 * MAX_UNKNOWN_FINISH_REASONS {
+            provider.first_sighting(&format!("made-up-{i}"));
+        }
+        assert_eq!(provider.unknown_finish_reasons.lock().unwrap().len(), MAX_UNKNOWN_FINISH_REASONS);
     }
 
     #[test]

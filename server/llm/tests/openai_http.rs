@@ -222,6 +222,31 @@ async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
 }
 
 #[tokio::test]
+async fn a_finish_reason_openai_does_not_define_is_a_complete_reply() {
+    let server = MockServer::start().await;
+    // Values compatible servers send (TGI, vLLM, llama.cpp): not OpenAI's, and no cause to fail.
+    for reason in ["eos_token", "abort", "stop_sequence"] {
+        server.push(MockReply::completion_ending("It was sent yesterday.", reason));
+        let (resp, record) = client(&server, 1)
+            .complete(request("p"), &CallOptions::default())
+            .await
+            .expect("an unknown reason is fine");
+        assert_eq!(resp.content, "It was sent yesterday.", "{reason}");
+        assert_eq!((record.usage.prompt_tokens, record.usage.completion_tokens), (12, 5));
+    }
+
+    let deltas = Mutex::new(Vec::<String>::new());
+    let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
+    let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
+    server.push(MockReply::stream_ending(&["It was ", "sent."], "eos"));
+    let (resp, _) =
+        client(&server, 1).complete(request("p"), &opts).await.expect("streamed, an unknown reason is fine");
+    assert_eq!(resp.content, "It was sent.");
+    assert_eq!(deltas.lock().unwrap().concat(), "It was sent.");
+    assert_eq!(server.hits(), 4);
+}
+
+#[tokio::test]
 async fn a_reply_the_model_refused_is_a_rejection_not_content() {
     let server = MockServer::start().await;
     let refusal = "I'm sorry, I cannot help with the card number 4111.";
