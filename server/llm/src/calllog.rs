@@ -26,6 +26,7 @@ pub struct CallRecord {
     pub purpose: String,
     /// The model that answered (or the configured model when the call failed).
     pub model: String,
+    /// Also of a failed call whose reply arrived but could not be used ([`LlmError::usage`]).
     pub usage: TokenUsage,
     pub cost_usd: f64,
     /// Wall time including retries and backoff.
@@ -253,7 +254,7 @@ pub fn error_text(error: &LlmError, full_prompts: bool) -> String {
         LlmError::InvalidOutput { attempts, .. } => {
             format!("model output failed validation after {attempts} attempts (details redacted)")
         }
-        LlmError::MalformedResponse(_) => "malformed provider response (details redacted)".to_owned(),
+        LlmError::MalformedResponse { .. } => "malformed provider response (details redacted)".to_owned(),
         LlmError::Exhausted { attempts, last } => {
             format!("llm call failed after {attempts} attempts: {}", error_text(last, false))
         }
@@ -496,11 +497,8 @@ mod tests {
                     .into(),
                 raw: "{\"route\": \"my card is 4111\"}".into(),
             },
-            LlmError::MalformedResponse("the local model's tool reply has no \"tool\": \"my card is 4111\"".into()),
-            LlmError::Exhausted {
-                attempts: 3,
-                last: Box::new(LlmError::MalformedResponse("reply \"my card is 4111\"".into())),
-            },
+            LlmError::malformed("the local model's tool reply has no \"tool\": \"my card is 4111\""),
+            LlmError::Exhausted { attempts: 3, last: Box::new(LlmError::malformed("reply \"my card is 4111\"")) },
         ];
         for error in &quoting {
             let redacted = CallLogEntry::new(&request, None, &record, Some(error), false);

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::schema::{extract_json, make_strict, schema_for, schema_name};
 use crate::{
     CallLog, CallRecord, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, LlmError, PriceTable,
-    RetryPolicy, Role, TokenUsage,
+    RetryPolicy, Role,
 };
 
 /// Per-call options.
@@ -233,7 +233,8 @@ impl LlmClient {
         let latency = started.elapsed();
         let (usage, model) = match &outcome {
             Ok(r) => (r.usage, r.model.clone()),
-            Err(_) => (TokenUsage::default(), self.model.model_name().to_owned()),
+            // A reply that arrived and was then refused (cut short, filtered) was billed all the same.
+            Err(e) => (e.usage().unwrap_or_default(), self.model.model_name().to_owned()),
         };
         let record = CallRecord {
             purpose: request.purpose.clone(),
@@ -474,7 +475,7 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
-    use crate::{ScriptedModel, ScriptedReply};
+    use crate::{ScriptedModel, ScriptedReply, TokenUsage};
 
     #[derive(Debug, Deserialize)]
     struct Pick {

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use crate::TokenUsage;
+
 /// A boxed error source, for variants that wrap foreign errors.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -31,13 +33,14 @@ pub enum LlmError {
     /// HTTP 4xx other than 429: the request itself is wrong, retrying cannot help. Also a reply
     /// the provider's content filter withheld, or one in which the model refused to answer
     /// (`message.refusal`; the message gives its length, not its text): `status` 200, the
-    /// exchange itself succeeded.
+    /// exchange itself succeeded, and `usage` holds what the provider reported for the reply.
     #[error("request rejected by the provider ({status}): {message}")]
-    Rejected { status: u16, message: String },
+    Rejected { status: u16, message: String, usage: Option<TokenUsage> },
 
     /// The body was not a valid chat completion, or its reply was cut short by `max_tokens`.
-    #[error("malformed provider response: {0}")]
-    MalformedResponse(#[source] BoxError),
+    /// `usage`: what the provider reported for a reply that arrived (see [`LlmError::usage`]).
+    #[error("malformed provider response: {source}")]
+    MalformedResponse { source: BoxError, usage: Option<TokenUsage> },
 
     /// Structured output still failed validation after the repair attempt.
     #[error("model output failed validation after {attempts} attempts: {error}")]
@@ -78,6 +81,22 @@ fn fmt_retry_after(retry_after: Option<Duration>) -> String {
 }
 
 impl LlmError {
+    /// A malformed response that reported no usage.
+    pub fn malformed(source: impl Into<BoxError>) -> Self {
+        LlmError::MalformedResponse { source: source.into(), usage: None }
+    }
+
+    /// The tokens the provider reported for a reply that arrived but could not be used (cut
+    /// short, refused, withheld by the content filter): they were spent, and billed, all the
+    /// same, so the call log records them. `None` when no reply arrived.
+    pub fn usage(&self) -> Option<TokenUsage> {
+        match self {
+            LlmError::Rejected { usage, .. } | LlmError::MalformedResponse { usage, .. } => *usage,
+            LlmError::Exhausted { last, .. } => last.usage(),
+            _ => None,
+        }
+    }
+
     /// Whether another attempt may succeed: rate limits, 5xx, timeouts and transport failures.
     pub fn is_retryable(&self) -> bool {
         matches!(
@@ -103,7 +122,7 @@ impl LlmError {
             LlmError::Timeout => "timeout",
             LlmError::Transport(_) => "transport",
             LlmError::Rejected { .. } => "rejected",
-            LlmError::MalformedResponse(_) => "malformed_response",
+            LlmError::MalformedResponse { .. } => "malformed_response",
             LlmError::InvalidOutput { .. } => "invalid_output",
             LlmError::Cancelled => "cancelled",
             LlmError::ContextTooLong { .. } => "context_too_long",
@@ -124,12 +143,24 @@ mod tests {
         assert!(LlmError::Server { status: 503, message: String::new() }.is_retryable());
         assert!(LlmError::Timeout.is_retryable());
         assert!(LlmError::Transport("refused".into()).is_retryable());
-        assert!(!LlmError::Rejected { status: 400, message: String::new() }.is_retryable());
-        assert!(!LlmError::MalformedResponse("garbage".into()).is_retryable());
+        assert!(!LlmError::Rejected { status: 400, message: String::new(), usage: None }.is_retryable());
+        assert!(!LlmError::malformed("garbage").is_retryable());
         assert!(!LlmError::Cancelled.is_retryable());
         assert!(!LlmError::ScriptExhausted { purpose: "x".into() }.is_retryable());
         let exhausted = LlmError::Exhausted { attempts: 2, last: Box::new(LlmError::Timeout) };
         assert!(!exhausted.is_retryable());
+    }
+
+    #[test]
+    fn usage_of_a_reply_that_arrived_is_exposed() {
+        let usage = TokenUsage { prompt_tokens: 12, completion_tokens: 5 };
+        let cut_short = LlmError::MalformedResponse { source: "cut short".into(), usage: Some(usage) };
+        assert_eq!(cut_short.usage(), Some(usage));
+        let refused = LlmError::Rejected { status: 200, message: "refused".into(), usage: Some(usage) };
+        assert_eq!(refused.usage(), Some(usage));
+        assert_eq!(LlmError::Exhausted { attempts: 1, last: Box::new(refused) }.usage(), Some(usage));
+        assert_eq!(LlmError::malformed("garbage").usage(), None);
+        assert_eq!(LlmError::Timeout.usage(), None);
     }
 
     #[test]

@@ -376,11 +376,12 @@ fn schema_grammar(schema: &Value, what: &str) -> Result<String, LlmError> {
     llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| LlmError::Rejected {
         status: 400,
         message: format!("the local model cannot turn this {what} into a grammar: {e}"),
+        usage: None,
     })
 }
 
 fn tools_rejected(message: String) -> LlmError {
-    LlmError::Rejected { status: 400, message }
+    LlmError::Rejected { status: 400, message, usage: None }
 }
 
 /// The schema a reply to a request offering `tools` is decoded under: one object per tool,
@@ -471,8 +472,7 @@ fn parse_tool_reply(
     structured: bool,
     next_id: impl FnOnce() -> String,
 ) -> Result<(String, Vec<ToolCall>), LlmError> {
-    let malformed =
-        |why: String| LlmError::MalformedResponse(format!("the local model's tool reply {why}: {reply:?}").into());
+    let malformed = |why: String| LlmError::malformed(format!("the local model's tool reply {why}: {reply:?}"));
     let value: Value = serde_json::from_str(reply.trim())
         .map_err(|e| malformed(format!("is not one complete JSON value ({e}); did max_tokens cut it short?")))?;
     let field = |name: &str| value.get(name).ok_or_else(|| malformed(format!("has no {name:?}")));
@@ -857,10 +857,9 @@ impl Engine<'_> {
 
         let vocab = self.model.vocab();
         let mut grammar = match &job.grammar {
-            Some(grammar) => Some(
-                LlamaSampler::grammar(self.model, grammar, "root")
-                    .map_err(|e| LlmError::Rejected { status: 400, message: format!("invalid grammar: {e}") })?,
-            ),
+            Some(grammar) => Some(LlamaSampler::grammar(self.model, grammar, "root").map_err(|e| {
+                LlmError::Rejected { status: 400, message: format!("invalid grammar: {e}"), usage: None }
+            })?),
             None => None,
         };
         let budget = (job.max_tokens.unwrap_or(self.default_max_tokens).max(1) as usize).min(limit - prompt.len());
@@ -1310,7 +1309,7 @@ mod tests {
             r#"{"answer": "x"}"#,
         ] {
             let error = parse_tool_reply(bad, &tools, false, id).unwrap_err();
-            assert!(matches!(error, LlmError::MalformedResponse(_)), "{bad}: {error}");
+            assert!(matches!(error, LlmError::MalformedResponse { .. }), "{bad}: {error}");
         }
     }
 }

@@ -251,14 +251,11 @@ impl OpenAiProvider {
     }
 
     fn convert_response(&self, purpose: &str, response: Completion) -> Result<ChatResponse, LlmError> {
-        let choice = response
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| LlmError::MalformedResponse("chat completion has no choices".into()))?;
-        let usage = response.usage.as_ref().map(to_usage).unwrap_or_default();
+        let choice =
+            response.choices.into_iter().next().ok_or_else(|| LlmError::malformed("chat completion has no choices"))?;
+        let usage = response.usage.as_ref().map(to_usage);
         let message = choice.message;
-        check_refusal(message.refusal.as_deref())?;
+        check_refusal(message.refusal.as_deref(), usage)?;
         check_finish_reason(self.known_finish_reason(purpose, choice.finish_reason), usage)?;
         let content = message.content.unwrap_or_default();
         let tool_calls = message
@@ -275,7 +272,7 @@ impl OpenAiProvider {
         Ok(ChatResponse {
             content,
             tool_calls,
-            usage,
+            usage: usage.unwrap_or_default(),
             model: if response.model.is_empty() { self.model.clone() } else { response.model },
         })
     }
@@ -393,21 +390,23 @@ fn to_openai_message(message: &crate::ChatMessage) -> ChatCompletionRequestMessa
 /// cut off by `max_tokens` (a half-written JSON object, a sentence missing its end) or withheld by
 /// the provider's content filter. Neither is transient, so neither is retryable: the same request
 /// gets the same budget and the same filter. A missing reason (some compatible servers omit it)
-/// is taken as a normal end.
-fn check_finish_reason(reason: Option<FinishReason>, usage: TokenUsage) -> Result<(), LlmError> {
+/// is taken as a normal end. Either error carries the reply's `usage`: its tokens were spent.
+fn check_finish_reason(reason: Option<FinishReason>, usage: Option<TokenUsage>) -> Result<(), LlmError> {
     match reason {
         // Same kind as the embedded model's reply cut short by `max_tokens`.
-        Some(FinishReason::Length) => Err(LlmError::MalformedResponse(
-            format!(
+        Some(FinishReason::Length) => Err(LlmError::MalformedResponse {
+            source: format!(
                 "the reply was cut short by max_tokens (finish_reason \"length\", {} completion tokens)",
-                usage.completion_tokens
+                usage.unwrap_or_default().completion_tokens
             )
             .into(),
-        )),
+            usage,
+        }),
         // The HTTP exchange succeeded (200); what was refused is the reply.
         Some(FinishReason::ContentFilter) => Err(LlmError::Rejected {
             status: 200,
             message: "the provider's content filter withheld the reply (finish_reason \"content_filter\")".to_owned(),
+            usage,
         }),
         Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::FunctionCall) | None => Ok(()),
     }
@@ -419,11 +418,12 @@ fn check_finish_reason(reason: Option<FinishReason>, usage: TokenUsage) -> Resul
 /// the error, as the withheld reply of the content filter does: it is the model's words (which
 /// can quote the customer), and the error is shown unredacted (node errors, gRPC messages, logs).
 /// An empty refusal, which some compatible servers send beside the content, is none.
-fn check_refusal(refusal: Option<&str>) -> Result<(), LlmError> {
+fn check_refusal(refusal: Option<&str>, usage: Option<TokenUsage>) -> Result<(), LlmError> {
     match refusal.filter(|text| !text.trim().is_empty()) {
         Some(text) => Err(LlmError::Rejected {
             status: 200,
             message: format!("the model refused to answer (message.refusal, {} chars)", text.chars().count()),
+            usage,
         }),
         None => Ok(()),
     }
@@ -472,7 +472,7 @@ impl ChatModel for OpenAiProvider {
                 .map_err(|_| LlmError::Timeout)?
                 .map_err(map_openai_error)?;
         let mut content = String::new();
-        let mut usage = TokenUsage::default();
+        let mut usage = None;
         let mut model = String::new();
         let mut tool_parts: Vec<ToolCallParts> = Vec::new();
         let mut finish_reason = None;
@@ -486,7 +486,7 @@ impl ChatModel for OpenAiProvider {
                 model = chunk.model;
             }
             if let Some(u) = &chunk.usage {
-                usage = to_usage(u);
+                usage = Some(to_usage(u));
             }
             for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
                 if choice.finish_reason.is_some() {
@@ -515,7 +515,7 @@ impl ChatModel for OpenAiProvider {
                 }
             }
         }
-        check_refusal(Some(&refusal))?;
+        check_refusal(Some(&refusal), usage)?;
         check_finish_reason(self.known_finish_reason(&request.purpose, finish_reason), usage)?;
         let tool_calls = tool_parts
             .into_iter()
@@ -525,7 +525,7 @@ impl ChatModel for OpenAiProvider {
         Ok(ChatResponse {
             content,
             tool_calls,
-            usage,
+            usage: usage.unwrap_or_default(),
             model: if model.is_empty() { self.model.clone() } else { model },
         })
     }
@@ -630,7 +630,7 @@ pub fn map_openai_error(error: OpenAIError) -> LlmError {
             retry_after: None,
             body: serde_json::json!({ "error": api.api_error }).to_string(),
         }),
-        OpenAIError::JSONDeserialize(e, _content) => LlmError::MalformedResponse(Box::new(e)),
+        OpenAIError::JSONDeserialize(e, _content) => LlmError::malformed(e),
         OpenAIError::StreamError(e) => LlmError::Transport(e),
         OpenAIError::InvalidArgument(problem) => LlmError::Config { field: "request", problem },
         other => LlmError::Transport(Box::new(other)),
@@ -641,7 +641,7 @@ fn map_reqwest(error: reqwest::Error) -> LlmError {
     if error.is_timeout() {
         LlmError::Timeout
     } else if error.is_decode() {
-        LlmError::MalformedResponse(Box::new(error))
+        LlmError::malformed(error)
     } else {
         LlmError::Transport(Box::new(error))
     }
@@ -666,7 +666,7 @@ fn map_status(error: HttpStatusError) -> LlmError {
     let (message, code) = error_details(&error.body);
     match status {
         // A 429 for an exhausted quota will not clear by waiting.
-        429 if code.as_deref() == Some("insufficient_quota") => LlmError::Rejected { status, message },
+        429 if code.as_deref() == Some("insufficient_quota") => LlmError::Rejected { status, message, usage: None },
         429 => LlmError::RateLimited { retry_after: error.retry_after },
         408 => LlmError::Timeout,
         500..=599 => LlmError::Server { status, message },
@@ -676,7 +676,7 @@ fn map_status(error: HttpStatusError) -> LlmError {
                     return LlmError::ContextTooLong { prompt_tokens, limit };
                 }
             }
-            LlmError::Rejected { status, message }
+            LlmError::Rejected { status, message, usage: None }
         }
     }
 }
@@ -744,9 +744,11 @@ mod tests {
         assert!(matches!(status(503, "busy"), LlmError::Server { status: 503, ref message } if message == "busy"));
         assert!(matches!(status(408, ""), LlmError::Timeout));
         let bad = r#"{"error":{"message":"bad model","type":"invalid_request_error","code":null}}"#;
-        assert!(matches!(status(400, bad), LlmError::Rejected { status: 400, ref message } if message == "bad model"));
+        assert!(
+            matches!(status(400, bad), LlmError::Rejected { status: 400, ref message, .. } if message == "bad model")
+        );
         let vllm = r#"{"object":"error","message":"nope","type":"BadRequestError","code":400}"#;
-        assert!(matches!(status(404, vllm), LlmError::Rejected { status: 404, ref message } if message == "nope"));
+        assert!(matches!(status(404, vllm), LlmError::Rejected { status: 404, ref message, .. } if message == "nope"));
         let ctx = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","code":"context_length_exceeded"}}"#;
         assert!(matches!(status(400, ctx), LlmError::ContextTooLong { prompt_tokens: 9000, limit: 8192 }));
     }

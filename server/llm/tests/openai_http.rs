@@ -173,7 +173,7 @@ async fn malformed_body_is_not_retried() {
     let server = MockServer::start().await;
     server.fallback(MockReply::text(200, "this is {not json"));
     let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err();
-    assert!(matches!(err, LlmError::MalformedResponse(_)), "{err:?}");
+    assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert_eq!(server.hits(), 1);
 }
 
@@ -187,7 +187,7 @@ async fn a_reply_cut_short_by_max_tokens_is_an_error_not_retried() {
     let log = Arc::new(RecordingLog::default());
     let client = client(&server, 3).with_call_log(log.clone());
     let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
-    assert!(matches!(err, LlmError::MalformedResponse(_)), "{err:?}");
+    assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert!(err.to_string().contains("max_tokens"), "{err}");
     assert!(!err.is_retryable());
     assert_eq!(server.hits(), 1);
@@ -197,7 +197,7 @@ async fn a_reply_cut_short_by_max_tokens_is_an_error_not_retried() {
     let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
     server.push(MockReply::stream_ending(&["The invoice was ", "sent on"], "length"));
     let err = client.complete(request("p"), &opts).await.unwrap_err();
-    assert!(matches!(err, LlmError::MalformedResponse(_)), "streamed: {err:?}");
+    assert!(matches!(err, LlmError::MalformedResponse { .. }), "streamed: {err:?}");
     assert_eq!(server.hits(), 2);
 }
 
@@ -208,7 +208,7 @@ async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
     let client = client(&server, 3);
     let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
     assert!(
-        matches!(err, LlmError::Rejected { status: 200, ref message } if message.contains("content filter")),
+        matches!(err, LlmError::Rejected { status: 200, ref message, .. } if message.contains("content filter")),
         "{err:?}"
     );
     assert_eq!(server.hits(), 1);
@@ -254,7 +254,10 @@ async fn a_reply_the_model_refused_is_a_rejection_not_content() {
     let log = Arc::new(RecordingLog::default());
     let client = client(&server, 3).with_call_log(log.clone());
     let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
-    assert!(matches!(err, LlmError::Rejected { status: 200, ref message } if message.contains("refused")), "{err:?}");
+    assert!(
+        matches!(err, LlmError::Rejected { status: 200, ref message, .. } if message.contains("refused")),
+        "{err:?}"
+    );
     assert!(!err.is_retryable());
     assert!(!err.to_string().contains("4111"), "the model's words stay out of the error: {err}");
     assert_eq!(server.hits(), 1);
@@ -287,12 +290,54 @@ async fn an_empty_refusal_beside_the_content_is_no_refusal() {
 }
 
 #[tokio::test]
+async fn a_failed_call_whose_reply_arrived_is_recorded_with_its_tokens() {
+    let server = MockServer::start().await;
+    let log = Arc::new(RecordingLog::default());
+    let client = client(&server, 3)
+        .with_prices(PriceTable::default().with_model("gpt-test", 1_000_000.0, 2_000_000.0))
+        .with_call_log(log.clone());
+    server.push(MockReply::completion_ending("{\"route\": \"bill", "length"));
+    server.push(MockReply::completion_ending("", "content_filter"));
+    server.push(MockReply::refusal("I cannot help with that."));
+    for _ in 0..3 {
+        let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+        assert_eq!(err.usage().map(|u| (u.prompt_tokens, u.completion_tokens)), Some((12, 5)), "{err:?}");
+    }
+    let on_delta = |_: &str| {};
+    let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
+    server.push(MockReply::stream_ending(&["The invoice was ", "sent on"], "length"));
+    client.complete(request("p"), &opts).await.unwrap_err();
+    // No reply, no tokens.
+    server.push(MockReply::text(400, "{\"error\": {\"message\": \"bad request\"}}"));
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    assert_eq!(err.usage(), None);
+
+    let entries = log.entries.lock().unwrap().clone();
+    let recorded: Vec<_> = entries
+        .iter()
+        .map(|(record, ok, kind)| {
+            assert!(!ok);
+            (kind.clone().unwrap(), record.usage.prompt_tokens, record.usage.completion_tokens, record.cost_usd)
+        })
+        .collect();
+    let expected = [
+        ("malformed_response", 12, 5, 22.0),
+        ("rejected", 12, 5, 22.0),
+        ("rejected", 12, 5, 22.0),
+        ("malformed_response", 9, 4, 17.0),
+        ("rejected", 0, 0, 0.0),
+    ];
+    let expected: Vec<_> = expected.iter().map(|(k, p, c, cost)| (k.to_string(), *p, *c, *cost)).collect();
+    assert_eq!(recorded, expected);
+}
+
+#[tokio::test]
 async fn a_structured_reply_cut_short_gets_no_repair_attempt() {
     let server = MockServer::start().await;
     server.fallback(MockReply::completion_ending("{\"route\": \"billing\", \"confid", "length"));
     let err =
         client(&server, 2).structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
-    assert!(matches!(err, LlmError::MalformedResponse(_)), "{err:?}");
+    assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert_eq!(server.hits(), 1);
 }
 
@@ -304,7 +349,10 @@ async fn bad_request_is_rejected_without_retry() {
         json!({"error": {"message": "unknown model", "type": "invalid_request_error", "code": "model_not_found"}}),
     ));
     let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err();
-    assert!(matches!(err, LlmError::Rejected { status: 400, ref message } if message == "unknown model"), "{err:?}");
+    assert!(
+        matches!(err, LlmError::Rejected { status: 400, ref message, .. } if message == "unknown model"),
+        "{err:?}"
+    );
     assert_eq!(server.hits(), 1);
 }
 

@@ -23,7 +23,7 @@ fn call_info(record: &CallRecord) -> LlmCallInfo {
 pub fn node_error(purpose: &str, error: LlmError) -> NodeError {
     let kind = match &error {
         LlmError::Cancelled => NodeErrorKind::Cancelled,
-        LlmError::InvalidOutput { .. } | LlmError::MalformedResponse(_) => NodeErrorKind::ModelOutputInvalid,
+        LlmError::InvalidOutput { .. } | LlmError::MalformedResponse { .. } => NodeErrorKind::ModelOutputInvalid,
         LlmError::ContextTooLong { .. } => NodeErrorKind::InvalidInput,
         LlmError::RateLimited { .. }
         | LlmError::Server { .. }
@@ -101,9 +101,9 @@ mod tests {
     fn a_refused_request_is_not_an_unavailable_model() {
         let kind = |error| node_error("p.q", error).kind;
         let refusals = [
-            LlmError::Rejected { status: 401, message: "invalid api key".into() },
-            LlmError::Rejected { status: 429, message: "insufficient_quota".into() },
-            LlmError::Rejected { status: 200, message: "content filter".into() },
+            LlmError::Rejected { status: 401, message: "invalid api key".into(), usage: None },
+            LlmError::Rejected { status: 429, message: "insufficient_quota".into(), usage: None },
+            LlmError::Rejected { status: 200, message: "content filter".into(), usage: None },
         ];
         for refusal in refusals {
             assert_eq!(kind(refusal), NodeErrorKind::Internal);
