@@ -333,3 +333,44 @@ func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
 	res, err := c.Workflows.CancelRun(ctx, &v1.CancelRunRequest{RunId: runID})
 	return res.GetCancelled(), wrapError(err)
 }
+
+// ListLlmCalls returns one page of the model calls a thread made (a conversation id, a ticket
+// thread "customer_id:ticket_id", an investigation id or a research id), the most recent first,
+// as the server's LLM call log recorded them (model.call_log "redacted" or "full"; with it off
+// a known thread lists none). PageSize is at most 500 (0 for the server's default, 50); a page
+// also ends early once its prompts and replies reach about 3 MiB. PageToken is the
+// NextPageToken of a previous response for the same thread, which reads on to older calls;
+// NextPageToken is empty on the last page. TotalCalls and TotalUsage cover every recorded call
+// of the thread, not only the page's. A thread the server does not know is NOT_FOUND.
+func (c *Client) ListLlmCalls(ctx context.Context, req *v1.ListLlmCallsRequest) (*v1.ListLlmCallsResponse, error) {
+	if req == nil {
+		req = &v1.ListLlmCallsRequest{}
+	}
+	res, err := c.Workflows.ListLlmCalls(ctx, req)
+	return res, wrapError(err)
+}
+
+// AllLlmCalls yields every recorded model call of threadID, the most recent first, fetching
+// pages of pageSize (0 for the server's default) as needed.
+func (c *Client) AllLlmCalls(ctx context.Context, threadID string, pageSize int32) iter.Seq2[*v1.LlmCall, error] {
+	return func(yield func(*v1.LlmCall, error) bool) {
+		token := ""
+		for {
+			page, err := c.ListLlmCalls(ctx, &v1.ListLlmCallsRequest{
+				ThreadId: threadID, PageSize: pageSize, PageToken: token,
+			})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, call := range page.GetCalls() {
+				if !yield(call, nil) {
+					return
+				}
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				return
+			}
+		}
+	}
+}

@@ -76,6 +76,8 @@ import {
   SubscribeRunRequestSchema,
   WorkflowService,
   type DescribeWorkflowResponse,
+  type ListLlmCallsResponse,
+  type LlmCall,
   type SubscribeRunResponse,
   type Workflow,
 } from "./gen/frontdesk/v1/workflow_pb.js";
@@ -1373,6 +1375,41 @@ export class FrontdeskClient {
   async cancelRun(runId: string, o?: CallOpts): Promise<boolean> {
     const res = await this.unary(() => this.workflows.cancelRun({ runId }, this.opts(o, true)));
     return res.cancelled;
+  }
+
+  /**
+   * One page of the model calls a thread made (a conversation id, a ticket thread
+   * "customer_id:ticket_id", an investigation id or a research id), the most recent first, as
+   * the server's LLM call log recorded them (`model.call_log` "redacted" or "full"; with it off a
+   * known thread lists none). `pageSize` is at most 500 (omitted: the server's 50); a page also
+   * ends early once its prompts and replies reach about 3 MiB. `pageToken` is the previous page's
+   * nextPageToken, which reads on to older calls and is "" on the last page. `totalCalls` and
+   * `totalUsage` cover every recorded call of the thread. A thread the server does not know is
+   * NOT_FOUND.
+   */
+  listLlmCalls(
+    req: { threadId: string; pageSize?: number; pageToken?: string },
+    o?: CallOpts,
+  ): Promise<ListLlmCallsResponse> {
+    return this.unary(() =>
+      this.workflows.listLlmCalls(
+        { threadId: req.threadId, pageSize: req.pageSize ?? 0, pageToken: req.pageToken ?? "" },
+        this.opts(o, true),
+      ),
+    );
+  }
+
+  /** Every recorded model call of the thread, the most recent first, page by page. */
+  async *allLlmCalls(
+    req: { threadId: string; pageSize?: number },
+    o?: CallOpts,
+  ): AsyncGenerator<LlmCall> {
+    let pageToken = "";
+    do {
+      const page = await this.listLlmCalls({ ...req, pageToken }, o);
+      yield* page.calls;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
   }
 
   /**

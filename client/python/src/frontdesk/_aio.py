@@ -692,6 +692,29 @@ class AsyncFrontdeskClient:
         response = await self._unary(self.workflows.CancelRun, request, timeout)
         return bool(response.cancelled)
 
+    async def list_llm_calls(
+        self,
+        thread_id: str,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> workflow_pb2.ListLlmCallsResponse:
+        request = c.list_llm_calls_request(thread_id, page_size, page_token)
+        return await self._unary(self.workflows.ListLlmCalls, request, timeout)
+
+    async def iter_llm_calls(
+        self, thread_id: str, *, page_size: Optional[int] = None
+    ) -> AsyncIterator[workflow_pb2.LlmCall]:
+        token: Optional[str] = None
+        while True:
+            page = await self.list_llm_calls(thread_id, page_size=page_size, page_token=token)
+            for call in page.calls:
+                yield call
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
     def subscribe_run(
         self, run_id: str, after_event_id: int = 0, *, timeout: Optional[float] = None
     ) -> AsyncRunEventStream:

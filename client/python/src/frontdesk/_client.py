@@ -725,6 +725,38 @@ class FrontdeskClient:
         request = workflow_pb2.CancelRunRequest(run_id=run_id)
         return bool(self._unary(self.workflows.CancelRun, request, timeout).cancelled)
 
+    def list_llm_calls(
+        self,
+        thread_id: str,
+        *,
+        page_size: Optional[int] = None,
+        page_token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> workflow_pb2.ListLlmCallsResponse:
+        """One page of the model calls a thread made (a conversation id, a ticket thread
+        "customer_id:ticket_id", an investigation id or a research id), the most recent first,
+        as the server's LLM call log recorded them (``model.call_log`` "redacted" or "full";
+        with it off a known thread lists none). ``page_size`` is at most 500 (None: the
+        server's 50); a page also ends early once its prompts and replies reach about 3 MiB.
+        ``page_token`` is the ``.next_page_token`` of the previous page, which reads on to older
+        calls and is empty on the last page. ``.total_calls`` and ``.total_usage`` cover every
+        recorded call of the thread. A thread the server does not know raises NOT_FOUND."""
+        request = c.list_llm_calls_request(thread_id, page_size, page_token)
+        return self._unary(self.workflows.ListLlmCalls, request, timeout)
+
+    def iter_llm_calls(
+        self, thread_id: str, *, page_size: Optional[int] = None
+    ) -> Iterator[workflow_pb2.LlmCall]:
+        """Every recorded model call of the thread, the most recent first, fetching pages as
+        needed."""
+        token: Optional[str] = None
+        while True:
+            page = self.list_llm_calls(thread_id, page_size=page_size, page_token=token)
+            yield from page.calls
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
     def subscribe_run(
         self, run_id: str, after_event_id: int = 0, *, timeout: Optional[float] = None
     ) -> RunEventStream:

@@ -31,6 +31,7 @@ AgentMessage = investigation_pb2.AgentMessage
 StatusChange = investigation_pb2.StatusChange
 AuditEntry = investigation_pb2.AuditEntry
 PendingAction = investigation_pb2.PendingAction
+LlmCall = workflow_pb2.LlmCall
 HrMutation = investigation_pb2.HrMutation
 #: What a StartInvestigation or Respond stream yields: RunEvents, each AgentMessage and
 #: StatusChange right after the node event that produced it, then one Investigation.
@@ -358,6 +359,14 @@ def list_pending_actions_request(
     )
 
 
+def list_llm_calls_request(
+    thread_id: str, page_size: Optional[int], page_token: Optional[str]
+) -> workflow_pb2.ListLlmCallsRequest:
+    return workflow_pb2.ListLlmCallsRequest(
+        thread_id=thread_id, page_size=page_size or 0, page_token=page_token or ""
+    )
+
+
 def audit_trail_request(
     investigation_id: Optional[str], correlation_id: Optional[str]
 ) -> investigation_pb2.GetAuditTrailRequest:
@@ -553,6 +562,7 @@ __all__ = [
     "Investigation",
     "IntakeState",
     "InvestigationItem",
+    "LlmCall",
     "Metadata",
     "OrchestratorMessage",
     "PendingAction",
