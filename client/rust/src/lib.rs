@@ -127,6 +127,31 @@
 //! The `frontdesk` CLI's `chat --workflow service_call` prints the same after each turn and ends
 //! when the call has ended.
 //!
+//! [`Client::list_llm_calls`] lists the model calls a thread (a conversation, a ticket thread, an
+//! investigation or a research) made, as the server's LLM call log recorded them
+//! (`model.call_log` `redacted` or `full`), a page at a time, the most recent first. A page may
+//! end early (at about 3 MiB of prompts and replies), so read on while there is a token:
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! let mut token = None;
+//! loop {
+//!     let page = client.list_llm_calls("conv-…", 0, token).await?;
+//!     for c in &page.calls {
+//!         println!("{} {} {} {}+{} tok", c.node, c.purpose, c.model, c.prompt_tokens, c.completion_tokens);
+//!     }
+//!     if page.next_page_token.is_empty() {
+//!         break;
+//!     }
+//!     token = Some(page.next_page_token);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `frontdesk llm-calls THREAD` prints them all, oldest first (`--prompts` for the prompts and
+//! replies, `--run` for one run's).
+//!
 //! A server that requires API keys (`auth.mode = "keys"`, the default off loopback) refuses calls
 //! without one as `UNAUTHENTICATED` ([`UNAUTHENTICATED`]) and calls whose key lacks the method's
 //! scope as `PERMISSION_DENIED` ([`SCOPE_MISSING`]). [`Client::builder`] sends a key with every
@@ -1054,6 +1079,25 @@ impl Client {
     pub async fn cancel_run(&self, run_id: &str) -> Result<bool, ClientError> {
         let req = v1::CancelRunRequest { run_id: run_id.to_string() };
         Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)
+    }
+
+    /// A page of the model calls a thread made (`thread_id`: a conversation id, a ticket thread
+    /// `customer_id:ticket_id`, an investigation id or a research id), the most recent first, as
+    /// the server's LLM call log recorded them (`model.call_log` `redacted` or `full`; with it
+    /// off a known thread lists none, and a thread the server does not know is `NOT_FOUND`).
+    /// `page_size` 0 is the server's default (50), at most 500; a page also ends early once its
+    /// prompts and replies reach about 3 MiB, so read on while `next_page_token` is not empty
+    /// (pass it as `page_token`) rather than by a page's length. `total_calls` and `total_usage`
+    /// cover every recorded call of the thread.
+    pub async fn list_llm_calls(
+        &self,
+        thread_id: &str,
+        page_size: i32,
+        page_token: Option<String>,
+    ) -> Result<v1::ListLlmCallsResponse, ClientError> {
+        let req =
+            v1::ListLlmCallsRequest { thread_id: thread_id.to_string(), page_size, page_token: non_empty(page_token) };
+        Ok(self.workflows().list_llm_calls(req).await?.into_inner())
     }
 
     /// Triages one customer message and streams it: the ticket-matching run's

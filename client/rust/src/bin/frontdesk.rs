@@ -90,6 +90,30 @@ enum Command {
         /// Run id (as shown in the `run started` event).
         run_id: String,
     },
+    /// List the model calls of a thread, or of one of its runs, oldest first, as the server's
+    /// LLM call log recorded them.
+    ///
+    /// One line a call: time, run (the last group of its id), node, purpose, model, latency,
+    /// prompt+completion tokens and status (`ok`, or `failed` with the error; the attempts when
+    /// retried), then the totals. The server records calls only with `model.call_log` set to
+    /// `redacted` or `full`; with it off a known thread lists none.
+    LlmCalls {
+        /// Thread id: a conversation id, a ticket thread (`customer_id:ticket_id`), an
+        /// investigation id or a research id.
+        thread: String,
+        /// Only the calls of this run: its id (as the `run started` event shows it) or the part
+        /// of it the RUN column shows.
+        #[arg(long, value_name = "RUN_ID")]
+        run: Option<String>,
+        /// Also print each call's prompt messages and reply: in full when the server logs them
+        /// in full (`model.call_log = "full"`), otherwise only their roles and sizes.
+        #[arg(long)]
+        prompts: bool,
+        /// Calls fetched per request (1 to 500; 0 for the server's 50). Every page is read
+        /// whatever the size.
+        #[arg(long, default_value_t = 500, value_name = "N")]
+        page_size: i32,
+    },
     /// Triage a customer's support message and stream the run.
     ///
     /// Prints the ticket the message belongs to (new, or an active ticket it continues), streams
@@ -559,6 +583,9 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             } else {
                 println!("run {run_id} had already ended");
             }
+        }
+        Command::LlmCalls { thread, run, prompts, page_size } => {
+            list_llm_calls(&client, &thread, run.as_deref(), prompts, page_size).await?
         }
         Command::Triage { customer, subject, language, idempotency_key, quiet_events, message } => {
             let opts = TriageOptions { subject, language, idempotency_key };
@@ -1640,6 +1667,170 @@ fn write_pending_action(out: &mut impl Write, a: &v1::PendingAction) -> std::io:
     Ok(())
 }
 
+/// The columns of `frontdesk llm-calls`, header and rows alike: time, run, node, purpose, model,
+/// latency, tokens, status.
+fn llm_call_columns([time, run, node, purpose, model, latency, tokens, status]: [&str; 8]) -> String {
+    format!("{time:<20}  {run:<12}  {node:<18}  {purpose:<24}  {model:<18}  {latency:>7}  {tokens:<12}  {status}")
+}
+
+fn llm_call_header() -> String {
+    llm_call_columns(["TIME", "RUN", "NODE", "PURPOSE", "MODEL", "LATENCY", "TOKENS", "STATUS"])
+}
+
+/// A model call as a row of `frontdesk llm-calls`.
+fn llm_call_row(c: &v1::LlmCall) -> String {
+    let latency = c
+        .latency
+        .and_then(|d| std::time::Duration::try_from(d).ok())
+        .map(format_duration)
+        .unwrap_or_else(|| "-".to_string());
+    // Run ids are UUIDv7: their first groups are a timestamp, the same for runs made within a
+    // minute or so; the last group is random, which tells runs apart.
+    let run = c.run_id.rsplit('-').next().unwrap_or_default();
+    let status = match (c.error.trim(), c.attempts) {
+        ("", 0 | 1) => "ok".to_string(),
+        ("", n) => format!("ok ({n} attempts)"),
+        (e, 0 | 1) => format!("failed: {e}"),
+        (e, n) => format!("failed after {n} attempts: {e}"),
+    };
+    llm_call_columns([
+        &timestamp(c.time.as_ref()),
+        dash(run),
+        dash(&c.node),
+        dash(&c.purpose),
+        dash(&c.model),
+        &latency,
+        &format!("{}+{}", c.prompt_tokens, c.completion_tokens),
+        &status,
+    ])
+}
+
+/// Writes `text` after `label`, its further lines indented under the first.
+fn write_labelled(out: &mut impl Write, label: &str, text: &str) -> std::io::Result<()> {
+    let mut lines = text.trim_end().lines();
+    writeln!(out, "    {label}: {}", lines.next().unwrap_or_default())?;
+    for line in lines {
+        writeln!(out, "      {line}")?;
+    }
+    Ok(())
+}
+
+/// A call's prompt messages and reply under its row: each message as `role: content` and the
+/// reply's text and tool calls when the log holds them in full; their roles and character
+/// counts when it holds them redacted (`{"role", "chars"}`).
+fn write_llm_call_prompts(out: &mut impl Write, c: &v1::LlmCall) -> std::io::Result<()> {
+    use serde_json::Value;
+    let chars = |v: &Value| v.get("chars").and_then(Value::as_u64);
+    match serde_json::from_str::<Value>(&c.prompt_json) {
+        Ok(Value::Array(messages)) if messages.iter().all(|m| m.get("content").is_some()) => {
+            for m in &messages {
+                let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
+                write_labelled(out, role, m["content"].as_str().unwrap_or_default())?;
+            }
+        }
+        Ok(Value::Array(messages)) => {
+            let sizes: Vec<String> = messages
+                .iter()
+                .map(|m| {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
+                    chars(m).map_or_else(|| role.to_string(), |n| format!("{role} {n} chars"))
+                })
+                .collect();
+            writeln!(
+                out,
+                "    prompt (redacted): {}",
+                if sizes.is_empty() { "-".to_string() } else { sizes.join(", ") }
+            )?;
+        }
+        _ => write_labelled(out, "prompt", &compact_json(&c.prompt_json))?,
+    }
+    let tool_calls = |reply: &Value| -> Vec<Value> {
+        reply.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default()
+    };
+    match serde_json::from_str::<Value>(&c.response_json) {
+        Ok(Value::Null) => writeln!(out, "    reply: none (the call failed)")?,
+        Ok(reply) if reply.get("content").is_some() => {
+            let content = reply["content"].as_str().unwrap_or_default();
+            if !content.trim().is_empty() || tool_calls(&reply).is_empty() {
+                write_labelled(out, "reply", content)?;
+            }
+            for t in tool_calls(&reply) {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
+                let args = t.get("arguments").and_then(Value::as_str).unwrap_or_default();
+                writeln!(out, "    tool call: {name}({})", compact_json(args))?;
+            }
+        }
+        Ok(reply) if chars(&reply).is_some() => {
+            let mut parts = vec![format!("{} chars", chars(&reply).unwrap_or_default())];
+            for t in tool_calls(&reply) {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
+                parts.push(format!("tool call {name} ({} chars)", chars(&t).unwrap_or_default()));
+            }
+            writeln!(out, "    reply (redacted): {}", parts.join(", "))?;
+        }
+        _ => write_labelled(out, "reply", &compact_json(&c.response_json))?,
+    }
+    Ok(())
+}
+
+/// `frontdesk llm-calls`: every page of the thread's calls (the server lists the most recent
+/// first), the run's alone with `run`, printed oldest first, so that they read in the order the
+/// workflow made them.
+async fn list_llm_calls(
+    client: &Client,
+    thread: &str,
+    run: Option<&str>,
+    prompts: bool,
+    page_size: i32,
+) -> Result<(), CliError> {
+    let mut calls = Vec::new();
+    let mut thread_calls;
+    let mut token = None;
+    loop {
+        let page = client.list_llm_calls(thread, page_size, token).await?;
+        thread_calls = page.total_calls;
+        calls.extend(page.calls.into_iter().filter(|c| run.is_none_or(|r| c.run_id.contains(r))));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = Some(page.next_page_token);
+    }
+    calls.reverse();
+    let mut out = std::io::stdout().lock();
+    if calls.is_empty() {
+        match run {
+            Some(r) => writeln!(out, "no calls of run {r} among the {thread_calls} recorded calls of {thread}")?,
+            // A known thread with no calls: most likely the log was off (model.call_log).
+            None => writeln!(out, "no recorded calls for {thread} (the server records them with model.call_log = \"redacted\" or \"full\")")?,
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    writeln!(out, "{}", llm_call_header())?;
+    for c in &calls {
+        writeln!(out, "{}", llm_call_row(c))?;
+        if prompts {
+            write_llm_call_prompts(&mut out, c)?;
+        }
+    }
+    let (prompt, completion) = calls.iter().fold((0, 0), |(p, k), c| (p + c.prompt_tokens, k + c.completion_tokens));
+    let cost: f64 = calls.iter().map(|c| c.cost_usd).sum();
+    let failed = calls.iter().filter(|c| !c.error.trim().is_empty()).count();
+    let mut total = format!("{} calls, {prompt}+{completion} tokens", calls.len());
+    if cost > 0.0 {
+        total.push_str(&format!(", ${cost:.4}"));
+    }
+    if failed > 0 {
+        total.push_str(&format!(", {failed} failed"));
+    }
+    if run.is_some() {
+        total.push_str(&format!(" (of the thread's {thread_calls})"));
+    }
+    writeln!(out, "total: {total}")?;
+    out.flush()?;
+    Ok(())
+}
+
 async fn investigate(client: &Client, cmd: InvestigateCommand) -> Result<(), CliError> {
     match cmd {
         InvestigateCommand::Start { mutation_id, key, quiet_events } => {
@@ -2434,6 +2625,99 @@ mod tests {
         let out = render(|o| write_pending_action(o, &action));
         assert!(out.contains("  answered  "), "{out}");
         assert!(out.ends_with("\n    answered 2025-11-24T16:00:09Z: {\"text\":\"I stood in for u006\"}\n"), "{out}");
+    }
+
+    #[test]
+    fn parses_llm_calls() {
+        match command(&["llm-calls", "conv-1", "--run", "3f0b4d7e1f20", "--prompts", "--page-size", "2"]).unwrap() {
+            Command::LlmCalls { thread, run, prompts, page_size } => {
+                assert_eq!(
+                    (thread.as_str(), run.as_deref(), prompts, page_size),
+                    ("conv-1", Some("3f0b4d7e1f20"), true, 2)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match command(&["llm-calls", "CUST-001:TKT-1"]).unwrap() {
+            Command::LlmCalls { thread, run: None, prompts: false, page_size: 500 } => {
+                assert_eq!(thread, "CUST-001:TKT-1")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(command(&["llm-calls"]).is_err(), "a thread is required");
+    }
+
+    fn llm_call() -> v1::LlmCall {
+        v1::LlmCall {
+            run_id: "0197a5e4-7c1d-7aa0-9c55-3f0b4d7e1f20".into(),
+            node: "supervisor".into(),
+            purpose: "supervisor.route".into(),
+            model: "gpt-4o-mini".into(),
+            prompt_tokens: 230,
+            completion_tokens: 12,
+            cost_usd: 0.0001,
+            latency: Some(prost_types::Duration { seconds: 0, nanos: 410_000_000 }),
+            attempts: 1,
+            error: String::new(),
+            prompt_json:
+                r#"[{"role":"system","content":"Route the message."},{"role":"user","content":"line one\nline two"}]"#
+                    .into(),
+            response_json: r#"{"content":"billing","tool_calls":[{"name":"lookup","arguments":"{\"id\": 1}"}]}"#.into(),
+            time: ts(1_764_000_000),
+        }
+    }
+
+    #[test]
+    fn writes_llm_call_rows() {
+        let call = llm_call();
+        let row = llm_call_row(&call);
+        let header = llm_call_header();
+        assert!(row.starts_with("2025-11-24T16:00:00Z  3f0b4d7e1f20  supervisor  "), "{row}");
+        assert!(row.ends_with("  ok"), "{row}");
+        for (column, value) in [
+            ("NODE", "supervisor "),
+            ("PURPOSE", "supervisor.route"),
+            ("MODEL", "gpt-4o-mini"),
+            ("TOKENS", "230+12"),
+            ("STATUS", "ok"),
+        ] {
+            assert_eq!(header.find(column), row.find(value), "{column} lines up:\n{header}\n{row}");
+        }
+        // LATENCY is right-aligned: the value ends where the header does.
+        assert_eq!(header.find("LATENCY").map(|i| i + "LATENCY".len()), row.find("410ms").map(|i| i + "410ms".len()));
+
+        let retried = v1::LlmCall { attempts: 3, ..call.clone() };
+        assert!(llm_call_row(&retried).ends_with("  ok (3 attempts)"));
+        let failed = v1::LlmCall { attempts: 2, error: "model unavailable".into(), ..call.clone() };
+        assert!(llm_call_row(&failed).ends_with("  failed after 2 attempts: model unavailable"));
+        let bare = v1::LlmCall { latency: None, time: None, node: String::new(), run_id: String::new(), ..call };
+        assert!(
+            llm_call_row(&bare).starts_with(&format!("{:<22}{:<14}{:<20}supervisor.route", "-", "-", "-")),
+            "{}",
+            llm_call_row(&bare)
+        );
+    }
+
+    #[test]
+    fn writes_llm_call_prompts_in_full_or_redacted() {
+        let full = llm_call();
+        assert_eq!(
+            render(|o| write_llm_call_prompts(o, &full)),
+            "    system: Route the message.\n    user: line one\n      line two\n    reply: billing\n    tool call: lookup({\"id\":1})\n"
+        );
+
+        let redacted = v1::LlmCall {
+            prompt_json: r#"[{"role":"system","chars":18},{"role":"user","chars":22}]"#.into(),
+            response_json: r#"{"chars":7,"tool_calls":[{"name":"lookup","chars":8}]}"#.into(),
+            ..llm_call()
+        };
+        assert_eq!(
+            render(|o| write_llm_call_prompts(o, &redacted)),
+            "    prompt (redacted): system 18 chars, user 22 chars\n    reply (redacted): 7 chars, tool call lookup (8 chars)\n"
+        );
+
+        let failed = v1::LlmCall { response_json: "null".into(), error: "timeout".into(), ..redacted };
+        assert!(render(|o| write_llm_call_prompts(o, &failed)).ends_with("    reply: none (the call failed)\n"));
     }
 
     fn command(args: &[&str]) -> Result<Command, clap::Error> {

@@ -29,8 +29,15 @@ impl Server {
     }
 
     pub async fn with_model(model: ScriptedModel) -> Self {
+        Self::with_config(model, |_| {}).await
+    }
+
+    /// A server with `model` and the default configuration as `configure` changes it (the
+    /// database aside).
+    pub async fn with_config(model: ScriptedModel, configure: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
+        configure(&mut config);
         config.database.url = format!("sqlite://{}/frontdesk.db", dir.path().display());
         let model = Arc::new(model);
         let app = App::build(config, Overrides { model: Some(model.clone()), ..Overrides::default() }).await.unwrap();
