@@ -9,9 +9,11 @@ use frontdesk_api::v1::{
     self, run_event::Kind, triage_service_client::TriageServiceClient, triage_ticket_response::Payload,
     RecommendedAction, TicketStatus, TicketType, Urgency,
 };
+use frontdesk_llm::ScriptedReply;
 use frontdesk_server::workflows::triage::HostedTriage;
 use futures::StreamExt;
 use serde_json::json;
+use std::time::Duration;
 use tonic::{transport::Channel, Code};
 
 struct Triage {
@@ -33,6 +35,19 @@ impl Triage {
         let s = TestServer::start().await;
         let channel = Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
         Self { s, client: TriageServiceClient::new(channel) }
+    }
+
+    async fn start_with(options: common::Options) -> Self {
+        Self::connect(TestServer::start_with(options).await).await
+    }
+
+    async fn connect(s: TestServer) -> Self {
+        let channel = Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+        Self { s, client: TriageServiceClient::new(channel) }
+    }
+
+    async fn restart(self, options: common::Options) -> Self {
+        Self::connect(self.s.restart(options).await).await
     }
 
     async fn triage(&self, customer: &str, message: &str, key: &str) -> Result<Outcome, tonic::Status> {
@@ -633,6 +648,112 @@ async fn a_caller_that_goes_away_mid_run_still_has_its_outcome_recorded_for_the_
     assert!(replay.result.replayed, "the first call's outcome was recorded");
     assert_eq!(replay.result.ticket_id, resolution.ticket_id);
     assert_eq!(t.active("CUST-003").await.len(), 1);
+}
+
+fn one_second_grace() -> common::Options {
+    common::Options { configure: |config| config.shutdown_grace_secs = 1, ..Default::default() }
+}
+
+/// Starts a keyed request for a new ticket of CUST-003 whose classification outlasts the grace
+/// period, restarts the server once the run is in the supervisor (the shutdown stops the run
+/// where it is: UNAVAILABLE SHUTTING_DOWN), and returns the restarted server, the request and
+/// the ticket id it was given. `resumed` is what the model replies to the resumed run.
+async fn stop_a_keyed_ticket_mid_run(resumed: &[ScriptedReply]) -> (Triage, v1::TriageTicketRequest, String) {
+    let t = Triage::start_with(one_second_grace()).await;
+    t.s.script(&[("translator.translate", english())]);
+    let hanging = ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify");
+    t.s.model.push_reply(hanging.after(Duration::from_secs(60)));
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-003".into(),
+        message: "exports time out".into(),
+        subject: "Help".into(),
+        language: String::new(),
+        idempotency_key: "stopped-1".into(),
+    };
+    let mut stream = t.client.clone().triage_ticket(request.clone()).await.unwrap().into_inner();
+    let mut ticket_id = None;
+    loop {
+        match stream.next().await.unwrap().unwrap().payload.unwrap() {
+            Payload::Resolution(r) => ticket_id = Some(r.ticket_id),
+            Payload::Event(e) if e.node == "supervisor" && matches!(e.kind, Some(Kind::NodeStarted(_))) => break,
+            _ => {}
+        }
+    }
+    let caller = tokio::spawn(async move {
+        let mut last = None;
+        while let Some(item) = stream.next().await {
+            last = Some(item);
+        }
+        last
+    });
+    // The resumed run starts again from the accepted message: the nodes before the stop wrote
+    // nothing durable, so the translator runs again.
+    t.s.model.push_reply(ScriptedReply::json(&english()).for_purpose("translator.translate"));
+    for reply in resumed {
+        t.s.model.push_reply(reply.clone());
+    }
+    let t = t.restart(common::Options::default()).await;
+    let last = caller.await.unwrap();
+    let Some(Err(status)) = last else { panic!("the first call ends with an error: {last:?}") };
+    assert_eq!(error_info(&status).0, "SHUTTING_DOWN", "{status:?}");
+    (t, request, ticket_id.expect("a resolution first"))
+}
+
+async fn retry_until_answered(t: &Triage, request: &v1::TriageTicketRequest) -> Outcome {
+    for _ in 0..100 {
+        match t.triage_request(request.clone()).await {
+            Ok(out) => return out,
+            Err(status) if matches!(status.code(), Code::Aborted | Code::Unavailable) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    }
+    panic!("the retry was never answered");
+}
+
+async fn archived(t: &Triage, customer: &str) -> Vec<v1::Ticket> {
+    let request = v1::ListTicketsRequest { customer_id: customer.into(), ..Default::default() };
+    t.client.clone().list_tickets(request).await.unwrap().into_inner().tickets
+}
+
+#[tokio::test]
+async fn a_keyed_ticket_finished_after_a_restart_is_replayed_to_the_retry_not_triaged_again() {
+    let resumed = [
+        ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify"),
+        ScriptedReply::json(&specialist("auto_respond", "Fixed.", &[])).for_purpose("specialist.technical"),
+    ];
+    let (t, request, ticket_id) = stop_a_keyed_ticket_mid_run(&resumed).await;
+    // Start-up recovery finished the run, which archived the ticket; nobody was there to
+    // record its outcome under the key but the archiving itself.
+    t.s.server().recovered().await;
+    let out = retry_until_answered(&t, &request).await;
+    assert!(out.result.replayed, "{:?}", out.result);
+    assert_eq!(out.result.ticket_id, ticket_id);
+    let tickets: Vec<String> = archived(&t, "CUST-003").await.into_iter().map(|t| t.ticket_id).collect();
+    assert_eq!(tickets, [ticket_id], "one ticket");
+    assert!(t.active("CUST-003").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_retry_while_a_keyed_ticket_is_being_resumed_goes_to_that_ticket_not_the_matcher() {
+    let slow = ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify");
+    let resumed = [
+        slow.after(Duration::from_millis(500)),
+        ScriptedReply::json(&specialist("route_specialist", "An engineer will look.", &[]))
+            .for_purpose("specialist.technical"),
+    ];
+    let (t, request, ticket_id) = stop_a_keyed_ticket_mid_run(&resumed).await;
+    // No matcher reply is scripted: matching the retry as a new message would fail it.
+    let out = retry_until_answered(&t, &request).await;
+    assert_eq!(out.resolution.ticket_id, ticket_id);
+    assert_eq!(out.result.ticket_id, ticket_id);
+    assert!(out.matching.is_empty(), "not matched again");
+    let active: Vec<String> = t.active("CUST-003").await.into_iter().map(|t| t.ticket_id).collect();
+    assert_eq!(active, [ticket_id], "one ticket");
+    let conversation = t.get("CUST-003", &active[0]).await.unwrap();
+    let customer_messages = conversation.messages.iter().filter(|m| m.role == v1::Role::User as i32).count();
+    assert_eq!(customer_messages, 1, "the message once");
 }
 
 #[tokio::test]

@@ -94,7 +94,20 @@ impl TestServer {
     }
 
     pub async fn start_with(options: Options) -> Self {
-        let store = test_store().await;
+        Self::start_on(test_store().await, options, Arc::new(ScriptedModel::new("scripted-test"))).await
+    }
+
+    /// Shuts the server down and starts a new one on the same database, as a restart of the
+    /// process does. The scripted model is kept, with the replies queued for the new server's
+    /// recovery (it starts at once).
+    pub async fn restart(mut self, options: Options) -> Self {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.unwrap();
+        }
+        Self::start_on(self._store, options, self.model).await
+    }
+
+    async fn start_on(store: TestStore, options: Options, model: Arc<ScriptedModel>) -> Self {
         let mut config = Config::default();
         let database_url = store.url.clone();
         config.database.url = database_url.clone();
@@ -114,10 +127,9 @@ impl TestServer {
             let mut triage = config.workflows.settings::<triage::Workflow>().unwrap();
             triage.active_store = ActiveStore::Redis;
             triage.redis_url = Some(url);
-            triage.redis_key_prefix = Some(format!("fde2e-{}", uuid::Uuid::new_v4().simple()));
+            triage.redis_key_prefix = Some(store.redis_key_prefix.clone());
             config.workflows.set::<triage::Workflow>(&triage).unwrap();
         }
-        let model = Arc::new(ScriptedModel::new("scripted-test"));
         let submitter = Arc::new(RecordingSubmitter::default());
         let parts =
             if options.outbox { Parts::default() } else { Parts::default().with(UseSubmitter(submitter.clone())) };
@@ -172,8 +184,15 @@ impl TestServer {
 /// `FRONTDESK_TEST_POSTGRES_URL` (so the same suite runs on both stores), dropped with this.
 pub struct TestStore {
     pub url: String,
+    /// The prefix of the store's keys in Redis, for triage's active tickets there: one per
+    /// store, so that a restarted server finds its predecessor's.
+    pub redis_key_prefix: String,
     _dir: tempfile::TempDir,
     _scratch: Option<ScratchDatabase>,
+}
+
+fn redis_key_prefix() -> String {
+    format!("fde2e-{}", uuid::Uuid::new_v4().simple())
 }
 
 pub async fn test_store() -> TestStore {
@@ -183,11 +202,17 @@ pub async fn test_store() -> TestStore {
             let server = std::env::var("FRONTDESK_TEST_POSTGRES_URL")
                 .expect("FRONTDESK_E2E_DATABASE=postgres needs FRONTDESK_TEST_POSTGRES_URL");
             let scratch = ScratchDatabase::create(&server, "e2e").await.expect("create a scratch database");
-            TestStore { url: scratch.url().to_owned(), _dir: dir, _scratch: Some(scratch) }
+            TestStore {
+                url: scratch.url().to_owned(),
+                redis_key_prefix: redis_key_prefix(),
+                _dir: dir,
+                _scratch: Some(scratch),
+            }
         }
         Ok(other) => panic!("FRONTDESK_E2E_DATABASE must be postgres or unset, not {other:?}"),
         Err(_) => {
-            TestStore { url: format!("sqlite://{}/frontdesk.db", dir.path().display()), _dir: dir, _scratch: None }
+            let url = format!("sqlite://{}/frontdesk.db", dir.path().display());
+            TestStore { url, redis_key_prefix: redis_key_prefix(), _dir: dir, _scratch: None }
         }
     }
 }

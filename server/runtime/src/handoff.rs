@@ -28,13 +28,26 @@ pub enum Completion {
 
 pub type HandoffError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The completed run whose state a [`Handoff`] is offered.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletedRun<'a> {
+    pub thread_id: &'a str,
+    /// Passed because the final checkpoint, which would have recorded it, may never be written:
+    /// a system of record that keeps the run's id must take it here.
+    pub run_id: &'a str,
+    /// The idempotency key the run was started with, and its request's fingerprint. The caller
+    /// that would record the outcome under the key may be gone (the run was resumed after a
+    /// crash or a shutdown), and with the thread erased the runner's own record of the key goes
+    /// too: a system of record that answers retries records the outcome under the key here.
+    pub idempotency_key: Option<&'a str>,
+    pub fingerprint: Option<&'a str>,
+}
+
 /// Takes the final state of completed runs (never of interrupted or failed ones).
 #[async_trait]
 pub trait Handoff<S>: Send + Sync {
-    /// Called once per completed run (`run_id`), while the run still holds its thread. The run
-    /// id is passed because the final checkpoint, which would have recorded it, may never be
-    /// written: a system of record that keeps the run's id must take it here. An error keeps
+    /// Called once per completed run, while the run still holds its thread. An error keeps
     /// the final checkpoint (nothing is lost; the owner can hand the state off later), and the
     /// run still completes.
-    async fn complete(&self, thread_id: &str, run_id: &str, state: &S) -> Result<Completion, HandoffError>;
+    async fn complete(&self, run: CompletedRun<'_>, state: &S) -> Result<Completion, HandoffError>;
 }

@@ -30,7 +30,7 @@ pub use graph::{
     Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeFailure, NodeInfo, NodeOptions,
     RetryPolicy, Target, END, START,
 };
-pub use handoff::{Completion, Handoff, HandoffError};
+pub use handoff::{CompletedRun, Completion, Handoff, HandoffError};
 pub use node::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, Resume, TaskNode};
 pub use runlog::{RunLog, RunRetention, RunSubscription};
 pub use runner::{

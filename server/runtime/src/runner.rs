@@ -25,7 +25,7 @@ use crate::{
     },
     event::{EventKind, EventSender, FailureKind, RunEvents},
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
-    handoff::{Completion, Handoff},
+    handoff::{CompletedRun, Completion, Handoff},
     node::{EventSink, InterruptRequest, NodeContext, NodeError, NodeErrorKind, Resume},
     runlog::{RunLog, RunRetention, RunSubscription},
     State,
@@ -2159,7 +2159,13 @@ impl<S: State> Execution<S> {
             return false;
         }
         let Some(handoff) = self.handoff.clone() else { return false };
-        match handoff.complete(&self.thread_id, &self.run_id, &self.state).await {
+        let run = CompletedRun {
+            thread_id: &self.thread_id,
+            run_id: &self.run_id,
+            idempotency_key: self.idempotency_key.as_deref(),
+            fingerprint: self.fingerprint.as_deref(),
+        };
+        match handoff.complete(run, &self.state).await {
             Ok(Completion::Keep) => false,
             Ok(Completion::Erase) => match self.checkpointer.delete_thread_unsynced(&self.thread_id).await {
                 Ok(_) => {

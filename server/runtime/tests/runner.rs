@@ -5,10 +5,10 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
-    BusyPolicy, Checkpoint, Checkpointer, Completion, Durability, EventKind, GraphBuilder, GraphError, Handoff,
-    HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput,
-    RunError, RunEvents, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead, ThreadMode,
-    UnfinishedRun,
+    BusyPolicy, Checkpoint, Checkpointer, CompletedRun, Completion, Durability, EventKind, GraphBuilder, GraphError,
+    Handoff, HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind,
+    NodeOutput, RunError, RunEvents, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead,
+    ThreadMode, UnfinishedRun,
 };
 
 frontdesk_runtime::state! {
@@ -831,15 +831,21 @@ async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id()
 #[derive(Default)]
 struct Archive {
     taken: std::sync::Mutex<Vec<(String, Vec<String>)>>,
+    runs: std::sync::Mutex<Vec<OfferedRun>>,
 }
+
+/// The run id, idempotency key and fingerprint of a run offered to the handoff.
+type OfferedRun = (String, Option<String>, Option<String>);
 
 #[async_trait]
 impl Handoff<Doc> for Archive {
-    async fn complete(&self, thread_id: &str, _run_id: &str, state: &Doc) -> Result<Completion, HandoffError> {
+    async fn complete(&self, run: CompletedRun<'_>, state: &Doc) -> Result<Completion, HandoffError> {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        self.runs.lock().unwrap().push((run.run_id.to_owned(), owned(run.idempotency_key), owned(run.fingerprint)));
         match state.route.as_str() {
             "broken" => Err("archive unavailable".into()),
             "billing" => {
-                self.taken.lock().unwrap().push((thread_id.to_owned(), state.log.clone()));
+                self.taken.lock().unwrap().push((run.thread_id.to_owned(), state.log.clone()));
                 Ok(Completion::Erase)
             }
             _ => Ok(Completion::Keep),
@@ -885,6 +891,19 @@ async fn a_handed_off_run_erases_its_thread_instead_of_checkpointing() {
     assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing"]);
     assert_eq!(*archive.taken.lock().unwrap(), [("t1".to_owned(), vec!["classify".to_owned(), "billing".to_owned()])]);
     assert!(store.latest("t1").await.unwrap().is_none(), "no final checkpoint, and the accepting one is gone");
+}
+
+#[tokio::test]
+async fn a_handoff_is_given_the_runs_idempotency_key_and_fingerprint() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let archive = Arc::new(Archive::default());
+    let runner = handoff_runner(store.clone(), archive.clone());
+    let mut request = input("billing");
+    request.idempotency_key = Some("key-1".into());
+    request.fingerprint = Some("request-1".into());
+    let outcome = runner.start(request).await.unwrap().wait().await.unwrap();
+    let expected = (outcome.run_id, Some("key-1".to_owned()), Some("request-1".to_owned()));
+    assert_eq!(*archive.runs.lock().unwrap(), [expected]);
 }
 
 #[tokio::test]

@@ -32,8 +32,8 @@ use std::{
 use async_trait::async_trait;
 use frontdesk_llm::LlmClient;
 use frontdesk_runtime::{
-    Checkpoint, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError, RunEvents, RunHandle,
-    RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, UnfinishedRun, Usage,
+    Checkpoint, CompletedRun, Completion, Event, EventKind, GraphError, Handoff, HandoffError, Log, RunError,
+    RunEvents, RunHandle, RunInput, RunRequest, RunStatus, Runner, ThreadMode, ThreadQuery, UnfinishedRun, Usage,
 };
 use futures::Stream;
 use schemars::JsonSchema;
@@ -440,6 +440,26 @@ impl TriageDesk {
         };
         let customer_key = tenant.key(&request.customer_id);
         let active = self.active_tickets(&customer_key).await?;
+        // A run of this very request that its caller never saw end (the server stopped or
+        // crashed mid-run) is still running on its ticket, here or being resumed: the retry goes
+        // to that ticket, where the runner attaches to the run, instead of matching the message
+        // as a new one and opening a second ticket.
+        let unfinished = request.idempotency_key.as_deref().and_then(|key| {
+            active
+                .iter()
+                .find(|(_, cp)| cp.run.status == RunStatus::Running && cp.run.idempotency_key.as_deref() == Some(key))
+        });
+        if let Some((state, _)) = unfinished {
+            let resolution = Resolution {
+                ticket_id: state.ticket.ticket_id.clone(),
+                matched_existing: true,
+                confidence: None,
+                reasoning: "the ticket an earlier call with the same idempotency key went to".into(),
+                candidates: Vec::new(),
+                usage: None,
+            };
+            return self.start(customer_key, request, resolution, claim).await;
+        }
         if active.is_empty() {
             let resolution = Resolution {
                 ticket_id: new_ticket_id(),
@@ -723,7 +743,8 @@ impl TriageDesk {
                 _ => TicketStatus::Active,
             };
             let result = TriageOutcome { run_id: outcome.run_id, output, status, replayed: outcome.replayed };
-            if let Some(key) = &key {
+            // An erased thread's handoff recorded it already (`ArchiveHandoff`).
+            if let Some(key) = key.as_ref().filter(|_| !outcome.erased) {
                 let json = serde_json::to_string(&result)
                     .map_err(|source| WorkflowError::Corrupt { id: key.clone(), source })?;
                 finisher
@@ -1003,11 +1024,23 @@ struct ArchiveHandoff {
 
 #[async_trait]
 impl Handoff<TriageState> for ArchiveHandoff {
-    async fn complete(&self, thread_id: &str, run_id: &str, state: &TriageState) -> Result<Completion, HandoffError> {
-        let Some(ticket) = archived_ticket(thread_id, run_id, state, SystemTime::now()) else {
+    async fn complete(&self, run: CompletedRun<'_>, state: &TriageState) -> Result<Completion, HandoffError> {
+        let thread_id = run.thread_id;
+        let Some(ticket) = archived_ticket(thread_id, run.run_id, state, SystemTime::now()) else {
             return Ok(Completion::Keep);
         };
         self.archive.save(&ticket).await?;
+        // Recorded here as well as by the caller's task: a run resumed after a crash or a
+        // shutdown has no caller left to record it, and its retry would otherwise find neither
+        // a record nor the (erased) thread and triage the message again as a new ticket.
+        if let (Some(key), Some(fingerprint)) = (run.idempotency_key, run.fingerprint) {
+            let output = TriageOutput::of(state);
+            let status = TicketStatus::from(ticket.status);
+            let outcome = TriageOutcome { run_id: run.run_id.to_owned(), output, status, replayed: false };
+            self.archive
+                .record_request(&ticket.customer_id, key, fingerprint, &serde_json::to_string(&outcome)?)
+                .await?;
+        }
         info!(thread_id, status = ticket.status.as_str(), "ticket archived");
         Ok(Completion::Erase)
     }
