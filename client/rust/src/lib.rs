@@ -169,11 +169,61 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Retries and re-attaching
+//!
+//! A call that carries an idempotency key ([`StartOptions`], [`Client::reset_conversation`],
+//! [`SendOptions`], [`TriageOptions`], [`Client::start_investigation`], [`Reply`],
+//! [`AskOptions`]) is retried on `UNAVAILABLE` and `ABORTED` (the server answers a repeated key
+//! with the first call's outcome, so nothing runs twice), as the Go, Python and TypeScript SDKs
+//! do. Calls without a key, read-only ones included, are never retried: pass a key to opt in.
+//! [`RetryPolicy::default()`] is on unless [`ClientBuilder::retry_policy`],
+//! [`ClientBuilder::no_retries`] or [`Client::with_retry_policy`] say otherwise:
+//!
+//! - **How long it waits**: the server's `RetryInfo` delay ([`ApiError::retry_after`]) when the
+//!   error carries one (`THREAD_BUSY`'s time left on another replica's lease, `SHUTTING_DOWN`'s
+//!   1 s), else a backoff from `initial_backoff` doubling up to `max_backoff`, each wait a random
+//!   50-100% of that; at most `max_attempts` calls and `max_wait` of waiting in all. Dropping the
+//!   call's future or stream (or a `tokio::time::timeout` around it) stops the waiting.
+//! - **Broken streams**: a keyed stream that fails with `UNAVAILABLE`/`ABORTED` (its server
+//!   shutting down, `SHUTTING_DOWN`, included), or ends without its result, before its run's last
+//!   event re-attaches at once with `WorkflowService/SubscribeRun` from the last event id it
+//!   delivered (at most `max_attempts` times). `SubscribeRun` yields only run events, so once the
+//!   run's last event arrived the call is sent again with its key, at once, for the recorded
+//!   result (a run that failed fails the stream with its code and reason instead). When
+//!   `SubscribeRun` cannot follow the run (`NOT_FOUND`: it lives on another replica, or this one
+//!   forgot it; `UNAVAILABLE`: this one is down or shutting down) the call is sent again with its
+//!   key, which attaches to the run wherever it resumed, after the wait above for the error that
+//!   broke the stream (or `SubscribeRun`'s `RetryInfo` when longer). Every resend is one of the
+//!   `max_attempts` calls; when none is left the stream fails with the error that broke it. With
+//!   `reattach: false` the call is sent again after the wait, without `SubscribeRun`.
+//! - **Each event once**: events are told apart by run id, event id and time (event ids number
+//!   one execution of a run, from 1: a resumed run counts again), and what an event already
+//!   delivered produced (an agent message, a status change, a plan, a triage's resolution) is
+//!   dropped with it. While re-attached only [`v1::RunEvent`]s arrive; the final result holds every
+//!   message.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
+//! use std::time::Duration;
+//! use frontdesk_client::{Client, RetryPolicy, SendOptions};
+//!
+//! let policy = RetryPolicy { max_attempts: 8, max_wait: Duration::from_secs(60), ..RetryPolicy::default() };
+//! let client = Client::builder("http://127.0.0.1:50051").retry_policy(policy).connect().await?;
+//! let opts = SendOptions { idempotency_key: Some("turn-42".into()), ..SendOptions::default() };
+//! let (_events, result) = client.send_message_and_wait("conv-…", "Hello", opts).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
 use std::time::Duration;
+
+mod retry;
+pub use retry::{is_retryable, RetryPolicy};
+use retry::{retry_unary, ItemKind, Opener, RunItem, RunSource};
 
 use futures::{Stream, StreamExt};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -243,7 +293,8 @@ impl TurnEvent {
 }
 
 /// The stream returned by [`Client::send_message`]. It ends after the [`TurnEvent::Result`], or
-/// with an `Err` when the server ends the turn with an error status.
+/// with an `Err`: the error that ended the turn (after any retries, see [`RetryPolicy`]), or
+/// [`ClientError::StreamEndedWithoutResult`].
 pub type TurnStream = Pin<Box<dyn Stream<Item = Result<TurnEvent, ClientError>> + Send>>;
 
 /// A re-attached run's events ([`Client::subscribe_run`]).
@@ -302,7 +353,8 @@ impl TriageEvent {
 }
 
 /// The stream returned by [`Client::triage_ticket`]. It ends after the [`TriageEvent::Result`],
-/// or with an `Err` when the server ends the triage with an error status.
+/// or with an `Err`: the error that ended the triage (after any retries, see [`RetryPolicy`]), or
+/// [`ClientError::StreamEndedWithoutResult`].
 pub type TriageStream = Pin<Box<dyn Stream<Item = Result<TriageEvent, ClientError>> + Send>>;
 
 /// Which HR mutation [`Client::start_investigation`] investigates. `"1002".into()` names one of
@@ -446,8 +498,8 @@ impl InvestigationEvent {
 }
 
 /// The stream returned by [`Client::start_investigation`] and [`Client::respond`]. It ends after
-/// the [`InvestigationEvent::Investigation`], or with an `Err` when the server ends the run with
-/// an error status.
+/// the [`InvestigationEvent::Investigation`], or with an `Err`: the error that ended the run
+/// (after any retries, see [`RetryPolicy`]), or [`ClientError::StreamEndedWithoutResult`].
 pub type InvestigationStream = Pin<Box<dyn Stream<Item = Result<InvestigationEvent, ClientError>> + Send>>;
 
 /// Everything one investigation run streamed, collected by
@@ -572,7 +624,8 @@ impl ResearchEvent {
 }
 
 /// The stream returned by [`Client::ask`]. It ends after the [`ResearchEvent::Research`], or
-/// with an `Err` when the server ends the run with an error status.
+/// with an `Err`: the error that ended the run (after any retries, see [`RetryPolicy`]), or
+/// [`ClientError::StreamEndedWithoutResult`].
 pub type ResearchStream = Pin<Box<dyn Stream<Item = Result<ResearchEvent, ClientError>> + Send>>;
 
 /// Everything one research question streamed, collected by [`Client::ask_and_wait`].
@@ -809,6 +862,7 @@ pub struct ClientBuilder {
     api_key: Option<String>,
     tls: Option<ClientTlsConfig>,
     connect_timeout: Duration,
+    retry: Option<RetryPolicy>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -818,6 +872,7 @@ impl fmt::Debug for ClientBuilder {
             .field("api_key", &format_args!("{}", if self.api_key.is_some() { "<redacted>" } else { "none" }))
             .field("tls", &self.tls.is_some())
             .field("connect_timeout", &self.connect_timeout)
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -847,6 +902,20 @@ impl ClientBuilder {
         self
     }
 
+    /// How calls with an idempotency key are retried and their broken streams re-attached
+    /// ([`RetryPolicy::default()`] unless set).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Turns retrying and re-attaching off: every error is returned as it comes, and a broken
+    /// stream fails.
+    pub fn no_retries(mut self) -> Self {
+        self.retry = None;
+        self
+    }
+
     fn endpoint(&self) -> Result<(Endpoint, Credentials), ClientError> {
         let credentials = match &self.api_key {
             Some(key) => Credentials::api_key(key)?,
@@ -873,13 +942,13 @@ impl ClientBuilder {
     /// Connects now; fails when the server cannot be reached (or the TLS handshake fails).
     pub async fn connect(self) -> Result<Client, ClientError> {
         let (endpoint, credentials) = self.endpoint()?;
-        Ok(Client { channel: endpoint.connect().await?, credentials })
+        Ok(Client { channel: endpoint.connect().await?, credentials, retry: self.retry })
     }
 
     /// Connects on the first call (and again after the connection broke).
     pub fn connect_lazy(self) -> Result<Client, ClientError> {
         let (endpoint, credentials) = self.endpoint()?;
-        Ok(Client { channel: endpoint.connect_lazy(), credentials })
+        Ok(Client { channel: endpoint.connect_lazy(), credentials, retry: self.retry })
     }
 }
 
@@ -889,6 +958,7 @@ impl ClientBuilder {
 pub struct Client {
     channel: Channel,
     credentials: Credentials,
+    retry: Option<RetryPolicy>,
 }
 
 impl Client {
@@ -902,13 +972,19 @@ impl Client {
     /// A [`ClientBuilder`] for `endpoint`, such as `"https://frontdesk.example.com:50051"`:
     /// `Client::builder(endpoint).api_key(key).tls(tls).connect().await`.
     pub fn builder(endpoint: impl Into<String>) -> ClientBuilder {
-        ClientBuilder { endpoint: endpoint.into(), api_key: None, tls: None, connect_timeout: CONNECT_TIMEOUT }
+        ClientBuilder {
+            endpoint: endpoint.into(),
+            api_key: None,
+            tls: None,
+            connect_timeout: CONNECT_TIMEOUT,
+            retry: Some(RetryPolicy::default()),
+        }
     }
 
     /// Wraps an existing channel (for custom TLS, timeouts or lazy connection); add a key with
     /// [`Client::with_api_key`].
     pub fn from_channel(channel: Channel) -> Self {
-        Client { channel, credentials: Credentials::default() }
+        Client { channel, credentials: Credentials::default(), retry: Some(RetryPolicy::default()) }
     }
 
     /// This client sending `key` as `authorization: Bearer <key>` with every call.
@@ -919,6 +995,32 @@ impl Client {
     /// Whether this client sends an API key.
     pub fn has_api_key(&self) -> bool {
         self.credentials.has_api_key()
+    }
+
+    /// This client retrying calls with an idempotency key, and re-attaching their streams, per
+    /// `policy`; `None` turns both off.
+    pub fn with_retry_policy(self, policy: Option<RetryPolicy>) -> Self {
+        Client { retry: policy, ..self }
+    }
+
+    /// How this client retries calls with an idempotency key; `None` when it does not.
+    pub fn retry_policy(&self) -> Option<&RetryPolicy> {
+        self.retry.as_ref()
+    }
+
+    /// The policy for a call with idempotency key `key`: none without one, since a call without
+    /// a key is not safe to repeat.
+    fn policy_for(&self, key: &str) -> Option<RetryPolicy> {
+        self.retry.filter(|_| !key.is_empty())
+    }
+
+    /// Runs a streamed call that carries `key` through the retrying, re-attaching [`RunSource`].
+    async fn run_stream<T: RunItem>(
+        &self,
+        key: &str,
+        open: Opener<T>,
+    ) -> Result<Pin<Box<dyn Stream<Item = Result<T, ClientError>> + Send>>, ClientError> {
+        RunSource::start(self.policy_for(key), self.workflows(), open).await
     }
 
     /// The raw `ConversationService` stub, for calls this wrapper does not cover. It sends the
@@ -947,7 +1049,8 @@ impl Client {
         ResearchServiceClient::with_interceptor(self.channel.clone(), self.credentials.clone())
     }
 
-    /// Creates a conversation on `workflow` and returns it with its welcome message.
+    /// Creates a conversation on `workflow` and returns it with its welcome message. With an
+    /// idempotency key the call is retried per the client's [`RetryPolicy`].
     pub async fn start_conversation(
         &self,
         workflow: &str,
@@ -958,11 +1061,19 @@ impl Client {
             conversation_id: non_empty(opts.conversation_id),
             idempotency_key: non_empty(opts.idempotency_key),
         };
-        Ok(self.conversations().start_conversation(req).await?.into_inner())
+        let policy = self.policy_for(&req.idempotency_key);
+        let stub = self.conversations();
+        retry_unary(policy, || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            async move { stub.start_conversation(req).await.map(tonic::Response::into_inner) }
+        })
+        .await
     }
 
     /// Sends one user turn and streams it: [`TurnEvent::Event`]s as the run progresses, then one
-    /// [`TurnEvent::Result`]. A turn that fails ends the stream with `Err`.
+    /// [`TurnEvent::Result`]. A turn that fails ends the stream with `Err`. With an idempotency
+    /// key the call is retried, and a broken stream re-attached, per the client's
+    /// [`RetryPolicy`], each event delivered once.
     pub async fn send_message(
         &self,
         conversation_id: &str,
@@ -976,17 +1087,30 @@ impl Client {
             idempotency_key: non_empty(opts.idempotency_key),
             busy_policy: busy_policy as i32,
         };
-        let stream = self.conversations().send_message(req).await?.into_inner();
-        let stream = stream.filter_map(|item| {
-            use v1::send_message_response::Payload;
-            futures::future::ready(match item {
-                Ok(v1::SendMessageResponse { payload: Some(Payload::Event(e)) }) => Some(Ok(TurnEvent::Event(e))),
-                Ok(v1::SendMessageResponse { payload: Some(Payload::Result(r)) }) => Some(Ok(TurnEvent::Result(r))),
-                Ok(v1::SendMessageResponse { payload: None }) => None,
-                Err(status) => Some(Err(ClientError::from(status))),
+        let key = req.idempotency_key.clone();
+        let stub = self.conversations();
+        let open: Opener<TurnEvent> = Box::new(move || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            Box::pin(async move {
+                let stream = stub.send_message(req).await?.into_inner();
+                Ok(stream
+                    .filter_map(|item| {
+                        use v1::send_message_response::Payload;
+                        futures::future::ready(match item {
+                            Ok(v1::SendMessageResponse { payload: Some(Payload::Event(e)) }) => {
+                                Some(Ok(TurnEvent::Event(e)))
+                            }
+                            Ok(v1::SendMessageResponse { payload: Some(Payload::Result(r)) }) => {
+                                Some(Ok(TurnEvent::Result(r)))
+                            }
+                            Ok(v1::SendMessageResponse { payload: None }) => None,
+                            Err(status) => Some(Err(status)),
+                        })
+                    })
+                    .boxed())
             })
         });
-        Ok(Box::pin(stream))
+        self.run_stream(&key, open).await
     }
 
     /// Sends one user turn and waits for it: returns every event and the result. Fails with the
@@ -1013,7 +1137,8 @@ impl Client {
     /// `after_event_id` (0: all the replica keeps), then live ones, ending after the run's last
     /// event. Each item says how many events the replica no longer held before it (`skipped`).
     /// NOT_FOUND when this replica does not know the run: retry the original call with its
-    /// idempotency key instead. Event ids number one execution of a run on one replica; a
+    /// idempotency key instead. Never retried; streams with an idempotency key re-attach on
+    /// their own ([`RetryPolicy`]). Event ids number one execution of a run on one replica; a
     /// resumed or taken-over run starts again at 1 (`RunStarted.resumed`).
     pub async fn subscribe_run(&self, run_id: &str, after_event_id: u64) -> Result<RunEventStream, ClientError> {
         let req = v1::SubscribeRunRequest { run_id: run_id.to_string(), after_event_id };
@@ -1042,7 +1167,9 @@ impl Client {
         Ok(self.conversations().list_conversations(req).await?.into_inner())
     }
 
-    /// Clears a conversation's messages and collected fields; returns it afterwards.
+    /// Clears a conversation's messages and collected fields; returns it afterwards. With an
+    /// idempotency key a retry returns the first call's outcome, and the call is retried per the
+    /// client's [`RetryPolicy`].
     pub async fn reset_conversation(
         &self,
         conversation_id: &str,
@@ -1052,7 +1179,13 @@ impl Client {
             conversation_id: conversation_id.to_string(),
             idempotency_key: non_empty(idempotency_key),
         };
-        let resp = self.conversations().reset_conversation(req).await?.into_inner();
+        let policy = self.policy_for(&req.idempotency_key);
+        let stub = self.conversations();
+        let resp = retry_unary(policy, || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            async move { stub.reset_conversation(req).await.map(tonic::Response::into_inner) }
+        })
+        .await?;
         Ok(resp.conversation.unwrap_or_default())
     }
 
@@ -1104,7 +1237,8 @@ impl Client {
     /// [`TriageEvent::Event`]s (only when the customer has active tickets), one
     /// [`TriageEvent::Resolution`] (the ticket the message belongs to), [`TriageEvent::Event`]s as
     /// the ticket's run progresses, then one [`TriageEvent::Result`]. A triage that fails ends the
-    /// stream with `Err`; an unknown customer fails the call itself with `NOT_FOUND`.
+    /// stream with `Err`; an unknown customer fails the call itself with `NOT_FOUND`. Retries and
+    /// re-attaching as for [`Client::send_message`] (the resolution is delivered once).
     pub async fn triage_ticket(
         &self,
         customer_id: &str,
@@ -1118,20 +1252,30 @@ impl Client {
             language: non_empty(opts.language),
             idempotency_key: non_empty(opts.idempotency_key),
         };
-        let stream = self.triage().triage_ticket(req).await?.into_inner();
-        let stream = stream.filter_map(|item| {
-            use v1::triage_ticket_response::Payload;
-            futures::future::ready(match item {
-                Ok(v1::TriageTicketResponse { payload: Some(Payload::Resolution(r)) }) => {
-                    Some(Ok(TriageEvent::Resolution(r)))
-                }
-                Ok(v1::TriageTicketResponse { payload: Some(Payload::Event(e)) }) => Some(Ok(TriageEvent::Event(e))),
-                Ok(v1::TriageTicketResponse { payload: Some(Payload::Result(r)) }) => Some(Ok(TriageEvent::Result(r))),
-                Ok(v1::TriageTicketResponse { payload: None }) => None,
-                Err(status) => Some(Err(ClientError::from(status))),
+        let key = req.idempotency_key.clone();
+        let stub = self.triage();
+        let open: Opener<TriageEvent> = Box::new(move || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            Box::pin(async move {
+                let stream = stub.triage_ticket(req).await?.into_inner();
+                Ok(stream
+                    .filter_map(|item| {
+                        use v1::triage_ticket_response::Payload;
+                        futures::future::ready(match item {
+                            Ok(v1::TriageTicketResponse { payload }) => payload.map(|payload| {
+                                Ok(match payload {
+                                    Payload::Resolution(r) => TriageEvent::Resolution(r),
+                                    Payload::Event(e) => TriageEvent::Event(e),
+                                    Payload::Result(r) => TriageEvent::Result(r),
+                                })
+                            }),
+                            Err(status) => Some(Err(status)),
+                        })
+                    })
+                    .boxed())
             })
         });
-        Ok(Box::pin(stream))
+        self.run_stream(&key, open).await
     }
 
     /// Triages one customer message and waits for it: returns the ticket resolution, every run
@@ -1195,7 +1339,8 @@ impl Client {
     /// [`InvestigationEvent::StatusChange`]s as the run progresses, then one
     /// [`InvestigationEvent::Investigation`] (finished, or awaiting a reply). An unknown mutation
     /// is `NOT_FOUND`; a second investigation of one mutation is `ALREADY_EXISTS`. A retry with
-    /// the same `idempotency_key` and mutation returns the first call's outcome.
+    /// the same `idempotency_key` and mutation returns the first call's outcome; with one, the
+    /// call is retried and re-attached as [`Client::send_message`] is.
     pub async fn start_investigation(
         &self,
         mutation: impl Into<MutationRef>,
@@ -1208,8 +1353,16 @@ impl Client {
         };
         let req =
             v1::StartInvestigationRequest { mutation: Some(mutation), idempotency_key: non_empty(idempotency_key) };
-        let stream = self.investigations().start_investigation(req).await?.into_inner();
-        Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+        let key = req.idempotency_key.clone();
+        let stub = self.investigations();
+        let open: Opener<InvestigationEvent> = Box::new(move || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            Box::pin(async move {
+                let stream = stub.start_investigation(req).await?.into_inner();
+                Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+            })
+        });
+        self.run_stream(&key, open).await
     }
 
     /// Starts an investigation and waits for its run: returns everything it streamed and the
@@ -1227,7 +1380,9 @@ impl Client {
     /// manager's decision) and streams the continuation as [`Client::start_investigation`] does.
     /// An unknown action is `NOT_FOUND` (`INTERRUPT_NOT_FOUND`), one already answered
     /// `FAILED_PRECONDITION` (`INTERRUPT_ANSWERED`), a reply from someone else
-    /// `PERMISSION_DENIED` (`WRONG_RESPONDER`).
+    /// `PERMISSION_DENIED` (`WRONG_RESPONDER`). With an idempotency key
+    /// ([`Reply::with_idempotency_key`]) the call is retried and re-attached as
+    /// [`Client::send_message`] is.
     pub async fn respond(
         &self,
         investigation_id: &str,
@@ -1243,8 +1398,16 @@ impl Client {
             decision: reply.decision.unwrap_or(v1::ManagerDecision::Unspecified) as i32,
             idempotency_key: non_empty(reply.idempotency_key),
         };
-        let stream = self.investigations().respond(req).await?.into_inner();
-        Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+        let key = req.idempotency_key.clone();
+        let stub = self.investigations();
+        let open: Opener<InvestigationEvent> = Box::new(move || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            Box::pin(async move {
+                let stream = stub.respond(req).await?.into_inner();
+                Ok(progress_stream(stream.map(|item| item.map(|r| r.progress))))
+            })
+        });
+        self.run_stream(&key, open).await
     }
 
     /// Answers a pending action and waits for the continuation: returns everything it streamed
@@ -1339,7 +1502,8 @@ impl Client {
     /// and expert answer as it is produced, then one [`ResearchEvent::Research`] (its outcome,
     /// final answer and reasoning trace). An empty question, a retry limit over 20 or an unknown
     /// corpus is `INVALID_ARGUMENT`. A retry with the same `idempotency_key` and request returns
-    /// the first call's outcome.
+    /// the first call's outcome; with one, the call is retried and re-attached as
+    /// [`Client::send_message`] is.
     pub async fn ask(&self, question: &str, opts: AskOptions) -> Result<ResearchStream, ClientError> {
         let req = v1::AskRequest {
             question: question.to_string(),
@@ -1347,25 +1511,34 @@ impl Client {
             corpus: non_empty(opts.corpus),
             idempotency_key: non_empty(opts.idempotency_key),
         };
-        let stream = self.research().ask(req).await?.into_inner();
-        let stream = stream.filter_map(|item| {
-            use v1::ask_response::Payload;
-            futures::future::ready(match item {
-                Ok(v1::AskResponse { payload }) => payload.map(|payload| {
-                    Ok(match payload {
-                        Payload::Event(e) => ResearchEvent::Event(e),
-                        Payload::Message(m) => ResearchEvent::Message(m),
-                        Payload::Plan(p) => ResearchEvent::Plan(p),
-                        Payload::ResearchResult(r) => ResearchEvent::Result(r),
-                        Payload::CriticDecision(v) => ResearchEvent::CriticDecision(v),
-                        Payload::ExpertAnswer(e) => ResearchEvent::ExpertAnswer(e),
-                        Payload::Research(r) => ResearchEvent::Research(r),
+        let key = req.idempotency_key.clone();
+        let stub = self.research();
+        let open: Opener<ResearchEvent> = Box::new(move || {
+            let (mut stub, req) = (stub.clone(), req.clone());
+            Box::pin(async move {
+                let stream = stub.ask(req).await?.into_inner();
+                Ok(stream
+                    .filter_map(|item| {
+                        use v1::ask_response::Payload;
+                        futures::future::ready(match item {
+                            Ok(v1::AskResponse { payload }) => payload.map(|payload| {
+                                Ok(match payload {
+                                    Payload::Event(e) => ResearchEvent::Event(e),
+                                    Payload::Message(m) => ResearchEvent::Message(m),
+                                    Payload::Plan(p) => ResearchEvent::Plan(p),
+                                    Payload::ResearchResult(r) => ResearchEvent::Result(r),
+                                    Payload::CriticDecision(v) => ResearchEvent::CriticDecision(v),
+                                    Payload::ExpertAnswer(e) => ResearchEvent::ExpertAnswer(e),
+                                    Payload::Research(r) => ResearchEvent::Research(r),
+                                })
+                            }),
+                            Err(status) => Some(Err(status)),
+                        })
                     })
-                }),
-                Err(status) => Some(Err(ClientError::from(status))),
+                    .boxed())
             })
         });
-        Ok(Box::pin(stream))
+        self.run_stream(&key, open).await
     }
 
     /// Asks a research question and waits for the answer: returns everything the run streamed
@@ -1412,7 +1585,7 @@ impl Client {
 
 /// Maps the `progress` of StartInvestigation and Respond responses to [`InvestigationEvent`]s,
 /// skipping empty ones.
-fn progress_stream<S>(stream: S) -> InvestigationStream
+fn progress_stream<S>(stream: S) -> retry::CallStream<InvestigationEvent>
 where
     S: Stream<Item = Result<Option<v1::InvestigationProgress>, tonic::Status>> + Send + 'static,
 {
@@ -1427,7 +1600,7 @@ where
                     Payload::Investigation(i) => InvestigationEvent::Investigation(i),
                 })
             }),
-            Err(status) => Some(Err(ClientError::from(status))),
+            Err(status) => Some(Err(status)),
         })
     }))
 }
@@ -1445,6 +1618,61 @@ async fn collect_investigation(mut stream: InvestigationStream) -> Result<Invest
     }
     run.investigation = investigation.ok_or(ClientError::StreamEndedWithoutResult)?;
     Ok(run)
+}
+
+impl RunItem for TurnEvent {
+    fn kind(&self) -> ItemKind<'_> {
+        match self {
+            TurnEvent::Event(e) => ItemKind::Event(e),
+            TurnEvent::Result(_) => ItemKind::Result,
+        }
+    }
+
+    fn from_event(event: v1::RunEvent) -> Self {
+        TurnEvent::Event(event)
+    }
+}
+
+impl RunItem for TriageEvent {
+    fn kind(&self) -> ItemKind<'_> {
+        match self {
+            TriageEvent::Resolution(_) => ItemKind::Resolution,
+            TriageEvent::Event(e) => ItemKind::Event(e),
+            TriageEvent::Result(_) => ItemKind::Result,
+        }
+    }
+
+    fn from_event(event: v1::RunEvent) -> Self {
+        TriageEvent::Event(event)
+    }
+}
+
+impl RunItem for InvestigationEvent {
+    fn kind(&self) -> ItemKind<'_> {
+        match self {
+            InvestigationEvent::Event(e) => ItemKind::Event(e),
+            InvestigationEvent::Message(_) | InvestigationEvent::StatusChange(_) => ItemKind::Derived,
+            InvestigationEvent::Investigation(_) => ItemKind::Result,
+        }
+    }
+
+    fn from_event(event: v1::RunEvent) -> Self {
+        InvestigationEvent::Event(event)
+    }
+}
+
+impl RunItem for ResearchEvent {
+    fn kind(&self) -> ItemKind<'_> {
+        match self {
+            ResearchEvent::Event(e) => ItemKind::Event(e),
+            ResearchEvent::Research(_) => ItemKind::Result,
+            _ => ItemKind::Derived,
+        }
+    }
+
+    fn from_event(event: v1::RunEvent) -> Self {
+        ResearchEvent::Event(event)
+    }
 }
 
 /// Formats a duration compactly: `850µs`, `12ms`, `1.25s`, `2m05s`.

@@ -1,0 +1,482 @@
+//! Retries and re-attaching, against a tiny in-process fake server (no real frontdesk-server):
+//! it answers StartConversation, SendMessage and SubscribeRun as each test scripts it, and
+//! records what it was asked.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use frontdesk_client::{v1, Client, ClientError, RetryPolicy, SendOptions, StartOptions, TurnEvent};
+use futures::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+use v1::conversation_service_server::{ConversationService, ConversationServiceServer};
+use v1::run_event::Kind;
+use v1::workflow_service_server::{WorkflowService, WorkflowServiceServer};
+
+const RUN: &str = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d";
+const LAST: u64 = 5;
+const ALL: [u64; 5] = [1, 2, 3, 4, 5];
+
+/// An error the fake answers with: code, reason, and the `RetryInfo` delay if any.
+#[derive(Clone, Copy)]
+struct Scripted(Code, &'static str, Option<Duration>);
+
+impl Scripted {
+    fn status(self) -> Status {
+        let mut details = ErrorDetails::with_error_info(self.1, "frontdesk.dev", HashMap::new());
+        if let Some(delay) = self.2 {
+            details.set_retry_info(Some(delay));
+        }
+        Status::with_error_details(self.0, "scripted failure", details)
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    /// Each StartConversation call takes the next: an error, or success once they run out.
+    start_errors: VecDeque<Scripted>,
+    /// Each SendMessage call takes the next: an error before any event, or the turn.
+    send_errors: VecDeque<Scripted>,
+    /// Every SendMessage after the first answers this (once `send_errors` ran out).
+    resend_error: Option<Scripted>,
+    /// The first SendMessage that streams breaks after this many events, with `break_with`.
+    break_after: Option<u64>,
+    break_with: Option<Scripted>,
+    /// SubscribeRun answers this instead of the run's events.
+    subscribe_error: Option<Scripted>,
+    /// SubscribeRun's last event is a RunFailed (FAILED_PRECONDITION CONVERSATION_ENDED).
+    run_fails: bool,
+}
+
+#[derive(Default)]
+struct Seen {
+    start_calls: Vec<Instant>,
+    send_calls: Vec<Instant>,
+    subscribe_calls: Vec<u64>,
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    script: Arc<Mutex<Script>>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+fn event(id: u64) -> v1::RunEvent {
+    let kind = match id {
+        1 => Kind::RunStarted(v1::RunStarted { thread_id: "c1".into(), workflow: "intake".into(), resumed: false }),
+        LAST => Kind::RunFinished(v1::RunFinished::default()),
+        _ => Kind::NodeStarted(v1::NodeStarted { step: id as u32 }),
+    };
+    v1::RunEvent {
+        run_id: RUN.into(),
+        event_id: id,
+        time: Some(prost_types::Timestamp { seconds: 1_700_000_000, nanos: id as i32 }),
+        node: "n".into(),
+        task: None,
+        kind: Some(kind),
+    }
+}
+
+type Items<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// A stream of `items`, sent from a task as a live server would.
+fn stream_of<T: Send + 'static>(items: Vec<Result<T, Status>>) -> Items<T> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        for item in items {
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    });
+    Box::pin(ReceiverStream::new(rx))
+}
+
+#[tonic::async_trait]
+impl ConversationService for Fake {
+    async fn start_conversation(
+        &self,
+        _: Request<v1::StartConversationRequest>,
+    ) -> Result<Response<v1::StartConversationResponse>, Status> {
+        self.seen.lock().unwrap().start_calls.push(Instant::now());
+        if let Some(err) = self.script.lock().unwrap().start_errors.pop_front() {
+            return Err(err.status());
+        }
+        let conversation = v1::Conversation { conversation_id: "c1".into(), ..Default::default() };
+        Ok(Response::new(v1::StartConversationResponse { conversation: Some(conversation), welcome: None }))
+    }
+
+    type SendMessageStream = Items<v1::SendMessageResponse>;
+
+    async fn send_message(
+        &self,
+        _: Request<v1::SendMessageRequest>,
+    ) -> Result<Response<Self::SendMessageStream>, Status> {
+        let first = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.send_calls.push(Instant::now());
+            seen.send_calls.len() == 1
+        };
+        let mut script = self.script.lock().unwrap();
+        if let Some(err) = script.send_errors.pop_front().or(script.resend_error.filter(|_| !first)) {
+            return Err(err.status());
+        }
+        use v1::send_message_response::Payload;
+        let mut items = Vec::new();
+        for id in 1..=LAST {
+            if let (true, Some(after)) = (first, script.break_after) {
+                if id > after {
+                    let err = script.break_with.unwrap_or(Scripted(Code::Unavailable, "STORE_UNAVAILABLE", None));
+                    items.push(Err(err.status()));
+                    return Ok(Response::new(stream_of(items)));
+                }
+            }
+            items.push(Ok(v1::SendMessageResponse { payload: Some(Payload::Event(event(id))) }));
+        }
+        let result = v1::TurnResult { run_id: RUN.into(), replayed: !first, ..Default::default() };
+        items.push(Ok(v1::SendMessageResponse { payload: Some(Payload::Result(result)) }));
+        Ok(Response::new(stream_of(items)))
+    }
+
+    async fn get_conversation(
+        &self,
+        _: Request<v1::GetConversationRequest>,
+    ) -> Result<Response<v1::GetConversationResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_conversations(
+        &self,
+        _: Request<v1::ListConversationsRequest>,
+    ) -> Result<Response<v1::ListConversationsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn reset_conversation(
+        &self,
+        _: Request<v1::ResetConversationRequest>,
+    ) -> Result<Response<v1::ResetConversationResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn delete_conversation(
+        &self,
+        _: Request<v1::DeleteConversationRequest>,
+    ) -> Result<Response<v1::DeleteConversationResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+}
+
+#[tonic::async_trait]
+impl WorkflowService for Fake {
+    async fn list_workflows(
+        &self,
+        _: Request<v1::ListWorkflowsRequest>,
+    ) -> Result<Response<v1::ListWorkflowsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn describe_workflow(
+        &self,
+        _: Request<v1::DescribeWorkflowRequest>,
+    ) -> Result<Response<v1::DescribeWorkflowResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn cancel_run(&self, _: Request<v1::CancelRunRequest>) -> Result<Response<v1::CancelRunResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_llm_calls(
+        &self,
+        _: Request<v1::ListLlmCallsRequest>,
+    ) -> Result<Response<v1::ListLlmCallsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    type SubscribeRunStream = Items<v1::SubscribeRunResponse>;
+
+    async fn subscribe_run(
+        &self,
+        request: Request<v1::SubscribeRunRequest>,
+    ) -> Result<Response<Self::SubscribeRunStream>, Status> {
+        let after = request.into_inner().after_event_id;
+        self.seen.lock().unwrap().subscribe_calls.push(after);
+        let script = self.script.lock().unwrap();
+        if let Some(err) = script.subscribe_error {
+            return Err(err.status());
+        }
+        let items = (after + 1..=LAST)
+            .map(|id| {
+                let mut e = event(id);
+                if id == LAST && script.run_fails {
+                    e.kind = Some(Kind::RunFailed(v1::RunFailed {
+                        code: Code::FailedPrecondition as i32,
+                        message: "the conversation has ended".into(),
+                        reason: "CONVERSATION_ENDED".into(),
+                    }));
+                }
+                Ok(v1::SubscribeRunResponse { event: Some(e), skipped: 0 })
+            })
+            .collect();
+        Ok(Response::new(stream_of(items)))
+    }
+}
+
+/// Fast enough for tests; `RetryInfo` delays still rule where the fake sends them.
+fn fast() -> RetryPolicy {
+    RetryPolicy {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        ..RetryPolicy::default()
+    }
+}
+
+/// Serves a fake scripted by `script` on a loopback port; a client of it with `policy`
+/// (`None`: retries off).
+async fn start(script: Script, policy: Option<RetryPolicy>) -> (Fake, Client) {
+    let fake = Fake { script: Arc::new(Mutex::new(script)), seen: Arc::default() };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ConversationServiceServer::new(fake.clone()))
+            .add_service(WorkflowServiceServer::new(fake.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let builder = Client::builder(format!("http://{addr}"));
+    let builder = match policy {
+        Some(policy) => builder.retry_policy(policy),
+        None => builder.no_retries(),
+    };
+    (fake, builder.connect().await.unwrap())
+}
+
+fn keyed_start() -> StartOptions {
+    StartOptions { idempotency_key: Some("k1".into()), ..StartOptions::default() }
+}
+
+fn keyed_send() -> SendOptions {
+    SendOptions { idempotency_key: Some("k1".into()), ..SendOptions::default() }
+}
+
+/// The event ids a turn's stream delivered, its result, and the error that ended it.
+async fn collect_turn(client: &Client, opts: SendOptions) -> (Vec<u64>, Option<v1::TurnResult>, Option<ClientError>) {
+    let mut stream = match client.send_message("c1", "hi", opts).await {
+        Ok(stream) => stream,
+        Err(err) => return (Vec::new(), None, Some(err)),
+    };
+    let (mut ids, mut result) = (Vec::new(), None);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(TurnEvent::Event(e)) => ids.push(e.event_id),
+            Ok(TurnEvent::Result(r)) => result = Some(r),
+            Err(err) => return (ids, result, Some(err)),
+        }
+    }
+    (ids, result, None)
+}
+
+fn gaps(calls: &[Instant]) -> Vec<Duration> {
+    calls.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[tokio::test]
+async fn a_keyed_call_is_retried_after_unavailable_waiting_the_retry_info_delay() {
+    let delay = Some(Duration::from_millis(200));
+    let script = Script {
+        start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", delay); 2].into(),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let started = client.start_conversation("intake", keyed_start()).await.unwrap();
+    assert_eq!(started.conversation.unwrap().conversation_id, "c1");
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(seen.start_calls.len(), 3);
+    for gap in gaps(&seen.start_calls) {
+        assert!(gap >= Duration::from_millis(190), "gap {gap:?} is shorter than the RetryInfo delay (200ms)");
+    }
+}
+
+#[tokio::test]
+async fn a_keyed_turn_answered_aborted_thread_busy_is_retried() {
+    let script = Script {
+        send_errors: [Scripted(Code::Aborted, "THREAD_BUSY", Some(Duration::from_millis(100)))].into(),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let (events, result) = client.send_message_and_wait("c1", "hi", keyed_send()).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.event_id).collect::<Vec<_>>(), ALL);
+    assert_eq!(result.run_id, RUN);
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(seen.send_calls.len(), 2);
+    assert!(gaps(&seen.send_calls)[0] >= Duration::from_millis(95), "the THREAD_BUSY RetryInfo was not waited");
+}
+
+#[tokio::test]
+async fn backoff_without_retry_info_is_quick() {
+    let script = Script { start_errors: [Scripted(Code::Aborted, "THREAD_BUSY", None); 2].into(), ..Script::default() };
+    let (fake, client) = start(script, Some(fast())).await;
+    let before = Instant::now();
+    client.start_conversation("intake", keyed_start()).await.unwrap();
+    assert!(before.elapsed() < Duration::from_millis(500), "{:?}", before.elapsed());
+    assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 3);
+}
+
+#[tokio::test]
+async fn calls_without_a_key_are_never_retried() {
+    let script = Script {
+        start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", Some(Duration::from_millis(10)))].into(),
+        break_after: Some(2),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let err = client.start_conversation("intake", StartOptions::default()).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::Unavailable));
+
+    let (ids, result, err) = collect_turn(&client, SendOptions::default()).await;
+    assert_eq!((ids, result), (vec![1, 2], None));
+    assert_eq!(err.and_then(|e| e.code()), Some(Code::Unavailable));
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!((seen.start_calls.len(), seen.send_calls.len()), (1, 1));
+    assert!(seen.subscribe_calls.is_empty());
+}
+
+#[tokio::test]
+async fn attempts_are_bounded_by_the_policy() {
+    let busy = Scripted(Code::Aborted, "THREAD_BUSY", Some(Duration::from_millis(10)));
+    let script = Script { start_errors: [busy; 10].into(), ..Script::default() };
+    let (fake, client) = start(script, Some(RetryPolicy { max_attempts: 3, ..fast() })).await;
+    let err = client.start_conversation("intake", keyed_start()).await.unwrap_err();
+    assert_eq!((err.code(), err.reason()), (Some(Code::Aborted), Some("THREAD_BUSY")));
+    assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 3);
+}
+
+#[tokio::test]
+async fn waits_are_bounded_by_max_wait() {
+    let busy = Scripted(Code::Aborted, "THREAD_BUSY", Some(Duration::from_millis(150)));
+    let script = Script { start_errors: [busy; 10].into(), ..Script::default() };
+    let policy = RetryPolicy { max_wait: Duration::from_millis(400), ..fast() };
+    let (fake, client) = start(script, Some(policy)).await;
+    client.start_conversation("intake", keyed_start()).await.unwrap_err();
+    // 150 + 150 fits in 400 ms, a third wait would not.
+    assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 3);
+}
+
+#[tokio::test]
+async fn retries_switched_off() {
+    let script = Script {
+        start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", Some(Duration::from_millis(10)))].into(),
+        break_after: Some(2),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, None).await;
+    assert!(client.retry_policy().is_none());
+    client.start_conversation("intake", keyed_start()).await.unwrap_err();
+    let (ids, _, err) = collect_turn(&client, keyed_send()).await;
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(err.and_then(|e| e.code()), Some(Code::Unavailable));
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!((seen.start_calls.len(), seen.send_calls.len()), (1, 1));
+    assert!(seen.subscribe_calls.is_empty());
+}
+
+#[tokio::test]
+async fn a_broken_stream_reattaches_with_subscribe_run_and_delivers_each_event_once() {
+    let script = Script { break_after: Some(3), ..Script::default() };
+    let (fake, client) = start(script, Some(fast())).await;
+    let (ids, result, err) = collect_turn(&client, keyed_send()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ids, ALL, "each event once");
+    // SubscribeRun yields no result: the call is sent again with its key for the recorded one,
+    // and the events it streams again are dropped.
+    assert_eq!(result.map(|r| (r.run_id, r.replayed)), Some((RUN.to_string(), true)));
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(seen.subscribe_calls, [3], "re-attached from the last event delivered");
+    assert_eq!(seen.send_calls.len(), 2);
+}
+
+#[tokio::test]
+async fn subscribe_run_not_found_falls_back_to_sending_the_keyed_call_again() {
+    let script = Script {
+        break_after: Some(2),
+        subscribe_error: Some(Scripted(Code::NotFound, "NOT_FOUND", None)),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let (ids, result, err) = collect_turn(&client, keyed_send()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ids, ALL);
+    assert!(result.is_some());
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!((seen.subscribe_calls.as_slice(), seen.send_calls.len()), (&[2][..], 2));
+}
+
+/// A server stopping a run at shutdown ends its stream, and its subscribers', with UNAVAILABLE
+/// SHUTTING_DOWN and RetryInfo: the keyed call is sent again after that delay, and attaches to
+/// the run where it resumed.
+#[tokio::test]
+async fn a_run_stopped_by_shutting_down_is_followed_by_a_keyed_retry() {
+    let shutting_down = Scripted(Code::Unavailable, "SHUTTING_DOWN", Some(Duration::from_millis(200)));
+    let script = Script {
+        break_after: Some(2),
+        break_with: Some(shutting_down),
+        subscribe_error: Some(shutting_down),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let (ids, result, err) = collect_turn(&client, keyed_send()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ids, ALL);
+    assert!(result.is_some());
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!((seen.subscribe_calls.as_slice(), seen.send_calls.len()), (&[2][..], 2));
+    assert!(gaps(&seen.send_calls)[0] >= Duration::from_millis(190), "the SHUTTING_DOWN RetryInfo was not waited");
+}
+
+#[tokio::test]
+async fn a_run_that_failed_while_reattached_fails_the_call_with_its_reason() {
+    let script = Script { break_after: Some(2), run_fails: true, ..Script::default() };
+    let (fake, client) = start(script, Some(fast())).await;
+    let (ids, _, err) = collect_turn(&client, keyed_send()).await;
+    let err = err.expect("the run's failure");
+    assert_eq!((err.code(), err.reason()), (Some(Code::FailedPrecondition), Some("CONVERSATION_ENDED")));
+    assert_eq!(err.api().unwrap().message, "the conversation has ended");
+    assert_eq!(ids, ALL);
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!((seen.subscribe_calls.as_slice(), seen.send_calls.len()), (&[2][..], 1));
+}
+
+#[tokio::test]
+async fn without_reattach_the_call_is_sent_again() {
+    let script = Script { break_after: Some(2), ..Script::default() };
+    let (fake, client) = start(script, Some(RetryPolicy { reattach: false, ..fast() })).await;
+    let (ids, result, err) = collect_turn(&client, keyed_send()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ids, ALL);
+    assert!(result.is_some());
+    let seen = fake.seen.lock().unwrap();
+    assert!(seen.subscribe_calls.is_empty());
+    assert_eq!(seen.send_calls.len(), 2);
+}
+
+#[tokio::test]
+async fn a_fallback_is_bounded_by_max_attempts() {
+    let busy = Scripted(Code::Aborted, "THREAD_BUSY", Some(Duration::from_millis(20)));
+    let script = Script {
+        break_after: Some(2),
+        subscribe_error: Some(Scripted(Code::NotFound, "NOT_FOUND", None)),
+        resend_error: Some(busy),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(RetryPolicy { max_attempts: 3, ..fast() })).await;
+    let (_, _, err) = collect_turn(&client, keyed_send()).await;
+    let err = err.expect("an error");
+    assert_eq!((err.code(), err.reason()), (Some(Code::Aborted), Some("THREAD_BUSY")), "{err}");
+    assert_eq!(fake.seen.lock().unwrap().send_calls.len(), 3);
+}
