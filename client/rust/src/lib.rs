@@ -202,6 +202,9 @@
 //!   delivered produced (an agent message, a status change, a plan, a triage's resolution) is
 //!   dropped with it. While re-attached only [`v1::RunEvent`]s arrive; the final result holds every
 //!   message.
+//! - **Watching**: [`Client::watch_investigation`] goes on from the last `seq` it delivered when
+//!   its stream ends with `UNAVAILABLE`, under the same policy, key or not (watching changes
+//!   nothing).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
@@ -1447,22 +1450,27 @@ impl Client {
 
     /// Streams an investigation's audit entries with a `seq` above `after_seq` (0: the whole
     /// trail), then each new one as it is written; the stream ends once the advisory report is
-    /// generated.
+    /// generated. When the stream ends with `UNAVAILABLE` (its server shutting down,
+    /// `SHUTTING_DOWN`, or the connection broken) the watch goes on from the last `seq` received,
+    /// under the client's [`RetryPolicy`] (with or without a key: watching changes nothing), its
+    /// attempts and waits counted afresh after each entry; other errors, and the last
+    /// `UNAVAILABLE` when the policy allows no more (or is off), end the stream with `Err`.
     pub async fn watch_investigation(
         &self,
         investigation_id: &str,
         after_seq: u32,
     ) -> Result<AuditStream, ClientError> {
-        let req = v1::WatchInvestigationRequest { investigation_id: investigation_id.to_string(), after_seq };
-        let stream = self.investigations().watch_investigation(req).await?.into_inner();
-        let stream = stream.filter_map(|item| {
-            futures::future::ready(match item {
-                Ok(v1::WatchInvestigationResponse { entry: Some(e) }) => Some(Ok(e)),
-                Ok(v1::WatchInvestigationResponse { entry: None }) => None,
-                Err(status) => Some(Err(ClientError::from(status))),
-            })
-        });
-        Ok(Box::pin(stream))
+        let watch = AuditWatch {
+            stub: self.investigations(),
+            investigation_id: investigation_id.to_string(),
+            last_seq: after_seq,
+            policy: self.retry,
+            budget: retry::Budget::new(self.retry),
+            stream: None,
+        };
+        let stream = watch.open().await.map_err(ClientError::from)?;
+        let watch = AuditWatch { stream: Some(stream), ..watch };
+        Ok(Box::pin(futures::stream::unfold(watch, |mut w| async move { w.next().await.map(|item| (item, w)) })))
     }
 
     /// The audit trail of one investigation, or of one message exchange by correlation id, in
@@ -1618,6 +1626,62 @@ async fn collect_investigation(mut stream: InvestigationStream) -> Result<Invest
     }
     run.investigation = investigation.ok_or(ClientError::StreamEndedWithoutResult)?;
     Ok(run)
+}
+
+/// One [`Client::watch_investigation`]: the stream, and where to resume it.
+struct AuditWatch {
+    stub: InvestigationServiceClient<AuthChannel>,
+    investigation_id: String,
+    last_seq: u32,
+    policy: Option<RetryPolicy>,
+    budget: retry::Budget,
+    /// `None` once the watch has ended.
+    stream: Option<tonic::Streaming<v1::WatchInvestigationResponse>>,
+}
+
+impl AuditWatch {
+    async fn open(&self) -> Result<tonic::Streaming<v1::WatchInvestigationResponse>, tonic::Status> {
+        let req =
+            v1::WatchInvestigationRequest { investigation_id: self.investigation_id.clone(), after_seq: self.last_seq };
+        Ok(self.stub.clone().watch_investigation(req).await?.into_inner())
+    }
+
+    async fn next(&mut self) -> Option<Result<v1::AuditEntry, ClientError>> {
+        loop {
+            let status = match self.stream.as_mut()?.next().await {
+                Some(Ok(v1::WatchInvestigationResponse { entry: Some(entry) })) => {
+                    self.last_seq = self.last_seq.max(entry.seq);
+                    // A watch lives as long as its investigation: only failures in a row count.
+                    self.budget = retry::Budget::new(self.policy);
+                    return Some(Ok(entry));
+                }
+                Some(Ok(v1::WatchInvestigationResponse { entry: None })) => continue,
+                Some(Err(status)) => status,
+                None => {
+                    self.stream = None;
+                    return None;
+                }
+            };
+            self.stream = None;
+            let mut err = ClientError::from(status);
+            loop {
+                let wait = match err.code() {
+                    Some(Code::Unavailable) => self.budget.delay_for(&err),
+                    _ => None,
+                };
+                let Some(wait) = wait else { return Some(Err(err)) };
+                self.budget.spend(wait);
+                tokio::time::sleep(wait).await;
+                match self.open().await {
+                    Ok(stream) => {
+                        self.stream = Some(stream);
+                        break;
+                    }
+                    Err(status) => err = status.into(),
+                }
+            }
+        }
+    }
 }
 
 impl RunItem for TurnEvent {

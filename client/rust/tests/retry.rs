@@ -1,6 +1,6 @@
-//! Retries and re-attaching, against a tiny in-process fake server (no real frontdesk-server):
-//! it answers StartConversation, SendMessage and SubscribeRun as each test scripts it, and
-//! records what it was asked.
+//! Retries, re-attaching and resumed watches, against a tiny in-process fake server (no real
+//! frontdesk-server): it answers StartConversation, SendMessage, SubscribeRun and
+//! WatchInvestigation as each test scripts it, and records what it was asked.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -15,6 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 use v1::conversation_service_server::{ConversationService, ConversationServiceServer};
+use v1::investigation_service_server::{InvestigationService, InvestigationServiceServer};
 use v1::run_event::Kind;
 use v1::workflow_service_server::{WorkflowService, WorkflowServiceServer};
 
@@ -51,6 +52,13 @@ struct Script {
     subscribe_error: Option<Scripted>,
     /// SubscribeRun's last event is a RunFailed (FAILED_PRECONDITION CONVERSATION_ENDED).
     run_fails: bool,
+    /// The first WatchInvestigation sends entries 1..=n, then fails with `watch_break_with`;
+    /// later ones send the rest up to `watch_last` and end.
+    watch_break_after: u32,
+    watch_break_with: Option<Scripted>,
+    watch_last: u32,
+    /// Every WatchInvestigation after the first fails at once with this.
+    rewatch_error: Option<Scripted>,
 }
 
 #[derive(Default)]
@@ -58,6 +66,7 @@ struct Seen {
     start_calls: Vec<Instant>,
     send_calls: Vec<Instant>,
     subscribe_calls: Vec<u64>,
+    watch_calls: Vec<u32>,
 }
 
 #[derive(Clone, Default)]
@@ -228,6 +237,82 @@ impl WorkflowService for Fake {
     }
 }
 
+fn audit_entry(seq: u32) -> v1::AuditEntry {
+    v1::AuditEntry { investigation_id: "INV-1002".into(), seq, actor: "investigation".into(), ..Default::default() }
+}
+
+#[tonic::async_trait]
+impl InvestigationService for Fake {
+    type StartInvestigationStream = Items<v1::StartInvestigationResponse>;
+
+    async fn start_investigation(
+        &self,
+        _: Request<v1::StartInvestigationRequest>,
+    ) -> Result<Response<Self::StartInvestigationStream>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    type RespondStream = Items<v1::RespondResponse>;
+
+    async fn respond(&self, _: Request<v1::RespondRequest>) -> Result<Response<Self::RespondStream>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn get_investigation(
+        &self,
+        _: Request<v1::GetInvestigationRequest>,
+    ) -> Result<Response<v1::GetInvestigationResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_investigations(
+        &self,
+        _: Request<v1::ListInvestigationsRequest>,
+    ) -> Result<Response<v1::ListInvestigationsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    type WatchInvestigationStream = Items<v1::WatchInvestigationResponse>;
+
+    async fn watch_investigation(
+        &self,
+        request: Request<v1::WatchInvestigationRequest>,
+    ) -> Result<Response<Self::WatchInvestigationStream>, Status> {
+        let after = request.into_inner().after_seq;
+        let first = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.watch_calls.push(after);
+            seen.watch_calls.len() == 1
+        };
+        let script = self.script.lock().unwrap();
+        let entry = |seq| Ok(v1::WatchInvestigationResponse { entry: Some(audit_entry(seq)) });
+        let items = if first {
+            let mut items: Vec<_> = (after + 1..=script.watch_break_after).map(entry).collect();
+            items.extend(script.watch_break_with.map(|err| Err(err.status())));
+            items
+        } else if let Some(err) = script.rewatch_error {
+            return Err(err.status());
+        } else {
+            (after + 1..=script.watch_last).map(entry).collect()
+        };
+        Ok(Response::new(stream_of(items)))
+    }
+
+    async fn get_audit_trail(
+        &self,
+        _: Request<v1::GetAuditTrailRequest>,
+    ) -> Result<Response<v1::GetAuditTrailResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_pending_actions(
+        &self,
+        _: Request<v1::ListPendingActionsRequest>,
+    ) -> Result<Response<v1::ListPendingActionsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+}
+
 /// Fast enough for tests; `RetryInfo` delays still rule where the fake sends them.
 fn fast() -> RetryPolicy {
     RetryPolicy {
@@ -247,6 +332,7 @@ async fn start(script: Script, policy: Option<RetryPolicy>) -> (Fake, Client) {
         tonic::transport::Server::builder()
             .add_service(ConversationServiceServer::new(fake.clone()))
             .add_service(WorkflowServiceServer::new(fake.clone()))
+            .add_service(InvestigationServiceServer::new(fake.clone()))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     let builder = Client::builder(format!("http://{addr}"));
@@ -479,4 +565,55 @@ async fn a_fallback_is_bounded_by_max_attempts() {
     let err = err.expect("an error");
     assert_eq!((err.code(), err.reason()), (Some(Code::Aborted), Some("THREAD_BUSY")), "{err}");
     assert_eq!(fake.seen.lock().unwrap().send_calls.len(), 3);
+}
+
+#[tokio::test]
+async fn a_watch_resumes_from_the_last_seq_after_unavailable() {
+    let script = Script {
+        watch_break_after: 2,
+        watch_break_with: Some(Scripted(Code::Unavailable, "SHUTTING_DOWN", Some(Duration::from_millis(50)))),
+        watch_last: 4,
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(fast())).await;
+    let seqs: Vec<u32> = client
+        .watch_investigation("INV-1002", 0)
+        .await
+        .unwrap()
+        .map(|entry| entry.expect("no error").seq)
+        .collect()
+        .await;
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(fake.seen.lock().unwrap().watch_calls, [0, 2], "watched again from the last seq");
+}
+
+#[tokio::test]
+async fn a_watch_gives_up_as_the_policy_says() {
+    let unavailable = Scripted(Code::Unavailable, "SHUTTING_DOWN", Some(Duration::from_millis(10)));
+    let script = Script {
+        watch_break_after: 2,
+        watch_break_with: Some(unavailable),
+        rewatch_error: Some(unavailable),
+        ..Script::default()
+    };
+    let (fake, client) = start(script, Some(RetryPolicy { max_attempts: 3, ..fast() })).await;
+    let items: Vec<_> = client.watch_investigation("INV-1002", 0).await.unwrap().collect().await;
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[2].as_ref().unwrap_err().reason(), Some("SHUTTING_DOWN"));
+    assert_eq!(fake.seen.lock().unwrap().watch_calls, [0, 2, 2]);
+}
+
+#[tokio::test]
+async fn a_watch_without_retries_ends_with_the_error() {
+    let script = Script {
+        watch_break_after: 2,
+        watch_break_with: Some(Scripted(Code::Unavailable, "SHUTTING_DOWN", Some(Duration::from_millis(10)))),
+        watch_last: 4,
+        ..Script::default()
+    };
+    let (fake, client) = start(script, None).await;
+    let items: Vec<_> = client.watch_investigation("INV-1002", 0).await.unwrap().collect().await;
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[2].as_ref().unwrap_err().code(), Some(Code::Unavailable));
+    assert_eq!(fake.seen.lock().unwrap().watch_calls, [0]);
 }
