@@ -57,9 +57,10 @@ type Client struct {
 	Workflows      v1.WorkflowServiceClient
 
 	// Retry is how calls with an idempotency key are retried on UNAVAILABLE and ABORTED, and
-	// their broken streams re-attached (see RetryPolicy); Dial and New set
-	// DefaultRetryPolicy(). Set it to nil, before making calls, to turn both off; calls without
-	// an idempotency key are never retried.
+	// their broken streams re-attached, and how WatchInvestigation watches again after
+	// UNAVAILABLE (see RetryPolicy); Dial and New set DefaultRetryPolicy(). Set it to nil,
+	// before making calls, to turn all that off; other calls without an idempotency key are
+	// never retried.
 	Retry *RetryPolicy
 
 	conn  *grpc.ClientConn

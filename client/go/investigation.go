@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
 )
@@ -225,39 +226,77 @@ func (c *Client) AllInvestigations(ctx context.Context, status v1.InvestigationS
 
 // WatchInvestigation yields the investigation's audit entries with a seq above afterSeq (0 for
 // the whole trail), then each new one as it is written, on whichever replica writes it; it
-// ends once the advisory report is generated. A failure is yielded last, as (nil, *Error).
+// ends once the advisory report is generated. A stream that fails with UNAVAILABLE (a server
+// shutting down, reason SHUTTING_DOWN, or a broken connection) is watched again from the last
+// seq yielded, after the error's RetryInfo delay or the backoff, within c.Retry's MaxAttempts
+// and MaxWait (no idempotency key needed); each entry is yielded once. Any other failure, or
+// UNAVAILABLE with c.Retry nil or its bounds used up, is yielded last, as (nil, *Error).
 // Stopping the loop, or cancelling ctx, stops the call; once ctx is cancelled nothing more is
 // yielded but CANCELLED, even entries that had already arrived.
 func (c *Client) WatchInvestigation(ctx context.Context, investigationID string, afterSeq uint32) iter.Seq2[*v1.AuditEntry, error] {
 	return func(yield func(*v1.AuditEntry, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream, err := c.Investigations.WatchInvestigation(ctx, &v1.WatchInvestigationRequest{
-			InvestigationId: investigationID, AfterSeq: afterSeq,
-		})
-		if err != nil {
-			yield(nil, wrapError(err))
-			return
-		}
+		// A watch only reads the trail, and watching again after the last seq delivered can
+		// neither repeat nor lose an entry, so it resumes without an idempotency key. The
+		// attempts and waits count over the whole watch, as a run stream's re-attaches do.
+		b := newBudget(c.Retry)
+		last := afterSeq
 		for {
-			if err := contextError(ctx); err != nil {
+			stopped, err := c.watchOnce(ctx, investigationID, &last, yield)
+			if err == nil || stopped {
+				return
+			}
+			fe, _ := AsError(err)
+			if fe.Code != codes.Unavailable {
+				yield(nil, fe)
+				return
+			}
+			wait, ok := b.delay(ctx, fe)
+			if !ok {
+				yield(nil, fe)
+				return
+			}
+			b.calls++
+			b.waited += wait
+			if err := sleep(ctx, wait); err != nil {
 				yield(nil, err)
 				return
 			}
-			res, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				yield(nil, wrapError(err))
-				return
-			}
-			if res.GetEntry() == nil {
-				continue
-			}
-			if !yield(res.GetEntry(), nil) {
-				return
-			}
+		}
+	}
+}
+
+// watchOnce makes one WatchInvestigation call from *last, yielding its entries and advancing
+// *last. It returns stopped when the caller stopped the loop (then nothing more may be
+// yielded), else the error that ended the call (a *Error), nil when the watch ended normally.
+func (c *Client) watchOnce(ctx context.Context, investigationID string, last *uint32, yield func(*v1.AuditEntry, error) bool) (stopped bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Investigations.WatchInvestigation(ctx, &v1.WatchInvestigationRequest{
+		InvestigationId: investigationID, AfterSeq: *last,
+	})
+	if err != nil {
+		return false, wrapError(err)
+	}
+	for {
+		if err := contextError(ctx); err != nil {
+			return false, err
+		}
+		res, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, wrapError(err)
+		}
+		e := res.GetEntry()
+		// A server that sends an entry at or below the seq asked for must not make the caller
+		// see it twice.
+		if e == nil || e.GetSeq() <= *last {
+			continue
+		}
+		*last = e.GetSeq()
+		if !yield(e, nil) {
+			return true, nil
 		}
 	}
 }

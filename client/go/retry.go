@@ -15,7 +15,8 @@ import (
 )
 
 // RetryPolicy says how a Client retries calls that carry an idempotency key, on UNAVAILABLE
-// and ABORTED, and re-attaches their broken streams. Zero fields take the defaults
+// and ABORTED, and re-attaches their broken streams; WatchInvestigation watches again under it
+// after UNAVAILABLE. Zero fields take the defaults
 // (DefaultRetryPolicy); set Client.Retry to nil to turn retries and re-attaching off.
 type RetryPolicy struct {
 	// MaxAttempts is the most times one call is made, the first included (a stream also

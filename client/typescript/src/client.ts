@@ -85,6 +85,7 @@ import { FrontdeskError } from "./errors.js";
 import {
   Budget,
   resolveRetryPolicy,
+  resumingWatch,
   resumable,
   sleep,
   type RetryPolicy,
@@ -120,9 +121,10 @@ export interface FrontdeskClientOptions {
   interceptors?: Interceptor[];
   /**
    * How calls with an idempotency key are retried on UNAVAILABLE and ABORTED, and their broken
-   * streams re-attached: true or omitted (the default policy, `DEFAULT_RETRY_POLICY`), a
-   * `RetryPolicy`, or false (never retry, never re-attach). Calls without an idempotency key
-   * are never retried.
+   * streams re-attached, and how watchInvestigation watches again after UNAVAILABLE: true or
+   * omitted (the default policy, `DEFAULT_RETRY_POLICY`), a `RetryPolicy`, or false (never
+   * retry, never re-attach, never watch again). Other calls without an idempotency key are
+   * never retried.
    */
   retry?: RetryPolicy | boolean;
 }
@@ -697,10 +699,12 @@ export class RunEventStream extends ListenStream<SubscribeRunResponse, RunEvent>
 }
 
 /**
- * One WatchInvestigation call: `for await` yields each AuditEntry, the trail written so far
- * first, then each new one as it is written; it ends once the advisory report is generated.
- * Breaking out of the loop, or aborting the signal, cancels the call. Errors are thrown as
- * FrontdeskError.
+ * One WatchInvestigation: `for await` yields each AuditEntry, the trail written so far first,
+ * then each new one as it is written; it ends once the advisory report is generated. A call cut
+ * with UNAVAILABLE (a server shutting down, reason SHUTTING_DOWN, or a broken connection) is
+ * made again from the last seq delivered, under the client's retry policy; each entry is
+ * yielded once. Breaking out of the loop, or aborting the signal, cancels the call. Errors are
+ * thrown as FrontdeskError.
  */
 export class AuditStream extends ListenStream<WatchInvestigationResponse, AuditEntry> {
   constructor(responses: AsyncIterable<WatchInvestigationResponse>, signal?: AbortSignal) {
@@ -1200,12 +1204,19 @@ export class FrontdeskClient {
   /**
    * The investigation's audit entries with a seq above `afterSeq` (default 0: the whole trail),
    * then each new one as it is written; the stream ends once the advisory report is generated.
+   * A watch cut with UNAVAILABLE (a server shutting down) is made again from the last seq
+   * delivered, under the retry policy; `timeoutMs` covers the whole watch.
    */
   watchInvestigation(investigationId: string, o?: CallOpts & { afterSeq?: number }): AuditStream {
+    const base = this.opts(o, false);
     return new AuditStream(
-      this.investigations.watchInvestigation(
-        { investigationId, afterSeq: o?.afterSeq ?? 0 },
-        this.opts(o, false),
+      resumingWatch(
+        (afterSeq, timeoutMs) =>
+          this.investigations.watchInvestigation({ investigationId, afterSeq }, { ...base, timeoutMs }),
+        o?.afterSeq ?? 0,
+        this.retry,
+        base.timeoutMs,
+        o?.signal,
       ),
       o?.signal,
     );

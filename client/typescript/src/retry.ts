@@ -6,8 +6,8 @@ import { FrontdeskError } from "./errors.js";
 
 /**
  * How a FrontdeskClient retries calls that carry an idempotency key, and re-attaches their
- * broken streams. Every field is optional; `new FrontdeskClient({ retry: false })` turns both
- * off.
+ * broken streams; a watchInvestigation cut with UNAVAILABLE is watched again under it too. Every
+ * field is optional; `new FrontdeskClient({ retry: false })` turns all that off.
  */
 export interface RetryPolicy {
   /** The most times one call is made, the first included (a stream also re-attaches at most this many times). Default 5. */
@@ -124,6 +124,49 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * One WatchInvestigation across its calls: yields the responses of `open(afterSeq, timeoutMs)`
+ * and, when a call fails with UNAVAILABLE (any reason: a server shutting down,
+ * SHUTTING_DOWN, or a broken connection), opens it again from the last seq delivered, after the
+ * RetryInfo delay or the backoff, within the policy's attempts and waiting over the whole watch
+ * and its deadline. A watch only reads the trail and asks again after the last seq delivered, so
+ * it resumes without an idempotency key. Every other error, and UNAVAILABLE with no policy or
+ * the bounds used up, is thrown; a call that ends normally ends the watch.
+ */
+export async function* resumingWatch<R extends { entry?: { seq: number } }>(
+  open: (afterSeq: number, timeoutMs: number | undefined) => AsyncIterable<R>,
+  afterSeq: number,
+  policy: Required<RetryPolicy> | undefined,
+  timeoutMs: number | undefined,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<R> {
+  const budget = new Budget(policy, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
+  let last = afterSeq;
+  for (;;) {
+    try {
+      for await (const response of open(last, budget.timeoutMs())) {
+        const seq = response.entry?.seq;
+        if (seq !== undefined) {
+          // A server may send an entry at or below the seq asked for; the caller must not see it twice.
+          if (seq <= last) continue;
+          last = seq;
+        }
+        yield response;
+      }
+      return;
+    } catch (e) {
+      const err = FrontdeskError.from(e);
+      // ABORTED, retried for keyed calls, is no reason to watch again.
+      if (err.code !== Code.Unavailable || signal?.aborted) throw err;
+      const wait = budget.delay(err);
+      if (wait === undefined) throw err;
+      budget.calls += 1;
+      budget.waitedMs += wait;
+      await sleep(wait, signal);
+    }
+  }
 }
 
 /** What a response of a streamed call carries, as the re-attaching machinery sees it. */

@@ -7,8 +7,7 @@ import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
 import {
@@ -24,37 +23,10 @@ import {
   type RetryPolicy,
   type StreamItem,
 } from "@frontdesk/client";
-import { rejection } from "./helpers.js";
+import { failure, rejection } from "./helpers.js";
 
 const RUN = "0b6a3d5e-2f7c-4b8e-9d1a-5c3e7f9a1b2d";
 const LAST = 5;
-
-function errorInfo(reason: string): Uint8Array {
-  const w = new BinaryWriter();
-  w.tag(1, WireType.LengthDelimited).string(reason);
-  w.tag(2, WireType.LengthDelimited).string("frontdesk.dev");
-  w.tag(3, WireType.LengthDelimited).fork();
-  w.tag(1, WireType.LengthDelimited).string("kind").tag(2, WireType.LengthDelimited).string("conversation");
-  w.join();
-  return w.finish();
-}
-
-function retryInfo(ms: number): Uint8Array {
-  const w = new BinaryWriter();
-  w.tag(1, WireType.LengthDelimited).fork();
-  w.tag(1, WireType.Varint).int64(Math.floor(ms / 1000));
-  w.tag(2, WireType.Varint).int32((ms % 1000) * 1e6);
-  w.join();
-  return w.finish();
-}
-
-function failure(code: Code, reason: string, delayMs?: number): ConnectError {
-  const details = [{ type: "google.rpc.ErrorInfo", value: errorInfo(reason) }];
-  if (delayMs !== undefined) details.push({ type: "google.rpc.RetryInfo", value: retryInfo(delayMs) });
-  const err = new ConnectError("scripted failure", code);
-  err.details = details; // encoded as given into grpc-status-details-bin
-  return err;
-}
 
 function event(id: number): RunEvent {
   const kind: RunEvent["kind"] =

@@ -11,7 +11,14 @@ import grpc.aio
 from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
-from frontdesk._retry import Budget, Plan, RetryOption, deadline_of, resolve_policy
+from frontdesk._retry import (
+    Budget,
+    Plan,
+    RetryOption,
+    WatchResumer,
+    deadline_of,
+    resolve_policy,
+)
 from frontdesk._stream import RunStreamCore
 from frontdesk.v1 import (
     common_pb2,
@@ -222,22 +229,68 @@ class _AsyncListenStream:
 
 
 class AsyncAuditStream(_AsyncListenStream, AsyncIterator[investigation_pb2.AuditEntry]):
-    """One WatchInvestigation call: ``async for`` yields each AuditEntry, the trail so far
-    first, then each new one as it is written; it ends once the advisory report is generated.
+    """One WatchInvestigation: ``async for`` yields each AuditEntry, the trail so far first,
+    then each new one as it is written; it ends once the advisory report is generated.
     ``entries`` holds what arrived so far; ``cancel()`` stops the call, and the stream then
-    raises CANCELLED. Errors raise FrontdeskError."""
+    raises CANCELLED. A call cut with UNAVAILABLE is made again from the last seq delivered,
+    under the client's retry policy, as for an AuditStream. Errors raise FrontdeskError."""
 
-    def __init__(self, call: Any) -> None:
-        super().__init__(call)
+    def __init__(
+        self, client: "AsyncFrontdeskClient", request: Any, timeout: Optional[float]
+    ) -> None:
+        self._client = client
+        self._investigation_id = request.investigation_id
+        self._resumer = WatchResumer(client._retry, deadline_of(timeout), request.after_seq)
+        self._wake: Optional[asyncio.Event] = None
+        # The error that ended the watch: raised again rather than watching again.
+        self._error: Optional[FrontdeskError] = None
+        super().__init__(self._open())
         self.entries: List[investigation_pb2.AuditEntry] = []
+
+    @property
+    def attempts(self) -> int:
+        """How many times WatchInvestigation was called (1 unless the watch resumed)."""
+        return self._resumer.budget.calls
+
+    def _open(self) -> Any:
+        request = investigation_pb2.WatchInvestigationRequest(
+            investigation_id=self._investigation_id, after_seq=self._resumer.after_seq
+        )
+        return self._client.investigations.WatchInvestigation(
+            request, timeout=self._resumer.budget.timeout(), metadata=self._client._metadata
+        )
+
+    def cancel(self) -> None:
+        super().cancel()
+        if self._wake is not None:
+            self._wake.set()
 
     def __aiter__(self) -> "AsyncAuditStream":
         return self
 
     async def __anext__(self) -> investigation_pb2.AuditEntry:
         while True:
-            response = await self._read()
-            if not response.HasField("entry"):
+            if self._error is not None:
+                raise self._error
+            try:
+                response = await self._read()
+            except FrontdeskError as err:
+                wait = None if self._cancelled else self._resumer.failed(err)
+                if wait is None:
+                    self._error = err
+                    raise
+                # Created here, on the loop that waits (the stream may be made outside one).
+                self._wake = asyncio.Event()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+                if self._cancelled:
+                    self._error = FrontdeskError.cancelled_by_caller()
+                    raise self._error from None
+                self._call = self._open()
+                continue
+            if not response.HasField("entry") or not self._resumer.fresh(response.entry):
                 continue
             self.entries.append(response.entry)
             return response.entry
@@ -580,14 +633,11 @@ class AsyncFrontdeskClient:
         self, investigation_id: str, after_seq: int = 0, *, timeout: Optional[float] = None
     ) -> AsyncAuditStream:
         """The audit entries after ``after_seq``, then each new one; ``async for`` over the
-        result (not awaited itself)."""
+        result (not awaited itself). Resumes after UNAVAILABLE as the blocking client's does."""
         request = investigation_pb2.WatchInvestigationRequest(
             investigation_id=investigation_id, after_seq=after_seq
         )
-        call = self.investigations.WatchInvestigation(
-            request, timeout=timeout, metadata=self._metadata
-        )
-        return AsyncAuditStream(call)
+        return AsyncAuditStream(self, request, timeout)
 
     async def get_audit_trail(
         self,

@@ -11,7 +11,14 @@ import grpc
 from frontdesk import _auth
 from frontdesk import _common as c
 from frontdesk._errors import FrontdeskError
-from frontdesk._retry import Budget, Plan, RetryOption, deadline_of, resolve_policy
+from frontdesk._retry import (
+    Budget,
+    Plan,
+    RetryOption,
+    WatchResumer,
+    deadline_of,
+    resolve_policy,
+)
 from frontdesk._stream import RunStreamCore
 from frontdesk.v1 import (
     common_pb2,
@@ -260,31 +267,69 @@ class RunEventStream(Iterator[common_pb2.RunEvent]):
 
 
 class AuditStream(Iterator[investigation_pb2.AuditEntry]):
-    """One WatchInvestigation call: iterate it for each AuditEntry, the trail written so far
-    first, then each new entry as it is written; it ends once the advisory report is generated.
+    """One WatchInvestigation: iterate it for each AuditEntry, the trail written so far first,
+    then each new entry as it is written; it ends once the advisory report is generated.
     ``entries`` holds what arrived so far; ``cancel()`` stops the call (a watch of an
-    investigation that waits for a reply otherwise waits with it). Errors raise FrontdeskError.
+    investigation that waits for a reply otherwise waits with it). A call that fails with
+    UNAVAILABLE (a server shutting down, reason SHUTTING_DOWN, or a broken connection) is made
+    again from the last seq delivered, under the client's retry policy; each entry is delivered
+    once. Other errors, and UNAVAILABLE with retries off or the policy's bounds used up, raise
+    FrontdeskError.
     """
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
+    def __init__(self, client: "FrontdeskClient", request: Any, timeout: Optional[float]) -> None:
+        self._client = client
+        self._investigation_id = request.investigation_id
+        self._resumer = WatchResumer(client._retry, deadline_of(timeout), request.after_seq)
+        self._cancelled = False
+        self._wake = threading.Event()
+        # The error that ended the watch: raised again rather than watching again.
+        self._error: Optional[FrontdeskError] = None
         self.entries: List[investigation_pb2.AuditEntry] = []
+        self._call: Any = self._open()
+
+    @property
+    def attempts(self) -> int:
+        """How many times WatchInvestigation was called (1 unless the watch resumed)."""
+        return self._resumer.budget.calls
+
+    def _open(self) -> Any:
+        request = investigation_pb2.WatchInvestigationRequest(
+            investigation_id=self._investigation_id, after_seq=self._resumer.after_seq
+        )
+        return self._client.investigations.WatchInvestigation(
+            request, timeout=self._resumer.budget.timeout(), metadata=self._client._metadata
+        )
 
     def __iter__(self) -> "AuditStream":
         return self
 
     def __next__(self) -> investigation_pb2.AuditEntry:
         while True:
+            if self._error is not None:
+                raise self._error
             try:
                 response = next(self._call)
             except grpc.RpcError as e:
-                raise FrontdeskError.from_rpc_error(e) from None
-            if not response.HasField("entry"):
+                err = FrontdeskError.from_rpc_error(e)
+                wait = None if self._cancelled else self._resumer.failed(err)
+                if wait is None:
+                    self._error = err
+                    raise err from None
+                self._wake.wait(wait)  # cancel() wakes it
+                if self._cancelled:
+                    self._error = FrontdeskError.cancelled_by_caller()
+                    raise self._error from None
+                self._call = self._open()
+                continue
+            if not response.HasField("entry") or not self._resumer.fresh(response.entry):
                 continue
             self.entries.append(response.entry)
             return response.entry
 
     def cancel(self) -> None:
+        self._cancelled = True
+        self._wake.set()
         self._call.cancel()
 
     def __enter__(self) -> "AuditStream":
@@ -305,9 +350,9 @@ class FrontdeskClient:
     certificate (mutual TLS) and server name; or pass any ``grpc.ChannelCredentials`` as
     ``credentials``. ``metadata`` is sent with every call, ``timeout`` is the default deadline
     in seconds for unary calls (streams have none unless given per call; a call's deadline
-    covers its retries). ``retry`` is the retry policy of calls with an idempotency key: True
-    (the default ``RetryPolicy()``), a ``RetryPolicy``, or False (never retry, never
-    re-attach). Use as a context manager, or call close().
+    covers its retries). ``retry`` is the retry policy of calls with an idempotency key, and of
+    watch_investigation's resuming: True (the default ``RetryPolicy()``), a ``RetryPolicy``,
+    or False (never retry, never re-attach, never watch again). Use as a context manager, or call close().
 
     A server that requires keys refuses a call without a valid one as UNAUTHENTICATED (reason
     ``UNAUTHENTICATED``), one whose key lacks the method's scope as PERMISSION_DENIED (reason
@@ -601,14 +646,12 @@ class FrontdeskClient:
     ) -> AuditStream:
         """The investigation's audit entries with a seq above ``after_seq`` (0: the whole
         trail), then each new one as it is written; the stream ends once the advisory report is
-        generated."""
+        generated. A watch cut with UNAVAILABLE (a server shutting down) is made again from the
+        last seq delivered, under the retry policy; ``timeout`` covers the whole watch."""
         request = investigation_pb2.WatchInvestigationRequest(
             investigation_id=investigation_id, after_seq=after_seq
         )
-        call = self.investigations.WatchInvestigation(
-            request, timeout=timeout, metadata=self._metadata
-        )
-        return AuditStream(call)
+        return AuditStream(self, request, timeout)
 
     def get_audit_trail(
         self,

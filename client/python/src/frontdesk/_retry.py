@@ -25,7 +25,8 @@ TERMINAL_EVENTS = frozenset({"run_finished", "run_failed", "run_interrupted"})
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a client retries calls that carry an idempotency key, and re-attaches their broken
-    streams. ``FrontdeskClient(retry=False)`` turns both off; ``retry=RetryPolicy(...)`` tunes.
+    streams; a WatchInvestigation cut with UNAVAILABLE is watched again under it too.
+    ``FrontdeskClient(retry=False)`` turns all that off; ``retry=RetryPolicy(...)`` tunes.
 
     ``max_attempts``: the most times one call is made, the first included (a stream also
     re-attaches at most this many times). ``max_wait``: the most seconds one call spends
@@ -266,6 +267,39 @@ class Resumer:
         self.budget.reattaches += 1
         self._cause = cause
         return Plan("subscribe", run_id=self.run_id, after_event_id=self.event_id)
+
+
+class WatchResumer:
+    """A WatchInvestigation's bookkeeping across its calls: the last seq delivered, and whether
+    a failure is watched again. The watch only reads the trail and asks again from the last seq
+    delivered, so it resumes without an idempotency key: on UNAVAILABLE of any reason (a server
+    shutting down, SHUTTING_DOWN, or a broken connection), after the RetryInfo delay or the
+    backoff, within the policy's attempts and waiting over the whole watch and its deadline."""
+
+    def __init__(
+        self, policy: Optional[RetryPolicy], deadline: Optional[float], after_seq: int
+    ) -> None:
+        self.budget = Budget(policy, deadline)
+        self.after_seq = after_seq
+
+    def fresh(self, entry: Any) -> bool:
+        """True for an entry the caller has not seen (and records it). A server may send one
+        at or below the seq asked for; the caller must not see it twice."""
+        if entry.seq <= self.after_seq:
+            return False
+        self.after_seq = entry.seq
+        return True
+
+    def failed(self, err: FrontdeskError) -> Optional[float]:
+        """The wait before watching again after ``err`` (counted as one attempt), or None when
+        ``err`` ends the watch."""
+        if err.code != grpc.StatusCode.UNAVAILABLE:
+            return None  # ABORTED too: retried for keyed calls, no reason to watch again
+        wait = self.budget.delay(err)
+        if wait is not None:
+            self.budget.calls += 1
+            self.budget.waited += wait
+        return wait
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
