@@ -6,8 +6,9 @@
 #
 # 1. installs the tools (scripts/sdk-ensure-tools.sh: a venv, npm ci, go install; all from
 #    package registries, all inside the work tree) and builds frontdesk-server (cargo);
-# 2. starts ONE server on a free loopback port with a temporary SQLite database and the
-#    scripted demo model (tests/fixtures/demo-script.json), and waits for grpc.health.v1;
+# 2. starts ONE server on a free loopback port with a temporary SQLite database, the scripted
+#    demo model (tests/fixtures/demo-script.json) and the LLM call log on (model.call_log =
+#    "redacted", for the live ListLlmCalls tests), and waits for grpc.health.v1;
 # 3. runs the suites: codegen drift (regenerate into a temp dir, compare with the checked-in
 #    code), buf lint, buf breaking (against proto/baseline/frontdesk-v1.binpb), the packed
 #    TypeScript package under a strict consumer tsconfig, each SDK's tests (live ones, and unit
@@ -188,7 +189,8 @@ start_server() {
 ADDR="127.0.0.1:$(free_port)"
 say "setup: starting frontdesk-server on $ADDR"
 STARTED_PID=""
-start_server server "$ADDR" "$TMP/sdk-test.db"; started=$?
+# The call log on (redacted: no prompt text kept), for the live tests of ListLlmCalls.
+start_server server "$ADDR" "$TMP/sdk-test.db" FRONTDESK__MODEL__CALL_LOG=redacted; started=$?
 SERVER_PID="$STARTED_PID"
 [[ $started -eq 0 ]] || die "frontdesk-server did not become healthy on $ADDR"
 echo "server healthy (pid $SERVER_PID)"

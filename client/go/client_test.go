@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	frontdesk "github.com/frontdesk/frontdesk/client/go"
 	v1 "github.com/frontdesk/frontdesk/client/go/frontdeskv1"
@@ -336,5 +337,70 @@ func TestSubscribeRunUnknownAndInvalid(t *testing.T) {
 	}
 	if status.Code(bad.Err()) != codes.InvalidArgument {
 		t.Fatalf("want INVALID_ARGUMENT, got %v", bad.Err())
+	}
+}
+
+// The server of scripts/sdk-tests.sh records model calls (FRONTDESK__MODEL__CALL_LOG=redacted);
+// one with the call log off lists none, and this test fails.
+func TestListLlmCallsOfATurn(t *testing.T) {
+	c, ctx := client(t)
+	id := start(t, c, ctx)
+	turn := c.SendMessage(ctx, id, "Hello, which calls did you make?")
+	result, err := turn.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := turn.Received[len(turn.Received)-1].GetRunFinished()
+	if finished == nil {
+		t.Fatalf("the turn did not end with run_finished: %v", turn.Received[len(turn.Received)-1])
+	}
+
+	page, err := c.ListLlmCalls(ctx, &v1.ListLlmCallsRequest{ThreadId: id, PageSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := page.GetCalls()
+	if len(calls) == 0 {
+		t.Fatal("no model calls listed: is the server's model.call_log on (FRONTDESK__MODEL__CALL_LOG=redacted)?")
+	}
+	var prompt, completion uint64
+	purposes := map[string]bool{}
+	for _, call := range calls {
+		if call.GetRunId() != result.GetRunId() || call.GetPurpose() == "" || call.GetNode() == "" || call.GetError() != "" {
+			t.Fatalf("call %v: want run %s, a purpose, a node and no error", call, result.GetRunId())
+		}
+		purposes[call.GetPurpose()] = true
+		prompt += call.GetPromptTokens()
+		completion += call.GetCompletionTokens()
+	}
+	// the intake workflow's turn: the supervisor routes, the chat agent answers
+	if !purposes["supervisor.route"] || !purposes["chat.chat"] {
+		t.Fatalf("purposes %v lack supervisor.route or chat.chat", purposes)
+	}
+	total := page.GetTotalUsage()
+	if page.GetTotalCalls() != uint64(len(calls)) || page.GetNextPageToken() != "" ||
+		total.GetPromptTokens() != prompt || total.GetCompletionTokens() != completion || prompt == 0 {
+		t.Fatalf("totals %v over %d calls (next page %q); the calls sum to %d prompt + %d completion tokens",
+			total, page.GetTotalCalls(), page.GetNextPageToken(), prompt, completion)
+	}
+	// the turn's own count agrees: its run made every call of the conversation
+	if usage := finished.GetUsage(); usage.GetPromptTokens() != prompt || usage.GetCompletionTokens() != completion {
+		t.Fatalf("run_finished usage %v; the calls sum to %d prompt + %d completion tokens", usage, prompt, completion)
+	}
+
+	var paged []*v1.LlmCall
+	for call, err := range c.AllLlmCalls(ctx, id, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, call)
+	}
+	if len(paged) != len(calls) {
+		t.Fatalf("AllLlmCalls with page size 1 yielded %d calls, one page of 500 held %d", len(paged), len(calls))
+	}
+	for i := range calls {
+		if !proto.Equal(paged[i], calls[i]) {
+			t.Fatalf("call %d: paged %v, one page %v", i, paged[i], calls[i])
+		}
 	}
 }

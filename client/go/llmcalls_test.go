@@ -1,9 +1,9 @@
 package frontdesk_test
 
-// ListLlmCalls paging against an in-process fake WorkflowService: the server that
-// scripts/sdk-tests.sh starts runs with the LLM call log off (model.call_log defaults to "off"),
-// so a live server would list no calls to page over. The fake serves one thread's calls, the
-// most recent first, in pages and records each request it receives.
+// ListLlmCalls paging against an in-process fake WorkflowService, for what a live turn's two
+// calls cannot show (many pages, the requests as sent); TestListLlmCallsOfATurn checks the
+// wrappers against the server of scripts/sdk-tests.sh, which records calls. The fake serves
+// one thread's calls, the most recent first, in pages and records each request it receives.
 
 import (
 	"context"

@@ -197,3 +197,32 @@ def test_subscribe_run_unknown_and_invalid(client: FrontdeskClient) -> None:
     with pytest.raises(FrontdeskError) as info:
         list(client.subscribe_run("not-a-run-id"))
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_list_llm_calls_of_a_turn(client: FrontdeskClient) -> None:
+    # The server of scripts/sdk-tests.sh records model calls (FRONTDESK__MODEL__CALL_LOG=
+    # redacted); one with the call log off lists none, and this test fails.
+    cid = client.start_conversation("intake").conversation.conversation_id
+    stream = client.send_message(cid, "Hello, which calls did you make?")
+    result = stream.result()
+    finished = stream.events[-1]
+    assert event_kind(finished) == "run_finished"
+
+    page = client.list_llm_calls(cid, page_size=500)
+    calls = list(page.calls)
+    assert calls, "no model calls listed: is the server's model.call_log on?"
+    for call in calls:
+        assert call.run_id == result.run_id
+        assert call.purpose and call.node and not call.error
+    # the intake workflow's turn: the supervisor routes, the chat agent answers
+    assert {"supervisor.route", "chat.chat"} <= {call.purpose for call in calls}
+    prompt = sum(call.prompt_tokens for call in calls)
+    completion = sum(call.completion_tokens for call in calls)
+    assert prompt > 0
+    assert page.total_calls == len(calls) and not page.next_page_token
+    assert (page.total_usage.prompt_tokens, page.total_usage.completion_tokens) == (prompt, completion)
+    # the turn's own count agrees: its run made every call of the conversation
+    usage = finished.run_finished.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (prompt, completion)
+
+    assert list(client.iter_llm_calls(cid, page_size=1)) == calls

@@ -220,3 +220,37 @@ liveTest("subscribeRun of an unknown run is NOT_FOUND, of a bad id INVALID_ARGUM
   const bad = await rejection(client.subscribeRun("not-a-run-id").all());
   assert.equal(bad.code, Code.InvalidArgument);
 });
+
+// The server of scripts/sdk-tests.sh records model calls (FRONTDESK__MODEL__CALL_LOG=redacted);
+// one with the call log off lists none, and this test fails.
+liveTest("listLlmCalls lists a turn's model calls; allLlmCalls page by page yields the same", async () => {
+  const id = await newConversation();
+  const turn = client.sendMessage(id, "Hello, which calls did you make?");
+  const result = await turn.result();
+  const finished = turn.events.at(-1)!.kind;
+  if (finished.case !== "runFinished") assert.fail(`the turn ended with ${finished.case}`);
+
+  const page = await client.listLlmCalls({ threadId: id, pageSize: 500 });
+  const calls = page.calls;
+  assert.ok(calls.length > 0, "no model calls listed: is the server's model.call_log on?");
+  for (const call of calls) {
+    assert.equal(call.runId, result.runId);
+    assert.ok(call.purpose !== "" && call.node !== "" && call.error === "", `call ${call.purpose}/${call.node}: ${call.error}`);
+  }
+  // the intake workflow's turn: the supervisor routes, the chat agent answers
+  const purposes = new Set(calls.map((c) => c.purpose));
+  assert.ok(purposes.has("supervisor.route") && purposes.has("chat.chat"), [...purposes].join(", "));
+  const prompt = calls.reduce((n, c) => n + c.promptTokens, 0n);
+  const completion = calls.reduce((n, c) => n + c.completionTokens, 0n);
+  assert.ok(prompt > 0n);
+  assert.equal(page.totalCalls, BigInt(calls.length));
+  assert.equal(page.nextPageToken, "");
+  assert.deepEqual([page.totalUsage?.promptTokens, page.totalUsage?.completionTokens], [prompt, completion]);
+  // the turn's own count agrees: its run made every call of the conversation
+  const usage = finished.value.usage;
+  assert.deepEqual([usage?.promptTokens, usage?.completionTokens], [prompt, completion]);
+
+  const paged = [];
+  for await (const call of client.allLlmCalls({ threadId: id, pageSize: 1 })) paged.push(call);
+  assert.deepEqual(paged, calls);
+});
