@@ -369,10 +369,11 @@ impl Drop for ServerProc {
 // ---------------------------------------------------------------------------------------------
 // callers
 
-/// A client connection that connects on first use and after each failure.
+/// A client connection that connects on first use and after each failure. The SDK's own
+/// retries are off: every attempt is made, timed and counted here, as the report needs.
 fn lazy_client(url: &str) -> Client {
     let endpoint = Endpoint::from_shared(url.to_owned()).expect("a valid loopback URL");
-    Client::from_channel(endpoint.connect_timeout(Duration::from_millis(500)).connect_lazy())
+    Client::from_channel(endpoint.connect_timeout(Duration::from_millis(500)).connect_lazy()).with_retry_policy(None)
 }
 
 /// Attempts in flight, by attempt id: (replica index, what), for `chaos-replicas` to see which
