@@ -205,6 +205,8 @@
 //! - **Watching**: [`Client::watch_investigation`] goes on from the last `seq` it delivered when
 //!   its stream ends with `UNAVAILABLE`, under the same policy, key or not (watching changes
 //!   nothing).
+//! - **Deadlines**: a call's [`Timeouts`] cover its retries and waits; a wait that would end past
+//!   the deadline is not taken, and the call fails with the error that asked for it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), frontdesk_client::ClientError> {
@@ -218,6 +220,29 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Deadlines
+//!
+//! A unary call fails with `DEADLINE_EXCEEDED` after 30 s, its retries included; a streamed call
+//! (a turn, a triage, an investigation, a research question, [`Client::subscribe_run`],
+//! [`Client::watch_investigation`]) has no deadline unless given one, since a turn on a slow model
+//! or a watch of an investigation that waits for a manager can rightly take long. The client
+//! enforces the deadline: on it the call's future returns, or its stream yields, one `Err` with
+//! code `DEADLINE_EXCEEDED` (no `reason`: the server never saw it) and the call is cancelled. A
+//! run the server had started goes on; send the call again with its idempotency key to attach to
+//! it, or `SubscribeRun` to follow it. [`ClientBuilder::timeouts`] sets a client's deadlines, and
+//! [`Client::with_timeouts`] a cheap copy's for some calls:
+//!
+//! ```no_run
+//! # async fn demo(client: frontdesk_client::Client) -> Result<(), frontdesk_client::ClientError> {
+//! use std::time::Duration;
+//! use frontdesk_client::{SendOptions, Timeouts};
+//!
+//! let patient = client.with_timeouts(Timeouts { streaming: Some(Duration::from_secs(120)), ..client.timeouts() });
+//! let (_events, result) = patient.send_message_and_wait("conv-…", "Hello", SendOptions::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -226,7 +251,7 @@ use std::time::Duration;
 
 mod retry;
 pub use retry::{is_retryable, RetryPolicy};
-use retry::{retry_unary, ItemKind, Opener, RunItem, RunSource};
+use retry::{retry_unary, Deadline, ItemKind, Opener, RunItem, RunSource};
 
 use futures::{Stream, StreamExt};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -247,6 +272,26 @@ use v1::workflow_service_client::WorkflowServiceClient;
 
 /// How long [`Client::connect`] waits for the TCP/HTTP2 connection before failing.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a call may take, its retries and the waits between them included, before the client
+/// fails it with `DEADLINE_EXCEEDED` and cancels it ([Deadlines](crate#deadlines)). `None`: no
+/// deadline. [`Timeouts::default()`] is 30 s for unary calls and none for streamed ones, as the
+/// Python and TypeScript SDKs have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Every call that answers once (`GetConversation`, `ListTickets`, `StartConversation`, ...).
+    pub unary: Option<Duration>,
+    /// Every streamed call, from the call to the stream's end: `SendMessage`, `TriageTicket`,
+    /// `StartInvestigation`, `Respond`, `Ask`, `SubscribeRun` and `WatchInvestigation` (and the
+    /// `*_and_wait` methods built on them).
+    pub streaming: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { unary: Some(Duration::from_secs(30)), streaming: None }
+    }
+}
 
 /// Options of [`Client::start_conversation`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -866,6 +911,7 @@ pub struct ClientBuilder {
     tls: Option<ClientTlsConfig>,
     connect_timeout: Duration,
     retry: Option<RetryPolicy>,
+    timeouts: Timeouts,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -876,6 +922,7 @@ impl fmt::Debug for ClientBuilder {
             .field("tls", &self.tls.is_some())
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
+            .field("timeouts", &self.timeouts)
             .finish()
     }
 }
@@ -919,6 +966,12 @@ impl ClientBuilder {
         self
     }
 
+    /// The deadlines of the client's calls ([`Timeouts::default()`] unless set).
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
     fn endpoint(&self) -> Result<(Endpoint, Credentials), ClientError> {
         let credentials = match &self.api_key {
             Some(key) => Credentials::api_key(key)?,
@@ -945,13 +998,13 @@ impl ClientBuilder {
     /// Connects now; fails when the server cannot be reached (or the TLS handshake fails).
     pub async fn connect(self) -> Result<Client, ClientError> {
         let (endpoint, credentials) = self.endpoint()?;
-        Ok(Client { channel: endpoint.connect().await?, credentials, retry: self.retry })
+        Ok(Client { channel: endpoint.connect().await?, credentials, retry: self.retry, timeouts: self.timeouts })
     }
 
     /// Connects on the first call (and again after the connection broke).
     pub fn connect_lazy(self) -> Result<Client, ClientError> {
         let (endpoint, credentials) = self.endpoint()?;
-        Ok(Client { channel: endpoint.connect_lazy(), credentials, retry: self.retry })
+        Ok(Client { channel: endpoint.connect_lazy(), credentials, retry: self.retry, timeouts: self.timeouts })
     }
 }
 
@@ -962,6 +1015,7 @@ pub struct Client {
     channel: Channel,
     credentials: Credentials,
     retry: Option<RetryPolicy>,
+    timeouts: Timeouts,
 }
 
 impl Client {
@@ -981,13 +1035,19 @@ impl Client {
             tls: None,
             connect_timeout: CONNECT_TIMEOUT,
             retry: Some(RetryPolicy::default()),
+            timeouts: Timeouts::default(),
         }
     }
 
     /// Wraps an existing channel (for custom TLS, timeouts or lazy connection); add a key with
     /// [`Client::with_api_key`].
     pub fn from_channel(channel: Channel) -> Self {
-        Client { channel, credentials: Credentials::default(), retry: Some(RetryPolicy::default()) }
+        Client {
+            channel,
+            credentials: Credentials::default(),
+            retry: Some(RetryPolicy::default()),
+            timeouts: Timeouts::default(),
+        }
     }
 
     /// This client sending `key` as `authorization: Bearer <key>` with every call.
@@ -1011,6 +1071,24 @@ impl Client {
         self.retry.as_ref()
     }
 
+    /// This client with the deadlines `timeouts` (a cheap copy, sharing the connection).
+    pub fn with_timeouts(&self, timeouts: Timeouts) -> Self {
+        Client { timeouts, ..self.clone() }
+    }
+
+    /// This client's deadlines.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// A unary call that starts now, bounded by the unary deadline.
+    async fn unary<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, ClientError> {
+        Deadline::bound(Deadline::start(self.timeouts.unary), async { Ok(call.await?.into_inner()) }).await
+    }
+
     /// The policy for a call with idempotency key `key`: none without one, since a call without
     /// a key is not safe to repeat.
     fn policy_for(&self, key: &str) -> Option<RetryPolicy> {
@@ -1023,7 +1101,8 @@ impl Client {
         key: &str,
         open: Opener<T>,
     ) -> Result<Pin<Box<dyn Stream<Item = Result<T, ClientError>> + Send>>, ClientError> {
-        RunSource::start(self.policy_for(key), self.workflows(), open).await
+        let deadline = Deadline::start(self.timeouts.streaming);
+        RunSource::start(self.policy_for(key), deadline, self.workflows(), open).await
     }
 
     /// The raw `ConversationService` stub, for calls this wrapper does not cover. It sends the
@@ -1066,7 +1145,7 @@ impl Client {
         };
         let policy = self.policy_for(&req.idempotency_key);
         let stub = self.conversations();
-        retry_unary(policy, || {
+        retry_unary(policy, Deadline::start(self.timeouts.unary), || {
             let (mut stub, req) = (stub.clone(), req.clone());
             async move { stub.start_conversation(req).await.map(tonic::Response::into_inner) }
         })
@@ -1145,14 +1224,16 @@ impl Client {
     /// resumed or taken-over run starts again at 1 (`RunStarted.resumed`).
     pub async fn subscribe_run(&self, run_id: &str, after_event_id: u64) -> Result<RunEventStream, ClientError> {
         let req = v1::SubscribeRunRequest { run_id: run_id.to_string(), after_event_id };
-        let stream = self.workflows().subscribe_run(req).await?.into_inner();
-        Ok(Box::pin(stream.map(|item| item.map_err(ClientError::from))))
+        let deadline = Deadline::start(self.timeouts.streaming);
+        let opened = Deadline::bound(deadline, async { Ok(self.workflows().subscribe_run(req).await?.into_inner()) });
+        let stream = opened.await?.map(|item| item.map_err(ClientError::from)).boxed();
+        Ok(Deadline::bound_stream(deadline, stream))
     }
 
     /// Returns a conversation's state and its whole message history.
     pub async fn get_conversation(&self, conversation_id: &str) -> Result<v1::GetConversationResponse, ClientError> {
         let req = v1::GetConversationRequest { conversation_id: conversation_id.to_string() };
-        Ok(self.conversations().get_conversation(req).await?.into_inner())
+        self.unary(self.conversations().get_conversation(req)).await
     }
 
     /// Lists conversations ordered by id. `page_size` 0 means the server default.
@@ -1167,7 +1248,7 @@ impl Client {
             page_size,
             page_token: non_empty(page_token),
         };
-        Ok(self.conversations().list_conversations(req).await?.into_inner())
+        self.unary(self.conversations().list_conversations(req)).await
     }
 
     /// Clears a conversation's messages and collected fields; returns it afterwards. With an
@@ -1184,7 +1265,7 @@ impl Client {
         };
         let policy = self.policy_for(&req.idempotency_key);
         let stub = self.conversations();
-        let resp = retry_unary(policy, || {
+        let resp = retry_unary(policy, Deadline::start(self.timeouts.unary), || {
             let (mut stub, req) = (stub.clone(), req.clone());
             async move { stub.reset_conversation(req).await.map(tonic::Response::into_inner) }
         })
@@ -1201,20 +1282,20 @@ impl Client {
 
     /// The workflows this server hosts.
     pub async fn list_workflows(&self) -> Result<Vec<v1::Workflow>, ClientError> {
-        Ok(self.workflows().list_workflows(v1::ListWorkflowsRequest {}).await?.into_inner().workflows)
+        Ok(self.unary(self.workflows().list_workflows(v1::ListWorkflowsRequest {})).await?.workflows)
     }
 
     /// A workflow's graph: nodes, edges and a mermaid rendering.
     pub async fn describe_workflow(&self, name: &str) -> Result<v1::DescribeWorkflowResponse, ClientError> {
         let req = v1::DescribeWorkflowRequest { name: name.to_string() };
-        Ok(self.workflows().describe_workflow(req).await?.into_inner())
+        self.unary(self.workflows().describe_workflow(req)).await
     }
 
     /// Stops a running run (true). A run that is not running, unknown or already ended, is a
     /// `NOT_FOUND` error; an id that is not a run id (a UUID) is `INVALID_ARGUMENT`.
     pub async fn cancel_run(&self, run_id: &str) -> Result<bool, ClientError> {
         let req = v1::CancelRunRequest { run_id: run_id.to_string() };
-        Ok(self.workflows().cancel_run(req).await?.into_inner().cancelled)
+        Ok(self.unary(self.workflows().cancel_run(req)).await?.cancelled)
     }
 
     /// A page of the model calls a thread made (`thread_id`: a conversation id, a ticket thread
@@ -1233,7 +1314,7 @@ impl Client {
     ) -> Result<v1::ListLlmCallsResponse, ClientError> {
         let req =
             v1::ListLlmCallsRequest { thread_id: thread_id.to_string(), page_size, page_token: non_empty(page_token) };
-        Ok(self.workflows().list_llm_calls(req).await?.into_inner())
+        self.unary(self.workflows().list_llm_calls(req)).await
     }
 
     /// Triages one customer message and streams it: the ticket-matching run's
@@ -1309,7 +1390,7 @@ impl Client {
     /// triage result. Another customer's ticket is `NOT_FOUND`.
     pub async fn get_ticket(&self, customer_id: &str, ticket_id: &str) -> Result<v1::GetTicketResponse, ClientError> {
         let req = v1::GetTicketRequest { customer_id: customer_id.to_string(), ticket_id: ticket_id.to_string() };
-        Ok(self.triage().get_ticket(req).await?.into_inner())
+        self.unary(self.triage().get_ticket(req)).await
     }
 
     /// Lists a customer's archived tickets, most recently completed first. `status` `None` lists
@@ -1328,13 +1409,13 @@ impl Client {
             page_size,
             page_token: non_empty(page_token),
         };
-        Ok(self.triage().list_tickets(req).await?.into_inner())
+        self.unary(self.triage().list_tickets(req)).await
     }
 
     /// A customer's active tickets (awaiting a specialist or a follow-up).
     pub async fn list_active_tickets(&self, customer_id: &str) -> Result<Vec<v1::Ticket>, ClientError> {
         let req = v1::ListActiveTicketsRequest { customer_id: customer_id.to_string() };
-        Ok(self.triage().list_active_tickets(req).await?.into_inner().tickets)
+        Ok(self.unary(self.triage().list_active_tickets(req)).await?.tickets)
     }
 
     /// Starts the investigation of one HR mutation (by id, or inline) and streams it:
@@ -1428,7 +1509,7 @@ impl Client {
     /// findings and report.
     pub async fn get_investigation(&self, investigation_id: &str) -> Result<v1::Investigation, ClientError> {
         let req = v1::GetInvestigationRequest { investigation_id: investigation_id.to_string() };
-        let resp = self.investigations().get_investigation(req).await?.into_inner();
+        let resp = self.unary(self.investigations().get_investigation(req)).await?;
         Ok(resp.investigation.unwrap_or_default())
     }
 
@@ -1445,7 +1526,7 @@ impl Client {
             page_size,
             page_token: non_empty(page_token),
         };
-        Ok(self.investigations().list_investigations(req).await?.into_inner())
+        self.unary(self.investigations().list_investigations(req)).await
     }
 
     /// Streams an investigation's audit entries with a `seq` above `after_seq` (0: the whole
@@ -1460,17 +1541,20 @@ impl Client {
         investigation_id: &str,
         after_seq: u32,
     ) -> Result<AuditStream, ClientError> {
+        let deadline = Deadline::start(self.timeouts.streaming);
         let watch = AuditWatch {
             stub: self.investigations(),
             investigation_id: investigation_id.to_string(),
             last_seq: after_seq,
             policy: self.retry,
-            budget: retry::Budget::new(self.retry),
+            deadline,
+            budget: retry::Budget::new(self.retry, deadline),
             stream: None,
         };
-        let stream = watch.open().await.map_err(ClientError::from)?;
+        let stream = Deadline::bound(deadline, async { Ok(watch.open().await?) }).await?;
         let watch = AuditWatch { stream: Some(stream), ..watch };
-        Ok(Box::pin(futures::stream::unfold(watch, |mut w| async move { w.next().await.map(|item| (item, w)) })))
+        let entries = futures::stream::unfold(watch, |mut w| async move { w.next().await.map(|item| (item, w)) });
+        Ok(Deadline::bound_stream(deadline, entries.boxed()))
     }
 
     /// The audit trail of one investigation, or of one message exchange by correlation id, in
@@ -1482,7 +1566,7 @@ impl Client {
             AuditTrailKey::Correlation(id) => Key::CorrelationId(id),
         };
         let req = v1::GetAuditTrailRequest { key: Some(key) };
-        Ok(self.investigations().get_audit_trail(req).await?.into_inner().entries)
+        Ok(self.unary(self.investigations().get_audit_trail(req)).await?.entries)
     }
 
     /// A page of the pending actions (notifications) of `recipient_id`, or of everyone when
@@ -1502,7 +1586,7 @@ impl Client {
             page_size,
             page_token: non_empty(page_token),
         };
-        Ok(self.investigations().list_pending_actions(req).await?.into_inner())
+        self.unary(self.investigations().list_pending_actions(req)).await
     }
 
     /// Asks a research question and streams it: [`ResearchEvent::Event`]s as the run progresses,
@@ -1576,7 +1660,7 @@ impl Client {
     /// expert answer, final answer and reasoning trace, messages. An unknown one is `NOT_FOUND`.
     pub async fn get_research(&self, research_id: &str) -> Result<v1::Research, ClientError> {
         let req = v1::GetResearchRequest { research_id: research_id.to_string() };
-        let resp = self.research().get_research(req).await?.into_inner();
+        let resp = self.unary(self.research().get_research(req)).await?;
         Ok(resp.research.unwrap_or_default())
     }
 
@@ -1587,7 +1671,7 @@ impl Client {
         page_token: Option<String>,
     ) -> Result<v1::ListResearchResponse, ClientError> {
         let req = v1::ListResearchRequest { page_size, page_token: non_empty(page_token) };
-        Ok(self.research().list_research(req).await?.into_inner())
+        self.unary(self.research().list_research(req)).await
     }
 }
 
@@ -1634,6 +1718,7 @@ struct AuditWatch {
     investigation_id: String,
     last_seq: u32,
     policy: Option<RetryPolicy>,
+    deadline: Option<Deadline>,
     budget: retry::Budget,
     /// `None` once the watch has ended.
     stream: Option<tonic::Streaming<v1::WatchInvestigationResponse>>,
@@ -1652,7 +1737,7 @@ impl AuditWatch {
                 Some(Ok(v1::WatchInvestigationResponse { entry: Some(entry) })) => {
                     self.last_seq = self.last_seq.max(entry.seq);
                     // A watch lives as long as its investigation: only failures in a row count.
-                    self.budget = retry::Budget::new(self.policy);
+                    self.budget = retry::Budget::new(self.policy, self.deadline);
                     return Some(Ok(entry));
                 }
                 Some(Ok(v1::WatchInvestigationResponse { entry: None })) => continue,

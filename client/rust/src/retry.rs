@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use tokio::time::Instant;
 use tonic::Code;
 
 use crate::{v1, ApiError, AuthChannel, ClientError};
@@ -75,19 +76,80 @@ fn jitter() -> f64 {
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// One call's attempts and waits so far, against its policy.
+/// When one call must have ended ([`Timeouts`](crate::Timeouts)), and the timeout it came from,
+/// for the error.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    pub(crate) at: Instant,
+    after: Duration,
+}
+
+impl Deadline {
+    /// The deadline of a call starting now; `None` without a timeout.
+    pub(crate) fn start(timeout: Option<Duration>) -> Option<Self> {
+        timeout.map(|after| Deadline { at: Instant::now() + after, after })
+    }
+
+    /// The error of a call that reached its deadline. The client raises it, so it carries no
+    /// details from a server.
+    pub(crate) fn exceeded(&self) -> ClientError {
+        ClientError::Status(Box::new(ApiError {
+            code: Code::DeadlineExceeded,
+            message: format!(
+                "the call's deadline of {} passed (the client's timeout)",
+                crate::format_duration(self.after)
+            ),
+            reason: None,
+            metadata: Default::default(),
+            field_violations: Vec::new(),
+            retry_after: None,
+        }))
+    }
+
+    /// Runs `call` until the deadline, if there is one.
+    pub(crate) async fn bound<T>(
+        deadline: Option<Self>,
+        call: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d.at, call).await.unwrap_or_else(|_| Err(d.exceeded())),
+            None => call.await,
+        }
+    }
+
+    /// `stream` until the deadline, if there is one: then it ends with [`Deadline::exceeded`],
+    /// dropping (so cancelling) the call's stream at once.
+    pub(crate) fn bound_stream<T: Send + 'static>(
+        deadline: Option<Self>,
+        stream: BoxStream<'static, Result<T, ClientError>>,
+    ) -> BoxStream<'static, Result<T, ClientError>> {
+        let Some(d) = deadline else { return stream };
+        futures::stream::unfold(Some(stream), move |stream| async move {
+            let mut stream = stream?;
+            match tokio::time::timeout_at(d.at, stream.next()).await {
+                Ok(Some(item)) => Some((item, Some(stream))),
+                Ok(None) => None,
+                Err(_) => Some((Err(d.exceeded()), None)),
+            }
+        })
+        .boxed()
+    }
+}
+
+/// One call's attempts and waits so far, against its policy and deadline.
 #[derive(Debug)]
 pub(crate) struct Budget {
     /// `None`: not retried.
     policy: Option<RetryPolicy>,
+    deadline: Option<Deadline>,
     calls: u32,
     reattaches: u32,
     waited: Duration,
 }
 
 impl Budget {
-    pub(crate) fn new(policy: Option<RetryPolicy>) -> Self {
-        Budget { policy, calls: 1, reattaches: 0, waited: Duration::ZERO }
+    pub(crate) fn new(policy: Option<RetryPolicy>, deadline: Option<Deadline>) -> Self {
+        Budget { policy, deadline, calls: 1, reattaches: 0, waited: Duration::ZERO }
     }
 
     fn backoff(p: &RetryPolicy, calls: u32) -> Duration {
@@ -104,7 +166,10 @@ impl Budget {
             return None;
         }
         let wait = retry_after.unwrap_or_else(|| Self::backoff(p, self.calls));
-        (self.waited + wait <= p.max_wait).then_some(wait)
+        // A wait that would end past the deadline only postpones the failure: the caller gets
+        // the error that asked for it now, rather than DEADLINE_EXCEEDED later.
+        let in_time = self.deadline.is_none_or(|d| Instant::now() + wait < d.at);
+        (self.waited + wait <= p.max_wait && in_time).then_some(wait)
     }
 
     pub(crate) fn delay_for(&self, err: &ClientError) -> Option<Duration> {
@@ -127,22 +192,29 @@ impl Budget {
     }
 }
 
-/// Makes one unary call, retried per `policy` (`None`: once).
-pub(crate) async fn retry_unary<T, F, Fut>(policy: Option<RetryPolicy>, mut call: F) -> Result<T, ClientError>
+/// Makes one unary call, retried per `policy` (`None`: once), all of it before `deadline`.
+pub(crate) async fn retry_unary<T, F, Fut>(
+    policy: Option<RetryPolicy>,
+    deadline: Option<Deadline>,
+    mut call: F,
+) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, tonic::Status>>,
 {
-    let mut budget = Budget::new(policy);
-    loop {
-        let err = match call().await {
-            Ok(res) => return Ok(res),
-            Err(status) => ClientError::from(status),
-        };
-        let Some(wait) = budget.delay_for(&err) else { return Err(err) };
-        budget.spend(wait);
-        tokio::time::sleep(wait).await;
-    }
+    let mut budget = Budget::new(policy, deadline);
+    let attempts = async {
+        loop {
+            let err = match call().await {
+                Ok(res) => return Ok(res),
+                Err(status) => ClientError::from(status),
+            };
+            let Some(wait) = budget.delay_for(&err) else { return Err(err) };
+            budget.spend(wait);
+            tokio::time::sleep(wait).await;
+        }
+    };
+    Deadline::bound(deadline, attempts).await
 }
 
 /// What an item of a run's stream is, as re-attaching sees it.
@@ -214,16 +286,18 @@ pub(crate) struct RunSource<T> {
 
 impl<T: RunItem> RunSource<T> {
     /// Opens the call (retrying per `policy`) and returns its stream of items, or the error
-    /// that failed it before it streamed anything.
+    /// that failed it before it streamed anything; the call, its retries and its stream end by
+    /// `deadline`.
     pub(crate) async fn start(
         policy: Option<RetryPolicy>,
+        deadline: Option<Deadline>,
         workflows: WorkflowServiceClient<AuthChannel>,
         open: Opener<T>,
     ) -> Result<BoxStream<'static, Result<T, ClientError>>, ClientError> {
         let mut source = RunSource {
             open,
             workflows,
-            budget: Budget::new(policy),
+            budget: Budget::new(policy, deadline),
             current: Current::Idle,
             subscribing: false,
             seen: HashMap::new(),
@@ -236,11 +310,16 @@ impl<T: RunItem> RunSource<T> {
             event_id: 0,
             done: false,
         };
-        if let Err(err) = source.open_current(false).await {
-            let plan = source.failed(err);
-            source.follow(plan).await?;
-        }
-        Ok(futures::stream::unfold(source, |mut s| async move { s.next().await.map(|item| (item, s)) }).boxed())
+        let opened = Deadline::bound(deadline, async {
+            if let Err(err) = source.open_current(false).await {
+                let plan = source.failed(err);
+                source.follow(plan).await?;
+            }
+            Ok(())
+        });
+        opened.await?;
+        let stream = futures::stream::unfold(source, |mut s| async move { s.next().await.map(|item| (item, s)) });
+        Ok(Deadline::bound_stream(deadline, stream.boxed()))
     }
 
     /// Whether the caller has not seen `event` yet; records it.

@@ -77,3 +77,39 @@ async fn chat_streams_node_events_and_replies_then_show_lists_history() {
     assert!(!ok && err.contains("NOT_FOUND"), "{err}");
     server.shutdown().await.unwrap();
 }
+
+mod common;
+
+/// `--timeout` against a real server whose scripted model takes 1.5 s a call: the CLI gives up
+/// on the turn at its deadline with DEADLINE_EXCEEDED, and the run it had started goes on to its
+/// reply on the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn send_with_a_timeout_gives_up_at_the_deadline_and_the_run_goes_on() {
+    let mut script: serde_json::Value =
+        serde_json::from_str(include_str!("../../../tests/fixtures/demo-script.json")).unwrap();
+    script["delay_ms"] = 1_500.into();
+    let model = frontdesk_llm::ScriptedModel::from_json_str(&script.to_string()).unwrap();
+    let server = common::Server::with_model(model).await;
+    let client = server.client().await;
+    let started = client.start_conversation("intake", Default::default()).await.unwrap();
+    let id = started.conversation.unwrap().conversation_id;
+
+    let before = std::time::Instant::now();
+    let (ok, out, err) = server.cli(&["--timeout", "0.5", "send", &id, "hello"]).await;
+    let took = before.elapsed();
+    assert!(!ok, "the turn outlived its deadline yet the CLI succeeded: {out}");
+    assert!(err.contains("DEADLINE_EXCEEDED"), "{err}");
+    assert!(took < std::time::Duration::from_millis(1_400), "the CLI waited for the model: {took:?}");
+
+    // The supervisor's and the chat agent's calls take 3 s; the turn ends on the server.
+    let mut reply = None;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let messages = client.get_conversation(&id).await.unwrap().messages;
+        reply = messages.iter().rev().find(|m| m.text.contains("scripted demo model")).map(|m| m.text.clone());
+        if reply.is_some() {
+            break;
+        }
+    }
+    assert!(reply.is_some(), "the run the CLI gave up on never finished");
+}

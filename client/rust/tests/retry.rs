@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use frontdesk_client::{v1, Client, ClientError, RetryPolicy, SendOptions, StartOptions, TurnEvent};
+use frontdesk_client::{v1, Client, ClientError, RetryPolicy, SendOptions, StartOptions, Timeouts, TurnEvent};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -59,6 +59,10 @@ struct Script {
     watch_last: u32,
     /// Every WatchInvestigation after the first fails at once with this.
     rewatch_error: Option<Scripted>,
+    /// StartConversation never answers (once `start_errors` ran out).
+    start_hangs: bool,
+    /// SendMessage sends events 1..=n and then nothing more, until the client goes away.
+    hang_after: Option<u64>,
 }
 
 #[derive(Default)]
@@ -67,6 +71,8 @@ struct Seen {
     send_calls: Vec<Instant>,
     subscribe_calls: Vec<u64>,
     watch_calls: Vec<u32>,
+    /// When a SendMessage stream that hung saw its client go away.
+    hung_stream_closed: Option<Instant>,
 }
 
 #[derive(Clone, Default)]
@@ -113,8 +119,15 @@ impl ConversationService for Fake {
         _: Request<v1::StartConversationRequest>,
     ) -> Result<Response<v1::StartConversationResponse>, Status> {
         self.seen.lock().unwrap().start_calls.push(Instant::now());
-        if let Some(err) = self.script.lock().unwrap().start_errors.pop_front() {
-            return Err(err.status());
+        let hangs = {
+            let mut script = self.script.lock().unwrap();
+            if let Some(err) = script.start_errors.pop_front() {
+                return Err(err.status());
+            }
+            script.start_hangs
+        };
+        if hangs {
+            std::future::pending::<()>().await;
         }
         let conversation = v1::Conversation { conversation_id: "c1".into(), ..Default::default() };
         Ok(Response::new(v1::StartConversationResponse { conversation: Some(conversation), welcome: None }))
@@ -136,6 +149,18 @@ impl ConversationService for Fake {
             return Err(err.status());
         }
         use v1::send_message_response::Payload;
+        if let Some(n) = script.hang_after {
+            let (tx, rx) = mpsc::channel(16);
+            let seen = self.seen.clone();
+            tokio::spawn(async move {
+                for id in 1..=n {
+                    let _ = tx.send(Ok(v1::SendMessageResponse { payload: Some(Payload::Event(event(id))) })).await;
+                }
+                tx.closed().await;
+                seen.lock().unwrap().hung_stream_closed = Some(Instant::now());
+            });
+            return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
+        }
         let mut items = Vec::new();
         for id in 1..=LAST {
             if let (true, Some(after)) = (first, script.break_after) {
@@ -325,6 +350,10 @@ fn fast() -> RetryPolicy {
 /// Serves a fake scripted by `script` on a loopback port; a client of it with `policy`
 /// (`None`: retries off).
 async fn start(script: Script, policy: Option<RetryPolicy>) -> (Fake, Client) {
+    start_with(script, policy, Timeouts::default()).await
+}
+
+async fn start_with(script: Script, policy: Option<RetryPolicy>, timeouts: Timeouts) -> (Fake, Client) {
     let fake = Fake { script: Arc::new(Mutex::new(script)), seen: Arc::default() };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -335,7 +364,7 @@ async fn start(script: Script, policy: Option<RetryPolicy>) -> (Fake, Client) {
             .add_service(InvestigationServiceServer::new(fake.clone()))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
-    let builder = Client::builder(format!("http://{addr}"));
+    let builder = Client::builder(format!("http://{addr}")).timeouts(timeouts);
     let builder = match policy {
         Some(policy) => builder.retry_policy(policy),
         None => builder.no_retries(),
@@ -616,4 +645,105 @@ async fn a_watch_without_retries_ends_with_the_error() {
     assert_eq!(items.len(), 3);
     assert_eq!(items[2].as_ref().unwrap_err().code(), Some(Code::Unavailable));
     assert_eq!(fake.seen.lock().unwrap().watch_calls, [0]);
+}
+
+fn timeouts(unary: Option<u64>, streaming: Option<u64>) -> Timeouts {
+    Timeouts { unary: unary.map(Duration::from_millis), streaming: streaming.map(Duration::from_millis) }
+}
+
+/// `call`, failing the test after 10 s: without a working deadline these calls would never end.
+async fn within<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call outlived its deadline by seconds")
+}
+
+fn assert_deadline_exceeded(err: &ClientError) {
+    assert_eq!(err.code(), Some(Code::DeadlineExceeded), "{err}");
+    assert_eq!(err.reason(), None, "the client's own deadline carries no server reason: {err}");
+}
+
+#[tokio::test]
+async fn a_unary_call_that_gets_no_answer_fails_at_its_deadline() {
+    let script = Script { start_hangs: true, ..Script::default() };
+    let (_fake, client) = start_with(script, Some(fast()), timeouts(Some(300), None)).await;
+    let before = Instant::now();
+    let err = within(client.start_conversation("intake", keyed_start())).await.unwrap_err();
+    let took = before.elapsed();
+    assert_deadline_exceeded(&err);
+    assert!(took >= Duration::from_millis(290) && took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_deadline_covers_the_retries_of_a_unary_call() {
+    // Three quick UNAVAILABLEs, then no answer: the deadline counts from the first attempt.
+    let script = Script {
+        start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", Some(Duration::from_millis(50))); 3].into(),
+        start_hangs: true,
+        ..Script::default()
+    };
+    let (fake, client) = start_with(script, Some(fast()), timeouts(Some(400), None)).await;
+    let before = Instant::now();
+    let err = within(client.start_conversation("intake", keyed_start())).await.unwrap_err();
+    let took = before.elapsed();
+    assert_deadline_exceeded(&err);
+    assert!(took >= Duration::from_millis(390) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 4);
+}
+
+#[tokio::test]
+async fn a_retry_wait_that_would_pass_the_deadline_fails_at_once_with_the_error_that_asked_for_it() {
+    let script = Script {
+        start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", Some(Duration::from_secs(5)))].into(),
+        ..Script::default()
+    };
+    let (fake, client) = start_with(script, Some(fast()), timeouts(Some(1_000), None)).await;
+    let before = Instant::now();
+    let err = within(client.start_conversation("intake", keyed_start())).await.unwrap_err();
+    assert_eq!(err.reason(), Some("STORE_UNAVAILABLE"), "{err}");
+    assert!(before.elapsed() < Duration::from_millis(900), "{:?}", before.elapsed());
+    assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_past_its_deadline_ends_with_deadline_exceeded_and_is_cancelled() {
+    let script = Script { hang_after: Some(2), ..Script::default() };
+    let (fake, client) = start_with(script, Some(fast()), timeouts(None, Some(400))).await;
+    let before = Instant::now();
+    let (ids, result, err) = within(collect_turn(&client, keyed_send())).await;
+    let took = before.elapsed();
+    assert_eq!(ids, [1, 2], "the events before the deadline are delivered");
+    assert!(result.is_none());
+    assert_deadline_exceeded(&err.expect("the stream ends with an error"));
+    assert!(took >= Duration::from_millis(390) && took < Duration::from_secs(5), "{took:?}");
+    // The client cancels the call: the server sees its stream closed.
+    for _ in 0..100 {
+        if fake.seen.lock().unwrap().hung_stream_closed.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(fake.seen.lock().unwrap().hung_stream_closed.is_some(), "the server never saw the call cancelled");
+    assert_eq!(fake.seen.lock().unwrap().send_calls.len(), 1, "a deadline is not retried");
+}
+
+#[tokio::test]
+async fn streams_have_no_deadline_by_default_and_unary_calls_thirty_seconds() {
+    assert_eq!(Timeouts::default(), timeouts(Some(30_000), None));
+    // The unary deadline does not reach a stream: this turn outlives it and completes.
+    let (_fake, client) = start_with(Script::default(), Some(fast()), timeouts(Some(1), None)).await;
+    let slow = client.with_timeouts(timeouts(Some(1), None));
+    let (ids, result, err) = collect_turn(&slow, SendOptions::default()).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ids, ALL);
+    assert!(result.is_some());
+}
+
+#[tokio::test]
+async fn with_timeouts_gives_one_copy_of_a_client_its_own_deadline() {
+    let script = Script { hang_after: Some(1), ..Script::default() };
+    let (_fake, client) = start_with(script, Some(fast()), Timeouts::default()).await;
+    let bounded = client.with_timeouts(Timeouts { streaming: Some(Duration::from_millis(200)), ..client.timeouts() });
+    assert_eq!(client.timeouts().streaming, None, "the original client is unchanged");
+    let (ids, _, err) = within(collect_turn(&bounded, keyed_send())).await;
+    assert_eq!(ids, [1]);
+    assert_deadline_exceeded(&err.expect("the stream ends with an error"));
 }

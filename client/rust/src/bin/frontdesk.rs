@@ -12,7 +12,7 @@ use frontdesk_client::{
     describe_critic_verdict, describe_event, describe_orchestrator_message, describe_status_change, describe_tool_call,
     format_duration, nodes_run, research_outcome_label, research_step_label, service_call_context, service_call_state,
     tool_calls, v1, AskOptions, AuditTrailKey, Certificate, Client, ClientError, ClientTlsConfig, Identity,
-    InvestigationEvent, InvestigationStream, Reply, ResearchEvent, SendOptions, StartOptions, TriageEvent,
+    InvestigationEvent, InvestigationStream, Reply, ResearchEvent, SendOptions, StartOptions, Timeouts, TriageEvent,
     TriageOptions, TurnEvent, CONVERSATION_ENDED, SERVICE_CALL_ROUTING_NODES,
 };
 use futures::StreamExt;
@@ -42,6 +42,18 @@ struct Cli {
     /// PEM private key of --tls-cert.
     #[arg(long, global = true, env = "FRONTDESK_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+
+    /// Fail each call that has not ended after this many seconds (such as 90 or 0.5) with
+    /// DEADLINE_EXCEEDED, streamed ones included (a turn, a triage, a watch), retries counted
+    /// in. Without it a call that answers once has 30 s and a streamed one no deadline. A run
+    /// the server had started goes on after the CLI gives up on it.
+    #[arg(long, global = true, env = "FRONTDESK_TIMEOUT", value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<std::time::Duration>,
+
+    /// Do not retry: without it, calls with an idempotency key (--idempotency-key) are retried on
+    /// UNAVAILABLE and ABORTED, and their broken streams re-attached to the run.
+    #[arg(long, global = true)]
+    no_retries: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -486,12 +498,33 @@ impl fmt::Debug for ApiKeyArg {
     }
 }
 
-/// Connects as the global options say: the server, the API key, TLS.
+/// A positive number of seconds, such as `30` or `0.5`.
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("`{s}`: the timeout must be more than 0 seconds"));
+    }
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` seconds is too long"))
+}
+
+/// The deadlines `--timeout` asks for: every call's, streamed or not; the client's defaults
+/// without it.
+fn timeouts(cli: &Cli) -> Timeouts {
+    match cli.timeout {
+        Some(t) => Timeouts { unary: Some(t), streaming: Some(t) },
+        None => Timeouts::default(),
+    }
+}
+
+/// Connects as the global options say: the server, the API key, TLS, deadlines, retries.
 async fn connect(cli: &Cli) -> Result<Client, CliError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|e| CliError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
     };
-    let mut builder = Client::builder(cli.server.clone());
+    let mut builder = Client::builder(cli.server.clone()).timeouts(timeouts(cli));
+    if cli.no_retries {
+        builder = builder.no_retries();
+    }
     // An empty FRONTDESK_KEY means no key, as an unset one does.
     if let Some(key) = cli.api_key.as_ref().filter(|k| !k.0.trim().is_empty()) {
         builder = builder.api_key(key.0.clone());
@@ -2938,6 +2971,25 @@ mod tests {
         assert_eq!(RESEARCH_HEADER.find("RETRIES").map(|i| i + "RETRIES".len()), row.find("1/5").map(|i| i + 3));
         let long = v1::Research { question: "why ".repeat(30), ..answered_research() };
         assert!(research_row(&long).ends_with("why why…"), "{}", research_row(&long));
+    }
+
+    fn cli(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn timeout_bounds_every_call_and_no_retries_is_a_global_flag() {
+        let plain = cli(&["workflows"]).unwrap();
+        assert_eq!(timeouts(&plain), Timeouts::default());
+        assert!(!plain.no_retries);
+        let set = cli(&["chat", "--timeout", "2.5", "--no-retries"]).unwrap();
+        let t = Some(std::time::Duration::from_millis(2_500));
+        assert_eq!(timeouts(&set), Timeouts { unary: t, streaming: t });
+        assert!(set.no_retries);
+        for bad in ["0", "-1", "soon", "NaN", "1e300"] {
+            let err = cli(&["workflows", &format!("--timeout={bad}")]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
     }
 
     fn parse_chat(args: &[&str]) -> (String, Option<String>, bool) {
