@@ -867,6 +867,94 @@ async fn a_crash_before_the_erase_is_durable_does_not_triage_the_ticket_again() 
     assert!(t.active("CUST-001").await.is_empty());
 }
 
+/// A keyed run that completed its ticket, whose archiving failed as it completed (the handoff
+/// kept the final checkpoint) and whose caller went away before archiving it itself, leaves a
+/// `completed` checkpoint carrying the request's key and nothing recorded under the key. The
+/// retry's repair archives the ticket, records the outcome under the key and replays it: one
+/// ticket, no model call.
+#[tokio::test]
+async fn a_retry_of_a_ticket_whose_archiving_a_repair_finishes_is_replayed_not_triaged_again() {
+    use frontdesk_runtime::{Checkpoint, Log, RunMarker, RunStatus, State};
+    use frontdesk_workflows::triage::{Author, TicketInfo, TicketMessage, TriageState, TriageUpdate};
+
+    let t = Triage::start().await;
+    t.s.server().recovered().await;
+    let (customer, message, key, ticket_id) = ("CUST-001", "refund my invoice", "handoff-failed-1", "TKT-5EED0001");
+    let request = v1::TriageTicketRequest {
+        customer_id: customer.into(),
+        message: message.into(),
+        subject: "Help".into(),
+        language: String::new(),
+        idempotency_key: key.into(),
+    };
+    let thread = format!("{customer}:{ticket_id}");
+    let mut state = TriageState::default();
+    state.apply(TriageUpdate {
+        ticket: Some(TicketInfo {
+            ticket_id: ticket_id.into(),
+            customer_id: customer.into(),
+            subject: "Help".into(),
+            created_at_ms: 1,
+        }),
+        messages: Some(Log::append(vec![TicketMessage { author: Author::Customer, text: message.into(), at_ms: 1 }])),
+        triage_result: Some(Some(
+            serde_json::from_value(json!({
+                "urgency": "medium", "ticket_type": "billing",
+                "extracted_info": {"product_area": "billing", "issue_type": "refund", "sentiment": "calm", "language": "en"},
+                "recommended_action": "auto_respond", "suggested_response": "Refunded.",
+                "suggested_response_english": "Refunded.", "relevant_articles": [], "reasoning": "scripted",
+                "agent": "billing_specialist"
+            }))
+            .unwrap(),
+        )),
+        ..Default::default()
+    });
+    // The fingerprint the server computes for `request` (the triage desk's, over the request's
+    // customer, message, subject and language).
+    let fingerprint = frontdesk_workflows::idempotency::fingerprint(&[
+        ("customer_id", customer),
+        ("message", message),
+        ("subject", "Help"),
+        ("language", ""),
+    ]);
+    let completed = Checkpoint {
+        thread_id: thread.clone(),
+        workflow: "triage".into(),
+        version: 1,
+        state: serde_json::to_vec(&state).unwrap(),
+        next: None,
+        pending: Default::default(),
+        run: RunMarker {
+            run_id: "completed-unarchived".into(),
+            idempotency_key: Some(key.into()),
+            fingerprint: Some(fingerprint),
+            status: RunStatus::Completed,
+            step: 4,
+            output: Some("{}".into()),
+            owner: None,
+        },
+        created_at: std::time::SystemTime::now(),
+    };
+    let runner = t.s.server().registry().find::<HostedTriage>().unwrap().desk().runner().clone();
+    runner.checkpointer().put(&completed).await.unwrap();
+    let calls = t.s.model.requests().len();
+
+    let out = t.triage_request(request.clone()).await.unwrap();
+    assert!(out.result.replayed, "{:?}", out.result);
+    assert_eq!(out.result.ticket_id, ticket_id);
+    assert_eq!(out.result.run_id, "completed-unarchived");
+    assert_eq!(out.result.recommended_action(), RecommendedAction::AutoRespond);
+    assert_eq!(t.s.model.requests().len(), calls, "not triaged again");
+    let tickets: Vec<String> = archived(&t, customer).await.into_iter().map(|t| t.ticket_id).collect();
+    assert_eq!(tickets, [ticket_id], "one ticket");
+    assert!(t.active(customer).await.is_empty());
+    assert!(runner.state(&thread).await.unwrap().is_none(), "the repair erased the thread");
+    // Recorded: the next retry replays it too, without any repair.
+    let again = t.triage_request(request).await.unwrap();
+    assert!(again.result.replayed);
+    assert_eq!(again.result.ticket_id, ticket_id);
+}
+
 /// Importing with the caller's ticket id (`triage_as_new_ticket`, what replays and imports use):
 /// an id that is active or archived is refused before any model call.
 #[tokio::test]

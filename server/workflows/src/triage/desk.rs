@@ -439,7 +439,18 @@ impl TriageDesk {
             Admitted::Go(claim) => claim,
         };
         let customer_key = tenant.key(&request.customer_id);
-        let active = self.active_tickets(&customer_key).await?;
+        let ActiveTickets { tickets: active, recorded_keys } = self.active_tickets(&customer_key).await?;
+        // This very request completed its ticket before (its caller gone, and the ticket's
+        // archiving left to a repair), and the repair just archived it and recorded its outcome
+        // under the key: replayed, instead of triaging the message again as a new ticket.
+        if let Some(key) = request.idempotency_key.as_deref().filter(|key| recorded_keys.iter().any(|k| k == key)) {
+            if let Some(replay) = self.replay(&request.customer_id, &customer_key, key, &request).await? {
+                if let Some(claim) = claim {
+                    claim.release().await;
+                }
+                return Ok(replay);
+            }
+        }
         // A run of this very request that its caller never saw end (the server stopped or
         // crashed mid-run) is still running on its ticket, here or being resumed: the retry goes
         // to that ticket, where the runner attaches to the run, instead of matching the message
@@ -764,7 +775,14 @@ impl TriageDesk {
                 match &outcome.state {
                     // The state the run just committed: no need to read it back.
                     Some(state) => {
-                        finisher.archive_and_delete(&thread, &result.run_id, state, SystemTime::now()).await?
+                        // The outcome is recorded under the key above.
+                        let run = CompletedRun {
+                            thread_id: &thread,
+                            run_id: &result.run_id,
+                            idempotency_key: None,
+                            fingerprint: None,
+                        };
+                        finisher.archive_and_delete(run, state, SystemTime::now()).await?
                     }
                     None => finisher.complete(&thread).await?,
                 }
@@ -796,12 +814,13 @@ impl TriageDesk {
 
     /// The active tickets of the customer with storage key `customer_key`, after repairing any
     /// that a crash left half-archived.
-    async fn active_tickets(&self, customer_key: &str) -> Result<Vec<(TriageState, Checkpoint)>, WorkflowError> {
-        let mut active = Vec::new();
+    async fn active_tickets(&self, customer_key: &str) -> Result<ActiveTickets, WorkflowError> {
+        let mut active = ActiveTickets::default();
         // The default tenant's `<customer>:` never prefixes another tenant's `<tenant>/...`.
         for thread_id in self.thread_ids(Some(format!("{customer_key}:"))).await? {
-            if let Some(entry) = self.finisher().repair(&thread_id).await? {
-                active.push(entry);
+            match self.finisher().repair(&thread_id).await? {
+                Repaired::Active(state, cp) => active.tickets.push((state, cp)),
+                Repaired::Finished { recorded_key } => active.recorded_keys.extend(recorded_key),
             }
         }
         Ok(active)
@@ -812,7 +831,7 @@ impl TriageDesk {
     pub async fn sweep(&self) -> Result<usize, WorkflowError> {
         let mut repaired = 0;
         for thread_id in self.thread_ids(None).await? {
-            if self.finisher().repair(&thread_id).await?.is_none() {
+            if let Repaired::Finished { .. } = self.finisher().repair(&thread_id).await? {
                 repaired += 1;
             }
         }
@@ -867,7 +886,7 @@ impl TriageDesk {
     pub async fn list_active(&self, tenant: &Tenant, customer_id: &str) -> Result<Vec<TicketSummary>, WorkflowError> {
         self.known_customer(customer_id)?;
         let active = self.active_tickets(&tenant.key(customer_id)).await?;
-        Ok(active.iter().map(|(state, cp)| active_summary(state, cp)).collect())
+        Ok(active.tickets.iter().map(|(state, cp)| active_summary(state, cp)).collect())
     }
 
     /// A page of the customer's archived tickets in the caller's tenant and the token of the
@@ -907,7 +926,7 @@ impl TriageDesk {
         self.known_customer(customer_id)?;
         let not_found = || WorkflowError::NotFound { what: "ticket", id: ticket_id.to_owned() };
         let customer_key = tenant.key(customer_id);
-        if let Some((state, cp)) = self.finisher().repair(&thread_id(&customer_key, ticket_id)).await? {
+        if let Repaired::Active(state, cp) = self.finisher().repair(&thread_id(&customer_key, ticket_id)).await? {
             return Ok(TicketView {
                 summary: active_summary(&state, &cp),
                 english: state.translation.as_ref().map(|t| t.translated_messages.clone()).unwrap_or_default(),
@@ -1025,25 +1044,59 @@ struct ArchiveHandoff {
 #[async_trait]
 impl Handoff<TriageState> for ArchiveHandoff {
     async fn complete(&self, run: CompletedRun<'_>, state: &TriageState) -> Result<Completion, HandoffError> {
-        let thread_id = run.thread_id;
-        let Some(ticket) = archived_ticket(thread_id, run.run_id, state, SystemTime::now()) else {
-            return Ok(Completion::Keep);
-        };
-        self.archive.save(&ticket).await?;
-        // Recorded here as well as by the caller's task: a run resumed after a crash or a
-        // shutdown has no caller left to record it, and its retry would otherwise find neither
-        // a record nor the (erased) thread and triage the message again as a new ticket.
-        if let (Some(key), Some(fingerprint)) = (run.idempotency_key, run.fingerprint) {
-            let output = TriageOutput::of(state);
-            let status = TicketStatus::from(ticket.status);
-            let outcome = TriageOutcome { run_id: run.run_id.to_owned(), output, status, replayed: false };
-            self.archive
-                .record_request(&ticket.customer_id, key, fingerprint, &serde_json::to_string(&outcome)?)
-                .await?;
+        match archive_completed(&*self.archive, run, state, SystemTime::now()).await? {
+            Some(status) => {
+                info!(thread_id = run.thread_id, status = status.as_str(), "ticket archived");
+                Ok(Completion::Erase)
+            }
+            None => Ok(Completion::Keep),
         }
-        info!(thread_id, status = ticket.status.as_str(), "ticket archived");
-        Ok(Completion::Erase)
     }
+}
+
+/// Archives the ticket of `run`'s completed `state` and returns its status; `None` (nothing
+/// saved) when the state completes no ticket. A run started with an idempotency key has its
+/// outcome recorded under the key here as well as by the caller's task: a run resumed after a
+/// crash or a shutdown, or whose archiving a repair finishes, has no caller left to record it,
+/// and its retry would otherwise find neither a record nor the (erased) thread and triage the
+/// message again as a new ticket.
+async fn archive_completed(
+    archive: &dyn TicketArchive,
+    run: CompletedRun<'_>,
+    state: &TriageState,
+    completed_at: SystemTime,
+) -> Result<Option<ArchivedStatus>, WorkflowError> {
+    let Some(ticket) = archived_ticket(run.thread_id, run.run_id, state, completed_at) else { return Ok(None) };
+    archive.save(&ticket).await.map_err(archive_error)?;
+    if let (Some(key), Some(fingerprint)) = (run.idempotency_key, run.fingerprint) {
+        let output = TriageOutput::of(state);
+        let status = TicketStatus::from(ticket.status);
+        let outcome = TriageOutcome { run_id: run.run_id.to_owned(), output, status, replayed: false };
+        let json =
+            serde_json::to_string(&outcome).map_err(|source| WorkflowError::Corrupt { id: key.to_owned(), source })?;
+        archive.record_request(&ticket.customer_id, key, fingerprint, &json).await.map_err(archive_error)?;
+    }
+    Ok(Some(ticket.status))
+}
+
+/// What a triage thread is once `Finisher::repair` has looked at it.
+// Unboxed on purpose: a return value taken apart at once, and most threads read are active.
+#[allow(clippy::large_enum_variant)]
+enum Repaired {
+    /// An active ticket.
+    Active(TriageState, Checkpoint),
+    /// Nothing active: the ticket was archived (now or before), or the thread is not a
+    /// ticket's. `recorded_key` is the idempotency key of the run whose ticket the repair
+    /// archived, under which it recorded the run's outcome.
+    Finished { recorded_key: Option<String> },
+}
+
+/// A customer's active tickets, and the idempotency keys whose outcomes the repairs that
+/// found them recorded.
+#[derive(Default)]
+struct ActiveTickets {
+    tickets: Vec<(TriageState, Checkpoint)>,
+    recorded_keys: Vec<String>,
 }
 
 /// Archive-then-delete, and its repair.
@@ -1061,24 +1114,24 @@ impl Finisher {
         }
     }
 
-    /// Archives a thread's ticket, then deletes its checkpoints.
+    /// Archives a thread's ticket, then deletes its checkpoints. For the caller of the run, which
+    /// records the outcome under its key itself.
     async fn complete(&self, thread: &str) -> Result<(), WorkflowError> {
         let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(()) };
-        self.archive_and_delete(thread, &cp.run.run_id, &state, cp.created_at).await
+        let run = CompletedRun { thread_id: thread, run_id: &cp.run.run_id, idempotency_key: None, fingerprint: None };
+        self.archive_and_delete(run, &state, cp.created_at).await
     }
 
-    /// Archives the ticket of a completed run's (`run_id`) `state`, then deletes the thread's
-    /// checkpoints.
+    /// Archives the ticket of `run`'s completed `state` (recording its outcome under the key
+    /// `run` names, if any), then deletes the thread's checkpoints.
     async fn archive_and_delete(
         &self,
-        thread: &str,
-        run_id: &str,
+        run: CompletedRun<'_>,
         state: &TriageState,
         completed_at: SystemTime,
     ) -> Result<(), WorkflowError> {
-        let Some(ticket) = archived_ticket(thread, run_id, state, completed_at) else { return Ok(()) };
-        let status = ticket.status;
-        self.archive.save(&ticket).await.map_err(archive_error)?;
+        let thread = run.thread_id;
+        let Some(status) = archive_completed(&*self.archive, run, state, completed_at).await? else { return Ok(()) };
         // Unsynced: a delete lost in a crash leaves an archived ticket's thread, which every
         // read of active tickets and the start-up sweep delete again (`repair`).
         match self.runner.delete_thread_unsynced(thread).await {
@@ -1096,23 +1149,32 @@ impl Finisher {
     }
 
     /// Returns the thread's state if the ticket is really active; finishes it otherwise.
-    async fn repair(&self, thread: &str) -> Result<Option<(TriageState, Checkpoint)>, WorkflowError> {
-        let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(None) };
+    async fn repair(&self, thread: &str) -> Result<Repaired, WorkflowError> {
+        let gone = Repaired::Finished { recorded_key: None };
+        let Some((state, cp)) = self.runner.state(thread).await.map_err(WorkflowError::Run)? else { return Ok(gone) };
         if cp.workflow != NAME {
-            return Ok(None);
+            return Ok(gone);
         }
         if self.archive.exists(&key_in_thread(thread, &state.ticket.ticket_id)).await.map_err(archive_error)? {
             match self.runner.delete_thread_unsynced(thread).await {
-                Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(None),
+                Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(gone),
                 Err(other) => return Err(WorkflowError::Run(other)),
             }
         }
         let completing = state.triage_result.as_ref().is_some_and(|r| r.recommended_action.completes_ticket());
         if completing && cp.run.status == RunStatus::Completed {
-            self.archive_and_delete(thread, &cp.run.run_id, &state, cp.created_at).await?;
-            return Ok(None);
+            // Its handoff failed, and so did (or never came) its caller's own archiving.
+            let run = CompletedRun {
+                thread_id: thread,
+                run_id: &cp.run.run_id,
+                idempotency_key: cp.run.idempotency_key.as_deref(),
+                fingerprint: cp.run.fingerprint.as_deref(),
+            };
+            self.archive_and_delete(run, &state, cp.created_at).await?;
+            let recorded_key = cp.run.idempotency_key.filter(|_| cp.run.fingerprint.is_some());
+            return Ok(Repaired::Finished { recorded_key });
         }
-        Ok(Some((state, cp)))
+        Ok(Repaired::Active(state, cp))
     }
 }
 
