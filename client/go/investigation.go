@@ -229,21 +229,28 @@ func (c *Client) AllInvestigations(ctx context.Context, status v1.InvestigationS
 // ends once the advisory report is generated. A stream that fails with UNAVAILABLE (a server
 // shutting down, reason SHUTTING_DOWN, or a broken connection) is watched again from the last
 // seq yielded, after the error's RetryInfo delay or the backoff, within c.Retry's MaxAttempts
-// and MaxWait (no idempotency key needed); each entry is yielded once. Any other failure, or
-// UNAVAILABLE with c.Retry nil or its bounds used up, is yielded last, as (nil, *Error).
+// and MaxWait (no idempotency key needed), counted afresh after each entry yielded: only
+// failures in a row count. Each entry is yielded once. Any other failure, or UNAVAILABLE with
+// c.Retry nil or its bounds used up, is yielded last, as (nil, *Error).
 // Stopping the loop, or cancelling ctx, stops the call; once ctx is cancelled nothing more is
 // yielded but CANCELLED, even entries that had already arrived.
 func (c *Client) WatchInvestigation(ctx context.Context, investigationID string, afterSeq uint32) iter.Seq2[*v1.AuditEntry, error] {
 	return func(yield func(*v1.AuditEntry, error) bool) {
 		// A watch only reads the trail, and watching again after the last seq delivered can
-		// neither repeat nor lose an entry, so it resumes without an idempotency key. The
-		// attempts and waits count over the whole watch, as a run stream's re-attaches do.
+		// neither repeat nor lose an entry, so it resumes without an idempotency key. A watch
+		// lives as long as its investigation (days, waiting on a manager's reply), so a budget
+		// over the whole watch would be used up by a few ordinary server restarts: only
+		// failures in a row, with no entry between them, count against it.
 		b := newBudget(c.Retry)
 		last := afterSeq
 		for {
+			from := last
 			stopped, err := c.watchOnce(ctx, investigationID, &last, yield)
 			if err == nil || stopped {
 				return
+			}
+			if last != from {
+				b = newBudget(c.Retry)
 			}
 			fe, _ := AsError(err)
 			if fe.Code != codes.Unavailable {

@@ -20,10 +20,11 @@ import (
 // (DefaultRetryPolicy); set Client.Retry to nil to turn retries and re-attaching off.
 type RetryPolicy struct {
 	// MaxAttempts is the most times one call is made, the first included (a stream also
-	// re-attaches at most this many times). Default 5.
+	// re-attaches at most this many times; a watch is made at most this many times in a row
+	// without an entry between). Default 5.
 	MaxAttempts int
-	// MaxWait is the most time one call spends waiting between attempts, all waits together.
-	// Default 30s.
+	// MaxWait is the most time one call spends waiting between attempts, all waits together
+	// (for a watch, those since its last entry). Default 30s.
 	MaxWait time.Duration
 	// InitialBackoff and MaxBackoff make the wait when the server's error carries no RetryInfo
 	// delay: InitialBackoff doubling with each attempt up to MaxBackoff, each wait a random

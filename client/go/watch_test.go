@@ -28,6 +28,9 @@ type watchFake struct {
 	cuts     int
 	cutAfter int
 	cut      error
+	// stuckAt ends every watch with cut before it sends this seq (0: never), as a server that
+	// keeps failing.
+	stuckAt uint32
 	// overlap makes every watch after the first start that many entries at or below its
 	// after_seq, as a server whose trail read raced the cut might.
 	overlap uint32
@@ -49,7 +52,7 @@ func (f *watchFake) WatchInvestigation(req *v1.WatchInvestigationRequest, stream
 	}
 	sent := 0
 	for seq := from; seq <= watchLast; seq++ {
-		if n <= f.cuts && sent == f.cutAfter {
+		if (n <= f.cuts && sent == f.cutAfter) || (f.stuckAt != 0 && seq >= f.stuckAt) {
 			return f.cut
 		}
 		entry := &v1.AuditEntry{Seq: seq, InvestigationId: "INV-1"}
@@ -189,20 +192,40 @@ func TestWatchSurfacesOtherErrors(t *testing.T) {
 	}
 }
 
+// Each entry starts the budget afresh: a watch outlives many restarts, each well within it.
+func TestWatchBudgetStartsAfreshAfterEachEntry(t *testing.T) {
+	f := &watchFake{cuts: 4, cutAfter: 1, cut: scriptedError(codes.Unavailable, "SHUTTING_DOWN", 10*time.Millisecond)}
+	c, ctx := startWatchFake(t, f, &frontdesk.RetryPolicy{MaxAttempts: 2})
+	seqs, err := watchAll(c, ctx, 0)
+	if err != nil || !slices.Equal(seqs, []uint32{1, 2, 3, 4, 5}) || !slices.Equal(f.asked, []uint32{0, 1, 2, 3, 4}) {
+		t.Fatalf("got %v, %v from watches after %v; want 1..5 from watches after [0 1 2 3 4]", seqs, err, f.asked)
+	}
+}
+
+func TestWatchWaitStartsAfreshAfterEachEntry(t *testing.T) {
+	f := &watchFake{cuts: 4, cutAfter: 1, cut: scriptedError(codes.Unavailable, "SHUTTING_DOWN", 100*time.Millisecond)}
+	c, ctx := startWatchFake(t, f, &frontdesk.RetryPolicy{MaxWait: 150 * time.Millisecond})
+	seqs, err := watchAll(c, ctx, 0)
+	if err != nil || !slices.Equal(seqs, []uint32{1, 2, 3, 4, 5}) || len(f.asked) != 5 {
+		t.Fatalf("got %v, %v after %d watches; want 1..5 after 5 (each 100ms wait after an entry)", seqs, err, len(f.asked))
+	}
+}
+
+// Failures in a row, with no entry between them, are bounded: counted from the last entry.
 func TestWatchResumesWithinMaxAttempts(t *testing.T) {
-	f := &watchFake{cuts: 10, cutAfter: 1, cut: scriptedError(codes.Unavailable, "SHUTTING_DOWN", 10*time.Millisecond)}
+	f := &watchFake{cuts: 2, cutAfter: 1, stuckAt: 4, cut: scriptedError(codes.Unavailable, "SHUTTING_DOWN", 10*time.Millisecond)}
 	c, ctx := startWatchFake(t, f, &frontdesk.RetryPolicy{MaxAttempts: 3})
 	seqs, err := watchAll(c, ctx, 0)
-	if status.Code(err) != codes.Unavailable || !slices.Equal(seqs, []uint32{1, 2, 3}) || len(f.asked) != 3 {
-		t.Fatalf("got %v, %v after %d watches; want 1..3 then UNAVAILABLE after 3", seqs, err, len(f.asked))
+	if status.Code(err) != codes.Unavailable || !slices.Equal(seqs, []uint32{1, 2, 3}) || !slices.Equal(f.asked, []uint32{0, 1, 2, 3, 3}) {
+		t.Fatalf("got %v, %v from watches after %v; want 1..3 then UNAVAILABLE from watches after [0 1 2 3 3]", seqs, err, f.asked)
 	}
 }
 
 func TestWatchResumesWithinMaxWait(t *testing.T) {
-	f := &watchFake{cuts: 10, cutAfter: 1, cut: shuttingDown}
+	f := &watchFake{cuts: 1, cutAfter: 1, stuckAt: 3, cut: shuttingDown}
 	c, ctx := startWatchFake(t, f, &frontdesk.RetryPolicy{MaxWait: 300 * time.Millisecond})
 	seqs, err := watchAll(c, ctx, 0)
-	if status.Code(err) != codes.Unavailable || !slices.Equal(seqs, []uint32{1, 2}) || len(f.asked) != 2 {
-		t.Fatalf("got %v, %v after %d watches; want 1, 2 then UNAVAILABLE after 2 (one 200ms wait fits in 300ms)", seqs, err, len(f.asked))
+	if status.Code(err) != codes.Unavailable || !slices.Equal(seqs, []uint32{1, 2}) || !slices.Equal(f.asked, []uint32{0, 1, 2}) {
+		t.Fatalf("got %v, %v from watches after %v; want 1, 2 then UNAVAILABLE from watches after [0 1 2] (one 200ms wait after each entry fits in 300ms, two in a row do not)", seqs, err, f.asked)
 	}
 }

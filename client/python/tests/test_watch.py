@@ -24,8 +24,9 @@ LAST = 5
 
 class WatchFake(investigation_pb2_grpc.InvestigationServiceServicer):
     """Ends the first ``cuts`` watches after ``cut_after`` entries (counted from after_seq)
-    with ``cut`` (code, reason or None for no details, RetryInfo delay or None); every watch
-    after the first starts ``overlap`` entries at or below its after_seq."""
+    with ``cut`` (code, reason or None for no details, RetryInfo delay or None), and every
+    watch with ``cut`` before it sends seq ``stuck_at`` (0: never), as a server that keeps
+    failing; every watch after the first starts ``overlap`` entries at or below its after_seq."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -38,6 +39,7 @@ class WatchFake(investigation_pb2_grpc.InvestigationServiceServicer):
             "SHUTTING_DOWN",
             0.2,
         )
+        self.stuck_at = 0
         self.overlap = 0
 
     def WatchInvestigation(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -49,7 +51,7 @@ class WatchFake(investigation_pb2_grpc.InvestigationServiceServicer):
         if n > 1:
             start -= min(self.overlap, request.after_seq)
         for sent, seq in enumerate(range(start, LAST + 1)):
-            if n <= self.cuts and sent == self.cut_after:
+            if (n <= self.cuts and sent == self.cut_after) or 0 < self.stuck_at <= seq:
                 code, reason, delay = self.cut
                 if reason is None:
                     context.abort(code, "connection reset")  # no details, as a broken connection
@@ -180,20 +182,54 @@ def test_watch_raises_other_errors(fake: WatchFake, run: Any, code: grpc.StatusC
     assert seqs == [1, 2] and len(fake.asked) == 1
 
 
-def test_watch_resumes_within_max_attempts(fake: WatchFake) -> None:
-    fake.cuts, fake.cut_after = 10, 1
+@BOTH
+def test_watch_budget_starts_afresh_after_each_entry(fake: WatchFake, run: Any) -> None:
+    # four cuts, each after one new entry, under two attempts: a watch outlives many restarts
+    fake.cuts, fake.cut_after = 4, 1
     fake.cut = (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN", 0.01)
-    seqs, err = watch(fake, retry=RetryPolicy(max_attempts=3))
+    seqs, err = run(fake, retry=RetryPolicy(max_attempts=2))
+    assert err is None and seqs == [1, 2, 3, 4, 5]
+    assert fake.asked == [0, 1, 2, 3, 4]
+
+
+@BOTH
+def test_watch_wait_starts_afresh_after_each_entry(fake: WatchFake, run: Any) -> None:
+    # four 0.1s waits, each after a new entry, under 0.15s of waiting
+    fake.cuts, fake.cut_after = 4, 1
+    fake.cut = (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN", 0.1)
+    seqs, err = run(fake, retry=RetryPolicy(max_wait=0.15))
+    assert err is None and seqs == [1, 2, 3, 4, 5]
+    assert len(fake.asked) == 5
+
+
+def test_attempts_count_every_watch_made(fake: WatchFake) -> None:
+    fake.cuts, fake.cut_after = 4, 1
+    fake.cut = (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN", 0.01)
+    policy = RetryPolicy(max_attempts=2)
+    with FrontdeskClient(fake.addr, retry=policy) as client:  # type: ignore[attr-defined]
+        stream = client.watch_investigation("INV-1", timeout=10)
+        assert [e.seq for e in stream] == [1, 2, 3, 4, 5]
+        assert stream.attempts == 5
+
+
+@BOTH
+def test_watch_resumes_within_max_attempts(fake: WatchFake, run: Any) -> None:
+    # failures in a row, with no entry between them, are bounded: counted from the last entry
+    fake.cuts, fake.cut_after, fake.stuck_at = 2, 1, 4
+    fake.cut = (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN", 0.01)
+    seqs, err = run(fake, retry=RetryPolicy(max_attempts=3))
     assert err is not None and err.code == grpc.StatusCode.UNAVAILABLE
-    assert seqs == [1, 2, 3] and len(fake.asked) == 3
+    assert seqs == [1, 2, 3]
+    assert fake.asked == [0, 1, 2, 3, 3]
 
 
 def test_watch_resumes_within_max_wait(fake: WatchFake) -> None:
-    fake.cuts, fake.cut_after = 10, 1
-    # one 0.2s wait fits in 0.3s, a second does not
+    fake.cuts, fake.cut_after, fake.stuck_at = 1, 1, 3
+    # one 0.2s wait after each entry fits in 0.3s, two in a row do not
     seqs, err = watch(fake, retry=RetryPolicy(max_wait=0.3))
     assert err is not None and err.reason == "SHUTTING_DOWN"
-    assert seqs == [1, 2] and len(fake.asked) == 2
+    assert seqs == [1, 2]
+    assert fake.asked == [0, 1, 2]
 
 
 def test_cancel_stops_the_wait_before_watching_again(fake: WatchFake) -> None:

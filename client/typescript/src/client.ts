@@ -1205,7 +1205,8 @@ export class FrontdeskClient {
    * The investigation's audit entries with a seq above `afterSeq` (default 0: the whole trail),
    * then each new one as it is written; the stream ends once the advisory report is generated.
    * A watch cut with UNAVAILABLE (a server shutting down) is made again from the last seq
-   * delivered, under the retry policy; `timeoutMs` covers the whole watch.
+   * delivered, under the retry policy, whose attempts and waiting count afresh after each entry
+   * delivered; `timeoutMs` covers the whole watch.
    */
   watchInvestigation(investigationId: string, o?: CallOpts & { afterSeq?: number }): AuditStream {
     const base = this.opts(o, false);

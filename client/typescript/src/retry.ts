@@ -10,9 +10,16 @@ import { FrontdeskError } from "./errors.js";
  * field is optional; `new FrontdeskClient({ retry: false })` turns all that off.
  */
 export interface RetryPolicy {
-  /** The most times one call is made, the first included (a stream also re-attaches at most this many times). Default 5. */
+  /**
+   * The most times one call is made, the first included (a stream also re-attaches at most this
+   * many times; a watch is made at most this many times in a row without an entry between).
+   * Default 5.
+   */
   maxAttempts?: number;
-  /** The most milliseconds one call spends waiting between attempts, all waits together. Default 30000. */
+  /**
+   * The most milliseconds one call spends waiting between attempts, all waits together (for a
+   * watch, those since its last entry). Default 30000.
+   */
   maxWaitMs?: number;
   /**
    * The wait when the server's error carries no RetryInfo delay: `initialBackoffMs` doubling
@@ -130,10 +137,11 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
  * One WatchInvestigation across its calls: yields the responses of `open(afterSeq, timeoutMs)`
  * and, when a call fails with UNAVAILABLE (any reason: a server shutting down,
  * SHUTTING_DOWN, or a broken connection), opens it again from the last seq delivered, after the
- * RetryInfo delay or the backoff, within the policy's attempts and waiting over the whole watch
- * and its deadline. A watch only reads the trail and asks again after the last seq delivered, so
- * it resumes without an idempotency key. Every other error, and UNAVAILABLE with no policy or
- * the bounds used up, is thrown; a call that ends normally ends the watch.
+ * RetryInfo delay or the backoff, within the policy's attempts and waiting in a row (counted
+ * afresh after each entry delivered) and the watch's deadline. A watch only reads the trail and
+ * asks again after the last seq delivered, so it resumes without an idempotency key. Every other
+ * error, and UNAVAILABLE with no policy or the bounds used up, is thrown; a call that ends
+ * normally ends the watch.
  */
 export async function* resumingWatch<R extends { entry?: { seq: number } }>(
   open: (afterSeq: number, timeoutMs: number | undefined) => AsyncIterable<R>,
@@ -142,7 +150,7 @@ export async function* resumingWatch<R extends { entry?: { seq: number } }>(
   timeoutMs: number | undefined,
   signal: AbortSignal | undefined,
 ): AsyncGenerator<R> {
-  const budget = new Budget(policy, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
+  let budget = new Budget(policy, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
   let last = afterSeq;
   for (;;) {
     try {
@@ -152,6 +160,10 @@ export async function* resumingWatch<R extends { entry?: { seq: number } }>(
           // A server may send an entry at or below the seq asked for; the caller must not see it twice.
           if (seq <= last) continue;
           last = seq;
+          // A watch lives as long as its investigation (days, waiting on a manager's reply): a
+          // budget over the whole watch would be used up by a few ordinary server restarts, so
+          // only failures in a row count. The deadline still covers the whole watch.
+          budget = new Budget(policy, budget.deadline);
         }
         yield response;
       }

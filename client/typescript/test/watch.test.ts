@@ -28,6 +28,8 @@ interface Script {
   cuts: number;
   cutAfter: number;
   cut: () => ConnectError;
+  /** Every watch ends with `cut()` before it sends this seq (0: never), as a server that keeps failing. */
+  stuckAt: number;
   /** Every watch after the first starts `overlap` entries at or below its afterSeq. */
   overlap: number;
   asked: number[];
@@ -43,6 +45,7 @@ beforeEach(async () => {
     cuts: 1,
     cutAfter: 2,
     cut: () => failure(Code.Unavailable, "SHUTTING_DOWN", 200),
+    stuckAt: 0,
     overlap: 0,
     asked: [],
     called: [],
@@ -60,7 +63,9 @@ beforeEach(async () => {
           const from = req.afterSeq + 1 - (n > 1 ? Math.min(script.overlap, req.afterSeq) : 0);
           let sent = 0;
           for (let seq = from; seq <= LAST; seq++) {
-            if (n <= script.cuts && sent === script.cutAfter) throw script.cut();
+            if ((n <= script.cuts && sent === script.cutAfter) || (script.stuckAt > 0 && seq >= script.stuckAt)) {
+              throw script.cut();
+            }
             const entry = create(AuditEntrySchema, { investigationId: "INV-1", seq });
             if (seq === LAST) {
               entry.entry = {
@@ -175,24 +180,49 @@ test("a watch throws errors other than UNAVAILABLE, ABORTED included", async () 
   }
 });
 
-test("a watch resumes at most maxAttempts times in all", async () => {
-  script.cuts = 10;
+test("a watch's attempts start afresh after each entry: it outlives many restarts", async () => {
+  // four cuts, each after one new entry, under two attempts
+  script.cuts = 4;
   script.cutAfter = 1;
+  script.cut = () => failure(Code.Unavailable, "SHUTTING_DOWN", 10);
+  const { seqs, err } = await watch({ maxAttempts: 2 });
+  assert.equal(err, undefined);
+  assert.deepEqual(seqs, [1, 2, 3, 4, 5]);
+  assert.deepEqual(script.asked, [0, 1, 2, 3, 4]);
+});
+
+test("a watch's waiting starts afresh after each entry", async () => {
+  // four 100ms waits, each after a new entry, under 150ms of waiting
+  script.cuts = 4;
+  script.cutAfter = 1;
+  script.cut = () => failure(Code.Unavailable, "SHUTTING_DOWN", 100);
+  const { seqs, err } = await watch({ maxWaitMs: 150 });
+  assert.equal(err, undefined);
+  assert.deepEqual(seqs, [1, 2, 3, 4, 5]);
+  assert.equal(script.asked.length, 5);
+});
+
+test("a watch resumes at most maxAttempts times in a row, with no entry between", async () => {
+  script.cuts = 2;
+  script.cutAfter = 1;
+  script.stuckAt = 4;
   script.cut = () => failure(Code.Unavailable, "SHUTTING_DOWN", 10);
   const { seqs, err } = await watch({ maxAttempts: 3 });
   assert.equal(err?.code, Code.Unavailable);
   assert.deepEqual(seqs, [1, 2, 3]);
-  assert.equal(script.asked.length, 3);
+  // counted from the last entry (3): three watches after it, the first included
+  assert.deepEqual(script.asked, [0, 1, 2, 3, 3]);
 });
 
-test("a watch resumes within maxWaitMs in all", async () => {
-  script.cuts = 10;
+test("a watch resumes within maxWaitMs in a row", async () => {
+  script.cuts = 1;
   script.cutAfter = 1;
-  // one 200ms wait fits in 300ms, a second does not
+  script.stuckAt = 3;
+  // one 200ms wait after each entry fits in 300ms, two in a row do not
   const { seqs, err } = await watch({ maxWaitMs: 300 });
   assert.equal(err?.reason, "SHUTTING_DOWN");
   assert.deepEqual(seqs, [1, 2]);
-  assert.equal(script.asked.length, 2);
+  assert.deepEqual(script.asked, [0, 1, 2]);
 });
 
 test("aborting the signal stops the wait before watching again", async () => {

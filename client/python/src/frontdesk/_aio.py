@@ -250,7 +250,7 @@ class AsyncAuditStream(_AsyncListenStream, AsyncIterator[investigation_pb2.Audit
     @property
     def attempts(self) -> int:
         """How many times WatchInvestigation was called (1 unless the watch resumed)."""
-        return self._resumer.budget.calls
+        return self._resumer.calls
 
     def _open(self) -> Any:
         request = investigation_pb2.WatchInvestigationRequest(

@@ -291,7 +291,7 @@ class AuditStream(Iterator[investigation_pb2.AuditEntry]):
     @property
     def attempts(self) -> int:
         """How many times WatchInvestigation was called (1 unless the watch resumed)."""
-        return self._resumer.budget.calls
+        return self._resumer.calls
 
     def _open(self) -> Any:
         request = investigation_pb2.WatchInvestigationRequest(
@@ -647,7 +647,8 @@ class FrontdeskClient:
         """The investigation's audit entries with a seq above ``after_seq`` (0: the whole
         trail), then each new one as it is written; the stream ends once the advisory report is
         generated. A watch cut with UNAVAILABLE (a server shutting down) is made again from the
-        last seq delivered, under the retry policy; ``timeout`` covers the whole watch."""
+        last seq delivered, under the retry policy, whose attempts and waiting count afresh
+        after each entry delivered; ``timeout`` covers the whole watch."""
         request = investigation_pb2.WatchInvestigationRequest(
             investigation_id=investigation_id, after_seq=after_seq
         )

@@ -29,12 +29,13 @@ class RetryPolicy:
     ``FrontdeskClient(retry=False)`` turns all that off; ``retry=RetryPolicy(...)`` tunes.
 
     ``max_attempts``: the most times one call is made, the first included (a stream also
-    re-attaches at most this many times). ``max_wait``: the most seconds one call spends
-    waiting between attempts, all waits together. ``initial_backoff`` and ``max_backoff``: the
-    wait, in seconds, when the server's error carries no RetryInfo delay: ``initial_backoff``
-    doubling with each attempt up to ``max_backoff``, each wait a random 50-100% of that
-    (jitter). ``reattach``: re-attach a broken stream with WorkflowService/SubscribeRun (else
-    the call itself is retried)."""
+    re-attaches at most this many times; a watch is made at most this many times in a row
+    without an entry between). ``max_wait``: the most seconds one call spends waiting between
+    attempts, all waits together (for a watch, those since its last entry).
+    ``initial_backoff`` and ``max_backoff``: the wait, in seconds, when the server's error
+    carries no RetryInfo delay: ``initial_backoff`` doubling with each attempt up to
+    ``max_backoff``, each wait a random 50-100% of that (jitter). ``reattach``: re-attach a
+    broken stream with WorkflowService/SubscribeRun (else the call itself is retried)."""
 
     max_attempts: int = 5
     max_wait: float = 30.0
@@ -274,13 +275,16 @@ class WatchResumer:
     a failure is watched again. The watch only reads the trail and asks again from the last seq
     delivered, so it resumes without an idempotency key: on UNAVAILABLE of any reason (a server
     shutting down, SHUTTING_DOWN, or a broken connection), after the RetryInfo delay or the
-    backoff, within the policy's attempts and waiting over the whole watch and its deadline."""
+    backoff, within the policy's attempts and waiting in a row (counted afresh after each entry
+    delivered) and the watch's deadline."""
 
     def __init__(
         self, policy: Optional[RetryPolicy], deadline: Optional[float], after_seq: int
     ) -> None:
         self.budget = Budget(policy, deadline)
         self.after_seq = after_seq
+        #: How many times WatchInvestigation was called, over the whole watch.
+        self.calls = 1
 
     def fresh(self, entry: Any) -> bool:
         """True for an entry the caller has not seen (and records it). A server may send one
@@ -288,6 +292,10 @@ class WatchResumer:
         if entry.seq <= self.after_seq:
             return False
         self.after_seq = entry.seq
+        # A watch lives as long as its investigation (days, waiting on a manager's reply): a
+        # budget over the whole watch would be used up by a few ordinary server restarts, so
+        # only failures in a row count. The deadline still covers the whole watch.
+        self.budget = Budget(self.budget.policy, self.budget.deadline)
         return True
 
     def failed(self, err: FrontdeskError) -> Optional[float]:
@@ -297,6 +305,7 @@ class WatchResumer:
             return None  # ABORTED too: retried for keyed calls, no reason to watch again
         wait = self.budget.delay(err)
         if wait is not None:
+            self.calls += 1
             self.budget.calls += 1
             self.budget.waited += wait
         return wait
