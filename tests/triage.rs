@@ -736,6 +736,32 @@ async fn a_keyed_ticket_finished_after_a_restart_is_replayed_to_the_retry_not_tr
 }
 
 #[tokio::test]
+async fn a_keyed_ticket_kept_active_by_a_run_finished_after_a_restart_is_replayed_not_matched_again() {
+    let resumed = [
+        ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify"),
+        ScriptedReply::json(&specialist("route_specialist", "An engineer will look.", &[]))
+            .for_purpose("specialist.technical"),
+    ];
+    let (t, request, ticket_id) = stop_a_keyed_ticket_mid_run(&resumed).await;
+    // Start-up recovery finished the run and the ticket stays active: nothing archived it, and
+    // nobody was there to record its outcome under the key.
+    t.s.server().recovered().await;
+    let calls = t.s.model.requests().len();
+    // No matcher reply is scripted: matching the retry as a new message would fail it.
+    let out = retry_until_answered(&t, &request).await;
+    assert!(out.matching.is_empty(), "not matched again");
+    assert_eq!(out.resolution.ticket_id, ticket_id);
+    assert!(out.result.replayed, "{:?}", out.result);
+    assert_eq!(out.result.ticket_id, ticket_id);
+    assert_eq!(t.s.model.requests().len(), calls, "no model call");
+    let active: Vec<String> = t.active("CUST-003").await.into_iter().map(|t| t.ticket_id).collect();
+    assert_eq!(active, [ticket_id], "one ticket");
+    let conversation = t.get("CUST-003", &active[0]).await.unwrap();
+    let customer_messages = conversation.messages.iter().filter(|m| m.role == v1::Role::User as i32).count();
+    assert_eq!(customer_messages, 1, "the message once");
+}
+
+#[tokio::test]
 async fn a_retry_while_a_keyed_ticket_is_being_resumed_goes_to_that_ticket_not_the_matcher() {
     let slow = ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify");
     let resumed = [

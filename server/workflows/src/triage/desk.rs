@@ -451,16 +451,17 @@ impl TriageDesk {
                 return Ok(replay);
             }
         }
-        // A run of this very request that its caller never saw end (the server stopped or
-        // crashed mid-run) is still running on its ticket, here or being resumed: the retry goes
-        // to that ticket, where the runner attaches to the run, instead of matching the message
-        // as a new one and opening a second ticket.
-        let unfinished = request.idempotency_key.as_deref().and_then(|key| {
-            active
-                .iter()
-                .find(|(_, cp)| cp.run.status == RunStatus::Running && cp.run.idempotency_key.as_deref() == Some(key))
-        });
-        if let Some((state, _)) = unfinished {
+        // A run of this very request whose end its caller never saw (the server stopped or
+        // crashed mid-run) is the latest on its ticket: still running, here or being resumed, or
+        // finished by the resume with the ticket kept active and nobody left to record the
+        // outcome under the key. The retry goes to that ticket, where the runner attaches to the
+        // run or replays it, instead of matching the message as a new one and opening a second
+        // ticket. (A failed run rolled its ticket back, so the retry runs there again.)
+        let earlier = request
+            .idempotency_key
+            .as_deref()
+            .and_then(|key| active.iter().find(|(_, cp)| cp.run.idempotency_key.as_deref() == Some(key)));
+        if let Some((state, _)) = earlier {
             let resolution = Resolution {
                 ticket_id: state.ticket.ticket_id.clone(),
                 matched_existing: true,
