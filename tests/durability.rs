@@ -321,6 +321,60 @@ async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_resta
     assert_eq!(texts[1..], ["turn one", "reply one", "turn two", "reply two"], "the accepted turn, once");
 }
 
+/// The run a restart resumes fails (the model's replies do not parse), and it cannot roll back
+/// past its own input: the retry of the same turn runs without appending the message again.
+#[tokio::test]
+async fn a_turn_whose_resumed_run_failed_is_retried_without_its_message_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frontdesk.db");
+    let mut slow = chat_turn("never delivered");
+    slow[0]["delay_ms"] = json!(60_000);
+    let replica = format!("test-replica:{}", db.display());
+    let grace = [("FRONTDESK__SHUTDOWN_GRACE_SECS", "1")];
+    let server = common::process::spawn_replica(
+        &db,
+        &script(&[chat_turn("reply one"), slow]),
+        dir.path(),
+        "a",
+        &replica,
+        &grace,
+    );
+    let client = server.client().await.with_retry_policy(None);
+    let id = start(&client).await;
+    client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
+    let mut stream = send_until_started(&client, &id, "turn two", "turn-two", "supervisor").await;
+    let stopping = tokio::task::spawn_blocking(move || server.terminate());
+    let last = last_item(&mut stream).await;
+    assert!(matches!(last, Some(Err(_))), "the turn ends with the shutdown: {last:?}");
+    stopping.await.unwrap();
+
+    // Resumed at start-up, the turn's supervisor gets a reply that does not parse, twice (the
+    // reply and its repair attempt), and the run fails; the retry's turn then goes through.
+    let garbage = || json!({"purpose": "supervisor.route", "content": "not json"});
+    let replies = [vec![garbage(), garbage()], chat_turn("reply two")];
+    let server = spawn_server(&db, &script(&replies), dir.path(), "b");
+    let client = server.client().await;
+    let opts = SendOptions { idempotency_key: Some("turn-two".into()), queue_if_busy: true };
+    let mut reply = None;
+    for _ in 0..50 {
+        match client.send_message_and_wait(&id, "turn two", opts.clone()).await {
+            Ok((_, result)) => {
+                reply = result.reply;
+                break;
+            }
+            // Busy with the resumed run, or attached to it as it failed: the next call retries
+            // after that failure.
+            Err(ClientError::Status(e)) if matches!(e.code, Code::Aborted | Code::Internal) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(other) => panic!("retry failed: {other}"),
+        }
+    }
+    assert_eq!(reply.expect("the retried turn finished").text, "reply two");
+    let texts: Vec<String> = transcript(&client, &id).await.into_iter().map(|(_, t)| t).collect();
+    assert_eq!(texts[1..], ["turn one", "reply one", "turn two", "reply two"], "the message once");
+}
+
 async fn last_item<T>(stream: &mut (impl futures::Stream<Item = T> + Unpin)) -> Option<T> {
     let mut last = None;
     while let Some(item) = stream.next().await {

@@ -120,10 +120,22 @@ pub struct Pending {
     /// `RunnerConfig::max_takeovers`); 0 outside a run and in a run not taken over.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub takeovers: u32,
+    /// On a `failed` checkpoint: the state still holds the input of the failed run's request
+    /// (the one that carried its idempotency key), because the run could not roll back past it.
+    /// A run taken over after its process stopped resumed from a checkpoint its input was
+    /// already in, and the state from before the run is gone with the checkpoints retention
+    /// pruned. A retry of that request (the same key and fingerprint) then runs without
+    /// applying its input a second time. Always false outside a `failed` checkpoint.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub input_kept: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Pending {
@@ -133,6 +145,7 @@ impl Pending {
             && self.tasks.is_empty()
             && self.resume.is_none()
             && self.takeovers == 0
+            && !self.input_kept
     }
 
     /// The JSON a store keeps; `None` when there is nothing pending (a NULL column).
@@ -162,9 +175,9 @@ impl Pending {
     }
 
     /// What a new run (or the rest a failed one leaves) starts from: the same, without what
-    /// belongs to the run before it (its resume answer and its takeovers).
+    /// belongs to the run before it (its resume answer, its takeovers, its kept input).
     pub(crate) fn for_a_new_run(&self) -> Pending {
-        Pending { resume: None, takeovers: 0, ..self.clone() }
+        Pending { resume: None, takeovers: 0, input_kept: false, ..self.clone() }
     }
 
     pub fn interrupt(&self, id: &str) -> Option<&PendingInterrupt> {

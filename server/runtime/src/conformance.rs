@@ -56,6 +56,7 @@ pub fn sample_pending() -> Pending {
         tasks: vec![TaskWrite { node: "research".into(), task: 2, update: r#"{"notes":["ß"]}"#.into() }],
         resume: Some(Resume { interrupt_id: "clarify-0".into(), value: serde_json::json!({"reason": "ß"}) }),
         takeovers: 2,
+        input_kept: true,
     }
 }
 

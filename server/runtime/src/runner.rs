@@ -819,6 +819,10 @@ struct Rollback {
     state: Option<Vec<u8>>,
     next: Option<String>,
     pending: Pending,
+    /// The state holds the run's own input: the run was taken over (it resumed from a
+    /// checkpoint written after its input was applied), or it retried a request whose input a
+    /// failed run kept. Its `failed` checkpoint says so (`Pending::input_kept`).
+    holds_input: bool,
 }
 
 /// What one node step produced: its updates (one per fan-out task, in dispatch order) and the
@@ -1296,7 +1300,7 @@ impl<S: State> Runner<S> {
             (None, RunInput::Update(update)) => {
                 let mut state = S::default();
                 state.apply(update);
-                let rollback = Rollback { state: None, next: None, pending: Pending::default() };
+                let rollback = Rollback { state: None, next: None, pending: Pending::default(), holds_input: false };
                 (state, 0, Some(self.graph.entry.clone()), Pending::default(), None, rollback)
             }
             (Some(cp), RunInput::Update(update)) => {
@@ -1311,10 +1315,22 @@ impl<S: State> Runner<S> {
                     Err(refused) => return Err(StartError::Refused(refused)),
                 }
                 let mut state = before;
-                state.apply(update);
+                // The retry of a request whose failed run kept its input in the state (it had
+                // been taken over, so it could not roll back past it): applied once only.
+                let kept = cp.run.status == RunStatus::Failed
+                    && cp.pending.input_kept
+                    && request.idempotency_key.is_some()
+                    && cp.run.idempotency_key == request.idempotency_key
+                    && !differs(&request.fingerprint, &cp.run.fingerprint);
+                if kept {
+                    info!(thread_id = %request.thread_id, "retrying a request whose input a failed run kept; not applying it again");
+                } else {
+                    state.apply(update);
+                }
                 // Finished tasks belong to the step they were written at, which this run leaves.
                 let pending = Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() };
-                let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
+                let rollback =
+                    Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending, holds_input: kept };
                 (state, cp.version, Some(self.graph.entry.clone()), pending, None, rollback)
             }
             (Some(cp), RunInput::Resume { interrupt_id, value }) => {
@@ -1330,7 +1346,8 @@ impl<S: State> Runner<S> {
                 };
                 let state: S = decode(&cp)?;
                 admit(&state, &cp).map_err(StartError::Refused)?;
-                let rollback = Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending };
+                let rollback =
+                    Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending, holds_input: false };
                 let resume = Resume { interrupt_id, value };
                 pending.resume = Some(resume.clone());
                 (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
@@ -1639,11 +1656,13 @@ impl<S: State> Runner<S> {
             stopping: self.registry.stopping.clone(),
             deadline: Instant::now() + self.config.run_timeout,
             started: StdInstant::now(),
-            // A failed recovered run keeps what the thread waited on before it.
+            // A failed recovered run keeps what the thread waited on before it. The state from
+            // before it is gone, so it keeps its own input too.
             rollback: Rollback {
                 state: Some(cp.state.clone()),
                 next: None,
                 pending: Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() },
+                holds_input: true,
             },
             state,
             version: cp.version,
@@ -2193,6 +2212,7 @@ impl<S: State> Execution<S> {
         self.next = self.rollback.next.clone();
         self.pending = self.rollback.pending.clone();
         self.pending.tasks.clear();
+        self.pending.input_kept = self.rollback.holds_input;
         Ok(())
     }
 

@@ -661,6 +661,74 @@ async fn by_effect_durability_reruns_a_crashed_effect_free_run_from_its_input() 
     assert_eq!(cp.run.run_id, latest.run.run_id, "recovery finishes the same run");
 }
 
+/// A keyed turn whose input is `said` (appended to the log).
+fn keyed_turn(said: &str, key: &str, fingerprint: &str) -> RunRequest<DocUpdate> {
+    let mut request = input("billing");
+    if let RunInput::Update(update) = &mut request.input {
+        update.log = Some(vec![said.to_owned()]);
+    }
+    request.idempotency_key = Some(key.into());
+    request.fingerprint = Some(fingerprint.into());
+    request
+}
+
+#[tokio::test]
+async fn a_retry_after_a_taken_over_run_failed_applies_its_input_once() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let dying = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    let mut handle = dying.start(keyed_turn("hello", "k1", "f1")).await.unwrap();
+    until_node_starts(&mut handle.events, "billing").await;
+    // The process "dies"; the next one resumes the run from its accepting checkpoint, and the
+    // run fails. The state from before it is gone, so its input stays.
+    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    assert_eq!(failing.recover().await.unwrap(), 0, "resumed, and failed");
+    let (state, cp) = failing.state("t1").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Failed);
+    assert_eq!(state.log, ["hello"], "the failed run kept its input");
+    assert!(cp.pending.input_kept);
+
+    let healthy = Runner::new(
+        two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    // Another request with the same key is not that one: its input is applied.
+    let mut other = keyed_turn("hello", "k1", "f2");
+    other.mode = ThreadMode::Existing;
+    let applied = healthy.start(other).await.unwrap().wait().await.unwrap();
+    assert_eq!(applied.state.unwrap().log, ["hello", "hello", "classify", "billing"]);
+    // Start again from the failed run, and retry the very request.
+    let failing = Runner::new(two_step_graph(Hang, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    let mut handle = failing.start(keyed_turn("hi", "k2", "f3")).await.unwrap();
+    until_node_starts(&mut handle.events, "billing").await;
+    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    assert_eq!(failing.recover().await.unwrap(), 0, "resumed, and failed");
+    let retry = healthy.start(keyed_turn("hi", "k2", "f3")).await.unwrap().wait().await.unwrap();
+    let log = retry.state.unwrap().log;
+    assert_eq!(log.iter().filter(|said| *said == "hi").count(), 1, "the input applied once: {log:?}");
+    assert_eq!(log[log.len() - 3..], ["hi", "classify", "billing"]);
+    let (_, cp) = healthy.state("t1").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Completed);
+    assert!(!cp.pending.input_kept, "only a failed checkpoint says so");
+}
+
+#[tokio::test]
+async fn a_retry_after_an_ordinary_failed_run_applies_its_input() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    failing.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
+    let (state, cp) = failing.state("t1").await.unwrap().unwrap();
+    assert_eq!((cp.run.status, cp.pending.input_kept), (RunStatus::Failed, false));
+    assert!(state.log.is_empty(), "rolled back past its input");
+    let healthy = Runner::new(
+        two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    let retry = healthy.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap();
+    assert_eq!(retry.state.unwrap().log, ["hello", "classify", "billing"]);
+}
+
 #[tokio::test]
 async fn a_run_stopped_with_its_process_is_left_for_the_next_start_not_rolled_back() {
     let store = Arc::new(MemoryCheckpointer::new(10));
