@@ -796,6 +796,9 @@ struct Execution<S: State> {
     failed_over: bool,
     /// What a failed run restores.
     rollback: Rollback,
+    /// The run answers an interrupt: a failure reopens the interrupt, so it rolls back to the
+    /// state from before the run even past effects (see [`Execution::keep_effects`]).
+    answers_interrupt: bool,
     /// When this run last wrote a checkpoint (the heartbeat of [`Durability::ByEffect`]).
     last_commit: StdInstant,
     /// The step of the last checkpoint: a node with effects starts from a committed one.
@@ -1382,6 +1385,7 @@ impl<S: State> Runner<S> {
             step_limit: self.graph.max_steps,
             failed_over: false,
             rollback,
+            answers_interrupt: resumed,
             last_commit: StdInstant::now(),
             committed_step: 0,
             output: None,
@@ -1664,6 +1668,8 @@ impl<S: State> Runner<S> {
                 pending: Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() },
                 holds_input: true,
             },
+            // Whatever it was, its rollback already keeps an interrupt it answered answered.
+            answers_interrupt: false,
             state,
             version: cp.version,
             next: cp.next.clone(),
@@ -2074,6 +2080,9 @@ impl<S: State> Execution<S> {
             let erased = status == RunStatus::Completed && self.hand_off().await;
             if !erased && (status != RunStatus::Running || self.commit_after(&node)) {
                 self.commit(status).await?;
+                if status == RunStatus::Running && self.has_effects(&node) {
+                    self.keep_effects()?;
+                }
             }
             let next = if raised.is_empty() { self.next.clone() } else { None };
             self.sink
@@ -2201,6 +2210,27 @@ impl<S: State> Execution<S> {
                 false
             }
         }
+    }
+
+    /// After a node with effects committed, under [`Durability::ByEffect`]: a failure from
+    /// here on rolls back to this state, not to the one from before the run, because the
+    /// durability promise is that a committed effect is never undone (a crash never re-runs
+    /// it either). The state records the effect (a submitted request, a booked appointment), so
+    /// the retry of the same request, which starts from it without applying its input again
+    /// (`Pending::input_kept`), does not make the effect a second time. A run answering an
+    /// interrupt keeps rolling back to before it, reopening the interrupt.
+    fn keep_effects(&mut self) -> Result<(), RunError> {
+        if self.graph.durability() != Durability::ByEffect || self.answers_interrupt {
+            return Ok(());
+        }
+        let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;
+        self.rollback = Rollback {
+            state: Some(state),
+            next: None,
+            pending: Pending { tasks: Vec::new(), ..self.pending.for_a_new_run() },
+            holds_input: true,
+        };
+        Ok(())
     }
 
     /// Puts back the state, next node and pending work the run started from.

@@ -777,16 +777,21 @@ async fn by_effect_durability_writes_a_heartbeat_before_a_node_that_could_outliv
 }
 
 /// Files something outside the state: records the run id of every call; hangs on the first
-/// call when `hang_first` (the process dies while the effect is in flight).
+/// call when `hang_first` (the process dies while the effect is in flight). With `once`, it
+/// files nothing when the state says it was filed, as a real submitter checks its record.
 #[derive(Default)]
 struct Effect {
     calls: Arc<std::sync::Mutex<Vec<String>>>,
     hang_first: bool,
+    once: bool,
 }
 
 #[async_trait]
 impl Node<Doc> for Effect {
-    async fn run(&self, _state: &Doc, ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+    async fn run(&self, state: &Doc, ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        if self.once && state.log.iter().any(|entry| entry == "effect") {
+            return Ok(NodeOutput::update(DocUpdate::default()));
+        }
         let first = {
             let mut calls = self.calls.lock().unwrap();
             calls.push(ctx.run_id().to_owned());
@@ -849,7 +854,7 @@ async fn a_crash_after_a_node_with_effects_never_runs_it_again() {
     let store = Arc::new(MemoryCheckpointer::new(10));
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let dying = Runner::new(
-        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Hang),
+        effect_graph(Effect { calls: calls.clone(), ..Effect::default() }, Hang),
         store.clone(),
         RunnerConfig::default(),
     );
@@ -857,7 +862,7 @@ async fn a_crash_after_a_node_with_effects_never_runs_it_again() {
     until_node_starts(&mut handle.events, "tail").await;
     // The process "dies" with the effect-free tail in flight.
     let restarted = Runner::new(
-        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Step { name: "tail", route: None }),
+        effect_graph(Effect { calls: calls.clone(), ..Effect::default() }, Step { name: "tail", route: None }),
         store.clone(),
         RunnerConfig::default(),
     );
@@ -873,7 +878,10 @@ async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id()
     let store = Arc::new(MemoryCheckpointer::new(10));
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let dying = Runner::new(
-        effect_graph(Effect { calls: calls.clone(), hang_first: true }, Step { name: "tail", route: None }),
+        effect_graph(
+            Effect { calls: calls.clone(), hang_first: true, once: false },
+            Step { name: "tail", route: None },
+        ),
         store.clone(),
         RunnerConfig::default(),
     );
@@ -884,7 +892,7 @@ async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id()
     assert_eq!((latest.version, latest.next.as_deref()), (2, Some("effect")), "committed before the effect");
 
     let restarted = Runner::new(
-        effect_graph(Effect { calls: calls.clone(), hang_first: false }, Step { name: "tail", route: None }),
+        effect_graph(Effect { calls: calls.clone(), ..Effect::default() }, Step { name: "tail", route: None }),
         store.clone(),
         RunnerConfig::default(),
     );
@@ -892,6 +900,44 @@ async fn a_crash_during_a_node_with_effects_resumes_at_it_with_the_same_run_id()
     let (state, _) = restarted.state("t1").await.unwrap().unwrap();
     assert_eq!(state.log, vec!["classify", "effect", "tail"], "classify did not run again");
     assert_eq!(*calls.lock().unwrap(), [run_id.clone(), run_id], "the effect ran again under the same run id");
+}
+
+#[tokio::test]
+async fn a_run_that_fails_after_a_committed_effect_keeps_it_and_its_retry_does_not_repeat_it() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let effect = || Effect { calls: calls.clone(), once: true, ..Effect::default() };
+    let failing = Runner::new(effect_graph(effect(), Fail), store.clone(), RunnerConfig::default());
+    failing.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
+    let (state, cp) = failing.state("t1").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Failed);
+    assert_eq!(state.log, ["hello", "classify", "effect"], "rolled back to the effect, not past it");
+    assert!(cp.pending.input_kept);
+
+    let healthy =
+        Runner::new(effect_graph(effect(), Step { name: "tail", route: None }), store.clone(), RunnerConfig::default());
+    let retry = healthy.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap();
+    assert_eq!(retry.state.unwrap().log, ["hello", "classify", "effect", "classify", "tail"]);
+    assert_eq!(calls.lock().unwrap().len(), 1, "filed once");
+}
+
+#[tokio::test]
+async fn a_run_that_fails_before_its_effect_rolls_back_past_its_input() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let graph = GraphBuilder::new("routed")
+        .node("classify", Fail)
+        .node_with("effect", Effect::default(), frontdesk_runtime::NodeOptions::default().with_effects())
+        .entry("classify")
+        .edge("classify", Target::node("effect"))
+        .edge("effect", Target::End)
+        .durability(Durability::ByEffect)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    runner.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!((cp.run.status, cp.pending.input_kept), (RunStatus::Failed, false));
+    assert!(state.log.is_empty(), "{:?}", state.log);
 }
 
 /// Takes completed states by their route: "billing" is recorded and erased, anything else kept;
