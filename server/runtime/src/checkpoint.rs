@@ -124,8 +124,10 @@ pub struct Pending {
     /// (the one that carried its idempotency key), because the run could not roll back past it.
     /// A run taken over after its process stopped resumed from a checkpoint its input was
     /// already in, and the state from before the run is gone with the checkpoints retention
-    /// pruned. A retry of that request (the same key and fingerprint) then runs without
-    /// applying its input a second time. Always false outside a `failed` checkpoint.
+    /// pruned; a run under `by_effect` whose node with effects committed rolls back to that
+    /// commit, never undoing the effect. A retry of that request (the same key and fingerprint)
+    /// then runs without applying its input a second time. Always false outside a `failed`
+    /// checkpoint.
     #[serde(default, skip_serializing_if = "is_false")]
     pub input_kept: bool,
 }

@@ -1319,7 +1319,8 @@ impl<S: State> Runner<S> {
                 }
                 let mut state = before;
                 // The retry of a request whose failed run kept its input in the state (it had
-                // been taken over, so it could not roll back past it): applied once only.
+                // been taken over, or its effects committed, so it could not roll back past
+                // it): applied once only.
                 let kept = cp.run.status == RunStatus::Failed
                     && cp.pending.input_kept
                     && request.idempotency_key.is_some()
