@@ -1064,3 +1064,23 @@ async fn triage_is_listed_and_described() {
         ["translator", "supervisor", "billing_specialist", "technical_specialist", "general_specialist", "escalate"]
     );
 }
+
+/// A new ticket whose first run fails rolls back to nothing: no ticket to list or to match
+/// against, for the next message and for the request's keyed retry alike.
+#[tokio::test]
+async fn a_new_ticket_whose_run_failed_leaves_no_ticket_behind() {
+    let t = Triage::start().await;
+    // Nothing scripted: the translator's call fails the run.
+    let Err(failed) = t.triage("CUST-001", "refund my invoice", "failed-new-1").await else { panic!("the run fails") };
+    assert_eq!(failed.code(), Code::Internal, "{failed:?}");
+    assert!(t.active("CUST-001").await.is_empty(), "no ticket left behind");
+
+    // The retry is a new ticket, with no matching (nothing scripted for the matcher).
+    script_english(&t, "medium", "billing", "route_specialist", "Checking.");
+    let retried = t.triage("CUST-001", "refund my invoice", "failed-new-1").await.unwrap();
+    assert!(retried.matching.is_empty(), "nothing to match against");
+    assert!(!retried.resolution.matched_existing);
+    assert!(retried.result.ticket_id.starts_with("TKT-"), "{:?}", retried.result.ticket_id);
+    let active: Vec<String> = t.active("CUST-001").await.into_iter().map(|t| t.ticket_id).collect();
+    assert_eq!(active, [retried.result.ticket_id]);
+}

@@ -1156,6 +1156,14 @@ impl Finisher {
         if cp.workflow != NAME {
             return Ok(gone);
         }
+        // A new ticket's first run that failed rolled its thread back to no ticket at all: not
+        // a ticket to list, or to match a message against.
+        if state.ticket.ticket_id.is_empty() {
+            match self.runner.delete_thread_unsynced(thread).await {
+                Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(gone),
+                Err(other) => return Err(WorkflowError::Run(other)),
+            }
+        }
         if self.archive.exists(&key_in_thread(thread, &state.ticket.ticket_id)).await.map_err(archive_error)? {
             match self.runner.delete_thread_unsynced(thread).await {
                 Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(gone),
