@@ -753,3 +753,42 @@ async fn the_import_and_export_commands() {
     assert_eq!(code, Some(1));
     assert!(err.contains("vacation.csv") && err.contains("end_date"), "{err}");
 }
+
+/// A start that is cancelled (or fails) before anything is decided leaves no investigation:
+/// `GetInvestigation` is NOT_FOUND, none is listed, and the mutation can be investigated again
+/// (until the run that created the thread deleted it on failure, it was ALREADY_EXISTS for good).
+#[tokio::test]
+async fn a_cancelled_start_leaves_no_investigation_and_can_be_started_again() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    r.model.push_reply(ScriptedReply::json(&brief().1).for_purpose(BRIEF).after(Duration::from_secs(30)));
+    let request = pb::StartInvestigationRequest {
+        mutation: Some(pb::start_investigation_request::Mutation::MutationId("1001".into())),
+        idempotency_key: String::new(),
+    };
+    let mut stream = r.client.clone().start_investigation(request).await.unwrap().into_inner();
+    let first = stream.next().await.unwrap().unwrap();
+    let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
+    let addr = r.server.as_ref().unwrap().addr;
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
+    let cancel = pb::CancelRunRequest { run_id: event.run_id.clone() };
+    assert!(workflows.cancel_run(cancel).await.unwrap().into_inner().cancelled);
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    let Some(Err(status)) = last else { panic!("the start ends with an error: {last:?}") };
+    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+
+    assert_eq!(r.get("INV-1001").await.unwrap_err().code(), Code::NotFound);
+    let listed = r.client.clone().list_investigations(pb::ListInvestigationsRequest::default()).await.unwrap();
+    assert!(listed.into_inner().investigations.is_empty());
+    let lookup = json!({"table": "role_authorisations", "key": "r_hr_clerk"});
+    r.script(&[brief()]);
+    r.model.push_reply(ScriptedReply::tool_call("lookup_data", lookup).for_purpose(EXPLAIN));
+    r.script(&[explain(), report()]);
+    let run = r.start("1001").await.expect("started again");
+    assert_eq!(run.investigation().status(), S::AdvisoryReportGenerated);
+    r.stop().await;
+}

@@ -2256,6 +2256,14 @@ impl<S: State> Execution<S> {
         self.output = None;
         if !lost_race {
             match self.restore() {
+                // The run created its thread: before it there was none, so none is left (a
+                // thread of the default state would be listed as an empty conversation, ticket
+                // or investigation, and would refuse a retry that must create it).
+                Ok(()) if self.rollback.state.is_none() && self.graph.durability() != Durability::Ephemeral => {
+                    if let Err(delete_error) = self.checkpointer.delete_thread(&self.thread_id).await {
+                        warn!(thread_id = %self.thread_id, error = %delete_error, "could not delete the thread a failed run created");
+                    }
+                }
                 Ok(()) => {
                     if let Err(rollback_error) = self.commit(RunStatus::Failed).await {
                         warn!(thread_id = %self.thread_id, error = %rollback_error, "could not record failed run");

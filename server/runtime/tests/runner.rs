@@ -715,18 +715,38 @@ async fn a_retry_after_a_taken_over_run_failed_applies_its_input_once() {
 #[tokio::test]
 async fn a_retry_after_an_ordinary_failed_run_applies_its_input() {
     let store = Arc::new(MemoryCheckpointer::new(10));
-    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
-    failing.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
-    let (state, cp) = failing.state("t1").await.unwrap().unwrap();
-    assert_eq!((cp.run.status, cp.pending.input_kept), (RunStatus::Failed, false));
-    assert!(state.log.is_empty(), "rolled back past its input");
     let healthy = Runner::new(
         two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
         store.clone(),
         RunnerConfig::default(),
     );
+    healthy.start(keyed_turn("first", "k0", "f0")).await.unwrap().wait().await.unwrap();
+    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    failing.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
+    let (state, cp) = failing.state("t1").await.unwrap().unwrap();
+    assert_eq!((cp.run.status, cp.pending.input_kept), (RunStatus::Failed, false));
+    assert_eq!(state.log, ["first", "classify", "billing"], "rolled back past its input");
     let retry = healthy.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap();
-    assert_eq!(retry.state.unwrap().log, ["hello", "classify", "billing"]);
+    assert_eq!(retry.state.unwrap().log, ["first", "classify", "billing", "hello", "classify", "billing"]);
+}
+
+#[tokio::test]
+async fn a_failed_run_that_created_its_thread_leaves_none_and_a_retry_creates_it() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let failing = Runner::new(two_step_graph(Fail, Durability::ByEffect), store.clone(), RunnerConfig::default());
+    let mut first = keyed_turn("hello", "k1", "f1");
+    first.mode = ThreadMode::New;
+    failing.start(first).await.unwrap().wait().await.unwrap_err();
+    assert!(store.latest("t1").await.unwrap().is_none(), "no thread of the default state left behind");
+    let healthy = Runner::new(
+        two_step_graph(Step { name: "billing", route: None }, Durability::ByEffect),
+        store.clone(),
+        RunnerConfig::default(),
+    );
+    let mut retry = keyed_turn("hello", "k1", "f1");
+    retry.mode = ThreadMode::New;
+    let outcome = healthy.start(retry).await.unwrap().wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, ["hello", "classify", "billing"], "a new thread again, not AlreadyExists");
 }
 
 #[tokio::test]
@@ -935,9 +955,8 @@ async fn a_run_that_fails_before_its_effect_rolls_back_past_its_input() {
         .unwrap();
     let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
     runner.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
-    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
-    assert_eq!((cp.run.status, cp.pending.input_kept), (RunStatus::Failed, false));
-    assert!(state.log.is_empty(), "{:?}", state.log);
+    // The run created the thread: rolled back past its input, there is none.
+    assert!(runner.state("t1").await.unwrap().is_none());
 }
 
 /// Takes completed states by their route: "billing" is recorded and erased, anything else kept;
@@ -1069,11 +1088,8 @@ async fn an_output_that_does_not_encode_fails_the_run_before_its_end_is_recorded
         "the run ends failed, not finished with a null output: {last:?}"
     );
     assert!(archive.taken.lock().unwrap().is_empty(), "nothing was handed off");
-    let latest = store.latest("t1").await.unwrap().unwrap();
-    assert_eq!(latest.run.status, RunStatus::Failed);
-    assert_eq!(latest.run.output, None);
-    let (state, _) = runner.state("t1").await.unwrap().unwrap();
-    assert!(state.log.is_empty(), "the failed run is rolled back: {:?}", state.log);
+    // The run created the thread: rolled back, there is none (and no output recorded).
+    assert!(store.latest("t1").await.unwrap().is_none(), "the failed run is rolled back");
 }
 
 #[tokio::test]
