@@ -1065,6 +1065,45 @@ async fn triage_is_listed_and_described() {
     );
 }
 
+/// What a failed new ticket left before its run deleted the thread it created: a `failed`
+/// checkpoint of the default state. The repair deletes it on the next read instead of listing an
+/// empty ticket (databases written before heal so, or at the start-up sweep).
+#[tokio::test]
+async fn a_thread_left_without_a_ticket_is_deleted_not_listed() {
+    use frontdesk_runtime::{Checkpoint, RunMarker, RunStatus};
+    use frontdesk_workflows::triage::TriageState;
+
+    let t = Triage::start().await;
+    t.s.server().recovered().await;
+    let thread = "CUST-001:TKT-00000001".to_owned();
+    let left = Checkpoint {
+        thread_id: thread.clone(),
+        workflow: "triage".into(),
+        version: 2,
+        state: serde_json::to_vec(&TriageState::default()).unwrap(),
+        next: None,
+        pending: Default::default(),
+        run: RunMarker {
+            run_id: "failed-new".into(),
+            idempotency_key: None,
+            fingerprint: None,
+            status: RunStatus::Failed,
+            step: 0,
+            output: None,
+            owner: None,
+        },
+        created_at: std::time::SystemTime::now(),
+    };
+    let runner = t.s.server().registry().find::<HostedTriage>().unwrap().desk().runner().clone();
+    let mut first = left.clone();
+    first.version = 1;
+    first.run.status = RunStatus::Running;
+    runner.checkpointer().put(&first).await.unwrap();
+    runner.checkpointer().put(&left).await.unwrap();
+    assert!(t.active("CUST-001").await.is_empty(), "no empty ticket listed");
+    assert!(runner.state(&thread).await.unwrap().is_none(), "the thread is deleted");
+}
+
 /// A new ticket whose first run fails rolls back to nothing: no ticket to list or to match
 /// against, for the next message and for the request's keyed retry alike.
 #[tokio::test]
