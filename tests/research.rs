@@ -620,3 +620,45 @@ async fn a_corpus_that_cannot_be_loaded_stops_the_server_naming_the_setting() {
     }
     assert!(chain.contains("workflows.research.corpora.handbook"), "{chain}");
 }
+
+/// A keyed question whose run was cancelled (or failed) leaves no research behind, so asking it
+/// again with the same key runs it (the key names the research: until such a run deleted the
+/// thread it created, the retry was `ALREADY_EXISTS` for good).
+#[tokio::test]
+async fn a_keyed_question_whose_run_was_cancelled_can_be_asked_again_with_its_key() {
+    let s = Server::start().await;
+    let slow = ScriptedReply::json(&plan(&["Find when the transistor was invented"]).1).for_purpose(PLAN);
+    s.model.push_reply(slow.after(Duration::from_secs(30)));
+    let request =
+        pb::AskRequest { idempotency_key: "asked-once".into(), ..question("When was the transistor invented?") };
+    let mut stream = s.client.clone().ask(request.clone()).await.unwrap().into_inner();
+    let run_id = loop {
+        match stream.next().await.unwrap().unwrap().payload.unwrap() {
+            Payload::Event(e) => break e.run_id,
+            _ => continue,
+        }
+    };
+    let addr = s.server.as_ref().unwrap().addr;
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
+    assert!(workflows.cancel_run(pb::CancelRunRequest { run_id }).await.unwrap().into_inner().cancelled);
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    let Some(Err(status)) = last else { panic!("the question ends with an error: {last:?}") };
+    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+
+    s.script(&[
+        plan(&["Find when the transistor was invented"]),
+        approve(CRITIC_PLAN),
+        found("In 1947.", "transistor"),
+        approve(CRITIC_RESEARCH),
+        expert("1947."),
+        approve(CRITIC_EXPERT),
+        finalize(),
+    ]);
+    let asked = s.ask(request).await.expect("asked again with its key");
+    assert_eq!(asked.research().outcome(), O::Answered);
+    s.stop().await;
+}
