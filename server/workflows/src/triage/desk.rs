@@ -1156,15 +1156,12 @@ impl Finisher {
         if cp.workflow != NAME {
             return Ok(gone);
         }
-        // A new ticket's first run that failed rolled its thread back to no ticket at all: not
-        // a ticket to list, or to match a message against.
-        if state.ticket.ticket_id.is_empty() {
-            match self.runner.delete_thread_unsynced(thread).await {
-                Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(gone),
-                Err(other) => return Err(WorkflowError::Run(other)),
-            }
-        }
-        if self.archive.exists(&key_in_thread(thread, &state.ticket.ticket_id)).await.map_err(archive_error)? {
+        // Not a ticket to list or to match a message against: an archived ticket's thread that a
+        // crash brought back, or a thread without a ticket, which a new ticket's failed first run
+        // left before such runs deleted the threads they created.
+        let leftover = state.ticket.ticket_id.is_empty()
+            || self.archive.exists(&key_in_thread(thread, &state.ticket.ticket_id)).await.map_err(archive_error)?;
+        if leftover {
             match self.runner.delete_thread_unsynced(thread).await {
                 Ok(_) | Err(RunError::ThreadBusy { .. }) => return Ok(gone),
                 Err(other) => return Err(WorkflowError::Run(other)),
