@@ -270,28 +270,23 @@ async fn sigkill_at_the_submitting_node_and_after_it_files_the_request_once() {
     assert_eq!(texts.iter().filter(|t| t.as_str() == CONFIRMATION).count(), 1);
 }
 
-#[tokio::test]
-async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("frontdesk.db");
-    // Turn two's supervisor call outlasts the one-second grace period.
+/// A server with a one-second grace period ("a", on `db`), a conversation that had turn one, and
+/// turn two (key `turn-two`) running, its supervisor's call outlasting the grace period: the
+/// server, a client without the SDK's retries (the tests look at the status the server ends the
+/// call with), the conversation id, and the turn's stream and run id.
+async fn turn_two_in_flight(
+    dir: &std::path::Path,
+    db: &std::path::Path,
+) -> (common::process::ServerProcess, Client, String, TurnStream, String) {
     let mut slow = chat_turn("never delivered");
     slow[0]["delay_ms"] = json!(60_000);
     let replica = format!("test-replica:{}", db.display());
     let grace = [("FRONTDESK__SHUTDOWN_GRACE_SECS", "1")];
-    let server = common::process::spawn_replica(
-        &db,
-        &script(&[chat_turn("reply one"), slow]),
-        dir.path(),
-        "a",
-        &replica,
-        &grace,
-    );
-    // Without the SDK's retries: the test looks at the status the server ends the call with.
+    let script = script(&[chat_turn("reply one"), slow]);
+    let server = common::process::spawn_replica(db, &script, dir, "a", &replica, &grace);
     let client = server.client().await.with_retry_policy(None);
     let id = start(&client).await;
     client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
-
     let opts = SendOptions { idempotency_key: Some("turn-two".into()), queue_if_busy: true };
     let mut stream = client.send_message(&id, "turn two", opts).await.unwrap();
     let run_id = loop {
@@ -300,6 +295,14 @@ async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_resta
             _ => {}
         }
     };
+    (server, client, id, stream, run_id)
+}
+
+#[tokio::test]
+async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("frontdesk.db");
+    let (server, client, id, mut stream, run_id) = turn_two_in_flight(dir.path(), &db).await;
     let mut follower = client.subscribe_run(&run_id, 0).await.unwrap();
     let stopping = tokio::task::spawn_blocking(move || server.terminate());
     let turn = last_item(&mut stream).await.map(|item| item.map(drop));
@@ -327,22 +330,7 @@ async fn a_turn_still_running_when_the_grace_period_ends_resumes_after_the_resta
 async fn a_turn_whose_resumed_run_failed_is_retried_without_its_message_twice() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("frontdesk.db");
-    let mut slow = chat_turn("never delivered");
-    slow[0]["delay_ms"] = json!(60_000);
-    let replica = format!("test-replica:{}", db.display());
-    let grace = [("FRONTDESK__SHUTDOWN_GRACE_SECS", "1")];
-    let server = common::process::spawn_replica(
-        &db,
-        &script(&[chat_turn("reply one"), slow]),
-        dir.path(),
-        "a",
-        &replica,
-        &grace,
-    );
-    let client = server.client().await.with_retry_policy(None);
-    let id = start(&client).await;
-    client.send_message_and_wait(&id, "turn one", SendOptions::default()).await.unwrap();
-    let mut stream = send_until_started(&client, &id, "turn two", "turn-two", "supervisor").await;
+    let (server, _, id, mut stream, _) = turn_two_in_flight(dir.path(), &db).await;
     let stopping = tokio::task::spawn_blocking(move || server.terminate());
     let last = last_item(&mut stream).await;
     assert!(matches!(last, Some(Err(_))), "the turn ends with the shutdown: {last:?}");

@@ -21,6 +21,18 @@ struct Triage {
     client: TriageServiceClient<Channel>,
 }
 
+/// A request for `customer`'s `message`, subject "Help", with idempotency key `key` (none when
+/// empty).
+fn ticket_request(customer: &str, message: &str, key: &str) -> v1::TriageTicketRequest {
+    v1::TriageTicketRequest {
+        customer_id: customer.into(),
+        message: message.into(),
+        subject: "Help".into(),
+        language: String::new(),
+        idempotency_key: key.into(),
+    }
+}
+
 struct Outcome {
     resolution: v1::TicketResolution,
     /// Events of the ticket's run (after the resolution).
@@ -51,14 +63,7 @@ impl Triage {
     }
 
     async fn triage(&self, customer: &str, message: &str, key: &str) -> Result<Outcome, tonic::Status> {
-        let request = v1::TriageTicketRequest {
-            customer_id: customer.into(),
-            message: message.into(),
-            subject: "Help".into(),
-            language: String::new(),
-            idempotency_key: key.into(),
-        };
-        self.triage_request(request).await
+        self.triage_request(ticket_request(customer, message, key)).await
     }
 
     async fn triage_request(&self, request: v1::TriageTicketRequest) -> Result<Outcome, tonic::Status> {
@@ -576,13 +581,7 @@ async fn a_retry_while_the_first_call_is_matching_waits_for_it_instead_of_openin
     script_english(&t, "low", "general", "route_specialist", "Sure.");
 
     let first = {
-        let request = v1::TriageTicketRequest {
-            customer_id: "CUST-003".into(),
-            message: "how do I invite my team?".into(),
-            subject: "Help".into(),
-            language: String::new(),
-            idempotency_key: "invite-1".into(),
-        };
+        let request = ticket_request("CUST-003", "how do I invite my team?", "invite-1");
         tokio::spawn(collect(t.client.clone(), request))
     };
     common::wait_for("the first call to reach the matcher", || {
@@ -624,13 +623,7 @@ async fn a_caller_that_goes_away_mid_run_still_has_its_outcome_recorded_for_the_
         ("supervisor.classify", decision("medium", "technical", false)),
         ("specialist.technical", specialist("route_specialist", "An engineer will look.", &[])),
     ]);
-    let request = v1::TriageTicketRequest {
-        customer_id: "CUST-003".into(),
-        message: "exports time out".into(),
-        subject: "Help".into(),
-        language: String::new(),
-        idempotency_key: "gone-1".into(),
-    };
+    let request = ticket_request("CUST-003", "exports time out", "gone-1");
     let mut stream = t.client.clone().triage_ticket(request).await.unwrap().into_inner();
     let first = stream.next().await.unwrap().unwrap();
     let Some(Payload::Resolution(resolution)) = first.payload else { panic!("resolution first: {first:?}") };
@@ -663,13 +656,7 @@ async fn stop_a_keyed_ticket_mid_run(resumed: &[ScriptedReply]) -> (Triage, v1::
     t.s.script(&[("translator.translate", english())]);
     let hanging = ScriptedReply::json(&decision("medium", "technical", false)).for_purpose("supervisor.classify");
     t.s.model.push_reply(hanging.after(Duration::from_secs(60)));
-    let request = v1::TriageTicketRequest {
-        customer_id: "CUST-003".into(),
-        message: "exports time out".into(),
-        subject: "Help".into(),
-        language: String::new(),
-        idempotency_key: "stopped-1".into(),
-    };
+    let request = ticket_request("CUST-003", "exports time out", "stopped-1");
     let mut stream = t.client.clone().triage_ticket(request.clone()).await.unwrap().into_inner();
     let mut ticket_id = None;
     loop {
@@ -906,13 +893,7 @@ async fn a_retry_of_a_ticket_whose_archiving_a_repair_finishes_is_replayed_not_t
     let t = Triage::start().await;
     t.s.server().recovered().await;
     let (customer, message, key, ticket_id) = ("CUST-001", "refund my invoice", "handoff-failed-1", "TKT-5EED0001");
-    let request = v1::TriageTicketRequest {
-        customer_id: customer.into(),
-        message: message.into(),
-        subject: "Help".into(),
-        language: String::new(),
-        idempotency_key: key.into(),
-    };
+    let request = ticket_request(customer, message, key);
     let thread = format!("{customer}:{ticket_id}");
     let mut state = TriageState::default();
     state.apply(TriageUpdate {
