@@ -769,6 +769,11 @@ async fn a_cancelled_start_leaves_no_investigation_and_can_be_started_again() {
     let mut stream = r.client.clone().start_investigation(request).await.unwrap().into_inner();
     let first = stream.next().await.unwrap().unwrap();
     let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
+    // Cancelled only once the brief's call has taken its (slow) reply, so the replies scripted
+    // below are the second start's.
+    while !r.model.requests().iter().any(|q| q.purpose == BRIEF) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let addr = r.server.as_ref().unwrap().addr;
     let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
     let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);

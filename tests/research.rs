@@ -638,6 +638,11 @@ async fn a_keyed_question_whose_run_was_cancelled_can_be_asked_again_with_its_ke
             _ => continue,
         }
     };
+    // Cancelled only once the planner's call has taken its (slow) reply, so the replies
+    // scripted below are the retry's.
+    while requests(&s, PLAN).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let addr = s.server.as_ref().unwrap().addr;
     let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
     let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);

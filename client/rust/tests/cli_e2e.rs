@@ -99,7 +99,8 @@ async fn send_with_a_timeout_gives_up_at_the_deadline_and_the_run_goes_on() {
     let took = before.elapsed();
     assert!(!ok, "the turn outlived its deadline yet the CLI succeeded: {out}");
     assert!(err.contains("DEADLINE_EXCEEDED"), "{err}");
-    assert!(took < std::time::Duration::from_millis(1_400), "the CLI waited for the model: {took:?}");
+    // The turn takes 3 s (two calls of 1.5 s): a CLI that waited for it took that long.
+    assert!(took < std::time::Duration::from_millis(2_500), "the CLI waited for the turn: {took:?}");
 
     // The supervisor's and the chat agent's calls take 3 s; the turn ends on the server.
     let mut reply = None;

@@ -695,11 +695,11 @@ async fn a_retry_wait_that_would_pass_the_deadline_fails_at_once_with_the_error_
         start_errors: [Scripted(Code::Unavailable, "STORE_UNAVAILABLE", Some(Duration::from_secs(5)))].into(),
         ..Script::default()
     };
-    let (fake, client) = start_with(script, Some(fast()), timeouts(Some(1_000), None)).await;
+    let (fake, client) = start_with(script, Some(fast()), timeouts(Some(3_000), None)).await;
     let before = Instant::now();
     let err = within(client.start_conversation("intake", keyed_start())).await.unwrap_err();
     assert_eq!(err.reason(), Some("STORE_UNAVAILABLE"), "{err}");
-    assert!(before.elapsed() < Duration::from_millis(900), "{:?}", before.elapsed());
+    assert!(before.elapsed() < Duration::from_millis(2_900), "not at the deadline: {:?}", before.elapsed());
     assert_eq!(fake.seen.lock().unwrap().start_calls.len(), 1);
 }
 
