@@ -828,6 +828,19 @@ struct Rollback {
     holds_input: bool,
 }
 
+impl Rollback {
+    /// A rollback to `state` (encoded), which holds the run's own input: what the thread waited
+    /// on stays, the finished tasks and what belonged to the run go.
+    fn holding_input(state: Vec<u8>, pending: &Pending) -> Self {
+        Rollback {
+            state: Some(state),
+            next: None,
+            pending: Pending { tasks: Vec::new(), ..pending.for_a_new_run() },
+            holds_input: true,
+        }
+    }
+}
+
 /// What one node step produced: its updates (one per fan-out task, in dispatch order) and the
 /// interrupts it raised.
 struct StepOutput<U> {
@@ -1663,12 +1676,7 @@ impl<S: State> Runner<S> {
             started: StdInstant::now(),
             // A failed recovered run keeps what the thread waited on before it. The state from
             // before it is gone, so it keeps its own input too.
-            rollback: Rollback {
-                state: Some(cp.state.clone()),
-                next: None,
-                pending: Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() },
-                holds_input: true,
-            },
+            rollback: Rollback::holding_input(cp.state.clone(), &cp.pending),
             // Whatever it was, its rollback already keeps an interrupt it answered answered.
             answers_interrupt: false,
             state,
@@ -2225,12 +2233,7 @@ impl<S: State> Execution<S> {
             return Ok(());
         }
         let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;
-        self.rollback = Rollback {
-            state: Some(state),
-            next: None,
-            pending: Pending { tasks: Vec::new(), ..self.pending.for_a_new_run() },
-            holds_input: true,
-        };
+        self.rollback = Rollback::holding_input(state, &self.pending);
         Ok(())
     }
 
