@@ -2243,9 +2243,13 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
+    /// The command line `frontdesk ARGS`, parsed.
+    fn cli(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))
+    }
+
     fn parse(args: &[&str]) -> Result<InvestigateCommand, clap::Error> {
-        let cli = Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))?;
-        match cli.command {
+        match cli(args)?.command {
             Command::Investigate(cmd) => Ok(cmd),
             other => panic!("not an investigate command: {other:?}"),
         }
@@ -2754,7 +2758,7 @@ mod tests {
     }
 
     fn command(args: &[&str]) -> Result<Command, clap::Error> {
-        Ok(Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))?.command)
+        Ok(cli(args)?.command)
     }
 
     #[test]
@@ -2973,10 +2977,6 @@ mod tests {
         assert!(research_row(&long).ends_with("why why…"), "{}", research_row(&long));
     }
 
-    fn cli(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied()))
-    }
-
     #[test]
     fn timeout_bounds_every_call_and_no_retries_is_a_global_flag() {
         let plain = cli(&["workflows"]).unwrap();
@@ -2993,8 +2993,7 @@ mod tests {
     }
 
     fn parse_chat(args: &[&str]) -> (String, Option<String>, bool) {
-        let cli = Cli::try_parse_from(std::iter::once("frontdesk").chain(args.iter().copied())).unwrap();
-        match cli.command {
+        match cli(args).unwrap().command {
             Command::Chat { workflow, conversation, turn } => (workflow, conversation, turn.quiet_events),
             other => panic!("not a chat command: {other:?}"),
         }
