@@ -319,6 +319,45 @@ async fn garbage_from_the_model_is_a_clean_error_and_changes_nothing() {
     assert_eq!(conversation.conversation.unwrap().turn_count, 0);
 }
 
+/// A model call whose replies could not be used was billed all the same: the failed turn streams
+/// it with its tokens and error, its RunFailed says what the run spent, and both agree with the
+/// call log, which records each request (the reply and its repair).
+#[tokio::test]
+async fn a_failed_calls_tokens_are_streamed_and_counted_in_the_failed_runs_usage() {
+    let s = TestServer::start_with(Options { call_log: CallLogMode::Redacted, ..Options::default() }).await;
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", json!("this is not json")), ("supervisor.route", json!("{\"route\": 42}"))]);
+    let mut stream = s.client.send_message(&id, "hello", SendOptions::default()).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(Ok(TurnEvent::Event(e))) = stream.next().await {
+        events.push(e);
+    }
+    let calls: Vec<&v1::LlmCallFinished> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(Kind::LlmCallFinished(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let [call] = calls[..] else { panic!("one failed call: {calls:?}") };
+    assert_eq!((call.purpose.as_str(), call.attempts), ("supervisor.route", 2));
+    assert!(call.error.starts_with("model output failed validation after 2 attempts"), "{}", call.error);
+    let spent = call.usage.unwrap();
+    assert!(spent.prompt_tokens > 0 && spent.completion_tokens > 0, "{spent:?}");
+    let failed = events.iter().find_map(|e| match &e.kind {
+        Some(Kind::RunFailed(f)) => Some(f),
+        _ => None,
+    });
+    let failed = failed.expect("a RunFailed event");
+    assert_eq!(failed.reason, "MODEL_OUTPUT_INVALID");
+    assert_eq!(failed.usage, Some(spent), "the run spent what its one call did");
+
+    let listed = s.client.workflows().list_llm_calls(list_llm_calls(&id, 0)).await.unwrap().into_inner();
+    assert_eq!(listed.total_calls, 2, "the reply and its repair: {:?}", listed.calls);
+    let total = listed.total_usage.unwrap();
+    assert_eq!((total.prompt_tokens, total.completion_tokens), (spent.prompt_tokens, spent.completion_tokens));
+}
+
 #[tokio::test]
 async fn the_turn_limit_is_resource_exhausted() {
     let s = TestServer::start_with(Options { max_turns: 1, ..Options::default() }).await;

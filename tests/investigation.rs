@@ -400,6 +400,35 @@ async fn a_claim_check_that_fails_for_good_escalates_with_the_reply_kept() {
         .iter()
         .any(|e| matches!(&e.entry, Some(pb::audit_entry::Entry::Reply(reply)) if reply.responder_id == "u004")));
     assert_eq!(r.model.remaining(), 0);
+
+    // Both unreadable replies were billed: the failed call is streamed with what it spent, and
+    // the run's usage counts it.
+    let calls: Vec<&pb::LlmCallFinished> = run
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::LlmCallFinished(call)) => Some(call),
+            _ => None,
+        })
+        .collect();
+    let failed: Vec<_> = calls.iter().filter(|c| !c.error.is_empty()).collect();
+    assert_eq!(failed.len(), 1, "{calls:?}");
+    assert_eq!(failed[0].purpose, CLAIM);
+    assert!(failed[0].error.contains("failed validation after 2 attempts"), "{}", failed[0].error);
+    assert_eq!(failed[0].attempts, 2, "the reply and its repair");
+    let spent = failed[0].usage.unwrap();
+    assert!(spent.prompt_tokens > 0 && spent.completion_tokens > 0, "{spent:?}");
+    let finished = run.events.iter().find_map(|e| match &e.kind {
+        Some(pb::run_event::Kind::RunFinished(f)) => f.usage,
+        _ => None,
+    });
+    let total = |pick: fn(&pb::Usage) -> u64| calls.iter().map(|c| pick(&c.usage.unwrap())).sum::<u64>();
+    let finished = finished.expect("the run finished");
+    assert_eq!(
+        (finished.prompt_tokens, finished.completion_tokens),
+        (total(|u| u.prompt_tokens), total(|u| u.completion_tokens)),
+        "the run's usage is every call's, the failed one's included"
+    );
     r.stop().await;
 }
 

@@ -744,16 +744,23 @@ func (x *TokenDelta) GetText() string {
 	return ""
 }
 
-// One finished model call.
+// One finished model call, failed ones included.
 type LlmCallFinished struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Model   string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Usage   *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	Latency *durationpb.Duration   `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Of a failed call too: the replies that arrived and could not be used (refused, cut short,
+	// invalid after the repair attempt) were billed all the same. RunFinished's usage sums every
+	// call's.
+	Usage   *Usage               `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	Latency *durationpb.Duration `protobuf:"bytes,3,opt,name=latency,proto3" json:"latency,omitempty"`
 	// What the call was for, such as "supervisor.route" or "elicitation.extract".
 	Purpose string `protobuf:"bytes,4,opt,name=purpose,proto3" json:"purpose,omitempty"`
 	// Attempts made, counting retries after transient failures.
-	Attempts      uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// Why the call failed, such as "model output failed validation after 2 attempts: ...";
+	// empty when it answered. The node's NodeRetrying or NodeFailed follows unless the node
+	// carries on without the reply.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,6 +828,13 @@ func (x *LlmCallFinished) GetAttempts() uint32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *LlmCallFinished) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // Token usage and cost of one or more model calls.
@@ -1382,8 +1396,10 @@ type RunInterrupted struct {
 	PayloadJson string `protobuf:"bytes,2,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	// Every interrupt the thread now waits on, oldest first.
 	PendingInterruptIds []string `protobuf:"bytes,3,rep,name=pending_interrupt_ids,json=pendingInterruptIds,proto3" json:"pending_interrupt_ids,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What the run's model calls spent, as on RunFinished.
+	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunInterrupted) Reset() {
@@ -1439,12 +1455,20 @@ func (x *RunInterrupted) GetPendingInterruptIds() []string {
 	return nil
 }
 
+func (x *RunInterrupted) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // The run reached END and its final checkpoint is committed.
 type RunFinished struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Steps    uint32                 `protobuf:"varint,1,opt,name=steps,proto3" json:"steps,omitempty"`
 	Duration *durationpb.Duration   `protobuf:"bytes,2,opt,name=duration,proto3" json:"duration,omitempty"`
-	Usage    *Usage                 `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Every model call of the run, failed ones included (see LlmCallFinished.usage).
+	Usage *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The workflow's output, as JSON; streaming RPCs also send it typed after this event.
 	OutputJson    string `protobuf:"bytes,4,opt,name=output_json,json=outputJson,proto3" json:"output_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1509,7 +1533,9 @@ func (x *RunFinished) GetOutputJson() string {
 	return ""
 }
 
-// The run stopped with an error. State is left at the last committed checkpoint.
+// The run stopped with an error. The thread is left as the run found it, or at the commit
+// after the last outside effect the run made (a failure never undoes a committed effect); a
+// retry with the request's idempotency key applies its input once.
 type RunFailed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A google.rpc.Code value.
@@ -1517,7 +1543,9 @@ type RunFailed struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Stable machine-readable reason: an ErrorReason value name without its ERROR_REASON_
 	// prefix, such as "THREAD_BUSY".
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the run's model calls spent before it failed, as on RunFinished: billed all the same.
+	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1601,13 @@ func (x *RunFailed) GetReason() string {
 	return ""
 }
 
+func (x *RunFailed) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 var File_frontdesk_v1_common_proto protoreflect.FileDescriptor
 
 const file_frontdesk_v1_common_proto_rawDesc = "" +
@@ -1622,13 +1657,14 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\tnext_node\x18\x04 \x01(\tR\bnextNode\" \n" +
 	"\n" +
 	"TokenDelta\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"\xbd\x01\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\xd3\x01\n" +
 	"\x0fLlmCallFinished\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12)\n" +
 	"\x05usage\x18\x02 \x01(\v2\x13.frontdesk.v1.UsageR\x05usage\x123\n" +
 	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x18\n" +
 	"\apurpose\x18\x04 \x01(\tR\apurpose\x12\x1a\n" +
-	"\battempts\x18\x05 \x01(\rR\battempts\"t\n" +
+	"\battempts\x18\x05 \x01(\rR\battempts\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"t\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x04R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x04R\x10completionTokens\x12\x19\n" +
@@ -1670,21 +1706,23 @@ const file_frontdesk_v1_common_proto_rawDesc = "" +
 	"\x0fInterruptRaised\x12!\n" +
 	"\finterrupt_id\x18\x01 \x01(\tR\vinterruptId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
-	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\"\x87\x01\n" +
+	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\"\xb2\x01\n" +
 	"\x0eRunInterrupted\x12\x1a\n" +
 	"\x06reason\x18\x01 \x01(\tB\x02\x18\x01R\x06reason\x12%\n" +
 	"\fpayload_json\x18\x02 \x01(\tB\x02\x18\x01R\vpayloadJson\x122\n" +
-	"\x15pending_interrupt_ids\x18\x03 \x03(\tR\x13pendingInterruptIds\"\xa6\x01\n" +
+	"\x15pending_interrupt_ids\x18\x03 \x03(\tR\x13pendingInterruptIds\x12)\n" +
+	"\x05usage\x18\x04 \x01(\v2\x13.frontdesk.v1.UsageR\x05usage\"\xa6\x01\n" +
 	"\vRunFinished\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12)\n" +
 	"\x05usage\x18\x03 \x01(\v2\x13.frontdesk.v1.UsageR\x05usage\x12\x1f\n" +
 	"\voutput_json\x18\x04 \x01(\tR\n" +
-	"outputJson\"Q\n" +
+	"outputJson\"|\n" +
 	"\tRunFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\xa4\a\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12)\n" +
+	"\x05usage\x18\x04 \x01(\v2\x13.frontdesk.v1.UsageR\x05usage*\xa4\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_THREAD_BUSY\x10\x01\x12$\n" +
@@ -1774,13 +1812,15 @@ var file_frontdesk_v1_common_proto_depIdxs = []int32{
 	19, // 19: frontdesk.v1.ToolReturned.latency:type_name -> google.protobuf.Duration
 	19, // 20: frontdesk.v1.NodeRetrying.delay:type_name -> google.protobuf.Duration
 	19, // 21: frontdesk.v1.TaskFinished.duration:type_name -> google.protobuf.Duration
-	19, // 22: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
-	7,  // 23: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 22: frontdesk.v1.RunInterrupted.usage:type_name -> frontdesk.v1.Usage
+	19, // 23: frontdesk.v1.RunFinished.duration:type_name -> google.protobuf.Duration
+	7,  // 24: frontdesk.v1.RunFinished.usage:type_name -> frontdesk.v1.Usage
+	7,  // 25: frontdesk.v1.RunFailed.usage:type_name -> frontdesk.v1.Usage
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_frontdesk_v1_common_proto_init() }

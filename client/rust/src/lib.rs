@@ -1929,6 +1929,10 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
             if c.attempts > 1 {
                 out.push_str(&format!(" ({} attempts)", c.attempts));
             }
+            if !c.error.is_empty() {
+                out.push_str(" ✗ ");
+                out.push_str(&truncate(&c.error, JSON_PREVIEW));
+            }
             out
         }
         Kind::ToolCalled(t) => {
@@ -1981,7 +1985,9 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
             out
         }
         Kind::RunInterrupted(i) => {
-            format!("[{id}] run paused, awaiting: {}", i.pending_interrupt_ids.join(", "))
+            let mut out = format!("[{id}] run paused, awaiting: {}", i.pending_interrupt_ids.join(", "));
+            push_spent(&mut out, i.usage.as_ref());
+            out
         }
         Kind::RunFinished(f) => {
             let mut out = format!("[{id}] run finished: {} steps", f.steps);
@@ -2000,8 +2006,17 @@ pub fn describe_event(e: &v1::RunEvent) -> String {
             if !f.reason.is_empty() {
                 out.push_str(&format!(" [{}]", f.reason));
             }
+            push_spent(&mut out, f.usage.as_ref());
             out
         }
+    }
+}
+
+/// What a run that paused or failed spent, when its model calls spent anything.
+fn push_spent(out: &mut String, usage: Option<&v1::Usage>) {
+    if let Some(u) = usage.filter(|u| u.prompt_tokens + u.completion_tokens > 0 || u.cost_usd > 0.0) {
+        out.push_str(", spent ");
+        out.push_str(&format_usage(u));
     }
 }
 
@@ -2404,15 +2419,26 @@ mod tests {
             latency: ms(410),
             purpose: "supervisor.route".into(),
             attempts: 1,
+            error: String::new(),
         };
         assert_eq!(
             describe_event(&ev(5, "supervisor", Kind::LlmCallFinished(call.clone()))),
             "[5] llm gpt-4o-mini supervisor.route 230+12 tok $0.0001 410ms"
         );
-        let retried = v1::LlmCallFinished { attempts: 3, usage: None, ..call };
+        let retried = v1::LlmCallFinished { attempts: 3, usage: None, ..call.clone() };
         assert_eq!(
             describe_event(&ev(6, "x", Kind::LlmCallFinished(retried))),
             "[6] llm gpt-4o-mini supervisor.route 410ms (3 attempts)"
+        );
+        let failed = v1::LlmCallFinished {
+            attempts: 2,
+            error: "model output failed validation after 2 attempts: expected value".into(),
+            ..call
+        };
+        assert_eq!(
+            describe_event(&ev(7, "x", Kind::LlmCallFinished(failed))),
+            "[7] llm gpt-4o-mini supervisor.route 230+12 tok $0.0001 410ms (2 attempts) ✗ model output failed \
+             validation after 2 attempts: expected value"
         );
         let delta = v1::TokenDelta { text: "Hel".into() };
         assert_eq!(describe_event(&ev(7, "chat_agent", Kind::TokenDelta(delta))), "Hel");
@@ -2420,11 +2446,41 @@ mod tests {
 
     #[test]
     fn describes_run_events() {
-        let failed =
-            v1::RunFailed { code: Code::Aborted as i32, message: "thread busy".into(), reason: "THREAD_BUSY".into() };
+        let failed = v1::RunFailed {
+            code: Code::Aborted as i32,
+            message: "thread busy".into(),
+            reason: "THREAD_BUSY".into(),
+            usage: None,
+        };
         assert_eq!(
-            describe_event(&ev(2, "", Kind::RunFailed(failed))),
+            describe_event(&ev(2, "", Kind::RunFailed(failed.clone()))),
             "[2] run failed: ABORTED thread busy [THREAD_BUSY]"
+        );
+        let spent = v1::RunFailed {
+            code: Code::Unavailable as i32,
+            message: "model output invalid".into(),
+            reason: "MODEL_OUTPUT_INVALID".into(),
+            usage: Some(v1::Usage { prompt_tokens: 300, completion_tokens: 20, cost_usd: 0.0 }),
+        };
+        assert_eq!(
+            describe_event(&ev(3, "", Kind::RunFailed(spent))),
+            "[3] run failed: UNAVAILABLE model output invalid [MODEL_OUTPUT_INVALID], spent 300+20 tok"
+        );
+        let nothing = v1::RunFailed { usage: Some(v1::Usage::default()), ..failed };
+        assert_eq!(
+            describe_event(&ev(2, "", Kind::RunFailed(nothing))),
+            "[2] run failed: ABORTED thread busy [THREAD_BUSY]"
+        );
+        #[allow(deprecated)]
+        let paused = v1::RunInterrupted {
+            reason: String::new(),
+            payload_json: String::new(),
+            pending_interrupt_ids: vec!["INV-1-manager".into()],
+            usage: Some(v1::Usage { prompt_tokens: 1200, completion_tokens: 90, cost_usd: 0.0 }),
+        };
+        assert_eq!(
+            describe_event(&ev(9, "", Kind::RunInterrupted(paused))),
+            "[9] run paused, awaiting: INV-1-manager, spent 1200+90 tok"
         );
         let finished = v1::RunFinished {
             steps: 4,

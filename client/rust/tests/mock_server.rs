@@ -106,6 +106,7 @@ impl ConversationService for Mock {
                         code: Code::Aborted as i32,
                         message: "thread busy".into(),
                         reason: "THREAD_BUSY".into(),
+                        usage: None,
                     }),
                 ),
                 Err(Status::with_error_details(Code::Aborted, "thread busy", details)),
@@ -126,6 +127,7 @@ impl ConversationService for Mock {
                         latency: Some(prost_types::Duration { seconds: 0, nanos: 410_000_000 }),
                         purpose: "supervisor.route".into(),
                         attempts: 1,
+                        error: String::new(),
                     }),
                 ),
                 event(

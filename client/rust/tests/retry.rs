@@ -253,6 +253,7 @@ impl WorkflowService for Fake {
                         code: Code::FailedPrecondition as i32,
                         message: "the conversation has ended".into(),
                         reason: "CONVERSATION_ENDED".into(),
+                        usage: None,
                     }));
                 }
                 Ok(v1::SubscribeRunResponse { event: Some(e), skipped: 0 })

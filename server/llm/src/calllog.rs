@@ -55,6 +55,35 @@ impl CallRecord {
     }
 }
 
+/// A call made through an [`crate::LlmClient`] that failed, with its record: the replies that
+/// arrived and could not be used (refused, cut short, invalid after the repair attempt) were
+/// billed all the same, so a caller that counts what a run spent counts them too.
+#[derive(Debug)]
+pub struct CallFailure {
+    pub error: LlmError,
+    /// What the call cost and took, every attempt and the repair attempt included.
+    pub record: CallRecord,
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for CallFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// For callers that do not count what a failed call spent.
+impl From<CallFailure> for LlmError {
+    fn from(failure: CallFailure) -> Self {
+        failure.error
+    }
+}
+
 /// Receives every call made through an [`crate::LlmClient`], successful or not.
 pub trait CallLog: Send + Sync {
     fn record(

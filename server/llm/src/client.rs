@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::schema::{extract_json, make_strict, schema_for, schema_name};
 use crate::{
-    CallLog, CallRecord, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, LlmError, PriceTable,
-    RetryPolicy, Role,
+    CallFailure, CallLog, CallRecord, ChatMessage, ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, LlmError,
+    PriceTable, RetryPolicy, Role,
 };
 
 /// Per-call options.
@@ -162,7 +162,8 @@ impl LlmClient {
     /// least the provider's Retry-After; after `max_attempts`, or when the next wait would pass
     /// `opts.deadline`, the result is [`LlmError::Exhausted`] wrapping the last error. A streamed
     /// attempt that already delivered deltas is not retried, so a consumer never sees text twice.
-    /// Every outcome goes to the call log.
+    /// Every outcome goes to the call log, and a failure comes with its record too
+    /// ([`CallFailure`]): a reply that arrived and was refused was billed all the same.
     ///
     /// This is the call for requests that offer tools: the reply's [`ChatResponse::tool_calls`]
     /// come back as the provider returned them, and a tool-call reply counts in usage, cost, the
@@ -171,7 +172,7 @@ impl LlmClient {
         &self,
         request: ChatRequest,
         opts: &CallOptions<'_>,
-    ) -> Result<(ChatResponse, CallRecord), LlmError> {
+    ) -> Result<(ChatResponse, CallRecord), CallFailure> {
         self.complete_ref(&request, opts).await
     }
 
@@ -181,7 +182,7 @@ impl LlmClient {
         &self,
         request: &ChatRequest,
         opts: &CallOptions<'_>,
-    ) -> Result<(ChatResponse, CallRecord), LlmError> {
+    ) -> Result<(ChatResponse, CallRecord), CallFailure> {
         let started = Instant::now();
         let mut attempts = 0u32;
         let outcome = loop {
@@ -252,7 +253,10 @@ impl LlmClient {
                 Err(e) => log.record(request, None, &record, Some(e)),
             }
         }
-        outcome.map(|response| (response, record))
+        match outcome {
+            Ok(response) => Ok((response, record)),
+            Err(error) => Err(CallFailure { error, record }),
+        }
     }
 
     /// One provider attempt, bounded by cancellation and the deadline.
@@ -297,7 +301,11 @@ impl LlmClient {
     ///
     /// The schema (from [`schema_for`], generated once per type) is sent as described on
     /// [`LlmClient::structured_with`].
-    pub async fn structured<T>(&self, request: ChatRequest, opts: &CallOptions<'_>) -> Result<(T, CallRecord), LlmError>
+    pub async fn structured<T>(
+        &self,
+        request: ChatRequest,
+        opts: &CallOptions<'_>,
+    ) -> Result<(T, CallRecord), CallFailure>
     where
         T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
     {
@@ -312,14 +320,14 @@ impl LlmClient {
     /// system line asks for JSON only. The reply is parsed tolerantly ([`extract_json`]) and
     /// validated by deserializing into `T`. On failure the model gets ONE repair attempt that sees
     /// its previous reply and the validation error; if that fails too the result is
-    /// [`LlmError::InvalidOutput`]. The returned record sums usage, cost, latency and attempts of
-    /// both calls.
+    /// [`LlmError::InvalidOutput`]. The returned record, of a failure too, sums usage, cost,
+    /// latency and attempts of both calls.
     pub async fn structured_with<T>(
         &self,
         request: ChatRequest,
         schema: &OutputSchema,
         opts: &CallOptions<'_>,
-    ) -> Result<(T, CallRecord), LlmError>
+    ) -> Result<(T, CallRecord), CallFailure>
     where
         T: serde::de::DeserializeOwned,
     {
@@ -345,7 +353,7 @@ impl LlmClient {
         schema: &OutputSchema,
         opts: &CallOptions<'_>,
         check: impl Fn(&T) -> Result<(), String>,
-    ) -> Result<(T, CallRecord), LlmError>
+    ) -> Result<(T, CallRecord), CallFailure>
     where
         T: serde::de::DeserializeOwned,
     {
@@ -363,7 +371,9 @@ impl LlmClient {
             Some(JsonSchemaFormat { name: schema_name(&request.purpose), schema: schema.schema.clone() });
 
         let (response, mut record) = self.complete_ref(&request, opts).await?;
-        refuse_tool_calls(&request.purpose, &response)?;
+        if let Err(error) = refuse_tool_calls(&request.purpose, &response) {
+            return Err(CallFailure { error, record });
+        }
         tracing::debug!(purpose = %request.purpose, reply = %response.content, "structured reply");
         let first_error = match parse(&response.content) {
             Ok(value) => return Ok((value, record)),
@@ -381,14 +391,27 @@ impl LlmClient {
             "Your previous reply could not be used: {first_error}. Reply again with only the corrected JSON, \
              matching the schema exactly."
         )));
-        let (repaired, repair_record) = self.complete_ref(&request, opts).await?;
-        refuse_tool_calls(&request.purpose, &repaired)?;
-        record.absorb(&repair_record);
+        let repaired = match self.complete_ref(&request, opts).await {
+            Ok((repaired, repair_record)) => {
+                record.absorb(&repair_record);
+                repaired
+            }
+            Err(failure) => {
+                record.absorb(&failure.record);
+                return Err(CallFailure { error: failure.error, record });
+            }
+        };
+        if let Err(error) = refuse_tool_calls(&request.purpose, &repaired) {
+            return Err(CallFailure { error, record });
+        }
         match parse(&repaired.content) {
             Ok(value) => Ok((value, record)),
             Err(error) => {
                 tracing::warn!(purpose = %request.purpose, error = %error, "structured output still invalid after repair");
-                Err(LlmError::InvalidOutput { attempts: 2, error, raw: repaired.content })
+                Err(CallFailure {
+                    error: LlmError::InvalidOutput { attempts: 2, error, raw: repaired.content },
+                    record,
+                })
             }
         }
     }
@@ -502,8 +525,60 @@ mod tests {
 
         model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "x"})));
         model.push_reply(ScriptedReply::json(&serde_json::json!({"team_id": "y"})));
-        let error = client.structured_checked(request, &schema, &CallOptions::default(), check).await.unwrap_err();
+        let error =
+            client.structured_checked(request, &schema, &CallOptions::default(), check).await.unwrap_err().error;
         assert!(matches!(error, LlmError::InvalidOutput { attempts: 2, .. }), "{error}");
+    }
+
+    /// The usage each request of a call logged.
+    #[derive(Default)]
+    struct Usages(Mutex<Vec<TokenUsage>>);
+
+    impl CallLog for Usages {
+        fn record(&self, _: &ChatRequest, _: Option<&ChatResponse>, record: &CallRecord, _: Option<&LlmError>) {
+            self.0.lock().unwrap().push(record.usage);
+        }
+    }
+
+    /// Both replies of a structured call that failed arrived, and were billed: its failure
+    /// carries their record, as a success would, so a run counts what it spent.
+    #[tokio::test]
+    async fn a_structured_call_that_fails_returns_the_record_of_every_reply_it_got() {
+        let model = Arc::new(ScriptedModel::new("s"));
+        let logged = Arc::new(Usages::default());
+        let client = LlmClient::new(model.clone())
+            .with_retry(RetryPolicy { initial_backoff: Duration::ZERO, ..RetryPolicy::default() })
+            .with_prices(PriceTable::default().with_model("s", 1_000_000.0, 2_000_000.0))
+            .with_call_log(logged.clone());
+        let request =
+            || ChatRequest { purpose: "pick".into(), messages: vec![ChatMessage::user("?")], ..Default::default() };
+        let take = || std::mem::take(&mut *logged.0.lock().unwrap());
+
+        model.push_reply(ScriptedReply::text("not json at all"));
+        model.push_reply(ScriptedReply::text("still not json"));
+        let failure = client.structured::<serde_json::Map<String, Value>>(request(), &CallOptions::default()).await;
+        let failure = failure.unwrap_err();
+        assert!(matches!(failure.error, LlmError::InvalidOutput { .. }), "{failure}");
+        let [first, repair] = take()[..] else { panic!("two requests") };
+        assert!(first.completion_tokens > 0 && repair.completion_tokens > 0);
+        assert_eq!(failure.record.usage, first + repair, "the first reply and the repair");
+        assert_eq!(failure.record.attempts, 2);
+        let usage = first + repair;
+        let cost = usage.prompt_tokens as f64 + 2.0 * usage.completion_tokens as f64;
+        assert!((failure.record.cost_usd - cost).abs() < 1e-9, "{} against {cost}", failure.record.cost_usd);
+
+        // The repair attempt itself failed (the provider kept failing): the first reply still counts.
+        model.push_reply(ScriptedReply::text("not json either"));
+        for _ in 0..RetryPolicy::default().max_attempts {
+            model.push_reply(ScriptedReply::failure(crate::ScriptedFailure::Server { status: 503 }));
+        }
+        let failure = client.structured::<serde_json::Map<String, Value>>(request(), &CallOptions::default()).await;
+        let failure = failure.unwrap_err();
+        assert!(matches!(failure.error, LlmError::Exhausted { .. }), "{failure}");
+        let [first, failed] = take()[..] else { panic!("two calls logged") };
+        assert_eq!(failed, TokenUsage::default());
+        assert_eq!(failure.record.usage, first, "the reply that arrived, not the failed attempts");
+        assert_eq!(failure.record.attempts, 1 + RetryPolicy::default().max_attempts);
     }
 
     /// What the call log saw of one call: purpose, tool call names, completion tokens, error kind.
@@ -606,7 +681,8 @@ mod tests {
         let error = client
             .structured_with::<Pick>(offering_lookup("pick"), &schema, &CallOptions::default())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .error;
         assert!(matches!(error, LlmError::Config { field: STRUCTURED_TOOL_CALLS, .. }), "{error}");
         assert!(error.to_string().contains("[\"lookup_user\"]"), "{error}");
         assert_eq!(model.requests().len(), 1, "no repair attempt: there is no content to repair");
@@ -624,7 +700,8 @@ mod tests {
         let error = client
             .structured_checked(offering_lookup("pick"), &schema, &CallOptions::default(), |_: &Pick| Ok(()))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .error;
         assert!(matches!(error, LlmError::Config { field: STRUCTURED_TOOL_CALLS, .. }), "{error}");
     }
 }

@@ -24,8 +24,8 @@ pub mod scripted;
 mod types;
 
 pub use calllog::{
-    error_text, prompt_json, response_json, CallLog, CallLogEntry, CallRecord, JsonLinesCallLog, TracingCallLog,
-    CALL_LOG_TARGET,
+    error_text, prompt_json, response_json, CallFailure, CallLog, CallLogEntry, CallRecord, JsonLinesCallLog,
+    TracingCallLog, CALL_LOG_TARGET,
 };
 pub use client::{CallOptions, LlmClient, OutputSchema, STRUCTURED_TOOL_CALLS};
 pub use error::{BoxError, LlmError};

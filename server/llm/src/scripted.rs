@@ -744,7 +744,7 @@ mod tests {
         });
         let opts = CallOptions { cancel: Some(&token), ..CallOptions::default() };
         let started = tokio::time::Instant::now();
-        let err = client.complete(req("p", ""), &opts).await.unwrap_err();
+        let err = client.complete(req("p", ""), &opts).await.unwrap_err().error;
         assert!(matches!(err, LlmError::Cancelled), "{err}");
         assert!(started.elapsed() < Duration::from_secs(1));
     }

@@ -259,6 +259,7 @@ async fn cancellation_stops_generation_promptly() {
         cancel.cancel();
     };
     let (result, ()) = tokio::join!(call, canceller);
+    let result = result.map_err(LlmError::from);
     assert!(matches!(result, Err(LlmError::Cancelled)), "{result:?}");
 
     // Had generation continued, this request would wait behind ~1500 tokens (30+ s on 2 cores).
@@ -278,7 +279,7 @@ async fn deadline_abandons_the_request() {
         ..CallOptions::default()
     };
     let started = Instant::now();
-    let result = client(&model).complete(long, &opts).await;
+    let result = client(&model).complete(long, &opts).await.map_err(LlmError::from);
     assert!(matches!(result, Err(LlmError::Timeout) | Err(LlmError::Exhausted { .. })), "{result:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
@@ -399,7 +400,8 @@ async fn tools_with_a_response_format_answer_in_its_schema_or_call() {
 
     // Through the client's structured helper: a value of the schema, or the typed refusal of a
     // reply that called a tool.
-    match client(&model).structured::<RouteDecision>(ask.clone(), &CallOptions::default()).await {
+    match client(&model).structured::<RouteDecision>(ask.clone(), &CallOptions::default()).await.map_err(LlmError::from)
+    {
         Ok((decision, record)) => {
             assert!(decision.reasoning.chars().count() <= 120, "{decision:?}");
             eprintln!("structured answer with tools offered: {decision:?} {record:?}");

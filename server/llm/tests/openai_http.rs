@@ -153,7 +153,7 @@ async fn server_errors_exhaust_retries() {
     server.fallback(MockReply::text(500, "upstream exploded"));
     let log = Arc::new(RecordingLog::default());
     let client = client(&server, 3).with_call_log(log.clone());
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     match err {
         LlmError::Exhausted { attempts, last } => {
             assert_eq!(attempts, 3);
@@ -172,7 +172,7 @@ async fn server_errors_exhaust_retries() {
 async fn malformed_body_is_not_retried() {
     let server = MockServer::start().await;
     server.fallback(MockReply::text(200, "this is {not json"));
-    let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert_eq!(server.hits(), 1);
 }
@@ -186,7 +186,7 @@ async fn a_reply_cut_short_by_max_tokens_is_an_error_not_retried() {
     ));
     let log = Arc::new(RecordingLog::default());
     let client = client(&server, 3).with_call_log(log.clone());
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert!(err.to_string().contains("max_tokens"), "{err}");
     assert!(!err.is_retryable());
@@ -196,7 +196,7 @@ async fn a_reply_cut_short_by_max_tokens_is_an_error_not_retried() {
     let on_delta = |_: &str| {};
     let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
     server.push(MockReply::stream_ending(&["The invoice was ", "sent on"], "length"));
-    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    let err = client.complete(request("p"), &opts).await.unwrap_err().error;
     assert!(matches!(err, LlmError::MalformedResponse { .. }), "streamed: {err:?}");
     assert_eq!(server.hits(), 2);
 }
@@ -206,7 +206,7 @@ async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
     let server = MockServer::start().await;
     server.fallback(MockReply::completion_ending("", "content_filter"));
     let client = client(&server, 3);
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert!(
         matches!(err, LlmError::Rejected { status: 200, ref message, .. } if message.contains("content filter")),
         "{err:?}"
@@ -216,7 +216,7 @@ async fn a_reply_withheld_by_the_content_filter_is_a_rejection_not_retried() {
     let on_delta = |_: &str| {};
     let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
     server.push(MockReply::stream_ending(&["I can"], "content_filter"));
-    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    let err = client.complete(request("p"), &opts).await.unwrap_err().error;
     assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "streamed: {err:?}");
     assert_eq!(server.hits(), 2);
 }
@@ -253,7 +253,7 @@ async fn a_reply_the_model_refused_is_a_rejection_not_content() {
     server.fallback(MockReply::refusal(refusal));
     let log = Arc::new(RecordingLog::default());
     let client = client(&server, 3).with_call_log(log.clone());
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert!(
         matches!(err, LlmError::Rejected { status: 200, ref message, .. } if message.contains("refused")),
         "{err:?}"
@@ -264,7 +264,7 @@ async fn a_reply_the_model_refused_is_a_rejection_not_content() {
     assert_eq!(log.entries.lock().unwrap()[0].2.as_deref(), Some("rejected"));
 
     // A structured call has nothing to parse or repair.
-    let err = client.structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
+    let err = client.structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err().error;
     assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "{err:?}");
     assert_eq!(server.hits(), 2);
 
@@ -272,7 +272,7 @@ async fn a_reply_the_model_refused_is_a_rejection_not_content() {
     let on_delta = |d: &str| deltas.lock().unwrap().push(d.to_owned());
     let opts = CallOptions { on_delta: Some(&on_delta), ..CallOptions::default() };
     server.push(MockReply::stream_refusal(&["I'm sorry, ", "I cannot help with 4111."]));
-    let err = client.complete(request("p"), &opts).await.unwrap_err();
+    let err = client.complete(request("p"), &opts).await.unwrap_err().error;
     assert!(matches!(err, LlmError::Rejected { status: 200, .. }), "streamed: {err:?}");
     assert!(!err.to_string().contains("4111"), "{err}");
     assert!(deltas.lock().unwrap().concat().is_empty(), "a refusal is not streamed as content");
@@ -300,7 +300,7 @@ async fn a_failed_call_whose_reply_arrived_is_recorded_with_its_tokens() {
     server.push(MockReply::completion_ending("", "content_filter"));
     server.push(MockReply::refusal("I cannot help with that."));
     for _ in 0..3 {
-        let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+        let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
         assert_eq!(err.usage().map(|u| (u.prompt_tokens, u.completion_tokens)), Some((12, 5)), "{err:?}");
     }
     let on_delta = |_: &str| {};
@@ -309,7 +309,7 @@ async fn a_failed_call_whose_reply_arrived_is_recorded_with_its_tokens() {
     client.complete(request("p"), &opts).await.unwrap_err();
     // No reply, no tokens.
     server.push(MockReply::text(400, "{\"error\": {\"message\": \"bad request\"}}"));
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert_eq!(err.usage(), None);
 
     let entries = log.entries.lock().unwrap().clone();
@@ -335,8 +335,11 @@ async fn a_failed_call_whose_reply_arrived_is_recorded_with_its_tokens() {
 async fn a_structured_reply_cut_short_gets_no_repair_attempt() {
     let server = MockServer::start().await;
     server.fallback(MockReply::completion_ending("{\"route\": \"billing\", \"confid", "length"));
-    let err =
-        client(&server, 2).structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
+    let err = client(&server, 2)
+        .structured::<Route>(request("supervisor.route"), &CallOptions::default())
+        .await
+        .unwrap_err()
+        .error;
     assert!(matches!(err, LlmError::MalformedResponse { .. }), "{err:?}");
     assert_eq!(server.hits(), 1);
 }
@@ -348,7 +351,7 @@ async fn bad_request_is_rejected_without_retry() {
         400,
         json!({"error": {"message": "unknown model", "type": "invalid_request_error", "code": "model_not_found"}}),
     ));
-    let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client(&server, 4).complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     assert!(
         matches!(err, LlmError::Rejected { status: 400, ref message, .. } if message == "unknown model"),
         "{err:?}"
@@ -370,7 +373,7 @@ async fn connection_refused_is_a_retried_transport_error() {
     })
     .unwrap();
     let client = LlmClient::new(Arc::new(provider)).with_retry(tiny_retry(2));
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     match err {
         LlmError::Exhausted { attempts: 2, last } => assert!(matches!(*last, LlmError::Transport(_)), "{last:?}"),
         other => panic!("expected Exhausted(Transport), got {other:?}"),
@@ -390,7 +393,7 @@ async fn slow_server_times_out() {
     .unwrap();
     let client = LlmClient::new(Arc::new(provider)).with_retry(tiny_retry(2));
     let started = Instant::now();
-    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err();
+    let err = client.complete(request("p"), &CallOptions::default()).await.unwrap_err().error;
     match err {
         LlmError::Exhausted { attempts: 2, last } => assert!(matches!(*last, LlmError::Timeout), "{last:?}"),
         other => panic!("expected Exhausted(Timeout), got {other:?}"),
@@ -406,7 +409,7 @@ async fn deadline_stops_retries_that_would_overrun_it() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     let opts = CallOptions { deadline: Some(deadline), ..CallOptions::default() };
     let started = Instant::now();
-    let err = client(&server, 4).complete(request("p"), &opts).await.unwrap_err();
+    let err = client(&server, 4).complete(request("p"), &opts).await.unwrap_err().error;
     match err {
         LlmError::Exhausted { attempts: 1, last } => {
             assert!(matches!(*last, LlmError::RateLimited { retry_after: Some(d) } if d == Duration::from_secs(30)));
@@ -463,8 +466,11 @@ async fn structured_output_fails_after_second_invalid_reply() {
     let server = MockServer::start().await;
     server.push(MockReply::completion("{\"route\": \"billing\"}"));
     server.push(MockReply::completion("{\"route\": \"billing\", \"confidence\": 1, \"extra\": true}"));
-    let err =
-        client(&server, 2).structured::<Route>(request("supervisor.route"), &CallOptions::default()).await.unwrap_err();
+    let err = client(&server, 2)
+        .structured::<Route>(request("supervisor.route"), &CallOptions::default())
+        .await
+        .unwrap_err()
+        .error;
     match err {
         LlmError::InvalidOutput { attempts, error, raw } => {
             assert_eq!(attempts, 2);
@@ -525,7 +531,7 @@ async fn cancellation_drops_the_in_flight_call() {
     });
     let opts = CallOptions { cancel: Some(&token), ..CallOptions::default() };
     let started = Instant::now();
-    let err = client(&server, 3).complete(request("p"), &opts).await.unwrap_err();
+    let err = client(&server, 3).complete(request("p"), &opts).await.unwrap_err().error;
     assert!(matches!(err, LlmError::Cancelled), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
     assert_eq!(server.hits(), 1);

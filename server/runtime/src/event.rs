@@ -24,7 +24,8 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-/// One finished model call, as nodes report it.
+/// One finished model call, as nodes report it: a failed one too, whose usage counts the
+/// replies that arrived and could not be used (billed all the same), so the run's usage does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmCallInfo {
     pub model: String,
@@ -32,6 +33,8 @@ pub struct LlmCallInfo {
     pub usage: Usage,
     pub latency: Duration,
     pub attempts: u32,
+    /// Why the call failed; `None` when it answered.
+    pub error: Option<String>,
 }
 
 /// Why a run failed, in terms a transport maps to a status code without knowing the cause.
@@ -128,16 +131,21 @@ pub enum EventKind {
     /// The run paused; `pending` lists every interrupt the thread now waits on.
     Interrupted {
         pending: Vec<String>,
+        /// What the run's model calls spent, as on [`EventKind::RunFinished`].
+        usage: Usage,
     },
     RunFinished {
         steps: u32,
         duration: Duration,
+        /// What the run's model calls spent, failed calls included ([`LlmCallInfo`]).
         usage: Usage,
         output_json: String,
     },
     RunFailed {
         kind: FailureKind,
         message: String,
+        /// What the run's model calls spent before it failed, as on [`EventKind::RunFinished`].
+        usage: Usage,
     },
 }
 

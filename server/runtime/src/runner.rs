@@ -2152,7 +2152,7 @@ impl<S: State> Execution<S> {
     async fn pause(&mut self) -> Result<RunOutcome<S>, RunError> {
         let (output, _) = std::mem::take(self.output()?);
         let pending = self.pending.interrupts.iter().map(|i| i.id.clone()).collect();
-        self.sink.emit(None, EventKind::Interrupted { pending }).await;
+        self.sink.emit(None, EventKind::Interrupted { pending, usage: self.sink.usage() }).await;
         Ok(self.outcome(RunStatus::Interrupted, output))
     }
 
@@ -2278,6 +2278,8 @@ impl<S: State> Execution<S> {
                 }
             }
         }
-        self.sink.emit(None, EventKind::RunFailed { kind: error.failure_kind(), message: error.to_string() }).await;
+        let failed =
+            EventKind::RunFailed { kind: error.failure_kind(), message: error.to_string(), usage: self.sink.usage() };
+        self.sink.emit(None, failed).await;
     }
 }

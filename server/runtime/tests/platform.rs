@@ -126,7 +126,7 @@ async fn a_thread_holds_several_interrupts_and_each_resume_answers_exactly_one()
         .collect();
     assert_eq!(raised, ["clarify-1", "approve-1"], "each interrupt is streamed");
     assert!(
-        matches!(&events.last().unwrap().kind, EventKind::Interrupted { pending } if pending.len() == 2),
+        matches!(&events.last().unwrap().kind, EventKind::Interrupted { pending, .. } if pending.len() == 2),
         "the run ends paused on both: {:?}",
         events.last()
     );

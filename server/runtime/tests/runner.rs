@@ -229,7 +229,7 @@ async fn failing_node_emits_run_failed_and_leaves_state_as_it_was() {
     let error = handle.wait().await.unwrap_err();
     assert!(matches!(&error, RunError::Node { node, .. } if node == "fail"), "{error:?}");
     match last.unwrap().kind {
-        EventKind::RunFailed { kind, message } => {
+        EventKind::RunFailed { kind, message, .. } => {
             assert_eq!(kind, frontdesk_runtime::FailureKind::ModelOutputInvalid);
             assert!(message.contains("fail"), "{message}");
         }
@@ -1432,4 +1432,60 @@ async fn a_takeover_resumes_the_runs_it_is_handed_without_listing_again() {
     assert_eq!((state.log, cp.run.status), (vec!["classify".to_owned(), "billing".to_owned()], RunStatus::Completed));
     let other = store.inner.latest("other").await.unwrap().unwrap();
     assert_eq!((other.version, other.run.status), (1, RunStatus::Running), "another workflow's run is left alone");
+}
+
+/// Reports a model call that spent 10 + 2 tokens, then finishes, pauses or fails as the route
+/// says.
+struct Spend;
+
+#[async_trait]
+impl Node<Doc> for Spend {
+    async fn run(&self, state: &Doc, ctx: &NodeContext) -> Result<NodeOutput<DocUpdate>, NodeError> {
+        let usage = frontdesk_runtime::Usage { prompt_tokens: 10, completion_tokens: 2, cost_usd: 0.5 };
+        let call = frontdesk_runtime::LlmCallInfo {
+            model: "m".into(),
+            purpose: "spend".into(),
+            usage,
+            latency: Duration::ZERO,
+            attempts: 1,
+            error: Some("replied with garbage".into()),
+        };
+        ctx.emit(EventKind::LlmCall(call)).await;
+        let update = DocUpdate { log: Some(vec!["spent".into()]), ..Default::default() };
+        match state.route.as_str() {
+            "fail" => Err(NodeError::new(NodeErrorKind::Internal, "gave up")),
+            "ask" => Ok(NodeOutput::interrupt(update, InterruptRequest::new("why", "awaiting_user", &"why?")?)),
+            _ => Ok(NodeOutput::update(update)),
+        }
+    }
+}
+
+/// Every way a run ends says what its model calls spent, so a caller counts a run that paused
+/// or failed too (its calls were billed all the same).
+#[tokio::test]
+async fn every_run_end_carries_what_its_model_calls_spent() {
+    let graph = GraphBuilder::new("spend")
+        .node("spend", Spend)
+        .entry("spend")
+        .edge("spend", Target::End)
+        .output(|s: &Doc| serde_json::json!({ "log": s.log }))
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
+    for route in ["done", "ask", "fail"] {
+        let mut request = input(route);
+        request.thread_id = format!("t-{route}");
+        let mut handle = runner.start(request).await.unwrap();
+        let mut last = None;
+        while let Some(event) = handle.events.recv().await {
+            last = Some(event.kind);
+        }
+        let usage = match last {
+            Some(EventKind::RunFinished { usage, .. }) if route == "done" => usage,
+            Some(EventKind::Interrupted { usage, .. }) if route == "ask" => usage,
+            Some(EventKind::RunFailed { usage, .. }) if route == "fail" => usage,
+            other => panic!("{route}: ended with {other:?}"),
+        };
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens, usage.cost_usd), (10, 2, 0.5), "{route}");
+    }
 }

@@ -46,13 +46,14 @@ pub fn event(e: Event) -> pb::RunEvent {
             next_node: next.unwrap_or_default(),
         }),
         EventKind::TokenDelta { text } => Kind::TokenDelta(pb::TokenDelta { text }),
-        EventKind::LlmCall(LlmCallInfo { model, purpose, usage: u, latency, attempts }) => {
+        EventKind::LlmCall(LlmCallInfo { model, purpose, usage: u, latency, attempts, error }) => {
             Kind::LlmCallFinished(pb::LlmCallFinished {
                 model,
                 usage: Some(usage(u)),
                 latency: Some(duration(latency)),
                 purpose,
                 attempts,
+                error: error.unwrap_or_default(),
             })
         }
         EventKind::ToolCalled { call_id, name, arguments_json } => {
@@ -89,12 +90,13 @@ pub fn event(e: Event) -> pb::RunEvent {
         EventKind::InterruptRaised { interrupt_id, reason, payload_json } => {
             Kind::InterruptRaised(pb::InterruptRaised { interrupt_id, reason, payload_json })
         }
-        EventKind::Interrupted { pending } => {
+        EventKind::Interrupted { pending, usage: u } => {
             #[allow(deprecated)]
             let interrupted = pb::RunInterrupted {
                 reason: String::new(),
                 payload_json: String::new(),
                 pending_interrupt_ids: pending,
+                usage: Some(usage(u)),
             };
             Kind::RunInterrupted(interrupted)
         }
@@ -104,9 +106,14 @@ pub fn event(e: Event) -> pb::RunEvent {
             usage: Some(usage(u)),
             output_json,
         }),
-        EventKind::RunFailed { kind, message } => {
+        EventKind::RunFailed { kind, message, usage: u } => {
             let (code, reason, _) = classify(kind);
-            Kind::RunFailed(pb::RunFailed { code: code as i32, message, reason: reason_name(reason).to_owned() })
+            Kind::RunFailed(pb::RunFailed {
+                code: code as i32,
+                message,
+                reason: reason_name(reason).to_owned(),
+                usage: Some(usage(u)),
+            })
         }
     };
     pb::RunEvent {

@@ -2,10 +2,10 @@
 //! records streamed as run events, who made each call recorded for the call logs, and model
 //! failures mapped to node errors in one place.
 
-use frontdesk_llm::{CallContext, CallOptions, CallRecord, ChatRequest, LlmClient, LlmError};
+use frontdesk_llm::{CallContext, CallFailure, CallOptions, CallRecord, ChatRequest, LlmClient, LlmError};
 use frontdesk_runtime::{EventKind, LlmCallInfo, NodeContext, NodeError, NodeErrorKind, Usage};
 
-fn call_info(record: &CallRecord) -> LlmCallInfo {
+fn call_info(record: &CallRecord, error: Option<&LlmError>) -> LlmCallInfo {
     LlmCallInfo {
         model: record.model.clone(),
         purpose: record.purpose.clone(),
@@ -16,6 +16,7 @@ fn call_info(record: &CallRecord) -> LlmCallInfo {
         },
         latency: record.latency,
         attempts: record.attempts,
+        error: error.map(LlmError::to_string),
     }
 }
 
@@ -62,7 +63,31 @@ pub fn call_options(ctx: &NodeContext) -> CallOptions<'_> {
 
 /// Reports a finished model call as a run event.
 pub async fn record_call(ctx: &NodeContext, record: &CallRecord) {
-    ctx.emit(EventKind::LlmCall(call_info(record))).await;
+    ctx.emit(EventKind::LlmCall(call_info(record, None))).await;
+}
+
+/// Reports a model call that failed as a run event, with what its replies cost, and gives the
+/// error back for the node to map or handle. Every failed call a node sees goes through here
+/// (or [`reported`]), so the run's usage counts the replies it was billed for.
+pub async fn record_failure(ctx: &NodeContext, failure: CallFailure) -> LlmError {
+    let CallFailure { error, record } = failure;
+    ctx.emit(EventKind::LlmCall(call_info(&record, Some(&error)))).await;
+    error
+}
+
+/// Reports the call as a run event, failed or not, and maps a failure to the node's error.
+pub async fn reported<T>(
+    ctx: &NodeContext,
+    purpose: &str,
+    outcome: Result<(T, CallRecord), CallFailure>,
+) -> Result<(T, CallRecord), NodeError> {
+    match outcome {
+        Ok((value, record)) => {
+            record_call(ctx, &record).await;
+            Ok((value, record))
+        }
+        Err(failure) => Err(node_error(purpose, record_failure(ctx, failure).await)),
+    }
 }
 
 /// A structured call whose reply must deserialize into `T` (one repair attempt included).
@@ -71,9 +96,8 @@ where
     T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
 {
     let purpose = request.purpose.clone();
-    let (value, record) =
-        llm.structured::<T>(attributed(ctx, request), &call_options(ctx)).await.map_err(|e| node_error(&purpose, e))?;
-    record_call(ctx, &record).await;
+    let outcome = llm.structured::<T>(attributed(ctx, request), &call_options(ctx)).await;
+    let (value, _) = reported(ctx, &purpose, outcome).await?;
     Ok(value)
 }
 
@@ -82,9 +106,8 @@ pub async fn streamed_text(ctx: &NodeContext, llm: &LlmClient, request: ChatRequ
     let purpose = request.purpose.clone();
     let on_delta = |text: &str| ctx.try_emit(EventKind::TokenDelta { text: text.to_owned() });
     let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: Some(&on_delta) };
-    let (response, record) =
-        llm.complete(attributed(ctx, request), &opts).await.map_err(|e| node_error(&purpose, e))?;
-    ctx.emit(EventKind::LlmCall(call_info(&record))).await;
+    let outcome = llm.complete(attributed(ctx, request), &opts).await;
+    let (response, _) = reported(ctx, &purpose, outcome).await?;
     Ok(response.content.trim().to_owned())
 }
 

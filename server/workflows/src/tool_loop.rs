@@ -119,11 +119,11 @@ async fn gather(
         let mut offer = request.clone();
         offer.tools = tools.specs();
         offer.response_format = Some(format.clone());
-        let (response, record) = match llm.complete(offer, &llm_node::call_options(ctx)).await {
+        let outcome = llm.complete(offer, &llm_node::call_options(ctx)).await;
+        let (response, _) = match llm_node::reported(ctx, &request.purpose, outcome).await {
             Ok(done) => done,
-            Err(e) => return Err(LoopFailed { error: llm_node::node_error(&request.purpose, e), used }),
+            Err(error) => return Err(LoopFailed { error, used }),
         };
-        llm_node::record_call(ctx, &record).await;
         let calls: Vec<serde_json::Value> =
             response.tool_calls.iter().map(|c| serde_json::json!({"tool": c.name, "arguments": c.arguments})).collect();
         let reply =
@@ -223,11 +223,8 @@ pub async fn answer_with_schema(
     }
     let purpose = request.purpose.clone();
     let prompt = request.messages.clone();
-    let (value, record) = llm
-        .structured_with::<serde_json::Value>(request, schema, &llm_node::call_options(ctx))
-        .await
-        .map_err(|e| llm_node::node_error(&purpose, e))?;
-    llm_node::record_call(ctx, &record).await;
+    let outcome = llm.structured_with::<serde_json::Value>(request, schema, &llm_node::call_options(ctx)).await;
+    let (value, _) = llm_node::reported(ctx, &purpose, outcome).await?;
     exchanges.push(ModelExchange { prompt, reply: value.to_string() });
     Ok((value, used, exchanges))
 }

@@ -311,7 +311,7 @@ impl Node<IntakeState> for ElicitationAgent {
             max_tokens: Some(1500),
             ..Default::default()
         };
-        let (extraction, record) = self
+        let outcome = self
             .deps
             .llm
             .structured_with::<FieldExtraction>(
@@ -319,9 +319,8 @@ impl Node<IntakeState> for ElicitationAgent {
                 &self.schema,
                 &llm_node::call_options(ctx),
             )
-            .await
-            .map_err(|e| llm_node::node_error("elicitation.extract", e))?;
-        llm_node::record_call(ctx, &record).await;
+            .await;
+        let (extraction, _) = llm_node::reported(ctx, "elicitation.extract", outcome).await?;
         debug!(thread_id = ctx.thread_id(), reasoning = %extraction.reasoning, "fields extracted");
 
         if extraction.user_wants_to_abandon {
@@ -478,11 +477,13 @@ impl ElicitationAgent {
                 llm_node::record_call(ctx, &record).await;
                 values
             }
-            Err(LlmError::InvalidOutput { error, .. }) => {
-                warn!(thread_id = ctx.thread_id(), %error, "inferring fields failed; asking the user instead");
-                return Ok(Vec::new());
-            }
-            Err(error) => return Err(llm_node::node_error("elicitation.infer", error)),
+            Err(failure) => match llm_node::record_failure(ctx, failure).await {
+                LlmError::InvalidOutput { error, .. } => {
+                    warn!(thread_id = ctx.thread_id(), %error, "inferring fields failed; asking the user instead");
+                    return Ok(Vec::new());
+                }
+                error => return Err(llm_node::node_error("elicitation.infer", error)),
+            },
         };
         Ok(fields
             .iter()
@@ -684,7 +685,7 @@ impl Node<IntakeState> for TeamMatching {
             max_tokens: Some(200),
             ..Default::default()
         };
-        let (matched, record) = self
+        let outcome = self
             .deps
             .llm
             .structured_checked(
@@ -693,9 +694,8 @@ impl Node<IntakeState> for TeamMatching {
                 &llm_node::call_options(ctx),
                 |m: &TeamMatch| check_team(config, m),
             )
-            .await
-            .map_err(|e| llm_node::node_error("team_matching.match", e))?;
-        llm_node::record_call(ctx, &record).await;
+            .await;
+        let (matched, _) = llm_node::reported(ctx, "team_matching.match", outcome).await?;
         info!(
             thread_id = ctx.thread_id(),
             team = ?matched.team_id,

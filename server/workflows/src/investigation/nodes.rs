@@ -669,16 +669,15 @@ impl RequestForInformationAgent {
             max_tokens: Some(BUDGET_SHORT),
             ..Default::default()
         };
-        let (claim, record) = deps
+        let outcome = deps
             .llm
             .structured_with::<ClaimExtraction>(
                 llm_node::attributed(ctx, request),
                 &claim_schema(&ids),
                 &llm_node::call_options(ctx),
             )
-            .await
-            .map_err(|e| llm_node::node_error("request_for_information_agent.extract_claim", e))?;
-        llm_node::record_call(ctx, &record).await;
+            .await;
+        let (claim, _) = llm_node::reported(ctx, "request_for_information_agent.extract_claim", outcome).await?;
         let day = mutation.day().to_owned();
         let covered = claim.covered_user_id.filter(|id| ids.contains(id));
         let (valid, explanation) = match (&covered, claim.absence) {

@@ -290,13 +290,12 @@ impl Worker {
             ..Default::default()
         };
         let schema = Self::updates_schema(config, node);
-        let (proposed, record) = self
+        let outcome = self
             .deps
             .llm
             .structured_with::<Value>(llm_node::attributed(ctx, request), &schema, &llm_node::call_options(ctx))
-            .await
-            .map_err(|e| llm_node::node_error("worker_mcp_agent.extract", e))?;
-        llm_node::record_call(ctx, &record).await;
+            .await;
+        let (proposed, _) = llm_node::reported(ctx, "worker_mcp_agent.extract", outcome).await?;
         let completion = proposed.to_string();
         let mut updates = Self::accepted(config, node, proposed);
         updates.insert("flags".into(), json!({ format!("{}_flag", node.node_name.to_lowercase()): 1 }));
@@ -588,7 +587,7 @@ impl Node<CallState> for Navigator {
                         Err(format!("next_node must be one of {}", allowed.join(", ")))
                     }
                 };
-                let (decision, record) = self
+                let outcome = self
                     .0
                     .llm
                     .structured_checked::<Decision>(
@@ -597,9 +596,8 @@ impl Node<CallState> for Navigator {
                         &llm_node::call_options(ctx),
                         check,
                     )
-                    .await
-                    .map_err(|e| llm_node::node_error("node_navigator_agent.decide", e))?;
-                llm_node::record_call(ctx, &record).await;
+                    .await;
+                let (decision, _) = llm_node::reported(ctx, "node_navigator_agent.decide", outcome).await?;
                 let answer = json!({"reason": decision.reason, "next_node": decision.next_node}).to_string();
                 let (prompt_tokens, completion_tokens) = usage(&as_sent(&messages, &schema), &answer);
                 update = with_usage(update, prompt_tokens, completion_tokens);

@@ -147,18 +147,20 @@ class TokenDelta(_message.Message):
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
 class LlmCallFinished(_message.Message):
-    __slots__ = ("model", "usage", "latency", "purpose", "attempts")
+    __slots__ = ("model", "usage", "latency", "purpose", "attempts", "error")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     model: str
     usage: Usage
     latency: _duration_pb2.Duration
     purpose: str
     attempts: int
-    def __init__(self, model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., purpose: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
+    error: str
+    def __init__(self, model: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., purpose: _Optional[str] = ..., attempts: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "cost_usd")
@@ -253,14 +255,16 @@ class InterruptRaised(_message.Message):
     def __init__(self, interrupt_id: _Optional[str] = ..., reason: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
 
 class RunInterrupted(_message.Message):
-    __slots__ = ("reason", "payload_json", "pending_interrupt_ids")
+    __slots__ = ("reason", "payload_json", "pending_interrupt_ids", "usage")
     REASON_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     PENDING_INTERRUPT_IDS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     reason: str
     payload_json: str
     pending_interrupt_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, reason: _Optional[str] = ..., payload_json: _Optional[str] = ..., pending_interrupt_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    usage: Usage
+    def __init__(self, reason: _Optional[str] = ..., payload_json: _Optional[str] = ..., pending_interrupt_ids: _Optional[_Iterable[str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
 
 class RunFinished(_message.Message):
     __slots__ = ("steps", "duration", "usage", "output_json")
@@ -275,11 +279,13 @@ class RunFinished(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., output_json: _Optional[str] = ...) -> None: ...
 
 class RunFailed(_message.Message):
-    __slots__ = ("code", "message", "reason")
+    __slots__ = ("code", "message", "reason", "usage")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
     reason: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    usage: Usage
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
