@@ -76,17 +76,16 @@ pub async fn record_failure(ctx: &NodeContext, failure: CallFailure) -> LlmError
 }
 
 /// Reports the call as a run event, failed or not, and maps a failure to the node's error.
-pub async fn reported<T>(
-    ctx: &NodeContext,
-    purpose: &str,
-    outcome: Result<(T, CallRecord), CallFailure>,
-) -> Result<(T, CallRecord), NodeError> {
+pub async fn reported<T>(ctx: &NodeContext, outcome: Result<(T, CallRecord), CallFailure>) -> Result<T, NodeError> {
     match outcome {
         Ok((value, record)) => {
             record_call(ctx, &record).await;
-            Ok((value, record))
+            Ok(value)
         }
-        Err(failure) => Err(node_error(purpose, record_failure(ctx, failure).await)),
+        Err(failure) => {
+            let purpose = failure.record.purpose.clone();
+            Err(node_error(&purpose, record_failure(ctx, failure).await))
+        }
     }
 }
 
@@ -95,19 +94,14 @@ pub async fn structured<T>(ctx: &NodeContext, llm: &LlmClient, request: ChatRequ
 where
     T: serde::de::DeserializeOwned + schemars::JsonSchema + 'static,
 {
-    let purpose = request.purpose.clone();
-    let outcome = llm.structured::<T>(attributed(ctx, request), &call_options(ctx)).await;
-    let (value, _) = reported(ctx, &purpose, outcome).await?;
-    Ok(value)
+    reported(ctx, llm.structured::<T>(attributed(ctx, request), &call_options(ctx)).await).await
 }
 
 /// A free-text call whose tokens stream to the caller as they are generated.
 pub async fn streamed_text(ctx: &NodeContext, llm: &LlmClient, request: ChatRequest) -> Result<String, NodeError> {
-    let purpose = request.purpose.clone();
     let on_delta = |text: &str| ctx.try_emit(EventKind::TokenDelta { text: text.to_owned() });
     let opts = CallOptions { deadline: ctx.deadline(), cancel: Some(ctx.cancellation()), on_delta: Some(&on_delta) };
-    let outcome = llm.complete(attributed(ctx, request), &opts).await;
-    let (response, _) = reported(ctx, &purpose, outcome).await?;
+    let response = reported(ctx, llm.complete(attributed(ctx, request), &opts).await).await?;
     Ok(response.content.trim().to_owned())
 }
 

@@ -120,7 +120,7 @@ async fn gather(
         offer.tools = tools.specs();
         offer.response_format = Some(format.clone());
         let outcome = llm.complete(offer, &llm_node::call_options(ctx)).await;
-        let (response, _) = match llm_node::reported(ctx, &request.purpose, outcome).await {
+        let response = match llm_node::reported(ctx, outcome).await {
             Ok(done) => done,
             Err(error) => return Err(LoopFailed { error, used }),
         };
@@ -221,10 +221,9 @@ pub async fn answer_with_schema(
     if let Some(Ok(value @ serde_json::Value::Object(_))) = early.as_deref().map(frontdesk_llm::extract_json) {
         return Ok((value, used, exchanges));
     }
-    let purpose = request.purpose.clone();
     let prompt = request.messages.clone();
     let outcome = llm.structured_with::<serde_json::Value>(request, schema, &llm_node::call_options(ctx)).await;
-    let (value, _) = llm_node::reported(ctx, &purpose, outcome).await?;
+    let value = llm_node::reported(ctx, outcome).await?;
     exchanges.push(ModelExchange { prompt, reply: value.to_string() });
     Ok((value, used, exchanges))
 }

@@ -320,7 +320,7 @@ impl Node<IntakeState> for ElicitationAgent {
                 &llm_node::call_options(ctx),
             )
             .await;
-        let (extraction, _) = llm_node::reported(ctx, "elicitation.extract", outcome).await?;
+        let extraction = llm_node::reported(ctx, outcome).await?;
         debug!(thread_id = ctx.thread_id(), reasoning = %extraction.reasoning, "fields extracted");
 
         if extraction.user_wants_to_abandon {
@@ -695,7 +695,7 @@ impl Node<IntakeState> for TeamMatching {
                 |m: &TeamMatch| check_team(config, m),
             )
             .await;
-        let (matched, _) = llm_node::reported(ctx, "team_matching.match", outcome).await?;
+        let matched = llm_node::reported(ctx, outcome).await?;
         info!(
             thread_id = ctx.thread_id(),
             team = ?matched.team_id,

@@ -677,7 +677,7 @@ impl RequestForInformationAgent {
                 &llm_node::call_options(ctx),
             )
             .await;
-        let (claim, _) = llm_node::reported(ctx, "request_for_information_agent.extract_claim", outcome).await?;
+        let claim = llm_node::reported(ctx, outcome).await?;
         let day = mutation.day().to_owned();
         let covered = claim.covered_user_id.filter(|id| ids.contains(id));
         let (valid, explanation) = match (&covered, claim.absence) {

@@ -295,7 +295,7 @@ impl Worker {
             .llm
             .structured_with::<Value>(llm_node::attributed(ctx, request), &schema, &llm_node::call_options(ctx))
             .await;
-        let (proposed, _) = llm_node::reported(ctx, "worker_mcp_agent.extract", outcome).await?;
+        let proposed = llm_node::reported(ctx, outcome).await?;
         let completion = proposed.to_string();
         let mut updates = Self::accepted(config, node, proposed);
         updates.insert("flags".into(), json!({ format!("{}_flag", node.node_name.to_lowercase()): 1 }));
@@ -597,7 +597,7 @@ impl Node<CallState> for Navigator {
                         check,
                     )
                     .await;
-                let (decision, _) = llm_node::reported(ctx, "node_navigator_agent.decide", outcome).await?;
+                let decision = llm_node::reported(ctx, outcome).await?;
                 let answer = json!({"reason": decision.reason, "next_node": decision.next_node}).to_string();
                 let (prompt_tokens, completion_tokens) = usage(&as_sent(&messages, &schema), &answer);
                 update = with_usage(update, prompt_tokens, completion_tokens);
