@@ -358,6 +358,94 @@ async fn a_failed_calls_tokens_are_streamed_and_counted_in_the_failed_runs_usage
     assert_eq!((total.prompt_tokens, total.completion_tokens), (spent.prompt_tokens, spent.completion_tokens));
 }
 
+/// `GET path` on a plain HTTP listener: the status line and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+/// The value of one series of the metrics text, by its name and labels as written.
+fn series(text: &str, name_and_labels: &str) -> f64 {
+    let line = text.lines().find(|l| l.split_once(' ').is_some_and(|(series, _)| series == name_and_labels));
+    let line = line.unwrap_or_else(|| panic!("no {name_and_labels} in:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// With `metrics.listen` set, `GET /metrics` counts what the runs did, by workflow: runs by
+/// outcome and failure reason, node durations, model calls (the failed one included) and their
+/// tokens, as the runs' own events reported them.
+#[tokio::test]
+async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
+    let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
+    let s = TestServer::start_with(Options { configure, ..Options::default() }).await;
+    let addr = s.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("Hello there"))]);
+    let (answered, _) = s.turn(&id, "hello").await;
+    s.script(&[("supervisor.route", json!("this is not json")), ("supervisor.route", json!("{\"route\": 42}"))]);
+    let mut stream = s.client.send_message(&id, "again", SendOptions::default()).await.unwrap();
+    let mut failed = Vec::new();
+    while let Some(Ok(TurnEvent::Event(e))) = stream.next().await {
+        failed.push(e);
+    }
+
+    let (status, text) = http_get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics text: {text}");
+    let intake = |rest: &str| format!("{{workflow=\"intake\"{rest}}}");
+    assert_eq!(series(&text, &format!("frontdesk_runs_started_total{}", intake(",resumed=\"false\""))), 2.0);
+    assert_eq!(series(&text, &format!("frontdesk_runs_ended_total{}", intake(",outcome=\"completed\""))), 1.0);
+    assert_eq!(series(&text, &format!("frontdesk_runs_ended_total{}", intake(",outcome=\"failed\""))), 1.0);
+    let reason = intake(",reason=\"MODEL_OUTPUT_INVALID\"");
+    assert_eq!(series(&text, &format!("frontdesk_run_failures_total{reason}")), 1.0);
+    assert_eq!(
+        series(&text, &format!("frontdesk_run_duration_seconds_count{}", intake(",outcome=\"completed\""))),
+        1.0
+    );
+    assert_eq!(series(&text, &format!("frontdesk_node_duration_seconds_count{}", intake(",node=\"chat_agent\""))), 1.0);
+    let calls = |purpose: &str, outcome: &str| {
+        series(
+            &text,
+            &format!("frontdesk_llm_calls_total{}", intake(&format!(",purpose=\"{purpose}\",outcome=\"{outcome}\""))),
+        )
+    };
+    assert_eq!(
+        (calls("supervisor.route", "ok"), calls("supervisor.route", "failed"), calls("chat.chat", "ok")),
+        (1.0, 1.0, 1.0)
+    );
+    // Tokens as the two turns' events reported them, the failed call's billed replies included.
+    let reported: u64 = [&answered, &failed]
+        .iter()
+        .flat_map(|events| events.iter())
+        .filter_map(|e| match &e.kind {
+            Some(Kind::LlmCallFinished(c)) if c.purpose == "supervisor.route" => {
+                Some(c.usage.unwrap().completion_tokens)
+            }
+            _ => None,
+        })
+        .sum();
+    let tokens = intake(",purpose=\"supervisor.route\",type=\"completion\"");
+    assert_eq!(series(&text, &format!("frontdesk_llm_tokens_total{tokens}")), reported as f64);
+    assert!(reported > 0);
+    assert_eq!(series(&text, "frontdesk_runs_active"), 0.0);
+
+    let (status, _) = http_get(addr, "/other").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
+
+/// Off unless configured: no listener, and no observer on the runs.
+#[tokio::test]
+async fn metrics_are_off_unless_configured() {
+    let s = TestServer::start().await;
+    assert_eq!(s.server.as_ref().unwrap().metrics_addr, None);
+}
+
 #[tokio::test]
 async fn the_turn_limit_is_resource_exhausted() {
     let s = TestServer::start_with(Options { max_turns: 1, ..Options::default() }).await;

@@ -205,3 +205,11 @@ impl futures_core::Stream for RunEvents {
         self.0.poll_recv(cx).map(|event| event.map(|event| *event))
     }
 }
+
+/// Sees the events of every run of a [`crate::RunRegistry`] as they are emitted (token deltas
+/// aside), for metrics. Called on the run's own task, before the event goes to the caller: it
+/// must be quick and must not block.
+pub trait RunObserver: Send + Sync {
+    /// `elapsed`: the time since this process started or took over the run.
+    fn observe(&self, workflow: &str, event: &Event, elapsed: std::time::Duration);
+}

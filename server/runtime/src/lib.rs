@@ -25,7 +25,7 @@ pub use checkpoint::{
     Checkpoint, CheckpointError, Checkpointer, IdempotentRun, MemoryCheckpointer, Pending, PendingInterrupt, RunMarker,
     RunStatus, TaskWrite, ThreadHead, ThreadPage, ThreadQuery, ThreadSummary, UnfinishedRun,
 };
-pub use event::{Event, EventKind, FailureKind, LlmCallInfo, RunEvents, Usage};
+pub use event::{Event, EventKind, FailureKind, LlmCallInfo, RunEvents, RunObserver, Usage};
 pub use graph::{
     Durability, EdgeInfo, Graph, GraphBuilder, GraphDescription, GraphError, NodeFailure, NodeInfo, NodeOptions,
     RetryPolicy, Target, END, START,

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    event::{Event, EventKind, EventSender, Usage},
+    event::{Event, EventKind, EventSender, RunObserver, Usage},
     runlog::RunLog,
     State,
 };
@@ -140,11 +140,14 @@ pub(crate) struct EventSink {
     log: Arc<RunLog>,
     tx: EventSender,
     usage: Mutex<Usage>,
+    /// The registry's observer, with the run's workflow and when this process began the run.
+    observer: Option<(Arc<dyn RunObserver>, Arc<str>, std::time::Instant)>,
 }
 
 impl EventSink {
-    pub(crate) fn new(log: Arc<RunLog>, tx: EventSender) -> Self {
-        Self { run_id: log.run_id().into(), log, tx, usage: Mutex::new(Usage::default()) }
+    pub(crate) fn new(log: Arc<RunLog>, tx: EventSender, observer: Option<(Arc<dyn RunObserver>, Arc<str>)>) -> Self {
+        let observer = observer.map(|(observer, workflow)| (observer, workflow, std::time::Instant::now()));
+        Self { run_id: log.run_id().into(), log, tx, usage: Mutex::new(Usage::default()), observer }
     }
 
     pub(crate) fn log(&self) -> &Arc<RunLog> {
@@ -160,6 +163,9 @@ impl EventSink {
             *self.usage.lock().expect("usage mutex poisoned") += info.usage;
         }
         let event = Event { run_id: self.run_id.clone(), event_id: 0, time: SystemTime::now(), node, task, kind };
+        if let Some((observer, workflow, started)) = &self.observer {
+            observer.observe(workflow, &event, started.elapsed());
+        }
         // A caller that went away must not stop the run: an accepted run always commits, and
         // its events still go to the log. Reserving before numbering keeps ids in send order.
         match self.tx.reserve().await {

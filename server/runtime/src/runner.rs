@@ -23,7 +23,7 @@ use crate::{
         Checkpoint, CheckpointError, Checkpointer, Pending, PendingInterrupt, RunMarker, RunStatus, TaskWrite,
         ThreadHead, UnfinishedRun,
     },
-    event::{EventKind, EventSender, FailureKind, RunEvents},
+    event::{EventKind, EventSender, FailureKind, RunEvents, RunObserver},
     graph::{Durability, FanOut, Graph, NodeEntry, NodeFailure, NodeKind, RetryPolicy, Target},
     handoff::{CompletedRun, Completion, Handoff},
     node::{EventSink, InterruptRequest, NodeContext, NodeError, NodeErrorKind, Resume},
@@ -356,6 +356,8 @@ pub struct RunRegistry {
     active: Option<Arc<Semaphore>>,
     /// Cancelled by [`RunRegistry::stop`]; every run's own cancel token is its child.
     stopping: CancellationToken,
+    /// Sees every run's events ([`RunRegistry::with_observer`]).
+    observer: Option<Arc<dyn RunObserver>>,
 }
 
 struct ActiveRun {
@@ -472,7 +474,14 @@ impl RunRegistry {
             stores: Mutex::default(),
             active: None,
             stopping: CancellationToken::new(),
+            observer: None,
         }
+    }
+
+    /// Shows every event of every run of this registry's runners to `observer` (metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Lets at most `max` runs execute at once in the process (0: no limit); a run started
@@ -627,6 +636,12 @@ impl RunRegistry {
 
     fn new_log(&self, run_id: Arc<str>, thread_id: Arc<str>) -> Arc<RunLog> {
         Arc::new(RunLog::new(run_id, thread_id, self.retention.max_events))
+    }
+
+    /// The sink of a run of `workflow`: its log, its caller's channel and the observer.
+    fn new_sink(&self, workflow: &str, run_id: Arc<str>, thread_id: Arc<str>, tx: EventSender) -> EventSink {
+        let observer = self.observer.as_ref().map(|observer| (observer.clone(), Arc::from(workflow)));
+        EventSink::new(self.new_log(run_id, thread_id), tx, observer)
     }
 
     fn register(&self, log: Arc<RunLog>, cancel: CancellationToken) {
@@ -1373,7 +1388,7 @@ impl<S: State> Runner<S> {
 
         let run_id: Arc<str> = uuid::Uuid::now_v7().to_string().into();
         let thread_id: Arc<str> = request.thread_id.as_str().into();
-        let sink = Arc::new(EventSink::new(self.registry.new_log(run_id.clone(), thread_id.clone()), tx));
+        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx));
         let timeout = request.timeout.unwrap_or(self.config.run_timeout);
         let mut exec = Execution {
             graph: self.graph.clone(),
@@ -1659,7 +1674,7 @@ impl<S: State> Runner<S> {
         let state: S = decode(&cp)?;
         let run_id: Arc<str> = cp.run.run_id.as_str().into();
         let thread_id: Arc<str> = cp.thread_id.as_str().into();
-        let sink = Arc::new(EventSink::new(self.registry.new_log(run_id.clone(), thread_id.clone()), tx));
+        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx));
         Ok(Execution {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),

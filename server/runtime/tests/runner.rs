@@ -1489,3 +1489,35 @@ async fn every_run_end_carries_what_its_model_calls_spent() {
         assert_eq!((usage.prompt_tokens, usage.completion_tokens, usage.cost_usd), (10, 2, 0.5), "{route}");
     }
 }
+
+/// Records what it is shown: (workflow, event kind, elapsed).
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<(String, String, Duration)>>);
+
+impl frontdesk_runtime::RunObserver for Seen {
+    fn observe(&self, workflow: &str, event: &frontdesk_runtime::Event, elapsed: Duration) {
+        let kind = format!("{:?}", event.kind);
+        let kind = kind.split([' ', '(', '{']).next().unwrap().to_owned();
+        self.0.lock().unwrap().push((workflow.to_owned(), kind, elapsed));
+    }
+}
+
+/// A registry's observer is shown every event of its runners' runs, as they are emitted, named
+/// by the run's workflow, with the time the run has taken so far.
+#[tokio::test]
+async fn the_registry_observer_sees_every_event_of_every_run_with_its_workflow() {
+    let seen = Arc::new(Seen::default());
+    let registry = Arc::new(frontdesk_runtime::RunRegistry::default().with_observer(seen.clone()));
+    let runner = routed_runner(Arc::new(MemoryCheckpointer::default())).with_registry(registry);
+    let mut handle = runner.start(input("billing")).await.unwrap();
+    let mut emitted = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        let kind = format!("{:?}", event.kind);
+        emitted.push(kind.split([' ', '(', '{']).next().unwrap().to_owned());
+    }
+    handle.wait().await.unwrap();
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(seen.iter().map(|(_, kind, _)| kind.clone()).collect::<Vec<_>>(), emitted);
+    assert!(seen.iter().all(|(workflow, _, _)| workflow == "routed"), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].2 <= w[1].2), "elapsed grows: {seen:?}");
+}

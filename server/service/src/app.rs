@@ -31,6 +31,7 @@ use crate::{
         request_limit::RequestLimitLayer,
         workflow::{self, WorkflowApi},
     },
+    metrics::Metrics,
     registry::Registry,
     workflows::{BuildError, Parts, Wiring, WORKFLOWS},
 };
@@ -111,6 +112,8 @@ pub struct App {
     lease_ttl: Duration,
     /// `None`: plaintext.
     tls: Option<Arc<crate::tls::ServerTls>>,
+    /// Set when `metrics.listen` is.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// `host:port`: stable across restarts of the same process, so a restarted replica takes its
@@ -174,14 +177,18 @@ impl App {
         }
 
         let runs_config = &config.runs;
-        let runs = Arc::new(
-            RunRegistry::new(RunRetention {
-                max_events: runs_config.max_events,
-                keep_finished: runs_config.keep_finished,
-                keep_finished_for: Duration::from_secs(runs_config.keep_finished_secs),
-            })
-            .with_max_active(runs_config.max_active),
-        );
+        let mut runs = RunRegistry::new(RunRetention {
+            max_events: runs_config.max_events,
+            keep_finished: runs_config.keep_finished,
+            keep_finished_for: Duration::from_secs(runs_config.keep_finished_secs),
+        })
+        .with_max_active(runs_config.max_active);
+        // Only when served: every run's events pass through the observer.
+        let metrics = config.metrics.listen.map(|_| Arc::new(Metrics::new()));
+        if let Some(metrics) = &metrics {
+            runs = runs.with_observer(metrics.clone());
+        }
+        let runs = Arc::new(runs);
         let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), sql_log));
         let replica: Arc<str> = match &runs_config.replica_id {
             Some(id) => id.as_str().into(),
@@ -220,7 +227,17 @@ impl App {
         let registry = Registry::new(workflows, checkpointer, runs);
 
         let lease_ttl = runner_config.lease_ttl;
-        Ok(App { config, registry: Arc::new(registry), database, llm_calls, model_name, replica, lease_ttl, tls })
+        Ok(App {
+            config,
+            registry: Arc::new(registry),
+            database,
+            llm_calls,
+            model_name,
+            replica,
+            lease_ttl,
+            tls,
+            metrics,
+        })
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -284,6 +301,19 @@ impl App {
             crate::quota::quota_layer(&self.config.quotas, runs, self.config.auth.open_services.iter().cloned());
         let auth = Arc::new(self.auth_policy(addr, methods));
 
+        // Before the runs: recovery's runs are counted too.
+        let metrics_stop = CancellationToken::new();
+        let metrics = match (&self.metrics, self.config.metrics.listen) {
+            (Some(metrics), Some(listen)) => {
+                let listener =
+                    TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
+                let bound = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
+                let runs = self.registry.runs().clone();
+                Some((bound, crate::metrics::serve(listener, metrics.clone(), runs, metrics_stop.clone())))
+            }
+            _ => None,
+        };
+
         // The lease first: recovery and takeover scans on other replicas read it to tell this
         // replica's runs from abandoned ones.
         let lease = CancellationToken::new();
@@ -330,8 +360,12 @@ impl App {
             // TLS connections, TCP_NODELAY set likewise (tls.rs).
             Some(tls) => tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stopped)),
         };
+        let (metrics_addr, metrics_task) = metrics.unzip();
         Ok(RunningServer {
             addr,
+            metrics_addr,
+            metrics_stop,
+            metrics_task,
             stop: stop_tx,
             task,
             registry: self.registry,
@@ -494,6 +528,11 @@ fn local_model(_model: &crate::config::ModelConfig) -> Result<Arc<dyn ChatModel>
 /// A server running on its own task.
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// Where `GET /metrics` is served, when `metrics.listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Stops the metrics listener, last: a scrape during the drain still answers.
+    metrics_stop: CancellationToken,
+    metrics_task: Option<JoinHandle<()>>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), tonic::transport::Error>>,
     registry: Arc<Registry>,
@@ -571,6 +610,10 @@ impl RunningServer {
             }
         }
         self.database.close().await;
+        self.metrics_stop.cancel();
+        if let Some(task) = self.metrics_task {
+            let _ = tokio::time::timeout(DRAIN, task).await;
+        }
         result
     }
 }

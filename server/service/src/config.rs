@@ -28,6 +28,7 @@ pub struct Config {
     pub quotas: QuotasConfig,
     pub workflows: WorkflowsConfig,
     pub log: LogConfig,
+    pub metrics: MetricsConfig,
     /// Seconds graceful shutdown waits for in-flight runs to commit.
     pub shutdown_grace_secs: u64,
 }
@@ -45,6 +46,7 @@ impl Default for Config {
             quotas: QuotasConfig::default(),
             workflows: WorkflowsConfig::default(),
             log: LogConfig::default(),
+            metrics: MetricsConfig::default(),
             shutdown_grace_secs: 30,
         }
     }
@@ -470,6 +472,13 @@ impl Default for LogConfig {
     fn default() -> Self {
         Self { format: LogFormat::Text, filter: "info".into() }
     }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Where Prometheus metrics are served (`GET /metrics`, plain HTTP, no API key); unset: off.
+    pub listen: Option<SocketAddr>,
 }
 
 /// Command-line overrides; each is optional and wins over file and environment.

@@ -10,6 +10,7 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod grpc;
+pub mod metrics;
 pub mod quota;
 pub mod registry;
 pub mod telemetry;

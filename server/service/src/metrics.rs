@@ -1,0 +1,343 @@
+//! Prometheus metrics: what the runs of every workflow do (runs, nodes, model and tool calls),
+//! read from the runtime's events ([`RunObserver`]), served as OpenMetrics text on
+//! `GET /metrics` at `metrics.listen` (off unless set; docs/operations.md, "Metrics").
+//!
+//! Labels name workflows, nodes, model-call purposes, tools and error reasons: all of them come
+//! from the code and the workflows' configuration, never from a request, so the series stay
+//! few whatever the traffic. Nothing of a tenant, thread or run is a label.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use frontdesk_runtime::{Event, EventKind, FailureKind, LlmCallInfo, RunObserver, RunRegistry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::error::{classify, reason_name};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkflowLabels {
+    workflow: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StartedLabels {
+    workflow: String,
+    /// `true` for a run that answers an interrupt or continues one a stopped process left.
+    resumed: bool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndedLabels {
+    workflow: String,
+    /// `completed`, `interrupted` (paused at an interrupt) or `failed`.
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    workflow: String,
+    /// The `ErrorReason` name, as `RunFailed.reason` carries it.
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    workflow: String,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeReasonLabels {
+    workflow: String,
+    node: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    workflow: String,
+    purpose: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallOutcomeLabels {
+    workflow: String,
+    purpose: String,
+    /// `ok` or `failed`.
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    workflow: String,
+    purpose: String,
+    /// `prompt` or `completion`.
+    r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    workflow: String,
+    tool: String,
+    /// `ok` or `error`.
+    outcome: &'static str,
+}
+
+/// Histogram buckets in seconds, 1 ms to about 9 minutes: a node that only updates the state
+/// and a run waiting minutes on a slow model both land inside the range.
+fn seconds_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 20))
+}
+
+/// A family of histograms with [`seconds_buckets`].
+fn histograms<L: Clone + std::hash::Hash + Eq>() -> Family<L, Histogram, fn() -> Histogram> {
+    Family::new_with_constructor(seconds_buckets)
+}
+
+/// The process's metrics. Cheap to share; recording takes a family's read lock and an atomic.
+pub struct Metrics {
+    registry: Registry,
+    runs_started: Family<StartedLabels, Counter>,
+    runs_ended: Family<EndedLabels, Counter>,
+    run_failures: Family<ReasonLabels, Counter>,
+    run_duration: Family<EndedLabels, Histogram, fn() -> Histogram>,
+    node_duration: Family<NodeLabels, Histogram, fn() -> Histogram>,
+    node_retries: Family<NodeReasonLabels, Counter>,
+    node_failures: Family<NodeReasonLabels, Counter>,
+    interrupts: Family<WorkflowLabels, Counter>,
+    llm_calls: Family<CallOutcomeLabels, Counter>,
+    llm_duration: Family<CallLabels, Histogram, fn() -> Histogram>,
+    llm_tokens: Family<TokenLabels, Counter>,
+    llm_cost: Family<WorkflowLabels, Counter<f64>>,
+    tool_calls: Family<ToolLabels, Counter>,
+    runs_active: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let metrics = Metrics {
+            registry: Registry::with_prefix("frontdesk"),
+            runs_started: Family::default(),
+            runs_ended: Family::default(),
+            run_failures: Family::default(),
+            run_duration: histograms(),
+            node_duration: histograms(),
+            node_retries: Family::default(),
+            node_failures: Family::default(),
+            interrupts: Family::default(),
+            llm_calls: Family::default(),
+            llm_duration: histograms(),
+            llm_tokens: Family::default(),
+            llm_cost: Family::default(),
+            tool_calls: Family::default(),
+            runs_active: Gauge::default(),
+        };
+        let Metrics {
+            mut registry,
+            runs_started,
+            runs_ended,
+            run_failures,
+            run_duration,
+            node_duration,
+            node_retries,
+            node_failures,
+            interrupts,
+            llm_calls,
+            llm_duration,
+            llm_tokens,
+            llm_cost,
+            tool_calls,
+            runs_active,
+        } = metrics;
+        registry.register("runs_started", "Runs started or resumed in this process", runs_started.clone());
+        registry.register(
+            "runs_ended",
+            "Runs ended in this process: completed, paused at an interrupt, or failed",
+            runs_ended.clone(),
+        );
+        registry.register("run_failures", "Failed runs by error reason", run_failures.clone());
+        registry.register(
+            "run_duration_seconds",
+            "Time from a run's start (or takeover) in this process to its end",
+            run_duration.clone(),
+        );
+        registry.register("node_duration_seconds", "Time a node took, retries included", node_duration.clone());
+        registry.register(
+            "node_retries",
+            "Node attempts that failed and were retried, by error reason",
+            node_retries.clone(),
+        );
+        registry.register(
+            "node_failures",
+            "Nodes that failed for good and sent the run down its workflow's failure route",
+            node_failures.clone(),
+        );
+        registry.register("interrupts_raised", "Interrupts raised (a run waiting on a person)", interrupts.clone());
+        registry.register(
+            "llm_calls",
+            "Model calls by purpose; failed ones too (invalid replies, refusals, exhausted retries)",
+            llm_calls.clone(),
+        );
+        registry.register(
+            "llm_call_duration_seconds",
+            "Model call time, its retries and repair attempt included",
+            llm_duration.clone(),
+        );
+        registry.register(
+            "llm_tokens",
+            "Tokens of model calls, failed calls' billed replies included",
+            llm_tokens.clone(),
+        );
+        registry.register("llm_cost_usd", "Cost of model calls from the configured price table", llm_cost.clone());
+        registry.register("tool_calls", "Tool calls (MCP and workflow tools) by outcome", tool_calls.clone());
+        registry.register("runs_active", "Runs executing in this process now", runs_active.clone());
+        Metrics {
+            registry,
+            runs_started,
+            runs_ended,
+            run_failures,
+            run_duration,
+            node_duration,
+            node_retries,
+            node_failures,
+            interrupts,
+            llm_calls,
+            llm_duration,
+            llm_tokens,
+            llm_cost,
+            tool_calls,
+            runs_active,
+        }
+    }
+
+    /// The metrics as OpenMetrics text, with the gauges read from `runs` now.
+    pub fn encode(&self, runs: &RunRegistry) -> String {
+        self.runs_active.set(i64::try_from(runs.active_runs()).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    fn llm_call(&self, workflow: &str, info: &LlmCallInfo) {
+        let LlmCallInfo { model: _, purpose, usage, latency, attempts: _, error } = info;
+        let outcome = if error.is_some() { "failed" } else { "ok" };
+        self.llm_calls
+            .get_or_create(&CallOutcomeLabels { workflow: workflow.to_owned(), purpose: purpose.clone(), outcome })
+            .inc();
+        self.llm_duration
+            .get_or_create(&CallLabels { workflow: workflow.to_owned(), purpose: purpose.clone() })
+            .observe(latency.as_secs_f64());
+        for (r#type, tokens) in [("prompt", usage.prompt_tokens), ("completion", usage.completion_tokens)] {
+            self.llm_tokens
+                .get_or_create(&TokenLabels { workflow: workflow.to_owned(), purpose: purpose.clone(), r#type })
+                .inc_by(tokens);
+        }
+        if usage.cost_usd > 0.0 {
+            self.llm_cost.get_or_create(&WorkflowLabels { workflow: workflow.to_owned() }).inc_by(usage.cost_usd);
+        }
+    }
+
+    fn ended(&self, workflow: &str, outcome: &'static str, elapsed: Duration) {
+        let labels = EndedLabels { workflow: workflow.to_owned(), outcome };
+        self.runs_ended.get_or_create(&labels).inc();
+        self.run_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    }
+}
+
+fn reason(kind: FailureKind) -> &'static str {
+    reason_name(classify(kind).1)
+}
+
+impl RunObserver for Metrics {
+    fn observe(&self, workflow: &str, event: &Event, elapsed: Duration) {
+        let node = || event.node.as_deref().unwrap_or_default().to_owned();
+        match &event.kind {
+            EventKind::RunStarted { resumed, .. } => {
+                self.runs_started
+                    .get_or_create(&StartedLabels { workflow: workflow.to_owned(), resumed: *resumed })
+                    .inc();
+            }
+            EventKind::NodeFinished { duration, .. } => {
+                self.node_duration
+                    .get_or_create(&NodeLabels { workflow: workflow.to_owned(), node: node() })
+                    .observe(duration.as_secs_f64());
+            }
+            EventKind::NodeRetrying { kind, .. } => {
+                let labels = NodeReasonLabels { workflow: workflow.to_owned(), node: node(), reason: reason(*kind) };
+                self.node_retries.get_or_create(&labels).inc();
+            }
+            EventKind::NodeFailed { kind, .. } => {
+                let labels = NodeReasonLabels { workflow: workflow.to_owned(), node: node(), reason: reason(*kind) };
+                self.node_failures.get_or_create(&labels).inc();
+            }
+            EventKind::InterruptRaised { .. } => {
+                self.interrupts.get_or_create(&WorkflowLabels { workflow: workflow.to_owned() }).inc();
+            }
+            EventKind::LlmCall(info) => self.llm_call(workflow, info),
+            EventKind::ToolReturned { name, is_error, .. } => {
+                let outcome = if *is_error { "error" } else { "ok" };
+                self.tool_calls
+                    .get_or_create(&ToolLabels { workflow: workflow.to_owned(), tool: name.clone(), outcome })
+                    .inc();
+            }
+            EventKind::RunFinished { .. } => self.ended(workflow, "completed", elapsed),
+            EventKind::Interrupted { .. } => self.ended(workflow, "interrupted", elapsed),
+            EventKind::RunFailed { kind, .. } => {
+                self.ended(workflow, "failed", elapsed);
+                self.run_failures
+                    .get_or_create(&ReasonLabels { workflow: workflow.to_owned(), reason: reason(*kind) })
+                    .inc();
+            }
+            // Counted where they end (node durations, tool outcomes), or not worth a series.
+            EventKind::NodeStarted { .. }
+            | EventKind::TasksDispatched { .. }
+            | EventKind::TaskFinished { .. }
+            | EventKind::TokenDelta { .. }
+            | EventKind::ToolCalled { .. } => {}
+        }
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until `stop`; any other path is 404.
+pub fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    runs: Arc<RunRegistry>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    use axum::{http::header, routing::get, Router};
+    let addr = listener.local_addr().ok();
+    let router = Router::new().route(
+        "/metrics",
+        get(move || {
+            let (metrics, runs) = (metrics.clone(), runs.clone());
+            async move {
+                (
+                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    metrics.encode(&runs),
+                )
+            }
+        }),
+    );
+    info!(addr = ?addr, "metrics served on /metrics");
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+        if let Err(error) = served {
+            warn!(%error, "the metrics listener stopped");
+        }
+    })
+}
