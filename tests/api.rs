@@ -434,6 +434,10 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
     assert_eq!(series(&text, &format!("frontdesk_llm_tokens_total{tokens}")), reported as f64);
     assert!(reported > 0);
     assert_eq!(series(&text, "frontdesk_runs_active"), 0.0);
+    // The answered turn committed at least its input and its end; the failed one its rollback.
+    let (writes, transactions) =
+        (series(&text, "frontdesk_checkpoint_writes_total"), series(&text, "frontdesk_checkpoint_transactions_total"));
+    assert!(writes >= 3.0 && (1.0..=writes).contains(&transactions), "{writes} writes in {transactions}");
 
     let (status, _) = http_get(addr, "/other").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");

@@ -16,8 +16,8 @@ use frontdesk_api::v1::{
 };
 use frontdesk_llm::{ChatModel, LlmClient};
 use frontdesk_runtime::{
-    Checkpoint, CheckpointError, Checkpointer, EventKind, IdempotentRun, Runner, RunnerConfig, ThreadHead, ThreadPage,
-    ThreadQuery, ThreadSummary, UnfinishedRun,
+    Checkpoint, CheckpointError, Checkpointer, EventKind, IdempotentRun, RunObserver, RunRegistry, Runner,
+    RunnerConfig, ThreadHead, ThreadPage, ThreadQuery, ThreadSummary, UnfinishedRun,
 };
 use frontdesk_workflows::{
     conversation::{ConversationHost, ConversationLimits},
@@ -64,11 +64,13 @@ where
     Ok(results)
 }
 
-/// The real intake workflow on `checkpointer`, wired as `App::build` wires it (no call log).
+/// The real intake workflow on `checkpointer`, wired as `App::build` wires it (no call log,
+/// and no metrics unless an `observer` is given, as `metrics.listen` gives the server one).
 pub fn build_host(
     model: Arc<dyn ChatModel>,
     checkpointer: Arc<dyn Checkpointer>,
     submitter: Arc<dyn Submitter>,
+    observer: Option<Arc<dyn RunObserver>>,
 ) -> Arc<dyn ConversationWorkflow<View = IntakeView>> {
     let deps = IntakeDeps {
         llm: LlmClient::new(model),
@@ -77,7 +79,10 @@ pub fn build_host(
         debug_commands: false,
     };
     let (spec, graph) = intake::build(deps).expect("the intake graph builds");
-    let runner = Runner::new(graph, checkpointer, RunnerConfig::default());
+    let mut runner = Runner::new(graph, checkpointer, RunnerConfig::default());
+    if let Some(observer) = observer {
+        runner = runner.with_registry(Arc::new(RunRegistry::default().with_observer(observer)));
+    }
     Arc::new(ConversationHost::new(spec, runner, ConversationLimits::default()))
 }
 

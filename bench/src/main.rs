@@ -6,8 +6,10 @@
 //! ```text
 //! cargo run --release -p frontdesk-bench -- w1 [--conversations N] [--postgres-url URL]
 //!     [--out FILE] [--json FILE] [--concurrency 100] [--rss-conversations 10000]
-//!     [--phases count,latency,inproc,grpc,rss] [--stores memory,sqlite,postgres]
+//!     [--phases count,latency,inproc,grpc,rss] [--stores memory,sqlite,postgres] [--metrics]
 //! ```
+//!
+//! `--metrics` runs the latency and gRPC phases with the server's Prometheus metrics on.
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or when any
 //! replay does not reproduce W1's outcome counts and per-turn modes.
@@ -59,6 +61,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::{
     fmt::Write as _,
+    net::SocketAddr,
     path::{Path, PathBuf},
     process::ExitCode,
     sync::{
@@ -70,10 +73,11 @@ use std::{
 
 use frontdesk_api::v1::conversation_service_client::ConversationServiceClient;
 use frontdesk_llm::ChatModel;
-use frontdesk_runtime::{Checkpointer, MemoryCheckpointer};
+use frontdesk_runtime::{Checkpointer, MemoryCheckpointer, RunObserver};
 use frontdesk_server::{
     app::{App, Overrides},
     config::Config,
+    metrics::Metrics,
     workflows::{
         intake::{self, UseSubmitter},
         Parts,
@@ -117,6 +121,8 @@ struct Args {
     phases: Vec<String>,
     /// Stores to measure: memory, sqlite, postgres (postgres needs --postgres-url).
     stores: Vec<String>,
+    /// The latency and gRPC phases with Prometheus metrics on, as `metrics.listen` turns them on.
+    metrics: bool,
 }
 
 impl Args {
@@ -139,6 +145,7 @@ fn parse_args() -> Result<Args, String> {
         store: "sqlite".into(),
         phases: vec!["all".into()],
         stores: vec!["memory".into(), "sqlite".into(), "postgres".into()],
+        metrics: false,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -153,6 +160,7 @@ fn parse_args() -> Result<Args, String> {
             "--store" => args.store = value()?,
             "--phases" => args.phases = value()?.split(',').map(str::to_owned).collect(),
             "--stores" => args.stores = value()?.split(',').map(str::to_owned).collect(),
+            "--metrics" => args.metrics = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -325,7 +333,7 @@ fn counting_pass(convs: &[Conversation]) -> Result<Counts, String> {
         let memory: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new(1));
         let counting = Arc::new(CountingCheckpointer::new(memory.clone()));
         let model = logging_w1_model();
-        let host = build_host(model.clone(), counting.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(model.clone(), counting.clone(), Arc::new(CountingSubmitter::default()), None);
         let mut tally = Tally::default();
         let mut final_bytes = 0u64;
         for c in &convs[..n] {
@@ -366,7 +374,7 @@ fn op_timing_pass(store: Store, convs: &[Conversation], pg: Option<&str>) -> Res
     current_thread().block_on(async {
         let fresh = fresh_store(store, "ops", pg).await?;
         let counting = Arc::new(CountingCheckpointer::new(fresh.checkpointer.clone()));
-        let host = build_host(scripted_w1_model(), counting.clone(), Arc::new(CountingSubmitter::default()));
+        let host = build_host(scripted_w1_model(), counting.clone(), Arc::new(CountingSubmitter::default()), None);
         for c in &convs[..n] {
             run_in_process(&*host, &c.thread_id, c, None).await.map_err(err)?;
         }
@@ -468,10 +476,22 @@ async fn postgres_disk(fresh: &Fresh) -> Result<Disk, String> {
 }
 
 /// Sequential per-turn latency on one thread (current-thread runtime), then the store's size.
-fn latency_phase(store: Store, convs: &[Conversation], pg: Option<&str>) -> Result<(Latency, Option<Disk>), String> {
+/// With `metrics`, every run's events also go to the server's Prometheus metrics.
+fn latency_phase(
+    store: Store,
+    convs: &[Conversation],
+    pg: Option<&str>,
+    metrics: bool,
+) -> Result<(Latency, Option<Disk>), String> {
     current_thread().block_on(async {
         let fresh = fresh_store(store, "lat", pg).await?;
-        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let observer = metrics.then(|| Arc::new(Metrics::new()) as Arc<dyn RunObserver>);
+        let host = build_host(
+            scripted_w1_model(),
+            fresh.checkpointer.clone(),
+            Arc::new(CountingSubmitter::default()),
+            observer,
+        );
         for (i, c) in convs.iter().cycle().take(WARMUP).enumerate() {
             run_in_process(&*host, &format!("warm-{i:06}"), c, None).await.map_err(err)?;
         }
@@ -517,7 +537,8 @@ fn in_process_throughput(
 ) -> Result<Throughput, String> {
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "tpi", pg).await?;
-        let host = build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+        let host =
+            build_host(scripted_w1_model(), fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()), None);
         let one = {
             let host = host.clone();
             move |c: Conversation| {
@@ -568,6 +589,7 @@ fn grpc_throughput(
     convs: &Arc<Vec<Conversation>>,
     concurrency: usize,
     pg: Option<&str>,
+    metrics: bool,
 ) -> Result<Throughput, String> {
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "tpg", pg).await?;
@@ -584,6 +606,9 @@ fn grpc_throughput(
         intake.config = Some(intake_path);
         config.workflows.set::<intake::Workflow>(&intake).map_err(err)?;
         config.shutdown_grace_secs = 5;
+        if metrics {
+            config.metrics.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        }
         let model: Arc<dyn ChatModel> = scripted_w1_model();
         let app = App::build(
             config,
@@ -676,7 +701,7 @@ fn rss_probe(args: &Args) -> Result<(), String> {
     multi_thread().block_on(async {
         let fresh = fresh_store(store, "rss", None).await?;
         let host: Arc<dyn ConversationWorkflow<View = IntakeView>> =
-            build_host(model, fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()));
+            build_host(model, fresh.checkpointer.clone(), Arc::new(CountingSubmitter::default()), None);
         let warm: Arc<Vec<Conversation>> = Arc::new(
             convs
                 .iter()
@@ -788,7 +813,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
     if args.phase("latency") {
         println!("\n[2/5] per-turn latency, sequential on one thread ({n} conversations after {WARMUP} warm-up)");
         for &store in &stores {
-            let (lat, disk) = latency_phase(store, &convs, pg)?;
+            let (lat, disk) = latency_phase(store, &convs, pg, args.metrics)?;
             println!(
                 "    {:<20} p50 {:>8.1} us  p99 {:>8.1} us  mean {:>8.1} us  max {:>8.1} us   per-turn p50 {:?}",
                 STORES[store.index()],
@@ -824,7 +849,7 @@ fn run_w1(args: &Args) -> Result<(), String> {
             args.concurrency
         );
         for &store in stores.iter().filter(|s| **s != Store::Memory) {
-            let t = grpc_throughput(store, &convs, args.concurrency, pg)?;
+            let t = grpc_throughput(store, &convs, args.concurrency, pg, args.metrics)?;
             println!("    {:<20} {:>8.0} turns/s ({:.1} s)", STORES[store.index()], t.turns_per_s, t.secs);
             r.grpc[store.index()] = Some(t);
         }

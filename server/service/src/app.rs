@@ -309,7 +309,9 @@ impl App {
                     TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
                 let bound = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
                 let runs = self.registry.runs().clone();
-                Some((bound, crate::metrics::serve(listener, metrics.clone(), runs, metrics_stop.clone())))
+                let served =
+                    crate::metrics::serve(listener, metrics.clone(), runs, self.database.clone(), metrics_stop.clone());
+                Some((bound, served))
             }
             _ => None,
         };

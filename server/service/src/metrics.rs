@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frontdesk_runtime::{Event, EventKind, FailureKind, LlmCallInfo, RunObserver, RunRegistry};
+use frontdesk_store::Database;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -119,6 +120,10 @@ pub struct Metrics {
     llm_cost: Family<WorkflowLabels, Counter<f64>>,
     tool_calls: Family<ToolLabels, Counter>,
     runs_active: Gauge,
+    checkpoint_writes: Counter,
+    checkpoint_transactions: Counter,
+    /// Held while the counters read at a scrape catch up, so two scrapes never add twice.
+    scrape: std::sync::Mutex<()>,
 }
 
 impl Default for Metrics {
@@ -145,6 +150,9 @@ impl Metrics {
             llm_cost: Family::default(),
             tool_calls: Family::default(),
             runs_active: Gauge::default(),
+            checkpoint_writes: Counter::default(),
+            checkpoint_transactions: Counter::default(),
+            scrape: std::sync::Mutex::new(()),
         };
         let Metrics {
             mut registry,
@@ -162,6 +170,9 @@ impl Metrics {
             llm_cost,
             tool_calls,
             runs_active,
+            checkpoint_writes,
+            checkpoint_transactions,
+            scrape,
         } = metrics;
         registry.register("runs_started", "Runs started or resumed in this process", runs_started.clone());
         registry.register(
@@ -205,6 +216,16 @@ impl Metrics {
         registry.register("llm_cost_usd", "Cost of model calls from the configured price table", llm_cost.clone());
         registry.register("tool_calls", "Tool calls (MCP and workflow tools) by outcome", tool_calls.clone());
         registry.register("runs_active", "Runs executing in this process now", runs_active.clone());
+        registry.register(
+            "checkpoint_writes",
+            "Checkpoint writes this process committed to its database",
+            checkpoint_writes.clone(),
+        );
+        registry.register(
+            "checkpoint_transactions",
+            "Transactions those writes took: fewer than writes when concurrent writes were committed together",
+            checkpoint_transactions.clone(),
+        );
         Metrics {
             registry,
             runs_started,
@@ -221,12 +242,20 @@ impl Metrics {
             llm_cost,
             tool_calls,
             runs_active,
+            checkpoint_writes,
+            checkpoint_transactions,
+            scrape,
         }
     }
 
-    /// The metrics as OpenMetrics text, with the gauges read from `runs` now.
-    pub fn encode(&self, runs: &RunRegistry) -> String {
+    /// The metrics as OpenMetrics text, with what `runs` and `database` count read now.
+    pub fn encode(&self, runs: &RunRegistry, database: &Database) -> String {
+        let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.runs_active.set(i64::try_from(runs.active_runs()).unwrap_or(i64::MAX));
+        // The store counts as it commits, whether or not metrics are on; these catch up.
+        let batches = database.write_batches();
+        self.checkpoint_writes.inc_by(batches.writes.saturating_sub(self.checkpoint_writes.get()));
+        self.checkpoint_transactions.inc_by(batches.batches.saturating_sub(self.checkpoint_transactions.get()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
@@ -317,6 +346,7 @@ pub fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     runs: Arc<RunRegistry>,
+    database: Database,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     use axum::{http::header, routing::get, Router};
@@ -324,11 +354,11 @@ pub fn serve(
     let router = Router::new().route(
         "/metrics",
         get(move || {
-            let (metrics, runs) = (metrics.clone(), runs.clone());
+            let (metrics, runs, database) = (metrics.clone(), runs.clone(), database.clone());
             async move {
                 (
                     [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                    metrics.encode(&runs),
+                    metrics.encode(&runs, &database),
                 )
             }
         }),
