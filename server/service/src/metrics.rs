@@ -134,7 +134,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let metrics = Metrics {
+        let mut metrics = Metrics {
             registry: Registry::with_prefix("frontdesk"),
             runs_started: Family::default(),
             runs_ended: Family::default(),
@@ -154,98 +154,69 @@ impl Metrics {
             checkpoint_transactions: Counter::default(),
             scrape: std::sync::Mutex::new(()),
         };
-        let Metrics {
-            mut registry,
-            runs_started,
-            runs_ended,
-            run_failures,
-            run_duration,
-            node_duration,
-            node_retries,
-            node_failures,
-            interrupts,
-            llm_calls,
-            llm_duration,
-            llm_tokens,
-            llm_cost,
-            tool_calls,
-            runs_active,
-            checkpoint_writes,
-            checkpoint_transactions,
-            scrape,
-        } = metrics;
-        registry.register("runs_started", "Runs started or resumed in this process", runs_started.clone());
+        // Disjoint fields: the registry is borrowed mutably beside the metrics it registers.
+        let registry = &mut metrics.registry;
+        registry.register("runs_started", "Runs started or resumed in this process", metrics.runs_started.clone());
         registry.register(
             "runs_ended",
             "Runs ended in this process: completed, paused at an interrupt, or failed",
-            runs_ended.clone(),
+            metrics.runs_ended.clone(),
         );
-        registry.register("run_failures", "Failed runs by error reason", run_failures.clone());
+        registry.register("run_failures", "Failed runs by error reason", metrics.run_failures.clone());
         registry.register(
             "run_duration_seconds",
             "Time from a run's start (or takeover) in this process to its end",
-            run_duration.clone(),
+            metrics.run_duration.clone(),
         );
-        registry.register("node_duration_seconds", "Time a node took, retries included", node_duration.clone());
+        registry.register("node_duration_seconds", "Time a node took, retries included", metrics.node_duration.clone());
         registry.register(
             "node_retries",
             "Node attempts that failed and were retried, by error reason",
-            node_retries.clone(),
+            metrics.node_retries.clone(),
         );
         registry.register(
             "node_failures",
             "Nodes that failed for good and sent the run down its workflow's failure route",
-            node_failures.clone(),
+            metrics.node_failures.clone(),
         );
-        registry.register("interrupts_raised", "Interrupts raised (a run waiting on a person)", interrupts.clone());
+        registry.register(
+            "interrupts_raised",
+            "Interrupts raised (a run waiting on a person)",
+            metrics.interrupts.clone(),
+        );
         registry.register(
             "llm_calls",
             "Model calls by purpose; failed ones too (invalid replies, refusals, exhausted retries)",
-            llm_calls.clone(),
+            metrics.llm_calls.clone(),
         );
         registry.register(
             "llm_call_duration_seconds",
             "Model call time, its retries and repair attempt included",
-            llm_duration.clone(),
+            metrics.llm_duration.clone(),
         );
         registry.register(
             "llm_tokens",
             "Tokens of model calls, failed calls' billed replies included",
-            llm_tokens.clone(),
+            metrics.llm_tokens.clone(),
         );
-        registry.register("llm_cost_usd", "Cost of model calls from the configured price table", llm_cost.clone());
-        registry.register("tool_calls", "Tool calls (MCP and workflow tools) by outcome", tool_calls.clone());
-        registry.register("runs_active", "Runs executing in this process now", runs_active.clone());
+        registry.register(
+            "llm_cost_usd",
+            "Cost of model calls from the configured price table",
+            metrics.llm_cost.clone(),
+        );
+        registry.register("tool_calls", "Tool calls (MCP and workflow tools) by outcome", metrics.tool_calls.clone());
+        registry.register("runs_active", "Runs executing in this process now", metrics.runs_active.clone());
         registry.register(
             "checkpoint_writes",
             "Checkpoint writes this process committed to its database",
-            checkpoint_writes.clone(),
+            metrics.checkpoint_writes.clone(),
         );
         registry.register(
             "checkpoint_transactions",
             "Transactions those writes took: fewer than writes when concurrent writes were committed together",
-            checkpoint_transactions.clone(),
+            metrics.checkpoint_transactions.clone(),
         );
-        Metrics {
-            registry,
-            runs_started,
-            runs_ended,
-            run_failures,
-            run_duration,
-            node_duration,
-            node_retries,
-            node_failures,
-            interrupts,
-            llm_calls,
-            llm_duration,
-            llm_tokens,
-            llm_cost,
-            tool_calls,
-            runs_active,
-            checkpoint_writes,
-            checkpoint_transactions,
-            scrape,
-        }
+        metrics
     }
 
     /// The metrics as OpenMetrics text, with what `runs` and `database` count read now.
