@@ -395,8 +395,29 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
         failed.push(e);
     }
 
+    let missing = s.client.get_conversation("conv-does-not-exist").await.unwrap_err();
+    assert_eq!(missing.code(), Some(Code::NotFound));
+    // Health checks, and any path no service serves, share one label.
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", s.server().addr)).unwrap().connect().await.unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.unwrap();
+
     let (status, text) = http_get(addr, "/metrics").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
+    // Every call by method and status: the streams by the status that ended them.
+    let rpcs = |method: &str, code: &str| {
+        let labels = format!("{{method=\"frontdesk.v1.ConversationService/{method}\",code=\"{code}\"}}");
+        series(&text, &format!("frontdesk_grpc_requests_total{labels}"))
+    };
+    assert_eq!(rpcs("StartConversation", "OK"), 1.0);
+    assert_eq!((rpcs("SendMessage", "OK"), rpcs("SendMessage", "UNAVAILABLE")), (1.0, 1.0));
+    assert_eq!(rpcs("GetConversation", "NOT_FOUND"), 1.0);
+    assert_eq!(series(&text, "frontdesk_grpc_requests_total{method=\"other\",code=\"OK\"}"), 1.0);
+    assert!(!text.contains("grpc.health"), "{text}");
+    let timed =
+        "frontdesk_grpc_request_duration_seconds_count{method=\"frontdesk.v1.ConversationService/SendMessage\"}";
+    assert_eq!(series(&text, timed), 2.0);
     assert!(text.ends_with("# EOF\n"), "OpenMetrics text: {text}");
     let intake = |rest: &str| format!("{{workflow=\"intake\"{rest}}}");
     assert_eq!(series(&text, &format!("frontdesk_runs_started_total{}", intake(",resumed=\"false\""))), 2.0);
@@ -441,6 +462,33 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
 
     let (status, _) = http_get(addr, "/other").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
+
+/// A stream whose caller went away before its status is counted `CANCELLED` (the run goes on).
+#[tokio::test]
+async fn a_stream_its_caller_left_counts_as_cancelled() {
+    let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
+    let s = TestServer::start_with(Options { configure, ..Options::default() }).await;
+    let addr = s.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    let id = s.start_intake().await;
+    s.script(&[("supervisor.route", route("chat_agent"))]);
+    s.model.push_reply(ScriptedReply::text("late").for_purpose("chat.chat").after(Duration::from_millis(500)));
+    let mut stream = s.client.send_message(&id, "hello", SendOptions::default()).await.unwrap();
+    stream.next().await.expect("the run started").unwrap();
+    drop(stream);
+    let cancelled =
+        "frontdesk_grpc_requests_total{method=\"frontdesk.v1.ConversationService/SendMessage\",code=\"CANCELLED\"}";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, text) = http_get(addr, "/metrics").await;
+        if text.lines().any(|l| l.starts_with(cancelled)) {
+            assert_eq!(series(&text, cancelled), 1.0);
+            assert!(!text.contains("SendMessage\",code=\"OK\""), "{text}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not counted as cancelled:\n{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Off unless configured: no listener, and no observer on the runs.

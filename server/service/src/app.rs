@@ -295,6 +295,7 @@ impl App {
             }
         }
         let methods = MethodTable::new(scoped);
+        let rpc_metrics = crate::metrics::RpcMetricsLayer::new(self.metrics.clone(), methods.paths());
         let runs =
             crate::quota::run_paths(frontdesk_api::FILE_DESCRIPTOR_SET, &methods).map_err(StartError::Contract)?;
         let quotas =
@@ -345,6 +346,8 @@ impl App {
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let router = tonic::transport::Server::builder()
+            // Outermost: calls refused by the layers inside count too.
+            .layer(rpc_metrics)
             .layer(AuthLayer::new(auth))
             // Inside auth: quotas are the caller's tenant's.
             .layer(quotas)

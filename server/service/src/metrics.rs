@@ -1,10 +1,11 @@
-//! Prometheus metrics: what the runs of every workflow do (runs, nodes, model and tool calls),
-//! read from the runtime's events ([`RunObserver`]), served as OpenMetrics text on
-//! `GET /metrics` at `metrics.listen` (off unless set; docs/operations.md, "Metrics").
+//! Prometheus metrics: every gRPC call by method and status ([`RpcMetricsLayer`]), and what the
+//! runs of every workflow do (runs, nodes, model and tool calls), read from the runtime's events
+//! ([`RunObserver`]); served as OpenMetrics text on `GET /metrics` at `metrics.listen` (off
+//! unless set; docs/operations.md, "Metrics").
 //!
-//! Labels name workflows, nodes, model-call purposes, tools and error reasons: all of them come
-//! from the code and the workflows' configuration, never from a request, so the series stay
-//! few whatever the traffic. Nothing of a tenant, thread or run is a label.
+//! Labels name methods, workflows, nodes, model-call purposes, tools and error reasons: all of
+//! them come from the code and the workflows' configuration, never from a request, so the series
+//! stay few whatever the traffic. Nothing of a tenant, thread or run is a label.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +123,8 @@ pub struct Metrics {
     runs_active: Gauge,
     checkpoint_writes: Counter,
     checkpoint_transactions: Counter,
+    rpcs: Family<RpcLabels, Counter>,
+    rpc_duration: Family<MethodLabels, Histogram, fn() -> Histogram>,
     /// Held while the counters read at a scrape catch up, so two scrapes never add twice.
     scrape: std::sync::Mutex<()>,
 }
@@ -152,6 +155,8 @@ impl Metrics {
             runs_active: Gauge::default(),
             checkpoint_writes: Counter::default(),
             checkpoint_transactions: Counter::default(),
+            rpcs: Family::default(),
+            rpc_duration: histograms(),
             scrape: std::sync::Mutex::new(()),
         };
         // Disjoint fields: the registry is borrowed mutably beside the metrics it registers.
@@ -215,6 +220,12 @@ impl Metrics {
             "checkpoint_transactions",
             "Transactions those writes took: fewer than writes when concurrent writes were committed together",
             metrics.checkpoint_transactions.clone(),
+        );
+        registry.register("grpc_requests", "gRPC calls by method and status code", metrics.rpcs.clone());
+        registry.register(
+            "grpc_request_duration_seconds",
+            "gRPC call time, a stream's until its status",
+            metrics.rpc_duration.clone(),
         );
         metrics
     }
@@ -341,4 +352,178 @@ pub fn serve(
             warn!(%error, "the metrics listener stopped");
         }
     })
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabels {
+    /// `package.Service/Method` of the contract; `other` for health checks, reflection and
+    /// paths no service serves (a label per unknown path would let any caller add series).
+    method: String,
+    /// The gRPC status code's name, such as `OK` or `INVALID_ARGUMENT`.
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: String,
+}
+
+/// The name of a gRPC status code, as the protocol spells it.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Counts every gRPC call by method and status code, and times it (a stream until its status).
+/// Outermost, so calls refused by authentication, quotas or the size limit count too. A no-op
+/// without metrics.
+#[derive(Clone)]
+pub struct RpcMetricsLayer {
+    metrics: Option<Arc<Metrics>>,
+    methods: Arc<std::collections::HashSet<String>>,
+}
+
+impl RpcMetricsLayer {
+    /// `methods`: the contract's paths (`/package.Service/Method`) that get a label of their own.
+    pub fn new<'a>(metrics: Option<Arc<Metrics>>, methods: impl IntoIterator<Item = &'a str>) -> Self {
+        Self { metrics, methods: Arc::new(methods.into_iter().map(str::to_owned).collect()) }
+    }
+}
+
+impl<S> tower::Layer<S> for RpcMetricsLayer {
+    type Service = RpcMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RpcMetrics { inner, layer: self.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct RpcMetrics<S> {
+    inner: S,
+    layer: RpcMetricsLayer,
+}
+
+/// Records one call's status once: where it is known, or as `CANCELLED` if the body is dropped
+/// first (the caller went away mid-stream).
+struct Recorder {
+    metrics: Arc<Metrics>,
+    method: String,
+    started: std::time::Instant,
+    done: bool,
+}
+
+impl Recorder {
+    fn record(&mut self, code: tonic::Code) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let method = std::mem::take(&mut self.method);
+        self.metrics
+            .rpc_duration
+            .get_or_create(&MethodLabels { method: method.clone() })
+            .observe(self.started.elapsed().as_secs_f64());
+        self.metrics.rpcs.get_or_create(&RpcLabels { method, code: code_name(code) }).inc();
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.record(tonic::Code::Cancelled);
+    }
+}
+
+/// A response body that records the call's status from its trailers.
+struct StatusBody {
+    inner: tonic::body::Body,
+    recorder: Recorder,
+}
+
+impl http_body::Body for StatusBody {
+    type Data = <tonic::body::Body as http_body::Body>::Data;
+    type Error = <tonic::body::Body as http_body::Body>::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    let code = tonic::Status::from_header_map(trailers).map_or(tonic::Code::Unknown, |s| s.code());
+                    self.recorder.record(code);
+                }
+            }
+            std::task::Poll::Ready(Some(Err(status))) => self.recorder.record(status.code()),
+            // Ended without trailers: no status reached the caller.
+            std::task::Poll::Ready(None) => self.recorder.record(tonic::Code::Unknown),
+            std::task::Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for RpcMetrics<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let Some(metrics) = self.layer.metrics.clone() else {
+            return Box::pin(self.inner.call(request));
+        };
+        let path = request.uri().path();
+        let method = match self.layer.methods.contains(path) {
+            true => path.trim_start_matches('/').to_owned(),
+            false => "other".to_owned(),
+        };
+        let mut recorder = Recorder { metrics, method, started: std::time::Instant::now(), done: false };
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            // A status known before any message (every refusal, and tonic's own errors) is a
+            // trailers-only response: in the headers.
+            if let Some(status) = tonic::Status::from_header_map(response.headers()) {
+                recorder.record(status.code());
+                return Ok(response);
+            }
+            let (parts, body) = response.into_parts();
+            Ok(http::Response::from_parts(parts, tonic::body::Body::new(StatusBody { inner: body, recorder })))
+        })
+    }
 }
