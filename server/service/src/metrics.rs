@@ -368,30 +368,6 @@ struct MethodLabels {
     method: String,
 }
 
-/// The name of a gRPC status code, as the protocol spells it.
-fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
 /// Counts every gRPC call by method and status code, and times it (a stream until its status).
 /// Outermost, so calls refused by authentication, quotas or the size limit count too. A no-op
 /// without metrics.
@@ -441,7 +417,7 @@ impl Recorder {
             .rpc_duration
             .get_or_create(&MethodLabels { method: method.clone() })
             .observe(self.started.elapsed().as_secs_f64());
-        self.metrics.rpcs.get_or_create(&RpcLabels { method, code: code_name(code) }).inc();
+        self.metrics.rpcs.get_or_create(&RpcLabels { method, code: frontdesk_api::code_name(code) }).inc();
     }
 }
 
