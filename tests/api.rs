@@ -377,14 +377,20 @@ fn series(text: &str, name_and_labels: &str) -> f64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// A server with `metrics.listen` on an ephemeral port, and where its metrics are served.
+async fn with_metrics() -> (TestServer, std::net::SocketAddr) {
+    let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
+    let s = TestServer::start_with(Options { configure, ..Options::default() }).await;
+    let addr = s.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    (s, addr)
+}
+
 /// With `metrics.listen` set, `GET /metrics` counts what the runs did, by workflow: runs by
 /// outcome and failure reason, node durations, model calls (the failed one included) and their
 /// tokens, as the runs' own events reported them.
 #[tokio::test]
 async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
-    let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
-    let s = TestServer::start_with(Options { configure, ..Options::default() }).await;
-    let addr = s.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    let (s, addr) = with_metrics().await;
     let id = s.start_intake().await;
     s.script(&[("supervisor.route", route("chat_agent")), ("chat.chat", json!("Hello there"))]);
     let (answered, _) = s.turn(&id, "hello").await;
@@ -467,9 +473,7 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
 /// A stream whose caller went away before its status is counted `CANCELLED` (the run goes on).
 #[tokio::test]
 async fn a_stream_its_caller_left_counts_as_cancelled() {
-    let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
-    let s = TestServer::start_with(Options { configure, ..Options::default() }).await;
-    let addr = s.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    let (s, addr) = with_metrics().await;
     let id = s.start_intake().await;
     s.script(&[("supervisor.route", route("chat_agent"))]);
     s.model.push_reply(ScriptedReply::text("late").for_purpose("chat.chat").after(Duration::from_millis(500)));
