@@ -358,25 +358,6 @@ async fn a_failed_calls_tokens_are_streamed_and_counted_in_the_failed_runs_usage
     assert_eq!((total.prompt_tokens, total.completion_tokens), (spent.prompt_tokens, spent.completion_tokens));
 }
 
-/// `GET path` on a plain HTTP listener: the status line and the body.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_owned(), body.to_owned())
-}
-
-/// The value of one series of the metrics text, by its name and labels as written.
-fn series(text: &str, name_and_labels: &str) -> f64 {
-    let line = text.lines().find(|l| l.split_once(' ').is_some_and(|(series, _)| series == name_and_labels));
-    let line = line.unwrap_or_else(|| panic!("no {name_and_labels} in:\n{text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
-}
-
 /// A server with `metrics.listen` on an ephemeral port, and where its metrics are served.
 async fn with_metrics() -> (TestServer, std::net::SocketAddr) {
     let configure: fn(&mut Config) = |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
@@ -465,6 +446,16 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
     let (writes, transactions) =
         (series(&text, "frontdesk_checkpoint_writes_total"), series(&text, "frontdesk_checkpoint_transactions_total"));
     assert!(writes >= 3.0 && (1.0..=writes).contains(&transactions), "{writes} writes in {transactions}");
+    // Each write its run waited for, by outcome; none waits now. The pool at rest.
+    let committed = series(&text, "frontdesk_checkpoint_write_duration_seconds_count{outcome=\"committed\"}");
+    assert_eq!(committed, writes, "every write was committed, its run waiting for it");
+    assert_eq!(series(&text, "frontdesk_checkpoint_writes_waiting"), 0.0);
+    let connections = series(&text, "frontdesk_database_connections{state=\"idle\"}")
+        + series(&text, "frontdesk_database_connections{state=\"busy\"}");
+    let max = series(&text, "frontdesk_database_connections_max");
+    assert!(max >= 1.0 && (1.0..=max).contains(&connections), "{connections} of {max}");
+    assert_eq!(series(&text, "frontdesk_database_acquires_waiting"), 0.0);
+    assert_eq!(series(&text, "frontdesk_database_failing"), 0.0);
 
     let (status, _) = http_get(addr, "/other").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");

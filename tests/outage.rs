@@ -71,12 +71,16 @@ async fn postgres_outage_is_unavailable_with_retry_info_and_the_server_recovers_
     let mut config = Config::default();
     config.database.url = pg.url();
     config.shutdown_grace_secs = 5;
+    config.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
     let model = Arc::new(model());
     let overrides = Overrides { model: Some(model.clone()), parts: Parts::default() };
     let app = App::build(config, overrides).await.expect("server builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = app.serve_on(listener).await.expect("server starts");
     let addr = server.addr;
+    let metrics = server.metrics_addr.expect("metrics are served");
+    let failing =
+        || async move { common::series(&common::http_get(metrics, "/metrics").await.1, "frontdesk_database_failing") };
     // Without the SDK's retries: the test makes, and times, each attempt itself.
     let client = Client::connect(format!("http://{addr}")).await.expect("client connects").with_retry_policy(None);
 
@@ -115,6 +119,7 @@ async fn postgres_outage_is_unavailable_with_retry_info_and_the_server_recovers_
     let slow = failures.iter().filter(|took| **took > PROMPT_FAILURE).count();
     assert!(slow <= 1, "{slow} attempts took over {PROMPT_FAILURE:?}: {failures:?}");
     assert_eq!(health(addr).await, SERVING, "health while the database is down");
+    assert_eq!(failing().await, 1.0, "the metrics say the database is failing");
 
     // PostgreSQL comes back on the same port; the same server serves again on its own. The
     // caller retries the same call with its idempotency key, waiting as RetryInfo says.
@@ -158,6 +163,7 @@ async fn postgres_outage_is_unavailable_with_retry_info_and_the_server_recovers_
     let next = send(&client, &id, "It is for billing-db", "turn-3").await.expect("a turn after the outage");
     assert_eq!(next.conversation.unwrap().turn_count, 3);
     assert_eq!(health(addr).await, SERVING, "health after the outage");
+    assert_eq!(failing().await, 0.0, "and no longer once it is back");
 
     // A restart nobody saw (no call while it was down): every pooled connection is dead. At
     // most the first call meets one of them; the next gets a live connection.

@@ -9,7 +9,8 @@
 //!     [--phases count,latency,inproc,grpc,rss] [--stores memory,sqlite,postgres] [--metrics]
 //! ```
 //!
-//! `--metrics` runs the latency and gRPC phases with the server's Prometheus metrics on.
+//! `--metrics` runs the latency and gRPC phases with the server's Prometheus metrics on (the runs'
+//! events and the database's checkpoint writes observed).
 //!
 //! Exits non-zero when the generated workload does not hash to the published sha256 or when any
 //! replay does not reproduce W1's outcome counts and per-turn modes.
@@ -485,7 +486,12 @@ fn latency_phase(
 ) -> Result<(Latency, Option<Disk>), String> {
     current_thread().block_on(async {
         let fresh = fresh_store(store, "lat", pg).await?;
-        let observer = metrics.then(|| Arc::new(Metrics::new()) as Arc<dyn RunObserver>);
+        let metrics = metrics.then(|| Arc::new(Metrics::new()));
+        // As `App::build` wires them: the runs' events and the database's checkpoint writes.
+        if let (Some(metrics), Some(db)) = (&metrics, &fresh.db) {
+            db.set_write_observer(metrics.clone()).map_err(|_| "a fresh database has no write observer".to_owned())?;
+        }
+        let observer = metrics.map(|metrics| metrics as Arc<dyn RunObserver>);
         let host = build_host(
             scripted_w1_model(),
             fresh.checkpointer.clone(),

@@ -302,3 +302,22 @@ pub async fn wait_for<F: Fn() -> bool>(what: &str, f: F) {
     }
     panic!("timed out waiting for {what}");
 }
+
+/// `GET path` on a plain HTTP listener: the status line and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+/// The value of one series of the metrics text, by its name and labels as written.
+pub fn series(text: &str, name_and_labels: &str) -> f64 {
+    let line = text.lines().find(|l| l.split_once(' ').is_some_and(|(series, _)| series == name_and_labels));
+    let line = line.unwrap_or_else(|| panic!("no {name_and_labels} in:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}

@@ -187,6 +187,7 @@ impl App {
         let metrics = config.metrics.listen.map(|_| Arc::new(Metrics::new()));
         if let Some(metrics) = &metrics {
             runs = runs.with_observer(metrics.clone());
+            database.set_write_observer(metrics.clone()).expect("the database was opened above, with no observer");
         }
         let runs = Arc::new(runs);
         let llm_calls = Arc::new(LlmCallLedger::new(database.clone(), sql_log));

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use frontdesk_runtime::{Event, EventKind, FailureKind, LlmCallInfo, RunObserver, RunRegistry};
-use frontdesk_store::Database;
+use frontdesk_store::{Database, WriteObserver, WriteOutcome};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -93,10 +93,28 @@ struct ToolLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    /// `committed`, `conflict` (a lost compare-and-set) or `failed`.
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConnectionLabels {
+    /// `busy` (held by an operation) or `idle`.
+    state: &'static str,
+}
+
 /// Histogram buckets in seconds, 1 ms to about 9 minutes: a node that only updates the state
 /// and a run waiting minutes on a slow model both land inside the range.
 fn seconds_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
+}
+
+/// Histogram buckets in seconds for a checkpoint write, 50 us to about 1.6 s: a SQLite commit
+/// with nothing queued takes a tenth of a millisecond, a PostgreSQL one a WAL flush.
+fn commit_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.00005, 2.0, 16))
 }
 
 /// A family of histograms with [`seconds_buckets`].
@@ -123,6 +141,12 @@ pub struct Metrics {
     runs_active: Gauge,
     checkpoint_writes: Counter,
     checkpoint_transactions: Counter,
+    checkpoint_write_duration: Family<WriteLabels, Histogram, fn() -> Histogram>,
+    checkpoint_writes_waiting: Gauge,
+    database_connections: Family<ConnectionLabels, Gauge>,
+    database_connections_max: Gauge,
+    database_acquires_waiting: Gauge,
+    database_failing: Gauge,
     rpcs: Family<RpcLabels, Counter>,
     rpc_duration: Family<MethodLabels, Histogram, fn() -> Histogram>,
     /// Held while the counters read at a scrape catch up, so two scrapes never add twice.
@@ -155,6 +179,12 @@ impl Metrics {
             runs_active: Gauge::default(),
             checkpoint_writes: Counter::default(),
             checkpoint_transactions: Counter::default(),
+            checkpoint_write_duration: Family::new_with_constructor(commit_buckets),
+            checkpoint_writes_waiting: Gauge::default(),
+            database_connections: Family::default(),
+            database_connections_max: Gauge::default(),
+            database_acquires_waiting: Gauge::default(),
+            database_failing: Gauge::default(),
             rpcs: Family::default(),
             rpc_duration: histograms(),
             scrape: std::sync::Mutex::new(()),
@@ -221,6 +251,36 @@ impl Metrics {
             "Transactions those writes took: fewer than writes when concurrent writes were committed together",
             metrics.checkpoint_transactions.clone(),
         );
+        registry.register(
+            "checkpoint_write_duration_seconds",
+            "Time a run waited for a checkpoint write: the queue, the batch's statements and its commit",
+            metrics.checkpoint_write_duration.clone(),
+        );
+        registry.register(
+            "checkpoint_writes_waiting",
+            "Checkpoint writes waiting for their commit now",
+            metrics.checkpoint_writes_waiting.clone(),
+        );
+        registry.register(
+            "database_connections",
+            "Open pool connections by state (a SQLite file's write connection is not pooled)",
+            metrics.database_connections.clone(),
+        );
+        registry.register(
+            "database_connections_max",
+            "The pool's limit, database.max_connections",
+            metrics.database_connections_max.clone(),
+        );
+        registry.register(
+            "database_acquires_waiting",
+            "Operations waiting for a pool connection, every one taken",
+            metrics.database_acquires_waiting.clone(),
+        );
+        registry.register(
+            "database_failing",
+            "1 from a failed database operation until one succeeds (PostgreSQL): held at 1, the database is down",
+            metrics.database_failing.clone(),
+        );
         registry.register("grpc_requests", "gRPC calls by method and status code", metrics.rpcs.clone());
         registry.register(
             "grpc_request_duration_seconds",
@@ -233,11 +293,19 @@ impl Metrics {
     /// The metrics as OpenMetrics text, with what `runs` and `database` count read now.
     pub fn encode(&self, runs: &RunRegistry, database: &Database) -> String {
         let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.runs_active.set(i64::try_from(runs.active_runs()).unwrap_or(i64::MAX));
+        self.runs_active.set(gauge(runs.active_runs()));
         // The store counts as it commits, whether or not metrics are on; these catch up.
         let batches = database.write_batches();
         self.checkpoint_writes.inc_by(batches.writes.saturating_sub(self.checkpoint_writes.get()));
         self.checkpoint_transactions.inc_by(batches.batches.saturating_sub(self.checkpoint_transactions.get()));
+        self.checkpoint_writes_waiting.set(gauge(batches.waiting));
+        let pool = database.pool_stats();
+        let busy = pool.open.saturating_sub(pool.idle);
+        self.database_connections.get_or_create(&ConnectionLabels { state: "busy" }).set(busy.into());
+        self.database_connections.get_or_create(&ConnectionLabels { state: "idle" }).set(pool.idle.into());
+        self.database_connections_max.set(pool.max.into());
+        self.database_acquires_waiting.set(gauge(pool.waiting));
+        self.database_failing.set(pool.failing.into());
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
@@ -266,6 +334,21 @@ impl Metrics {
         let labels = EndedLabels { workflow: workflow.to_owned(), outcome };
         self.runs_ended.get_or_create(&labels).inc();
         self.run_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+    }
+}
+
+fn gauge(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+impl WriteObserver for Metrics {
+    fn checkpoint_written(&self, outcome: WriteOutcome, waited: Duration) {
+        let outcome = match outcome {
+            WriteOutcome::Committed => "committed",
+            WriteOutcome::Conflict => "conflict",
+            WriteOutcome::Failed => "failed",
+        };
+        self.checkpoint_write_duration.get_or_create(&WriteLabels { outcome }).observe(waited.as_secs_f64());
     }
 }
 

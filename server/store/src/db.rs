@@ -21,7 +21,7 @@ use tokio::sync::{Mutex, MutexGuard};
 use crate::{
     checkpointer::Write,
     error::redact,
-    group_commit::{WriteBatchStats, WriteQueue},
+    group_commit::{WriteBatchStats, WriteObserver, WriteQueue},
     reuse::{Lease, Reuse},
     SqlCheckpointer, StoreError,
 };
@@ -109,6 +109,23 @@ pub struct Database {
     options: StoreOptions,
     /// Where checkpoint writes wait to be committed together (see [`crate::group_commit`]).
     pub(crate) writes: Arc<WriteQueue>,
+}
+
+/// A [`Database`]'s connection pool at one moment. On a SQLite file the write connection is
+/// not among them: it is a connection of its own, and its queue is [`WriteBatchStats::waiting`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// `database.max_connections`.
+    pub max: u32,
+    /// Connections open now.
+    pub open: u32,
+    /// Open connections no operation holds (kept for the next one included).
+    pub idle: u32,
+    /// Operations waiting for a connection, all of them taken.
+    pub waiting: usize,
+    /// The last operation failed (PostgreSQL): connections are checked before use until one
+    /// succeeds. It stays set while the database is down.
+    pub failing: bool,
 }
 
 /// What a [`Database`]'s operations run on. The checkpoint write queue's task holds a clone of
@@ -416,6 +433,26 @@ impl Database {
     /// How checkpoint writes have been committed so far (see [`WriteBatchStats`]).
     pub fn write_batches(&self) -> WriteBatchStats {
         self.writes.stats()
+    }
+
+    /// Tells `observer` how every later checkpoint write ends (all clones' writes). The first
+    /// observer set stays: `Err` gives back one set after it.
+    pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) -> Result<(), Arc<dyn WriteObserver>> {
+        self.writes.set_observer(observer)
+    }
+
+    /// The connection pool now (see [`PoolStats`]).
+    pub fn pool_stats(&self) -> PoolStats {
+        let (max, open, pool_idle) = match &self.conns.pool {
+            DbPool::Sqlite(pool) => (pool.options().get_max_connections(), pool.size(), pool.num_idle()),
+            DbPool::Postgres(pool) => (pool.options().get_max_connections(), pool.size(), pool.num_idle()),
+        };
+        let ((kept, waiting), failing) = match self.conns.reuse.as_ref() {
+            Reused::Sqlite(reuse) => (reuse.idle_and_waiting(), reuse.is_suspect()),
+            Reused::Postgres(reuse) => (reuse.idle_and_waiting(), reuse.is_suspect()),
+        };
+        let idle = u32::try_from(pool_idle.saturating_add(kept)).unwrap_or(u32::MAX).min(open);
+        PoolStats { max, open, idle, waiting, failing }
     }
 
     /// Commits one checkpoint write together with whatever other writes of this database are

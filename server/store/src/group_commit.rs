@@ -29,9 +29,12 @@
 //! runtime or after they are gone (their runtime shut down): a task on a runtime that nobody
 //! drives any more would never answer. They end when the last clone of the database is dropped.
 
-use std::sync::{
-    atomic::{AtomicU64, AtomicUsize, Ordering},
-    Arc, Mutex, PoisonError,
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Mutex, OnceLock, PoisonError,
+    },
+    time::{Duration, Instant},
 };
 
 use frontdesk_runtime::CheckpointError;
@@ -69,6 +72,38 @@ pub struct WriteBatchStats {
     pub writes: u64,
     /// The most writes one batch held.
     pub largest: u64,
+    /// Writes whose callers are waiting for their commit now.
+    pub waiting: usize,
+}
+
+/// How one checkpoint write ended, as a [`WriteObserver`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Committed,
+    /// It lost its compare-and-set ([`CheckpointError::Conflict`]): another writer of the
+    /// thread committed first, as when two replicas raced for a run.
+    Conflict,
+    /// The database refused it or could not be reached; nothing of it was stored.
+    Failed,
+}
+
+impl WriteOutcome {
+    fn of(result: &Result<(), CheckpointError>) -> Self {
+        match result {
+            Ok(()) => WriteOutcome::Committed,
+            Err(CheckpointError::Conflict { .. }) => WriteOutcome::Conflict,
+            Err(CheckpointError::Unavailable(_) | CheckpointError::Corrupt { .. }) => WriteOutcome::Failed,
+        }
+    }
+}
+
+/// Told how each checkpoint write of a [`Database`](crate::Database) ended and how long its
+/// caller waited, for metrics. Called on the caller's task as it is answered: it must be quick
+/// and must not block. A caller that stopped waiting is not reported.
+pub trait WriteObserver: Send + Sync + 'static {
+    /// `waited`: from the write joining the queue to its answer, so the wait for the writer,
+    /// the batch's statements and its commit.
+    fn checkpoint_written(&self, outcome: WriteOutcome, waited: Duration);
 }
 
 /// A write waiting in the queue, and where its outcome goes.
@@ -85,6 +120,13 @@ pub(crate) struct WriteQueue {
     counters: Arc<Counters>,
     /// Puts whose callers are waiting for their answer.
     waiting: AtomicUsize,
+    observer: OnceLock<Arc<dyn WriteObserver>>,
+}
+
+impl std::fmt::Debug for dyn WriteObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteObserver")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -105,8 +147,19 @@ impl WriteQueue {
     pub(crate) async fn put(&self, conns: &Connections, write: Write) -> Result<(), CheckpointError> {
         let (reply, answer) = oneshot::channel();
         let _waiting = Waiting::count(&self.waiting);
+        let observed = self.observer.get().map(|observer| (observer, Instant::now()));
         self.submit(conns, Job { write, reply });
-        answer.await.unwrap_or_else(|_| Err(CheckpointError::Unavailable(Box::new(QueueStopped))))
+        let result = answer.await.unwrap_or_else(|_| Err(CheckpointError::Unavailable(Box::new(QueueStopped))));
+        if let Some((observer, queued)) = observed {
+            observer.checkpoint_written(WriteOutcome::of(&result), queued.elapsed());
+        }
+        result
+    }
+
+    /// Sets the observer of every later write; the first one set stays (`Err` gives back one
+    /// that came after it).
+    pub(crate) fn set_observer(&self, observer: Arc<dyn WriteObserver>) -> Result<(), Arc<dyn WriteObserver>> {
+        self.observer.set(observer)
     }
 
     /// No caller is waiting for a put: the moment a read may borrow the write connection
@@ -150,6 +203,7 @@ impl WriteQueue {
             batches: c.batches.load(Ordering::Relaxed),
             writes: c.writes.load(Ordering::Relaxed),
             largest: c.largest.load(Ordering::Relaxed),
+            waiting: self.waiting.load(Ordering::Relaxed),
         }
     }
 }

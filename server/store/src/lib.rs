@@ -33,9 +33,9 @@ pub mod tickets;
 
 pub use api_keys::{ApiKeyRecord, ApiKeyRow};
 pub use checkpointer::SqlCheckpointer;
-pub use db::{Database, DbKind, DbPool, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
+pub use db::{Database, DbKind, DbPool, PoolStats, StoreOptions, DEFAULT_ACQUIRE_TIMEOUT};
 pub use error::{redact_url_password, StoreError};
-pub use group_commit::WriteBatchStats;
+pub use group_commit::{WriteBatchStats, WriteObserver, WriteOutcome};
 pub use intake::{NewSubmission, Submission};
 pub use investigation::{
     write_audit_csv, write_pending_actions_csv, Absence, AbsenceKind, ActionCursor, AuditRow, HrDataProblem,

@@ -98,6 +98,12 @@ impl<DB: sqlx::Database> Reuse<DB> {
         self
     }
 
+    /// Connections kept here for the next lease, and leases waiting in the pool's queue.
+    pub(crate) fn idle_and_waiting(&self) -> (usize, usize) {
+        let kept = self.kept.lock().map_or(0, |kept| kept.len());
+        (kept, self.waiting.load(Ordering::Relaxed))
+    }
+
     /// Whether the last operation or acquire failed (only with [`Reuse::check_connections`]).
     pub(crate) fn is_suspect(&self) -> bool {
         self.suspect.load(Ordering::Acquire)

@@ -78,6 +78,7 @@ async fn postgres_conformance_and_store_checks() {
     common::delete_during_writes(&a).await;
     let mean = common::put_latency(&a.checkpointer(), 2010).await;
     eprintln!("postgres put: mean {mean:?}");
+    common::pool_stats_at_rest(&a).await;
     a.close().await;
     b.close().await;
 }
@@ -109,6 +110,8 @@ async fn postgres_group_commit() {
     common::a_thread_twice_in_one_batch(&db, hold).await;
     common::a_failed_commit_fails_its_whole_batch(&db, hold).await;
     common::a_refused_write_fails_alone(&db, hold).await;
+    common::writes_are_observed(&db, hold).await;
+    common::pool_stats_at_rest(&db).await;
     db.close().await;
 }
 

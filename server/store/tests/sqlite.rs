@@ -167,6 +167,24 @@ async fn a_refused_put_fails_alone_in_its_batch() {
     common::a_refused_write_fails_alone(&db, || hold_memory_writer(&db)).await;
 }
 
+/// The write observer hears of each write's outcome and wait; the pool reports itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_are_observed_and_the_pool_reports_itself() {
+    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
+    sqlite_exec(
+        &db,
+        "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.thread_id LIKE '%:refused%' \
+           BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    )
+    .await;
+    common::writes_are_observed(&db, || hold_memory_writer(&db)).await;
+    common::pool_stats_at_rest(&db).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = file_db(&dir, 1).await;
+    common::pool_stats_at_rest(&file).await;
+    file.close().await;
+}
+
 /// On a file, puts that queue while the writer waits for the database's write lock (here held
 /// by another connection) are committed in far fewer transactions than puts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,7 +8,9 @@ use std::{
 };
 
 use frontdesk_runtime::{conformance::sample, Checkpoint, CheckpointError, Checkpointer, RunStatus};
-use frontdesk_store::{sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage, WriteBatchStats};
+use frontdesk_store::{
+    sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage, WriteBatchStats, WriteObserver, WriteOutcome,
+};
 
 pub mod api_keys;
 pub mod investigation;
@@ -216,6 +218,7 @@ pub async fn put_together<H: Send>(
         batches: after.batches - before.batches,
         writes: after.writes - before.writes,
         largest: after.largest,
+        waiting: after.waiting,
     };
     (results, delta)
 }
@@ -369,6 +372,89 @@ pub async fn a_refused_write_fails_alone<H: Send, F: Future<Output = H>>(db: &Da
             assert_eq!(store.latest(&cp.thread_id).await.unwrap().as_ref(), Some(cp));
         }
     }
+}
+
+/// Records what a [`WriteObserver`] is told.
+#[derive(Default)]
+struct RecordingObserver(std::sync::Mutex<Vec<(WriteOutcome, Duration)>>);
+
+impl WriteObserver for RecordingObserver {
+    fn checkpoint_written(&self, outcome: WriteOutcome, waited: Duration) {
+        self.0.lock().unwrap().push((outcome, waited));
+    }
+}
+
+/// The database's write observer hears of every write with its outcome and how long its caller
+/// waited, the wait for the writer included; writes waiting for their commit are counted as
+/// such until answered. Thread ids containing `:refused` must be refused, as for
+/// [`a_refused_write_fails_alone`]; `hold` as for [`put_together`]. Sets the database's
+/// observer, so it runs on a database of its own.
+pub async fn writes_are_observed<H: Send, F: Future<Output = H>>(db: &Database, hold: impl FnOnce() -> F) {
+    let ns = ns();
+    let seen = Arc::new(RecordingObserver::default());
+    assert!(db.set_write_observer(seen.clone()).is_ok(), "the first observer is set");
+    assert!(db.set_write_observer(Arc::new(RecordingObserver::default())).is_err(), "the first one stays");
+    let store = Arc::new(db.checkpointer());
+    let raced = format!("{ns}:raced");
+    store.put(&sample(&raced, 1, RunStatus::Running)).await.unwrap();
+    let writes = [
+        sample(&format!("{ns}:fine"), 1, RunStatus::Running),
+        sample(&raced, 1, RunStatus::Running),
+        sample(&format!("{ns}:refused"), 1, RunStatus::Running),
+    ];
+    let held = hold().await;
+    let before = db.write_batches();
+    let mut tasks = Vec::new();
+    for (n, cp) in (1..).zip(writes.iter().cloned()) {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.put(&cp).await }));
+        queued(db, before.submitted + n).await;
+    }
+    assert_eq!(db.write_batches().waiting, writes.len(), "queued behind the held writer, all wait");
+    let holding = Duration::from_millis(50);
+    tokio::time::sleep(holding).await;
+    drop(held);
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    assert!(matches!(
+        results[..],
+        [Ok(()), Err(CheckpointError::Conflict { .. }), Err(CheckpointError::Unavailable(_))]
+    ));
+    assert_eq!(db.write_batches().waiting, 0, "every caller was answered");
+
+    let seen = std::mem::take(&mut *seen.0.lock().unwrap());
+    assert_eq!(seen.len(), 4, "the first write and the three held ones: {seen:?}");
+    assert_eq!(seen[0].0, WriteOutcome::Committed);
+    let mut held_outcomes: Vec<_> = seen[1..].iter().map(|(outcome, _)| format!("{outcome:?}")).collect();
+    held_outcomes.sort();
+    assert_eq!(held_outcomes, ["Committed", "Conflict", "Failed"]);
+    for (outcome, waited) in &seen[1..] {
+        assert!(*waited >= holding, "{outcome:?} waited {waited:?}, the writer held for {holding:?} of it");
+    }
+}
+
+/// What a database's pool says of itself: within its maximum; with nothing running, every open
+/// connection idle (once sqlx has taken back the last one, on a task of its own), nobody
+/// waiting, not failing.
+pub async fn pool_stats_at_rest(db: &Database) {
+    db.checkpointer().latest("nothing").await.unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let stats = db.pool_stats();
+            if stats.idle == stats.open {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("connections still busy at rest: {:?}", db.pool_stats()));
+    // `sqlite::memory:` has one connection, whatever the options say.
+    assert!((1..=db.options().max_connections).contains(&rest.max), "{rest:?}");
+    assert!(rest.open >= 1 && rest.open <= rest.max, "{rest:?}");
+    assert_eq!((rest.waiting, rest.failing), (0, false), "{rest:?}");
 }
 
 /// Erasing a thread while a writer keeps appending to it: every call succeeds or conflicts,
