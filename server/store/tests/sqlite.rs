@@ -154,9 +154,9 @@ async fn a_failed_commit_fails_every_put_of_its_batch() {
     common::a_failed_commit_fails_its_whole_batch(&db, || hold_memory_writer(&db)).await;
 }
 
-/// A write that fails on its own in a batch fails alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_refused_put_fails_alone_in_its_batch() {
+/// A `sqlite::memory:` database that refuses checkpoints of threads whose id contains
+/// `:refused`.
+async fn refusing_memory_db() -> Database {
     let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
     sqlite_exec(
         &db,
@@ -164,19 +164,20 @@ async fn a_refused_put_fails_alone_in_its_batch() {
            BEGIN SELECT RAISE(ABORT, 'refused'); END",
     )
     .await;
+    db
+}
+
+/// A write that fails on its own in a batch fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_put_fails_alone_in_its_batch() {
+    let db = refusing_memory_db().await;
     common::a_refused_write_fails_alone(&db, || hold_memory_writer(&db)).await;
 }
 
 /// The write observer hears of each write's outcome and wait; the pool reports itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_are_observed_and_the_pool_reports_itself() {
-    let db = Database::connect("sqlite::memory:", options(1)).await.unwrap();
-    sqlite_exec(
-        &db,
-        "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.thread_id LIKE '%:refused%' \
-           BEGIN SELECT RAISE(ABORT, 'refused'); END",
-    )
-    .await;
+    let db = refusing_memory_db().await;
     common::writes_are_observed(&db, || hold_memory_writer(&db)).await;
     common::pool_stats_at_rest(&db).await;
     let dir = tempfile::tempdir().unwrap();

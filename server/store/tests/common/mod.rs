@@ -9,7 +9,8 @@ use std::{
 
 use frontdesk_runtime::{conformance::sample, Checkpoint, CheckpointError, Checkpointer, RunStatus};
 use frontdesk_store::{
-    sqlx, CompletedTicket, Database, DbPool, NewSubmission, TicketMessage, WriteBatchStats, WriteObserver, WriteOutcome,
+    sqlx, CompletedTicket, Database, DbPool, NewSubmission, SqlCheckpointer, TicketMessage, WriteBatchStats,
+    WriteObserver, WriteOutcome,
 };
 
 pub mod api_keys;
@@ -187,6 +188,23 @@ async fn queued(db: &Database, submitted: u64) {
     .expect("every put reaches the write queue");
 }
 
+/// Puts each checkpoint of `writes` from a task of its own, each queued before the next starts,
+/// so that a batch holds them in this order (the writer held meanwhile). Returns the tasks.
+async fn queue_in_order(
+    db: &Database,
+    store: &Arc<SqlCheckpointer>,
+    writes: &[Checkpoint],
+) -> Vec<tokio::task::JoinHandle<Result<(), CheckpointError>>> {
+    let before = db.write_batches();
+    let mut tasks = Vec::new();
+    for (n, cp) in (1..).zip(writes.iter().cloned()) {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.put(&cp).await }));
+        queued(db, before.submitted + n).await;
+    }
+    tasks
+}
+
 /// Puts every checkpoint of `writes` at once, each from a task of its own, while `hold` keeps
 /// the writer waiting (the connection the write queue needs next, or the database's write
 /// lock); drops `hold` once every put is queued. Returns each put's result, in order, and how
@@ -304,13 +322,7 @@ pub async fn a_thread_twice_in_one_batch<H: Send, F: Future<Output = H>>(db: &Da
     ];
     let held = hold().await;
     let before = db.write_batches();
-    let mut tasks = Vec::new();
-    for (n, cp) in (1..).zip(writes.iter().cloned()) {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move { store.put(&cp).await }));
-        // Each put is queued before the next starts, so the batch holds them in this order.
-        queued(db, before.submitted + n).await;
-    }
+    let tasks = queue_in_order(db, &store, &writes).await;
     drop(held);
     for (cp, task) in writes.iter().zip(tasks) {
         assert!(matches!(task.await.unwrap(), Ok(())), "{} version {} commits", cp.thread_id, cp.version);
@@ -403,13 +415,7 @@ pub async fn writes_are_observed<H: Send, F: Future<Output = H>>(db: &Database, 
         sample(&format!("{ns}:refused"), 1, RunStatus::Running),
     ];
     let held = hold().await;
-    let before = db.write_batches();
-    let mut tasks = Vec::new();
-    for (n, cp) in (1..).zip(writes.iter().cloned()) {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move { store.put(&cp).await }));
-        queued(db, before.submitted + n).await;
-    }
+    let tasks = queue_in_order(db, &store, &writes).await;
     assert_eq!(db.write_batches().waiting, writes.len(), "queued behind the held writer, all wait");
     let holding = Duration::from_millis(50);
     tokio::time::sleep(holding).await;
