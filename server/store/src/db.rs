@@ -214,9 +214,11 @@ impl WalCheckpoints {
         runtime.spawn(async move {
             // Dropped unfinished too, when the runtime shuts down under it.
             let _running = ClearOnDrop(&running);
+            let started = std::time::Instant::now();
             match passive_checkpoint(&pool).await {
                 Ok((_, wal_pages, copied)) => {
-                    tracing::debug!(wal_pages, copied, "sqlite wal checkpoint");
+                    let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    tracing::debug!(wal_pages, copied, took_us, "sqlite wal checkpoint");
                     if wal_pages >= WAL_RESTART_PAGES {
                         restart.store(true, Ordering::Release);
                     }
@@ -240,9 +242,11 @@ impl WalCheckpoints {
         // `running` must still be cleared, or no background checkpoint would start again.
         let _running = ClearOnDrop(&self.running);
         self.restart.store(false, Ordering::Release);
+        let started = std::time::Instant::now();
         match passive_checkpoint(writer).await {
             Ok((busy, wal_pages, copied)) => {
-                tracing::debug!(busy, wal_pages, copied, "sqlite wal checkpoint on the writer")
+                let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tracing::debug!(busy, wal_pages, copied, took_us, "sqlite wal checkpoint on the writer")
             }
             Err(e) => tracing::warn!(error = %e, "sqlite wal checkpoint on the writer failed; a later one retries"),
         }
