@@ -6,7 +6,7 @@
 //! cargo build --release -p frontdesk-server -p frontdesk-bench
 //! target/release/frontdesk-bench scale [--conversations 10000] [--turns 8] [--model-latency-ms 500]
 //!     [--model-jitter-ms 0] [--database sqlite|postgres] [--postgres-url URL] [--connections 4] [--ramp-ms MS]
-//!     [--think-ms 0] [--server-bin PATH] [--keep]
+//!     [--think-ms 0] [--metrics] [--server-bin PATH] [--keep]
 //! ```
 //!
 //! The server runs as its own process (release build, default configuration apart from the
@@ -41,6 +41,10 @@
 //! is checked: every turn got a TurnResult with the chat reply, CHAT mode and the turn count it
 //! should have, and made exactly the two calls; the bench exits non-zero otherwise. Peak RSS is
 //! the server process's VmHWM (`/proc/<pid>/status`) at the end of the run.
+//!
+//! `--metrics` runs the server with its Prometheus metrics on (`metrics.listen`), as an operator
+//! would, and reads them at the end: the runs they counted must be the turns the client saw, and
+//! the run prints how long the turns' checkpoint writes kept them waiting.
 
 use std::{
     collections::BTreeMap,
@@ -89,6 +93,7 @@ struct Opts {
     think: Duration,
     server_bin: Option<PathBuf>,
     keep: bool,
+    metrics: bool,
 }
 
 impl Opts {
@@ -105,6 +110,7 @@ impl Opts {
             think: Duration::ZERO,
             server_bin: None,
             keep: false,
+            metrics: false,
         };
         let mut it = rest;
         while let Some(flag) = it.next() {
@@ -126,6 +132,7 @@ impl Opts {
                 "--think-ms" => o.think = Duration::from_millis(number(value()?)?),
                 "--server-bin" => o.server_bin = Some(PathBuf::from(value()?)),
                 "--keep" => o.keep = true,
+                "--metrics" => o.metrics = true,
                 other => return Err(format!("unknown option {other}")),
             }
         }
@@ -173,7 +180,9 @@ fn script(latency: Duration, jitter: Duration) -> serde_json::Value {
     })
 }
 
-fn server_config(db_url: &str, script: &std::path::Path) -> String {
+/// `metrics`: the port `GET /metrics` is served on, if any.
+fn server_config(db_url: &str, script: &std::path::Path, metrics: Option<u16>) -> String {
+    let metrics = metrics.map(|port| format!("\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap_or_default();
     format!(
         r#"# frontdesk-bench scale
 shutdown_grace_secs = 2
@@ -191,9 +200,100 @@ replica_id = "scale"
 [log]
 format = "text"
 filter = "info"
-"#,
+{metrics}"#,
         script = script.display(),
     )
+}
+
+/// `GET /metrics` on the server's metrics listener: the OpenMetrics text.
+async fn scrape(port: u16) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(err)?;
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(err)?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.map_err(err)?;
+    let (head, body) = response.split_once("\r\n\r\n").ok_or("no HTTP response")?;
+    match head.lines().next() {
+        Some("HTTP/1.1 200 OK") => Ok(body.to_owned()),
+        other => Err(format!("GET /metrics: {other:?}")),
+    }
+}
+
+/// The value of the series `name` whose labels include every one of `labels` (`key="value"`).
+fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let (series, value) = line.split_once(' ')?;
+        let (series_name, series_labels) = series.split_once('{').unwrap_or((series, ""));
+        (series_name == name && labels.iter().all(|l| series_labels.contains(l))).then(|| value.parse().ok())?
+    })
+}
+
+/// A histogram as the metrics text gives it.
+#[derive(Debug, PartialEq)]
+struct Histogram {
+    count: f64,
+    sum: f64,
+    /// (upper bound, cumulative count), by bound.
+    buckets: Vec<(f64, f64)>,
+}
+
+impl Histogram {
+    /// The upper bound of the bucket that holds quantile `q`: the histogram says no more.
+    fn bound(&self, q: f64) -> f64 {
+        self.buckets.iter().find(|(_, cumulative)| *cumulative >= q * self.count).map_or(f64::INFINITY, |(le, _)| *le)
+    }
+}
+
+/// The histogram `name` of the metrics text, its series with `labels`.
+fn histogram(text: &str, name: &str, labels: &[&str]) -> Option<Histogram> {
+    let count = series(text, &format!("{name}_count"), labels)?;
+    let sum = series(text, &format!("{name}_sum"), labels)?;
+    let bucket = format!("{name}_bucket");
+    let mut buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|line| {
+            let (series, value) = line.split_once(' ')?;
+            let labels_text = series.strip_prefix(&bucket)?.strip_prefix('{')?;
+            if !labels.iter().all(|l| labels_text.contains(l)) {
+                return None;
+            }
+            let le = labels_text.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, value.parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Some(Histogram { count, sum, buckets })
+}
+
+/// Checks the server's own count of runs against the turns the client saw, and prints how long
+/// checkpoint writes kept the runs waiting.
+fn report_metrics(text: &str, turns: u64) -> Result<(), String> {
+    let intake = "workflow=\"intake\"";
+    let completed = series(text, "frontdesk_runs_ended_total", &[intake, "outcome=\"completed\""]).unwrap_or(0.0);
+    if completed != turns as f64 {
+        return Err(format!("the server's metrics count {completed} completed intake runs, the client {turns} turns"));
+    }
+    let name = "frontdesk_checkpoint_write_duration_seconds";
+    let committed =
+        histogram(text, name, &["outcome=\"committed\""]).ok_or("no committed checkpoint writes in the metrics")?;
+    let others = ["conflict", "failed"]
+        .iter()
+        .filter_map(|outcome| series(text, &format!("{name}_count"), &[&format!("outcome=\"{outcome}\"")]))
+        .fold(0.0, |all, n| all + n);
+    let ms = |seconds: f64| seconds * 1000.0;
+    println!(
+        "  server metrics: {completed} intake runs completed (as the client counted); {} checkpoint writes \
+         committed ({:.2} a turn, conversation starts included), {others} not, a run waiting {:.3} ms on average for one, p50 <= {} ms, \
+         p99 <= {} ms (the histogram's bucket bounds)",
+        committed.count,
+        committed.count / turns as f64,
+        ms(committed.sum / committed.count.max(1.0)),
+        ms(committed.bound(0.5)),
+        ms(committed.bound(0.99)),
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -583,10 +683,11 @@ async fn scale_main(o: Opts) -> Result<(), String> {
         _ => (format!("sqlite://{}", dir.path().join("frontdesk.db").display()), None),
     };
     let config = dir.path().join("scale.toml");
-    std::fs::write(&config, server_config(&db_url, &script_path)).map_err(err)?;
+    let metrics = if o.metrics { Some(free_port()?) } else { None };
+    std::fs::write(&config, server_config(&db_url, &script_path, metrics)).map_err(err)?;
     let mut server = ServerProc::with_config("scale", free_port()?, bin.clone(), config, dir.path().join("server.log"));
 
-    let result = measure(&o, &mut server).await;
+    let result = measure(&o, &mut server, metrics).await;
     server.kill();
     if let Some(pg) = pg {
         if o.keep {
@@ -604,7 +705,7 @@ async fn scale_main(o: Opts) -> Result<(), String> {
     Ok(())
 }
 
-async fn measure(o: &Opts, server: &mut ServerProc) -> Result<(), String> {
+async fn measure(o: &Opts, server: &mut ServerProc, metrics: Option<u16>) -> Result<(), String> {
     let n = o.conversations;
     let database = if o.postgres { "PostgreSQL" } else { "SQLite (file, WAL)" };
     println!("frontdesk-bench scale: {n} concurrent streaming conversations on one frontdesk-server process");
@@ -706,6 +807,9 @@ async fn measure(o: &Opts, server: &mut ServerProc) -> Result<(), String> {
     println!(
         "  checked: every turn got its TurnResult (chat reply, CHAT mode, turn count) after exactly 2 model calls"
     );
+    if let Some(port) = metrics {
+        report_metrics(&scrape(port).await?, turns)?;
+    }
 
     // The gauges as sampled every 100 ms while any turn was under way (ramp and drain included).
     let busy: Vec<(usize, usize)> =
@@ -787,6 +891,34 @@ mod tests {
         s.split_whitespace().map(str::to_owned)
     }
 
+    /// The metrics text as the server writes it (a histogram's `le` after its own labels).
+    #[test]
+    fn metrics_text_is_read() {
+        let text = "# TYPE frontdesk_runs_ended counter\n\
+            frontdesk_runs_ended_total{workflow=\"intake\",outcome=\"completed\"} 16\n\
+            frontdesk_runs_ended_total{workflow=\"intake\",outcome=\"failed\"} 1\n\
+            frontdesk_checkpoint_write_duration_seconds_sum{outcome=\"committed\"} 0.0048\n\
+            frontdesk_checkpoint_write_duration_seconds_count{outcome=\"committed\"} 32\n\
+            frontdesk_checkpoint_write_duration_seconds_bucket{le=\"0.00005\",outcome=\"committed\"} 0\n\
+            frontdesk_checkpoint_write_duration_seconds_bucket{outcome=\"committed\",le=\"0.0002\"} 31\n\
+            frontdesk_checkpoint_write_duration_seconds_bucket{outcome=\"committed\",le=\"0.0001\"} 16\n\
+            frontdesk_checkpoint_write_duration_seconds_bucket{outcome=\"committed\",le=\"+Inf\"} 32\n\
+            frontdesk_checkpoint_write_duration_seconds_count{outcome=\"conflict\"} 2\n\
+            # EOF\n";
+        let completed = series(text, "frontdesk_runs_ended_total", &["workflow=\"intake\"", "outcome=\"completed\""]);
+        assert_eq!(completed, Some(16.0));
+        assert_eq!(series(text, "frontdesk_runs_ended_total", &["outcome=\"cancelled\""]), None);
+        let name = "frontdesk_checkpoint_write_duration_seconds";
+        let committed = histogram(text, name, &["outcome=\"committed\""]).unwrap();
+        let buckets = vec![(0.00005, 0.0), (0.0001, 16.0), (0.0002, 31.0), (f64::INFINITY, 32.0)];
+        assert_eq!(committed, Histogram { count: 32.0, sum: 0.0048, buckets });
+        assert_eq!(committed.bound(0.5), 0.0001);
+        assert_eq!(committed.bound(0.99), f64::INFINITY, "the 32nd write is past the last bound");
+        assert!(histogram(text, name, &["outcome=\"failed\""]).is_none());
+        assert!(report_metrics(text, 16).is_ok());
+        assert!(report_metrics(text, 17).unwrap_err().contains("16 completed intake runs"));
+    }
+
     #[test]
     fn options_parse() {
         let o = Opts::parse(args("")).unwrap();
@@ -798,6 +930,7 @@ mod tests {
         assert_eq!((o.ramp(), o.think), (Duration::from_millis(7), Duration::from_millis(5)));
         assert_eq!(Opts::parse(args("--model-jitter-ms 100")).unwrap().jitter, Duration::from_millis(100));
         assert!(Opts::parse(args("--model-latency-ms 50 --model-jitter-ms 51")).is_err());
+        assert!(!o.metrics && Opts::parse(args("--metrics")).unwrap().metrics);
         assert!(Opts::parse(args("--database mysql")).is_err());
         assert!(Opts::parse(args("--turns")).is_err());
         assert!(Opts::parse(args("--bogus 1")).is_err());
