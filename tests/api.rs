@@ -456,6 +456,11 @@ async fn metrics_count_runs_nodes_and_model_calls_as_their_events_did() {
     assert!(max >= 1.0 && (1.0..=max).contains(&connections), "{connections} of {max}");
     assert_eq!(series(&text, "frontdesk_database_acquires_waiting"), 0.0);
     assert_eq!(series(&text, "frontdesk_database_failing"), 0.0);
+    // The runtime: its workers, the tasks on it (this listener's at least), the time they ran.
+    assert!(series(&text, "frontdesk_runtime_workers") >= 1.0);
+    assert!(series(&text, "frontdesk_runtime_alive_tasks") >= 1.0);
+    assert!(series(&text, "frontdesk_runtime_global_queue_depth") >= 0.0);
+    assert!(series(&text, "frontdesk_runtime_worker_busy_seconds_total") > 0.0);
 
     let (status, _) = http_get(addr, "/other").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");

@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, runtime::RuntimeMetrics};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -147,6 +147,10 @@ pub struct Metrics {
     database_connections_max: Gauge,
     database_acquires_waiting: Gauge,
     database_failing: Gauge,
+    runtime_workers: Gauge,
+    runtime_alive_tasks: Gauge,
+    runtime_global_queue_depth: Gauge,
+    runtime_busy: Counter<f64>,
     rpcs: Family<RpcLabels, Counter>,
     rpc_duration: Family<MethodLabels, Histogram, fn() -> Histogram>,
     /// Held while the counters read at a scrape catch up, so two scrapes never add twice.
@@ -185,6 +189,10 @@ impl Metrics {
             database_connections_max: Gauge::default(),
             database_acquires_waiting: Gauge::default(),
             database_failing: Gauge::default(),
+            runtime_workers: Gauge::default(),
+            runtime_alive_tasks: Gauge::default(),
+            runtime_global_queue_depth: Gauge::default(),
+            runtime_busy: Counter::default(),
             rpcs: Family::default(),
             rpc_duration: histograms(),
             scrape: std::sync::Mutex::new(()),
@@ -281,6 +289,26 @@ impl Metrics {
             "1 from a failed database operation until one succeeds (PostgreSQL): held at 1, the database is down",
             metrics.database_failing.clone(),
         );
+        registry.register(
+            "runtime_workers",
+            "Worker threads of the async runtime that runs the server",
+            metrics.runtime_workers.clone(),
+        );
+        registry.register(
+            "runtime_alive_tasks",
+            "Tasks alive on the runtime: streams, runs, connections",
+            metrics.runtime_alive_tasks.clone(),
+        );
+        registry.register(
+            "runtime_global_queue_depth",
+            "Tasks waiting in the runtime's shared queue for a worker",
+            metrics.runtime_global_queue_depth.clone(),
+        );
+        registry.register(
+            "runtime_worker_busy_seconds",
+            "Time the runtime's workers spent running tasks, all workers together",
+            metrics.runtime_busy.clone(),
+        );
         registry.register("grpc_requests", "gRPC calls by method and status code", metrics.rpcs.clone());
         registry.register(
             "grpc_request_duration_seconds",
@@ -290,8 +318,9 @@ impl Metrics {
         metrics
     }
 
-    /// The metrics as OpenMetrics text, with what `runs` and `database` count read now.
-    pub fn encode(&self, runs: &RunRegistry, database: &Database) -> String {
+    /// The metrics as OpenMetrics text, with what `runs`, `database` and `runtime` count read
+    /// now.
+    pub fn encode(&self, runs: &RunRegistry, database: &Database, runtime: &RuntimeMetrics) -> String {
         let _scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.runs_active.set(gauge(runs.active_runs()));
         // The store counts as it commits, whether or not metrics are on; these catch up.
@@ -306,6 +335,12 @@ impl Metrics {
         self.database_connections_max.set(pool.max.into());
         self.database_acquires_waiting.set(gauge(pool.waiting));
         self.database_failing.set(pool.failing.into());
+        let workers = runtime.num_workers();
+        self.runtime_workers.set(gauge(workers));
+        self.runtime_alive_tasks.set(gauge(runtime.num_alive_tasks()));
+        self.runtime_global_queue_depth.set(gauge(runtime.global_queue_depth()));
+        let busy: f64 = (0..workers).map(|w| runtime.worker_total_busy_duration(w).as_secs_f64()).sum();
+        self.runtime_busy.inc_by((busy - self.runtime_busy.get()).max(0.0));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
@@ -421,9 +456,11 @@ pub fn serve(
         get(move || {
             let (metrics, runs, database) = (metrics.clone(), runs.clone(), database.clone());
             async move {
+                // The runtime serving this scrape is the server's: one for the whole process.
+                let runtime = tokio::runtime::Handle::current().metrics();
                 (
                     [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                    metrics.encode(&runs, &database),
+                    metrics.encode(&runs, &database, &runtime),
                 )
             }
         }),
