@@ -393,6 +393,9 @@ async fn a_claim_check_that_fails_for_good_escalates_with_the_reply_kept() {
     );
     assert_eq!(recommendation(inv), pb::Recommendation::ManualIntervention);
     assert!(inv.awaiting.is_empty(), "the changer has answered: {:?}", inv.awaiting);
+    // The graph's failure route took it, handed the reply the failed agent was resumed with.
+    assert!(run.events.iter().any(|e| matches!(&e.kind,
+        Some(pb::run_event::Kind::NodeFailed(f)) if f.fallback_node == "escalate" && e.node == "request_for_information_agent")));
     let error = run.messages.iter().find(|m| m.status() == M::Error).expect("the request's error answer");
     assert_eq!(error.action(), A::ClarificationResponse);
     let trail = r.trail("INV-1003").await;

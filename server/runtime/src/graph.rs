@@ -10,7 +10,7 @@ use std::{
 
 use crate::{
     event::FailureKind,
-    node::{Node, NodeContext, NodeError, NodeErrorKind, TaskNode},
+    node::{Node, NodeContext, NodeError, NodeErrorKind, Resume, TaskNode},
     State,
 };
 
@@ -150,13 +150,6 @@ impl RetryPolicy {
         self
     }
 
-    /// Whether a node whose attempt number `attempt` failed with `kind` is tried again: for a
-    /// node that must act before its failure becomes final (the run may still end sooner, at
-    /// its deadline).
-    pub fn retries_after(&self, attempt: u32, kind: NodeErrorKind) -> bool {
-        attempt < self.max_attempts.max(1) && self.retries(Some(kind), false)
-    }
-
     /// Whether a failed attempt is retried: a node error of a listed kind, or a node timeout.
     pub(crate) fn retries(&self, node_kind: Option<NodeErrorKind>, node_timeout: bool) -> bool {
         match node_kind {
@@ -213,6 +206,10 @@ pub struct NodeFailure {
     pub message: String,
     /// Attempts made, counting the first.
     pub attempts: u32,
+    /// The interrupt answer the node was resumed with when it failed. The answer is spent with
+    /// the node: its interrupt cannot be answered again, so the failure route's `update` is the
+    /// last place that can keep it (a person's reply the failed node had not yet recorded).
+    pub answer: Option<Resume>,
 }
 
 type FailureUpdate<S> = Arc<dyn Fn(&NodeFailure) -> <S as State>::Update + Send + Sync>;

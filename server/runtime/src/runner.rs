@@ -893,6 +893,8 @@ struct Attempts {
 struct Failed {
     error: RunError,
     attempts: u32,
+    /// The interrupt answer the node was resumed with, spent with it.
+    answer: Option<Resume>,
 }
 
 impl Attempts {
@@ -957,11 +959,11 @@ impl Attempts {
                 Some(policy) if attempt < max_attempts && policy.retries(node_kind, timed_out) && !ctx.has_acted() => {
                     policy
                 }
-                _ => return Err(Failed { error, attempts: attempt }),
+                _ => return Err(Failed { error, attempts: attempt, answer: None }),
             };
             let delay = policy.delay(attempt);
             if Instant::now() + delay >= self.deadline {
-                return Err(Failed { error, attempts: attempt });
+                return Err(Failed { error, attempts: attempt, answer: None });
             }
             debug!(node = %self.node, attempt, ?delay, %error, "node attempt failed; retrying");
             self.sink
@@ -980,7 +982,7 @@ impl Attempts {
                 .await;
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return Err(Failed { error: RunError::Cancelled, attempts: attempt }),
+                _ = self.cancel.cancelled() => return Err(Failed { error: RunError::Cancelled, attempts: attempt, answer: None }),
                 _ = tokio::time::sleep(delay) => {}
             }
             attempt += 1;
@@ -1906,7 +1908,7 @@ impl<S: State> Execution<S> {
             let message = format!("workflow {} has no node {node:?}, where the thread was to go on", graph.name());
             let error =
                 RunError::Node { node: node.to_string(), source: NodeError::new(NodeErrorKind::Internal, message) };
-            return Err(Failed { error, attempts: 0 });
+            return Err(Failed { error, attempts: 0, answer: None });
         };
         let attempts = self.attempts(node, entry);
         match &entry.kind {
@@ -1914,12 +1916,19 @@ impl<S: State> Execution<S> {
                 let resume = self.resume.take();
                 // The answer is spent once this node's update is committed.
                 self.pending.resume = None;
-                let output = match attempts.run(&self.state, Work::Node(&**single), resume).await? {
+                // Should the node fail for good, its failure route is the last place that can
+                // keep the answer: the interrupt cannot be answered again.
+                let answer = resume.clone();
+                let run = attempts.run(&self.state, Work::Node(&**single), resume).await;
+                let output = match run.map_err(|failed| Failed { answer, ..failed })? {
                     WorkOutput::Node(output) => output,
                     WorkOutput::Task(_) => unreachable!("a node attempt returns a node output"),
                 };
-                let update_json = serde_json::to_string(&output.update)
-                    .map_err(|source| Failed { error: self.codec_error(source), attempts: 1 })?;
+                let update_json = serde_json::to_string(&output.update).map_err(|source| Failed {
+                    error: self.codec_error(source),
+                    attempts: 1,
+                    answer: None,
+                })?;
                 Ok(StepOutput { updates: vec![output.update], update_json, interrupts: output.interrupts })
             }
             NodeKind::FanOut(fan_out) => self.run_fan_out(node, fan_out.clone(), attempts).await,
@@ -1935,7 +1944,7 @@ impl<S: State> Execution<S> {
         fan_out: Arc<dyn FanOut<S>>,
         attempts: Attempts,
     ) -> Result<StepOutput<S::Update>, Failed> {
-        let fail = |error| Failed { error, attempts: 1 };
+        let fail = |error| Failed { error, attempts: 1, answer: None };
         let inputs = fan_out.dispatch(&self.state).map_err(|source| fail(self.codec_error(source)))?;
         let count = u32::try_from(inputs.len()).unwrap_or(u32::MAX);
         let mut done: BTreeMap<u32, String> = self
@@ -2018,6 +2027,7 @@ impl<S: State> Execution<S> {
             kind: failed.error.failure_kind(),
             message: failed.error.detail(),
             attempts: failed.attempts,
+            answer: failed.answer.clone(),
         };
         warn!(thread_id = %self.thread_id, node = %node, fallback = %route.node, error = %failed.error, "node failed; taking the failure route");
         let update = (route.update)(&failure);
@@ -2039,7 +2049,8 @@ impl<S: State> Execution<S> {
     async fn steps(&mut self) -> Result<RunOutcome<S>, RunError> {
         while let Some(node) = self.node_name() {
             if self.step >= self.step_limit {
-                let failed = Failed { error: RunError::StepLimit { limit: self.graph.max_steps }, attempts: 1 };
+                let failed =
+                    Failed { error: RunError::StepLimit { limit: self.graph.max_steps }, attempts: 1, answer: None };
                 if self.fail_over(&node, &failed).await {
                     continue;
                 }

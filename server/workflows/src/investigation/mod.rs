@@ -27,7 +27,7 @@ pub mod types;
 use std::{sync::Arc, time::Duration};
 
 use frontdesk_llm::LlmClient;
-use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, NodeOptions, RetryPolicy, Target};
+use frontdesk_runtime::{Durability, Graph, GraphBuilder, GraphError, NodeOptions, Resume, RetryPolicy, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -65,6 +65,9 @@ frontdesk_runtime::state! {
         actions: Vec<PendingAction> => Replace,
         /// The agent failure that escalated the investigation.
         failure: Option<AgentFailure> => Replace,
+        /// The person's reply the failed agent had been resumed with and not recorded, until
+        /// the escalation records it: its action cannot be answered again.
+        unrecorded_reply: Option<Resume> => Replace,
         created_at_ms: i64 => Replace,
     }
 }
@@ -179,6 +182,7 @@ pub fn build(deps: InvestigationDeps) -> Result<Graph<InvestigationState>, Graph
                 message: failure.message.clone(),
                 attempts: failure.attempts,
             })),
+            unrecorded_reply: Some(failure.answer.clone()),
             ..Default::default()
         });
     for from in agents.iter().copied().chain([nodes::ESCALATE]) {

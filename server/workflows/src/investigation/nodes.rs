@@ -6,7 +6,7 @@ use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, State};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::{
     prompts,
@@ -407,6 +407,18 @@ impl Node<InvestigationState> for Escalate {
     async fn run(&self, state: &InvestigationState, ctx: &NodeContext) -> Output {
         let failure = state.failure.clone().ok_or_else(|| internal("escalation without a failure"))?;
         let mut journal = Journal::new(state);
+        // A request-for-information agent that failed after a person replied leaves the reply
+        // to this node: its action is answered and cannot be answered again.
+        if let Some(resume) = &state.unrecorded_reply {
+            let request = last_message(state)
+                .filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation))
+                .ok_or_else(|| internal("a reply to record without a request for information"))?;
+            let reply: Reply = serde_json::from_value(resume.value.clone())
+                .map_err(|e| NodeError::with_source(NodeErrorKind::InvalidInput, "the reply does not decode", e))?;
+            let correlation_id = request.correlation_id.clone();
+            answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
+            journal.update.unrecorded_reply = Some(None);
+        }
         escalate(&mut journal, failure)?;
         let update = journal.finish();
         persist(&self.0, ctx, state, &update).await?;
@@ -414,10 +426,28 @@ impl Node<InvestigationState> for Escalate {
     }
 }
 
+/// Records a reply: the action is answered and the reply is in the trail.
+fn answered(
+    state: &InvestigationState,
+    journal: &mut Journal<'_>,
+    action_id: &str,
+    reply: &Reply,
+    correlation_id: &str,
+) {
+    let actor = format!("{}:{}", reply.role.as_str(), reply.responder_id);
+    journal.push(&actor, correlation_id, AuditRecord::Reply { action_id: action_id.to_owned(), reply: reply.clone() });
+    let mut actions = state.actions.clone();
+    for action in actions.iter_mut().filter(|a| a.action_id == action_id) {
+        action.status = ActionStatus::Answered;
+        action.answered_at_ms = Some(now_ms());
+        action.reply = Some(reply.clone());
+    }
+    journal.update.actions = Some(actions);
+}
+
 /// The investigation agent's escalation of an agent that failed for good: the request it did
 /// not answer gets its answer (an error), the failure is recorded, the status becomes
-/// `ManualInterventionRequired` and the report is requested. Written by `escalate` (the graph's
-/// failure route), or by an agent that must keep what it did before failing (a person's reply).
+/// `ManualInterventionRequired` and the report is requested.
 fn escalate(journal: &mut Journal<'_>, failure: AgentFailure) -> Result<(), NodeError> {
     let me = Agent::InvestigationAgent;
     let state = journal.state;
@@ -611,30 +641,6 @@ impl RequestForInformationAgent {
         InterruptRequest::new(action.action_id.clone(), reason, &action)
     }
 
-    /// Records a reply: the action is answered and the reply is in the trail.
-    fn answered(
-        &self,
-        state: &InvestigationState,
-        journal: &mut Journal<'_>,
-        action_id: &str,
-        reply: &Reply,
-        correlation_id: &str,
-    ) {
-        let actor = format!("{}:{}", reply.role.as_str(), reply.responder_id);
-        journal.push(
-            &actor,
-            correlation_id,
-            AuditRecord::Reply { action_id: action_id.to_owned(), reply: reply.clone() },
-        );
-        let mut actions = state.actions.clone();
-        for action in actions.iter_mut().filter(|a| a.action_id == action_id) {
-            action.status = ActionStatus::Answered;
-            action.answered_at_ms = Some(now_ms());
-            action.reply = Some(reply.clone());
-        }
-        journal.update.actions = Some(actions);
-    }
-
     async fn validate_claim(
         &self,
         ctx: &NodeContext,
@@ -782,29 +788,12 @@ impl Node<InvestigationState> for RequestForInformationAgent {
         };
         let reply: Reply = serde_json::from_value(resume.value.clone())
             .map_err(|e| NodeError::with_source(NodeErrorKind::InvalidInput, "the reply does not decode", e))?;
-        self.answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
+        // Should this node fail for good from here on, the runtime hands the reply to the
+        // failure route, and the escalation records it.
+        answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
         match role {
             ResponderRole::Changer => {
-                let claim = match self.validate_claim(ctx, state, &mut journal, &reply, &correlation_id).await {
-                    Ok(claim) => claim,
-                    // Failed for good, the node's update would be dropped and the reply with it
-                    // (the interrupt is answered: nobody can send it again). So the reply is kept
-                    // and the investigation escalated from here, as `escalate` would.
-                    Err(error) if !deps.retry.retries_after(ctx.attempt(), error.kind) => {
-                        warn!(investigation_id = %state.investigation_id, %error, "the claim check failed; escalating");
-                        let failure = AgentFailure {
-                            kind: format!("{:?}", error.kind),
-                            message: format!("node {REQUEST_FOR_INFORMATION} failed: {}", error.message),
-                            attempts: ctx.attempt(),
-                        };
-                        journal.update.failure = Some(Some(failure.clone()));
-                        escalate(&mut journal, failure)?;
-                        let update = journal.finish();
-                        persist(deps, ctx, state, &update).await?;
-                        return Ok(NodeOutput::update(update));
-                    }
-                    Err(error) => return Err(error),
-                };
+                let claim = self.validate_claim(ctx, state, &mut journal, &reply, &correlation_id).await?;
                 journal.send(AgentMessage::new(
                     Action::ClarificationResponse,
                     correlation_id,

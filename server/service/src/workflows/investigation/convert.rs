@@ -268,6 +268,8 @@ pub fn investigation(view: InvestigationView) -> pb::Investigation {
         report: advisory,
         actions,
         failure: _,
+        // Kept aside only between a failed agent and the escalation that records it in the trail.
+        unrecorded_reply: _,
         created_at_ms,
     } = view;
     pb::Investigation {

@@ -6,12 +6,12 @@
 //! its records in its tenant.
 
 use std::{
-    sync::Arc,
+    sync::{atomic::Ordering::SeqCst, Arc},
     time::{Duration, SystemTime},
 };
 
 use frontdesk_llm::{ChatRequest, LlmClient, LlmError, ScriptedModel};
-use frontdesk_runtime::{Checkpoint, Checkpointer, RunMarker, RunStatus, Runner, RunnerConfig, State};
+use frontdesk_runtime::{Checkpoint, Checkpointer, RetryPolicy, RunMarker, RunStatus, Runner, RunnerConfig, State};
 use frontdesk_store::{Database, SqlCheckpointer};
 use frontdesk_workflows::{
     investigation::{
@@ -411,31 +411,47 @@ async fn a_recovered_run_writes_its_records_in_its_tenant() {
     }
 }
 
-/// The desk's store, with one status read held up on request: the next `investigation` call
-/// after [`HeldStatusRead::hold`] reports that it started, then waits to be let go before it
-/// reads. Everything else goes straight to the real store.
-struct HeldStatusRead {
-    inner: Arc<dyn InvestigationStore>,
+/// The real store with two hooks for tests: one status read held up on request (the next
+/// `investigation` call after [`HookedStore::hold`] reports that it started, then waits to be
+/// let go before it reads), and audit writes refused on request ([`HookedStore::refuse_audit_writes`]).
+/// Everything else goes straight to the real store.
+#[derive(Default)]
+struct Hooks {
     hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
+    refused_audit_writes: std::sync::atomic::AtomicU32,
 }
 
-impl HeldStatusRead {
+struct HookedStore {
+    inner: Arc<dyn InvestigationStore>,
+    hooks: Hooks,
+}
+
+impl HookedStore {
+    fn new(inner: Arc<dyn InvestigationStore>) -> Self {
+        Self { inner, hooks: Hooks::default() }
+    }
+
     /// Holds the next status read: resolves `started` when it begins, reads when `go` fires.
     fn hold(&self) -> (tokio::sync::oneshot::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (go_tx, go_rx) = tokio::sync::oneshot::channel();
-        *self.hold.lock().unwrap() = Some((started_tx, go_rx));
+        *self.hooks.hold.lock().unwrap() = Some((started_tx, go_rx));
         (started_rx, go_tx)
+    }
+
+    /// The next `count` audit writes fail, as a database that is down would fail them.
+    fn refuse_audit_writes(&self, count: u32) {
+        self.hooks.refused_audit_writes.store(count, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 #[async_trait::async_trait]
-impl InvestigationStore for HeldStatusRead {
+impl InvestigationStore for HookedStore {
     async fn investigation(
         &self,
         investigation_id: &str,
     ) -> Result<Option<investigation::InvestigationRecord>, investigation::StoreFailure> {
-        let held = self.hold.lock().unwrap().take();
+        let held = self.hooks.hold.lock().unwrap().take();
         if let Some((started, go)) = held {
             let _ = started.send(());
             let _ = go.await;
@@ -494,6 +510,10 @@ impl InvestigationStore for HeldStatusRead {
         self.inner.list_investigations(tenant, status, after, limit).await
     }
     async fn write_audit(&self, entries: &[AuditEntry]) -> Result<(), investigation::StoreFailure> {
+        let refused = &self.hooks.refused_audit_writes;
+        if refused.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(investigation::StoreFailure("the database is down (test hook)".into()));
+        }
         self.inner.write_audit(entries).await
     }
     async fn audit_trail(&self, id: &str, after_seq: u32) -> Result<Vec<AuditEntry>, investigation::StoreFailure> {
@@ -530,7 +550,7 @@ impl InvestigationStore for HeldStatusRead {
 async fn a_watch_ends_only_after_the_entries_of_a_run_that_finished_between_its_reads() {
     for db in databases().await {
         let inner: Arc<dyn InvestigationStore> = Arc::new(SqlInvestigationStore::new(db.clone()));
-        let held = Arc::new(HeldStatusRead { inner: inner.clone(), hold: Default::default() });
+        let held = Arc::new(HookedStore::new(inner.clone()));
         let model = Arc::new(ScriptedModel::from_fn("scripted", answer));
         let deps = InvestigationDeps::new(LlmClient::new(model), inner);
         let checkpointer: Arc<dyn Checkpointer> = Arc::new(SqlCheckpointer::new(db.clone()));
@@ -559,5 +579,64 @@ async fn a_watch_ends_only_after_the_entries_of_a_run_that_finished_between_its_
         }
         let trail = d.trail(&acme(), "INV-1002").await.unwrap();
         assert_eq!(watched, trail[seen.len()..], "every entry after the ones seen, and then the end");
+    }
+}
+
+/// The manager replies, and the agent cannot write its records through all its attempts (the
+/// database is down), then the database is back: the escalation records the reply the failed
+/// agent was given, since the manager cannot send it again. The action is answered, the reply
+/// is in the trail and the index, and nothing awaits anyone.
+#[tokio::test]
+async fn a_managers_reply_the_agent_could_not_record_is_recorded_by_the_escalation() {
+    for db in databases().await {
+        let store = Arc::new(HookedStore::new(Arc::new(SqlInvestigationStore::new(db.clone()))));
+        let model = Arc::new(ScriptedModel::from_fn("scripted", answer));
+        let mut deps = InvestigationDeps::new(LlmClient::new(model), store.clone());
+        deps.retry = RetryPolicy::attempts(3).with_backoff(Duration::from_millis(1), Duration::from_millis(5));
+        let checkpointer: Arc<dyn Checkpointer> = Arc::new(SqlCheckpointer::new(db.clone()));
+        let runner = Runner::new(investigation::build(deps).unwrap(), checkpointer, RunnerConfig::default());
+        let d = Desk { desk: InvestigationDesk::new(runner, store.clone()), db };
+
+        d.start(&acme(), "1002").await.unwrap();
+        let view = d.respond(&acme(), changer_reply("I stood in for u006, who was on vacation.")).await.unwrap();
+        assert_eq!(view.status, Status::AwaitingManagerResponse);
+
+        store.refuse_audit_writes(3);
+        let manager = RespondRequest {
+            action_id: "INV-1002-manager".into(),
+            role: ResponderRole::Manager,
+            responder_id: "u001".into(),
+            text: "Fine by me.".into(),
+            decision: Some(investigation::Decision::Approve),
+            ..changer_reply("")
+        };
+        let view = d.respond(&acme(), manager).await.unwrap();
+        assert_eq!(store.hooks.refused_audit_writes.load(SeqCst), 0, "every attempt of the agent was refused");
+        let statuses: Vec<Status> = view.status_history().iter().map(|c| c.to).collect();
+        assert_eq!(
+            statuses[statuses.len() - 3..],
+            [Status::AwaitingManagerResponse, Status::ManualInterventionRequired, Status::AdvisoryReportGenerated],
+            "{statuses:?}"
+        );
+        assert!(view.manager.is_none(), "the agent's verdict was not recorded; the reply is");
+        let manager_action = view.actions.iter().find(|a| a.action_id == "INV-1002-manager").unwrap();
+        assert_eq!(manager_action.status, ActionStatus::Answered);
+        assert_eq!(manager_action.reply.as_ref().map(|r| r.text.as_str()), Some("Fine by me."));
+        assert!(d.action_ids(&acme(), "u001", ActionStatus::Awaiting).await.is_empty());
+        assert_eq!(d.action_ids(&acme(), "u001", ActionStatus::Answered).await, [(
+            "INV-1002-manager".to_owned(),
+            "INV-1002".to_owned()
+        )]);
+        let trail = d.trail(&acme(), "INV-1002").await.unwrap();
+        let replies: Vec<(&str, &str)> = trail
+            .iter()
+            .filter_map(|e| match &e.record {
+                AuditRecord::Reply { action_id, reply } => Some((action_id.as_str(), reply.responder_id.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(replies, [("INV-1002-changer", "u003"), ("INV-1002-manager", "u001")]);
+        assert!(trail.iter().any(|e| matches!(&e.record, AuditRecord::Error(f) if f.attempts == 3)), "{trail:?}");
+        assert_eq!(view.unrecorded_reply, None, "recorded, so no longer kept aside");
     }
 }
