@@ -6,7 +6,7 @@ use frontdesk_llm::{ChatMessage, ChatRequest, OutputSchema};
 use frontdesk_runtime::{InterruptRequest, Node, NodeContext, NodeError, NodeErrorKind, NodeOutput, State};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{
     prompts,
@@ -411,12 +411,26 @@ impl Node<InvestigationState> for Escalate {
         // to this node: its action is answered and cannot be answered again.
         if let Some(resume) = &state.unrecorded_reply {
             let request = last_message(state)
-                .filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation))
-                .ok_or_else(|| internal("a reply to record without a request for information"))?;
-            let reply: Reply = serde_json::from_value(resume.value.clone())
-                .map_err(|e| NodeError::with_source(NodeErrorKind::InvalidInput, "the reply does not decode", e))?;
-            let correlation_id = request.correlation_id.clone();
-            answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
+                .filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation));
+            match (request, serde_json::from_value::<Reply>(resume.value.clone())) {
+                (Some(request), Ok(reply)) => {
+                    let correlation_id = request.correlation_id.clone();
+                    answered(state, &mut journal, &resume.interrupt_id, &reply, &correlation_id);
+                }
+                // What made the agent fail (the failure in the trail says so) must not stop
+                // the escalation too, or the investigation would be left with neither. The
+                // action is answered all the same: its interrupt is, so nobody can reply again.
+                (request, reply) => {
+                    warn!(
+                        investigation_id = %state.investigation_id,
+                        action_id = %resume.interrupt_id,
+                        open_request = request.is_some(),
+                        reply_decodes = reply.is_ok(),
+                        "a reply the failed agent was given cannot be recorded; escalating without it"
+                    );
+                    close_action(state, &mut journal, &resume.interrupt_id, None);
+                }
+            }
             journal.update.unrecorded_reply = Some(None);
         }
         escalate(&mut journal, failure)?;
@@ -436,11 +450,16 @@ fn answered(
 ) {
     let actor = format!("{}:{}", reply.role.as_str(), reply.responder_id);
     journal.push(&actor, correlation_id, AuditRecord::Reply { action_id: action_id.to_owned(), reply: reply.clone() });
+    close_action(state, journal, action_id, Some(reply));
+}
+
+/// Marks the action answered, with its reply when there is one to keep.
+fn close_action(state: &InvestigationState, journal: &mut Journal<'_>, action_id: &str, reply: Option<&Reply>) {
     let mut actions = state.actions.clone();
     for action in actions.iter_mut().filter(|a| a.action_id == action_id) {
         action.status = ActionStatus::Answered;
         action.answered_at_ms = Some(now_ms());
-        action.reply = Some(reply.clone());
+        action.reply = reply.cloned();
     }
     journal.update.actions = Some(actions);
 }

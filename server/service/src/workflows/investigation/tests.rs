@@ -11,7 +11,9 @@ use std::{
 };
 
 use frontdesk_llm::{ChatRequest, LlmClient, LlmError, ScriptedModel};
-use frontdesk_runtime::{Checkpoint, Checkpointer, RetryPolicy, RunMarker, RunStatus, Runner, RunnerConfig, State};
+use frontdesk_runtime::{
+    Checkpoint, Checkpointer, RetryPolicy, RunInput, RunMarker, RunRequest, RunStatus, Runner, RunnerConfig, State,
+};
 use frontdesk_store::{Database, SqlCheckpointer};
 use frontdesk_workflows::{
     investigation::{
@@ -638,5 +640,37 @@ async fn a_managers_reply_the_agent_could_not_record_is_recorded_by_the_escalati
         assert_eq!(replies, [("INV-1002-changer", "u003"), ("INV-1002-manager", "u001")]);
         assert!(trail.iter().any(|e| matches!(&e.record, AuditRecord::Error(f) if f.attempts == 3)), "{trail:?}");
         assert_eq!(view.unrecorded_reply, None, "recorded, so no longer kept aside");
+    }
+}
+
+/// A reply the agent cannot read (one a different version of the service accepted) fails the
+/// agent, and the escalation cannot record it either; it escalates all the same, so the
+/// investigation ends in manual intervention with the failure in its trail instead of failing
+/// for good, and the action is answered, as its interrupt is.
+#[tokio::test]
+async fn a_reply_that_does_not_decode_still_escalates() {
+    for db in databases().await {
+        let d = Desk::new(db);
+        d.start(&Tenant::default(), "1002").await.unwrap();
+        let resume = RunInput::Resume { interrupt_id: "INV-1002-changer".into(), value: json!({"unexpected": 1}) };
+        let mut handle = d.desk.runner().start(RunRequest::new("INV-1002", resume)).await.unwrap();
+        while handle.events.recv().await.is_some() {}
+        let outcome = handle.wait().await.unwrap();
+        assert_eq!(outcome.status, RunStatus::Completed);
+        let view = d.desk.get(&Tenant::default(), "INV-1002").await.unwrap();
+        let statuses: Vec<Status> = view.status_history().iter().map(|c| c.to).collect();
+        assert_eq!(
+            statuses[statuses.len() - 3..],
+            [Status::AwaitingUserResponse, Status::ManualInterventionRequired, Status::AdvisoryReportGenerated],
+            "{statuses:?}"
+        );
+        let trail = d.trail(&Tenant::default(), "INV-1002").await.unwrap();
+        assert!(
+            trail.iter().any(|e| matches!(&e.record, AuditRecord::Error(f) if f.message.contains("does not decode"))),
+            "{trail:?}"
+        );
+        assert!(!trail.iter().any(|e| matches!(&e.record, AuditRecord::Reply { .. })), "no reply to record");
+        assert_eq!(d.action_ids(&Tenant::default(), "u003", ActionStatus::Answered).await, one("INV-1002"));
+        assert_eq!(view.unrecorded_reply, None);
     }
 }
