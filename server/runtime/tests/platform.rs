@@ -176,7 +176,8 @@ async fn a_resume_with_its_idempotency_key_is_replayed_not_run_twice() {
     assert_eq!(replay.run_id, outcome.run_id);
 }
 
-/// Fails when resumed, to show that a failed resume leaves the interrupt pending.
+/// Fails when resumed. Without a failure route the resume rolls back and leaves the interrupt
+/// pending; with one, the answer is spent and handed to the route.
 struct FailOnResume;
 
 #[async_trait]
@@ -509,6 +510,7 @@ fn flaky_graph(
     if route {
         builder = builder.on_failure("finalize", |failure| CaseUpdate {
             error: Some(format!("{} {:?} after {}", failure.node, failure.kind, failure.attempts)),
+            answers: failure.answer.as_ref().map(|a| vec![a.interrupt_id.clone()]),
             ..Default::default()
         });
     }
@@ -552,30 +554,17 @@ async fn exhausted_retries_take_the_failure_route_instead_of_failing_the_run() {
     let state = outcome.state.unwrap();
     assert_eq!(state.error, "call ModelUnavailable after 3");
     assert_eq!(state.log, ["finalize"]);
+    assert!(state.answers.is_empty(), "a node that was not resumed hands over no answer");
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::NodeFailed { fallback, .. } if fallback == "finalize")));
 }
 
 /// A node resumed with an answer that then fails for good hands the answer to the failure
 /// route: it is spent (the interrupt cannot be answered again), so the route's update is the
-/// last place that can keep it. A node that failed without one hands over none.
+/// last place that can keep it.
 #[tokio::test]
 async fn the_failure_route_keeps_the_answer_the_failed_node_was_resumed_with() {
-    /// Asks once; fails on every attempt once answered.
-    struct AskThenFail;
-    #[async_trait]
-    impl Node<Case> for AskThenFail {
-        async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
-            match ctx.resume() {
-                Some(_) => Err(NodeError::new(NodeErrorKind::DependencyFailed, "cannot record the answer")),
-                None => Ok(NodeOutput::interrupt(
-                    log("asked"),
-                    InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?,
-                )),
-            }
-        }
-    }
     let graph = GraphBuilder::new("ask")
-        .node_with("ask", AskThenFail, NodeOptions::default().retry(fast_retry(2)))
+        .node("ask", FailOnResume)
         .node("finalize", Step("finalize"))
         .entry("ask")
         .edge("ask", Target::node("finalize"))
@@ -590,34 +579,17 @@ async fn the_failure_route_keeps_the_answer_the_failed_node_was_resumed_with() {
         })
         .build()
         .unwrap();
-    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
-    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     assert_eq!(run(&runner, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
 
-    let outcome = run(&runner, resume("t", "clarify-1", "I stood in for Bob")).await.0.unwrap();
+    let outcome = run(&runner, resume("t", "q", "I stood in for Bob")).await.0.unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
     let state = outcome.state.unwrap();
-    assert_eq!(state.error, "ask DependencyFailed after 2");
-    assert_eq!(state.answers, ["clarify-1=I stood in for Bob"]);
+    assert_eq!(state.error, "ask InvalidInput after 1");
+    assert_eq!(state.answers, ["q=I stood in for Bob"]);
     assert_eq!(state.log, ["asked", "finalize"]);
-    let again = run(&runner, resume("t", "clarify-1", "again")).await.0;
+    let again = run(&runner, resume("t", "q", "again")).await.0;
     assert!(matches!(again, Err(RunError::InterruptAnswered { .. })), "{again:?}");
-
-    // Failing without an answer: the route is handed none.
-    let graph = GraphBuilder::new("plain")
-        .node("call", Flaky { kind: NodeErrorKind::InvalidInput, fail_first: u32::MAX, calls: Default::default() })
-        .node("finalize", Step("finalize"))
-        .entry("call")
-        .edge("call", Target::node("finalize"))
-        .edge("finalize", Target::End)
-        .on_failure("finalize", |failure| CaseUpdate {
-            error: Some(format!("answer {:?}", failure.answer)),
-            ..Default::default()
-        })
-        .build()
-        .unwrap();
-    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
-    assert_eq!(run(&runner, create("t")).await.0.unwrap().state.unwrap().error, "answer None");
 }
 
 #[tokio::test]
