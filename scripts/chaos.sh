@@ -33,6 +33,8 @@ done
 step() { printf '\n==> %s\n' "$*"; }
 
 step "build ($profile): frontdesk-server and frontdesk-bench"
+# The server links llama.cpp for its embedded model: cmake and libclang to build it.
+scripts/ensure-build-deps.sh
 if [ "$profile" = release ]; then
   cargo build --release --locked -p frontdesk-server -p frontdesk-bench
 else

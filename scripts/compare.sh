@@ -72,6 +72,8 @@ fi
 BENCH="${CARGO_TARGET_DIR:-$ROOT/target}/release/frontdesk-bench"
 if [ "$BUILD" = 1 ]; then
     log "building frontdesk-bench (release)"
+    # The bench links the server's crates, llama.cpp among them (cmake, libclang).
+    scripts/ensure-build-deps.sh
     cargo build --release -p frontdesk-bench >&2
 fi
 [ -x "$BENCH" ] || { log "no $BENCH: build it with cargo build --release -p frontdesk-bench"; exit 1; }
