@@ -417,33 +417,28 @@ async fn a_recovered_run_writes_its_records_in_its_tenant() {
 /// `investigation` call after [`HookedStore::hold`] reports that it started, then waits to be
 /// let go before it reads), and audit writes refused on request ([`HookedStore::refuse_audit_writes`]).
 /// Everything else goes straight to the real store.
-#[derive(Default)]
-struct Hooks {
+struct HookedStore {
+    inner: Arc<dyn InvestigationStore>,
     hold: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>)>>,
     refused_audit_writes: std::sync::atomic::AtomicU32,
 }
 
-struct HookedStore {
-    inner: Arc<dyn InvestigationStore>,
-    hooks: Hooks,
-}
-
 impl HookedStore {
     fn new(inner: Arc<dyn InvestigationStore>) -> Self {
-        Self { inner, hooks: Hooks::default() }
+        Self { inner, hold: Default::default(), refused_audit_writes: Default::default() }
     }
 
     /// Holds the next status read: resolves `started` when it begins, reads when `go` fires.
     fn hold(&self) -> (tokio::sync::oneshot::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (go_tx, go_rx) = tokio::sync::oneshot::channel();
-        *self.hooks.hold.lock().unwrap() = Some((started_tx, go_rx));
+        *self.hold.lock().unwrap() = Some((started_tx, go_rx));
         (started_rx, go_tx)
     }
 
     /// The next `count` audit writes fail, as a database that is down would fail them.
     fn refuse_audit_writes(&self, count: u32) {
-        self.hooks.refused_audit_writes.store(count, std::sync::atomic::Ordering::SeqCst);
+        self.refused_audit_writes.store(count, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -453,7 +448,7 @@ impl InvestigationStore for HookedStore {
         &self,
         investigation_id: &str,
     ) -> Result<Option<investigation::InvestigationRecord>, investigation::StoreFailure> {
-        let held = self.hooks.hold.lock().unwrap().take();
+        let held = self.hold.lock().unwrap().take();
         if let Some((started, go)) = held {
             let _ = started.send(());
             let _ = go.await;
@@ -512,7 +507,7 @@ impl InvestigationStore for HookedStore {
         self.inner.list_investigations(tenant, status, after, limit).await
     }
     async fn write_audit(&self, entries: &[AuditEntry]) -> Result<(), investigation::StoreFailure> {
-        let refused = &self.hooks.refused_audit_writes;
+        let refused = &self.refused_audit_writes;
         if refused.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Err(investigation::StoreFailure("the database is down (test hook)".into()));
         }
@@ -613,7 +608,7 @@ async fn a_managers_reply_the_agent_could_not_record_is_recorded_by_the_escalati
             ..changer_reply("")
         };
         let view = d.respond(&acme(), manager).await.unwrap();
-        assert_eq!(store.hooks.refused_audit_writes.load(SeqCst), 0, "every attempt of the agent was refused");
+        assert_eq!(store.refused_audit_writes.load(SeqCst), 0, "every attempt of the agent was refused");
         let statuses: Vec<Status> = view.status_history().iter().map(|c| c.to).collect();
         assert_eq!(
             statuses[statuses.len() - 3..],
