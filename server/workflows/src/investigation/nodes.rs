@@ -410,8 +410,7 @@ impl Node<InvestigationState> for Escalate {
         // A request-for-information agent that failed after a person replied leaves the reply
         // to this node: its action is answered and cannot be answered again.
         if let Some(resume) = &state.unrecorded_reply {
-            let request = last_message(state)
-                .filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation));
+            let request = request_for_information(state);
             match (request, serde_json::from_value::<Reply>(resume.value.clone())) {
                 (Some(request), Ok(reply)) => {
                     let correlation_id = request.correlation_id.clone();
@@ -438,6 +437,12 @@ impl Node<InvestigationState> for Escalate {
         persist(&self.0, ctx, state, &update).await?;
         Ok(NodeOutput::update(update))
     }
+}
+
+/// The request for information the state's newest message makes, if it is one: what a reply
+/// answers.
+fn request_for_information(state: &InvestigationState) -> Option<&AgentMessage> {
+    last_message(state).filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation))
 }
 
 /// Records a reply: the action is answered and the reply is in the trail.
@@ -774,9 +779,7 @@ impl Node<InvestigationState> for RequestForInformationAgent {
 
     async fn run(&self, state: &InvestigationState, ctx: &NodeContext) -> Output {
         let deps = &self.0;
-        let request = last_message(state)
-            .filter(|m| matches!(m.action, Action::RequestClarification | Action::RequestManagerValidation))
-            .ok_or_else(|| internal("no request for information"))?;
+        let request = request_for_information(state).ok_or_else(|| internal("no request for information"))?;
         let correlation_id = request.correlation_id.clone();
         let role = if request.action == Action::RequestClarification {
             ResponderRole::Changer

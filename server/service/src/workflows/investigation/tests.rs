@@ -438,7 +438,7 @@ impl HookedStore {
 
     /// The next `count` audit writes fail, as a database that is down would fail them.
     fn refuse_audit_writes(&self, count: u32) {
-        self.refused_audit_writes.store(count, std::sync::atomic::Ordering::SeqCst);
+        self.refused_audit_writes.store(count, SeqCst);
     }
 }
 
