@@ -829,3 +829,56 @@ async fn a_cancelled_start_leaves_no_investigation_and_can_be_started_again() {
     assert_eq!(run.investigation().status(), S::AdvisoryReportGenerated);
     r.stop().await;
 }
+
+/// A start cancelled once an agent has recorded its work (the trail, the index row, the
+/// mutation's status) keeps the investigation as far as it got, so what the database lists is
+/// what the thread holds: it is listed and read like any other, and the retry of the start with
+/// its idempotency key goes on from there.
+#[tokio::test]
+async fn a_start_cancelled_after_an_agent_recorded_its_work_keeps_the_investigation_so_far() {
+    let cluster = Cluster::new().await;
+    let r = cluster.replica().await;
+    r.script(&[brief()]);
+    let lookup = json!({"table": "role_authorisations", "key": "r_hr_clerk"});
+    r.model.push_reply(
+        ScriptedReply::tool_call("lookup_data", lookup.clone()).for_purpose(EXPLAIN).after(Duration::from_secs(30)),
+    );
+    let request = pb::StartInvestigationRequest {
+        mutation: Some(pb::start_investigation_request::Mutation::MutationId("1001".into())),
+        idempotency_key: "start-1001".into(),
+    };
+    let mut stream = r.client.clone().start_investigation(request).await.unwrap().into_inner();
+    let first = stream.next().await.unwrap().unwrap();
+    let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
+    while !r.model.requests().iter().any(|q| q.purpose == EXPLAIN) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let addr = r.server.as_ref().unwrap().addr;
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
+    let cancel = pb::CancelRunRequest { run_id: event.run_id.clone() };
+    assert!(workflows.cancel_run(cancel).await.unwrap().into_inner().cancelled);
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    let Some(Err(status)) = last else { panic!("the start ends with an error: {last:?}") };
+    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+
+    let kept = r.get("INV-1001").await.expect("the investigation is kept");
+    assert_eq!(kept.status(), S::InvestigationStarted);
+    let listed = r.client.clone().list_investigations(pb::ListInvestigationsRequest::default()).await.unwrap();
+    let ids: Vec<String> = listed.into_inner().investigations.into_iter().map(|i| i.investigation_id).collect();
+    assert_eq!(ids, ["INV-1001"]);
+    let trail: Vec<u32> = r.trail("INV-1001").await.iter().map(|e| e.seq).collect();
+    assert!(!trail.is_empty(), "the orchestrator's entries");
+    assert_eq!(r.start("1001").await.unwrap_err().code(), Code::AlreadyExists, "a new start without the key");
+
+    r.model.push_reply(ScriptedReply::tool_call("lookup_data", lookup).for_purpose(EXPLAIN));
+    r.script(&[explain(), report()]);
+    let run = r.start_with("1001", "start-1001").await.expect("the start's retry goes on");
+    assert_eq!(run.investigation().status(), S::AdvisoryReportGenerated);
+    let retried: Vec<u32> = r.trail("INV-1001").await.iter().map(|e| e.seq).collect();
+    assert_eq!(retried[..trail.len()], trail[..], "the trail goes on from where it stopped");
+    r.stop().await;
+}

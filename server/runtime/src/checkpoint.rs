@@ -116,6 +116,10 @@ pub struct Pending {
     /// `answered`, so nothing else could give it one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
+    /// The interrupt `resume` answers, as it was pending, kept as long as `resume` is: a run
+    /// recovered in between that then fails puts it back among the pending interrupts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering: Option<PendingInterrupt>,
     /// How often the running run was taken over after its process stopped (see
     /// `RunnerConfig::max_takeovers`); 0 outside a run and in a run not taken over.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -146,6 +150,7 @@ impl Pending {
             && self.answered.is_empty()
             && self.tasks.is_empty()
             && self.resume.is_none()
+            && self.answering.is_none()
             && self.takeovers == 0
             && !self.input_kept
     }
@@ -179,7 +184,7 @@ impl Pending {
     /// What a new run (or the rest a failed one leaves) starts from: the same, without what
     /// belongs to the run before it (its resume answer, its takeovers, its kept input).
     pub(crate) fn for_a_new_run(&self) -> Pending {
-        Pending { resume: None, takeovers: 0, input_kept: false, ..self.clone() }
+        Pending { resume: None, answering: None, takeovers: 0, input_kept: false, ..self.clone() }
     }
 
     pub fn interrupt(&self, id: &str) -> Option<&PendingInterrupt> {

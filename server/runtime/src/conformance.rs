@@ -55,6 +55,12 @@ pub fn sample_pending() -> Pending {
         answered: vec!["clarify-0".into()],
         tasks: vec![TaskWrite { node: "research".into(), task: 2, update: r#"{"notes":["ß"]}"#.into() }],
         resume: Some(Resume { interrupt_id: "clarify-0".into(), value: serde_json::json!({"reason": "ß"}) }),
+        answering: Some(PendingInterrupt {
+            id: "clarify-0".into(),
+            node: "request_information".into(),
+            reason: "awaiting_user".into(),
+            payload: r#"{"question":"which role?","to":"changer"}"#.into(),
+        }),
         takeovers: 2,
         input_kept: true,
     }

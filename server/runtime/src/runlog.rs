@@ -81,7 +81,9 @@ impl RunLog {
         }
         deliver(event);
         drop(inner);
-        self.progress.send_modify(|p| *p = (id, p.1 || ended));
+        // Appends that raced past the lock may publish out of order: the newest id never goes
+        // back, or a subscriber told the run ended could stop short of its last event.
+        self.progress.send_modify(|p| *p = (p.0.max(id), p.1 || ended));
     }
 
     /// Marks the run ended even if its last event never came (a run lost to a panic), so no

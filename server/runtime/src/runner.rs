@@ -1009,6 +1009,19 @@ async fn caught<S: State>(
     })
 }
 
+/// Whether a request that must create its thread is the retry of the run whose thread it finds
+/// (the same idempotency key, and for a failed run the same request), left running or failed
+/// with its input kept: it goes on from there rather than being refused as already existing.
+fn continues<U>(request: &RunRequest<U>, cp: &Checkpoint) -> bool {
+    request.idempotency_key.is_some()
+        && cp.run.idempotency_key == request.idempotency_key
+        && match cp.run.status {
+            RunStatus::Running => true,
+            RunStatus::Failed => cp.pending.input_kept && !differs(&request.fingerprint, &cp.run.fingerprint),
+            RunStatus::Completed | RunStatus::Interrupted => false,
+        }
+}
+
 /// Whether a retry's fingerprint contradicts the recorded one. Only two known fingerprints can
 /// disagree: a missing one on either side is not evidence of a different request.
 fn differs(request: &Option<String>, recorded: &Option<String>) -> bool {
@@ -1262,7 +1275,15 @@ impl<S: State> Runner<S> {
         let head = request.head.take().filter(|_| matches!(request.input, RunInput::Update(_)));
         let from_head = head.is_some();
         let (mut latest, thread_created_at) = match (request.mode, head) {
-            (ThreadMode::New, _) => (None, None),
+            (ThreadMode::New, _) if request.idempotency_key.is_none() => (None, None),
+            // The retry of the request that created the thread: its run is still running (a
+            // crash abandoned it) or failed keeping its input (it was taken over, or an effect
+            // had been made), and goes on from the thread as that left it. Anything else on the
+            // thread makes the accepting compare-and-set fail: it already exists.
+            (ThreadMode::New, _) => match self.checkpointer.head(&request.thread_id).await? {
+                Some(head) if continues(&request, &head.checkpoint) => (Some(head.checkpoint), Some(head.created_at)),
+                _ => (None, None),
+            },
             (_, Some(head)) => (Some(head.checkpoint), Some(head.created_at)),
             (ThreadMode::Existing | ThreadMode::CreateIfMissing, None) => {
                 match self.checkpointer.head(&request.thread_id).await? {
@@ -1384,6 +1405,7 @@ impl<S: State> Runner<S> {
                     Rollback { state: Some(cp.state), next: cp.next, pending: cp.pending, holds_input: false };
                 let resume = Resume { interrupt_id, value };
                 pending.resume = Some(resume.clone());
+                pending.answering = Some(interrupt.clone());
                 (state, cp.version, Some(interrupt.node), pending, Some(resume), rollback)
             }
         };
@@ -1660,16 +1682,26 @@ impl<S: State> Runner<S> {
     }
 
     /// Drives an abandoned run to its end with nobody reading its events but the log (a
-    /// retry with its idempotency key attaches to it meanwhile).
+    /// retry with its idempotency key attaches to it meanwhile). The run goes on a task of its
+    /// own: the caller waiting for it may be a request that goes away (its client disconnects,
+    /// its deadline passes), and a run dropped half way would stay registered as running, its
+    /// thread busy until the process restarts.
     async fn finish_unobserved(&self, cp: Checkpoint) -> Result<RunOutcome<S>, RunError> {
         let (tx, rx) = RunEvents::channel(1);
         drop(rx);
         let exec = self.resume_execution(cp, tx)?;
         let tracked = self.track(&exec);
-        exec.announce(true).await;
-        let outcome = caught(exec.drive()).await;
-        tracked.finish(&outcome);
-        outcome
+        let drive = Box::pin(async move {
+            exec.announce(true).await;
+            caught(exec.drive()).await
+        });
+        let run = tokio::spawn(async move {
+            let outcome = drive.await;
+            tracked.finish(&outcome);
+            outcome
+        });
+        // `caught` ends a panicking run as lost already: a join error is the runtime shutting down.
+        run.await.unwrap_or(Err(RunError::Lost))
     }
 
     fn resume_execution(&self, cp: Checkpoint, tx: EventSender) -> Result<Execution<S>, RunError> {
@@ -1677,6 +1709,24 @@ impl<S: State> Runner<S> {
         let run_id: Arc<str> = cp.run.run_id.as_str().into();
         let thread_id: Arc<str> = cp.thread_id.as_str().into();
         let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx));
+        // A resume whose answered node has not committed since: the checkpoint still holds the
+        // state from before the run, and a failure reopens the interrupt, as it would have
+        // before the crash (the person's answer is not lost; they can give it again).
+        let reopens = cp.pending.resume.is_some().then_some(cp.pending.answering.as_ref()).flatten();
+        let (rollback, answers_interrupt) = match reopens {
+            Some(interrupt) => {
+                let mut pending = Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() };
+                pending.answered.retain(|id| *id != interrupt.id);
+                pending.interrupts.push(interrupt.clone());
+                let rollback =
+                    Rollback { state: Some(cp.state.clone()), next: cp.next.clone(), pending, holds_input: false };
+                (rollback, true)
+            }
+            // A failed recovered run keeps what the thread waited on before it. The state from
+            // before it is gone, so it keeps its own input too; an interrupt it answered, whose
+            // node has committed since, stays answered.
+            None => (Rollback::holding_input(cp.state.clone(), &cp.pending), false),
+        };
         Ok(Execution {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
@@ -1691,11 +1741,8 @@ impl<S: State> Runner<S> {
             stopping: self.registry.stopping.clone(),
             deadline: Instant::now() + self.config.run_timeout,
             started: StdInstant::now(),
-            // A failed recovered run keeps what the thread waited on before it. The state from
-            // before it is gone, so it keeps its own input too.
-            rollback: Rollback::holding_input(cp.state.clone(), &cp.pending),
-            // Whatever it was, its rollback already keeps an interrupt it answered answered.
-            answers_interrupt: false,
+            rollback,
+            answers_interrupt,
             state,
             version: cp.version,
             next: cp.next.clone(),
@@ -1908,7 +1955,10 @@ impl<S: State> Execution<S> {
             let message = format!("workflow {} has no node {node:?}, where the thread was to go on", graph.name());
             let error =
                 RunError::Node { node: node.to_string(), source: NodeError::new(NodeErrorKind::Internal, message) };
-            return Err(Failed { error, attempts: 0, answer: None });
+            // The answer was for the missing node: the failure route gets it as the failure's,
+            // never as its own `NodeContext::resume`.
+            let answer = self.resume.take();
+            return Err(Failed { error, attempts: 0, answer });
         };
         let attempts = self.attempts(node, entry);
         match &entry.kind {
@@ -1916,6 +1966,7 @@ impl<S: State> Execution<S> {
                 let resume = self.resume.take();
                 // The answer is spent once this node's update is committed.
                 self.pending.resume = None;
+                self.pending.answering = None;
                 // Should the node fail for good, its failure route is the last place that can
                 // keep the answer: the interrupt cannot be answered again.
                 let answer = resume.clone();
@@ -2082,6 +2133,12 @@ impl<S: State> Execution<S> {
                 self.state.apply(update);
             }
             self.step += 1;
+            if self.has_effects(&node) {
+                // Before anything else can fail the run (its interrupts, its router, its
+                // output, its commit): from here a failure rolls back to this state, which
+                // records the effect the node made.
+                self.keep_effects()?;
+            }
             let raised = self.raise(&node, interrupts)?;
             if raised.is_empty() {
                 // A router is workflow code too: its panic fails the run, which rolls back.
@@ -2115,9 +2172,6 @@ impl<S: State> Execution<S> {
             let erased = status == RunStatus::Completed && self.hand_off().await;
             if !erased && (status != RunStatus::Running || self.commit_after(&node)) {
                 self.commit(status).await?;
-                if status == RunStatus::Running && self.has_effects(&node) {
-                    self.keep_effects()?;
-                }
             }
             let next = if raised.is_empty() { self.next.clone() } else { None };
             self.sink
@@ -2247,15 +2301,17 @@ impl<S: State> Execution<S> {
         }
     }
 
-    /// After a node with effects committed, under [`Durability::ByEffect`]: a failure from
-    /// here on rolls back to this state, not to the one from before the run, because the
-    /// durability promise is that a committed effect is never undone (a crash never re-runs
-    /// it either). The state records the effect (a submitted request, a booked appointment), so
-    /// the retry of the same request, which starts from it without applying its input again
-    /// (`Pending::input_kept`), does not make the effect a second time. A run answering an
-    /// interrupt keeps rolling back to before it, reopening the interrupt.
+    /// After a node with effects ran, on a durable graph: a failure from here on rolls back to
+    /// this state, not to the one from before the run, because the durability promise is that
+    /// an effect is never undone (a crash after the node's commit never re-runs it either). The
+    /// state records the effect (a submitted request, a booked appointment, an investigation's
+    /// records), so the retry of the same request, which starts from it without applying its
+    /// input again (`Pending::input_kept`), does not make the effect a second time, and nothing
+    /// outside the thread is left that the thread does not know of. Taken before the node's
+    /// commit, so a failed commit keeps it too. A run answering an interrupt keeps rolling back
+    /// to before it, reopening the interrupt.
     fn keep_effects(&mut self) -> Result<(), RunError> {
-        if self.graph.durability() != Durability::ByEffect || self.answers_interrupt {
+        if self.graph.durability() == Durability::Ephemeral || self.answers_interrupt {
             return Ok(());
         }
         let state = serde_json::to_vec(&self.state).map_err(|source| self.codec_error(source))?;

@@ -323,6 +323,42 @@ async fn a_resume_at_a_node_the_graph_no_longer_has_fails_cleanly() {
     assert!(latest.pending.interrupt("clarify-1").is_some(), "the interrupt can be answered again");
 }
 
+/// Logs whether it ran with an interrupt's answer.
+struct SeesResume;
+
+#[async_trait]
+impl Node<Case> for SeesResume {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        Ok(NodeOutput::update(log(if ctx.resume().is_some() { "decide with an answer" } else { "decide" })))
+    }
+}
+
+/// The answer was for the node that is gone: the failure route keeps it as the failure's, and
+/// the route's node does not run as if it had been answered.
+#[tokio::test]
+async fn a_resume_at_a_missing_node_hands_its_answer_to_the_failure_route_only() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let before = Runner::new(gather_graph(), store.clone(), RunnerConfig::default());
+    assert_eq!(run(&before, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
+    let renamed = GraphBuilder::new("gather")
+        .node("gather_v2", Gather)
+        .node("decide", SeesResume)
+        .entry("gather_v2")
+        .edge("gather_v2", Target::node("decide"))
+        .edge("decide", Target::End)
+        .on_failure("decide", |failure| CaseUpdate {
+            answers: failure.answer.as_ref().map(|a| vec![a.interrupt_id.clone()]),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let after = Runner::new(renamed, store.clone(), RunnerConfig::default());
+    let outcome = run(&after, resume("t", "clarify-1", "yes")).await.0.unwrap();
+    let state = outcome.state.unwrap();
+    assert_eq!(state.answers, ["clarify-1"], "the failure carries the answer");
+    assert_eq!(state.log, ["asked", "decide"], "the route's node was not resumed with it");
+}
+
 /// Fails its first call only.
 struct FailsOnce(Arc<AtomicU32>);
 
@@ -469,6 +505,74 @@ async fn a_resume_cut_off_by_a_crash_is_recovered_with_its_answer() {
         assert_eq!(state.answers, ["clarify-1=because"]);
         assert_eq!(state.log, ["asked", "decide"]);
         assert!(cp.pending.resume.is_none(), "the answer is spent once its node's update is committed");
+    }
+}
+
+/// Asks once; resumed, its first run never returns (the process "dies" in it), its second
+/// fails for good, later ones record the answer.
+struct AskThenHangThenFail {
+    resumed: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Node<Case> for AskThenHangThenFail {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        let Some(answer) = ctx.resume() else {
+            return Ok(NodeOutput::interrupts(
+                log("asked"),
+                vec![InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?],
+            ));
+        };
+        match self.resumed.fetch_add(1, Ordering::SeqCst) {
+            0 => std::future::pending().await,
+            1 => Err(NodeError::new(NodeErrorKind::InvalidInput, "cannot use the answer now")),
+            _ => Ok(NodeOutput::update(CaseUpdate {
+                answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
+                ..Default::default()
+            })),
+        }
+    }
+}
+
+/// A resume cut off by a crash, whose recovered run then fails: the interrupt is pending again,
+/// as it would be had the run failed before the crash, so the person's answer can be given
+/// again instead of being refused as already answered.
+#[tokio::test]
+async fn a_recovered_resume_that_fails_reopens_its_interrupt() {
+    for durability in [Durability::EveryNode, Durability::ByEffect] {
+        let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+        let resumed = Arc::new(AtomicU32::new(0));
+        let graph = || {
+            GraphBuilder::new("ask")
+                .node("ask", AskThenHangThenFail { resumed: resumed.clone() })
+                .node("decide", Step("decide"))
+                .entry("ask")
+                .edge("ask", Target::node("decide"))
+                .edge("decide", Target::End)
+                .durability(durability)
+                .build()
+                .unwrap()
+        };
+        let crashed = Runner::new(graph(), store.clone(), RunnerConfig::default());
+        assert_eq!(run(&crashed, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
+        let handle = crashed.start(resume("t", "clarify-1", "because")).await.unwrap();
+        let (_events, _outcome, _cancel) = handle.into_parts();
+        while resumed.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+
+        let restarted = Runner::new(graph(), store.clone(), RunnerConfig::default());
+        restarted.recover().await.unwrap();
+        let latest = store.latest("t").await.unwrap().unwrap();
+        assert_eq!(latest.run.status, RunStatus::Failed, "{durability:?}");
+        assert!(latest.pending.interrupt("clarify-1").is_some(), "{durability:?}: pending again");
+        assert!(!latest.pending.answered.contains(&"clarify-1".to_owned()));
+        assert!(latest.pending.resume.is_none() && latest.pending.answering.is_none());
+
+        let (outcome, _) = run(&restarted, resume("t", "clarify-1", "because")).await;
+        let state = outcome.expect("answered again").state.unwrap();
+        assert_eq!(state.answers, ["clarify-1=because"], "{durability:?}");
+        assert_eq!(state.log, ["asked", "decide"]);
     }
 }
 

@@ -5,10 +5,10 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use frontdesk_runtime::{
     checkpoint::{RunMarker, RunStatus},
-    BusyPolicy, Checkpoint, Checkpointer, CompletedRun, Completion, Durability, EventKind, GraphBuilder, GraphError,
-    Handoff, HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext, NodeError, NodeErrorKind,
-    NodeOutput, RunError, RunEvents, RunInput, RunRequest, Runner, RunnerConfig, StartError, Target, ThreadHead,
-    ThreadMode, UnfinishedRun,
+    BusyPolicy, Checkpoint, CheckpointError, Checkpointer, CompletedRun, Completion, Durability, EventKind,
+    GraphBuilder, GraphError, Handoff, HandoffError, InterruptRequest, MemoryCheckpointer, Node, NodeContext,
+    NodeError, NodeErrorKind, NodeOutput, RunError, RunEvents, RunInput, RunRequest, Runner, RunnerConfig, StartError,
+    Target, ThreadHead, ThreadMode, UnfinishedRun,
 };
 
 frontdesk_runtime::state! {
@@ -514,6 +514,38 @@ async fn a_new_turn_first_finishes_an_abandoned_run() {
     assert_eq!(outcome.state.unwrap().log, vec!["classify", "billing", "classify", "general"]);
 }
 
+/// The new turn's caller goes away (a disconnect, a deadline) while the turn first finishes the
+/// abandoned run: that run still ends, and the thread is free again, not busy for as long as the
+/// process lives.
+#[tokio::test]
+async fn a_new_turn_dropped_while_it_finishes_an_abandoned_run_leaves_the_thread_free() {
+    let store = Arc::new(MemoryCheckpointer::default());
+    crashed_thread(&store, None).await;
+    let graph = GraphBuilder::new("routed")
+        .node("classify", Step { name: "classify", route: None })
+        .node("billing", Sleep(Duration::from_millis(300)))
+        .entry("classify")
+        .edge("classify", Target::node("billing"))
+        .edge("billing", Target::End)
+        .build()
+        .unwrap();
+    let config = RunnerConfig { takeover_after: Duration::ZERO, ..RunnerConfig::default() };
+    let runner = Runner::new(graph, store.clone(), config);
+    let mut turn = input("billing");
+    turn.mode = ThreadMode::Existing;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), runner.start(turn)).await.is_err(),
+        "still finishing the abandoned run when its caller goes"
+    );
+    tokio::time::timeout(Duration::from_secs(5), runner.registry().wait_idle()).await.expect("the abandoned run ends");
+    let latest = store.latest("t1").await.unwrap().unwrap();
+    assert_eq!((latest.run.run_id.as_str(), latest.run.status), ("crashed-run", RunStatus::Completed));
+    let mut again = input("billing");
+    again.mode = ThreadMode::Existing;
+    let outcome = runner.start(again).await.expect("not busy").wait().await.unwrap();
+    assert_eq!(outcome.state.unwrap().log, ["classify", "slept", "classify", "slept"]);
+}
+
 #[tokio::test]
 async fn recovery_finishes_crash_interrupted_runs() {
     let store = Arc::new(MemoryCheckpointer::default());
@@ -939,6 +971,122 @@ async fn a_run_that_fails_after_a_committed_effect_keeps_it_and_its_retry_does_n
     let retry = healthy.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap();
     assert_eq!(retry.state.unwrap().log, ["hello", "classify", "effect", "classify", "tail"]);
     assert_eq!(calls.lock().unwrap().len(), 1, "filed once");
+}
+
+/// The commit after the effect fails (the store is down for that one write): the run fails, and
+/// its rollback still keeps the effect, so the keyed retry does not make it again.
+#[tokio::test]
+async fn a_run_whose_commit_after_its_effect_fails_keeps_the_effect() {
+    let store = Arc::new(FailsOnePut { inner: MemoryCheckpointer::new(10), fail_version: 3, failed: false.into() });
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let effect = || Effect { calls: calls.clone(), once: true, ..Effect::default() };
+    let runner =
+        Runner::new(effect_graph(effect(), Step { name: "tail", route: None }), store.clone(), RunnerConfig::default());
+    let error = runner.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap_err();
+    assert!(matches!(error, RunError::Checkpoint(CheckpointError::Unavailable(_))), "{error:?}");
+    let (state, cp) = runner.state("t1").await.unwrap().unwrap();
+    assert_eq!(cp.run.status, RunStatus::Failed);
+    assert_eq!(state.log, ["hello", "classify", "effect"], "rolled back to the effect, not past it");
+    assert!(cp.pending.input_kept);
+    let retry = runner.start(keyed_turn("hello", "k1", "f1")).await.unwrap().wait().await.unwrap();
+    assert_eq!(retry.state.unwrap().log, ["hello", "classify", "effect", "classify", "tail"]);
+    assert_eq!(calls.lock().unwrap().len(), 1, "filed once");
+}
+
+/// With `every_node` too, an effect is never undone: a run that fails after a node with effects
+/// keeps what that node did (its records elsewhere stay consistent with the thread), even when
+/// the run created the thread.
+#[tokio::test]
+async fn an_every_node_run_that_fails_after_its_effect_keeps_the_effect_for_its_retry() {
+    let store = Arc::new(MemoryCheckpointer::new(10));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    fn graph(calls: &Arc<std::sync::Mutex<Vec<String>>>, tail: impl Node<Doc>) -> frontdesk_runtime::Graph<Doc> {
+        GraphBuilder::new("routed")
+            .node_with(
+                "effect",
+                Effect { calls: calls.clone(), once: true, ..Effect::default() },
+                frontdesk_runtime::NodeOptions::default().with_effects(),
+            )
+            .node("tail", tail)
+            .entry("effect")
+            .edge("effect", Target::node("tail"))
+            .edge("tail", Target::End)
+            .durability(Durability::EveryNode)
+            .build()
+            .unwrap()
+    }
+    let runner = Runner::new(graph(&calls, Fail), store.clone(), RunnerConfig::default());
+    let creating = |key: &str| RunRequest { mode: ThreadMode::New, ..keyed_turn("hello", key, "f1") };
+    runner.start(creating("k1")).await.unwrap().wait().await.unwrap_err();
+    let (state, cp) = runner.state("t1").await.unwrap().expect("the thread that holds the effect stays");
+    assert_eq!(cp.run.status, RunStatus::Failed);
+    assert_eq!(state.log, ["hello", "effect"]);
+    assert!(cp.pending.input_kept);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+
+    // The thread exists because of this very request: its retry goes on, where another request
+    // that must create the thread finds it taken.
+    let healthy =
+        Runner::new(graph(&calls, Step { name: "tail", route: None }), store.clone(), RunnerConfig::default());
+    assert!(matches!(healthy.start(creating("k2")).await, Err(RunError::AlreadyExists { .. })));
+    let retry = healthy.start(creating("k1")).await.expect("the retry goes on").wait().await.unwrap();
+    assert_eq!(retry.state.unwrap().log, ["hello", "effect", "tail"]);
+    assert_eq!(calls.lock().unwrap().len(), 1, "made once");
+}
+
+/// A store whose one write of `fail_version` fails as unreachable; everything else goes to the
+/// memory store.
+struct FailsOnePut {
+    inner: MemoryCheckpointer,
+    fail_version: u64,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl Checkpointer for FailsOnePut {
+    async fn latest(&self, thread_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.inner.latest(thread_id).await
+    }
+    async fn put(&self, checkpoint: &Checkpoint) -> Result<(), CheckpointError> {
+        if checkpoint.version == self.fail_version && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(CheckpointError::Unavailable("the store is down for this write".into()));
+        }
+        self.inner.put(checkpoint).await
+    }
+    async fn history(&self, thread_id: &str, limit: usize) -> Result<Vec<Checkpoint>, CheckpointError> {
+        self.inner.history(thread_id, limit).await
+    }
+    async fn find_idempotent(
+        &self,
+        thread_id: &str,
+        key: &str,
+    ) -> Result<Option<frontdesk_runtime::IdempotentRun>, CheckpointError> {
+        self.inner.find_idempotent(thread_id, key).await
+    }
+    async fn thread(&self, thread_id: &str) -> Result<Option<frontdesk_runtime::ThreadSummary>, CheckpointError> {
+        self.inner.thread(thread_id).await
+    }
+    async fn list_threads(
+        &self,
+        query: &frontdesk_runtime::ThreadQuery,
+    ) -> Result<frontdesk_runtime::ThreadPage, CheckpointError> {
+        self.inner.list_threads(query).await
+    }
+    async fn unfinished_threads(&self) -> Result<Vec<String>, CheckpointError> {
+        self.inner.unfinished_threads().await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool, CheckpointError> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn renew_lease(&self, replica: &str, ttl: Duration) -> Result<(), CheckpointError> {
+        self.inner.renew_lease(replica, ttl).await
+    }
+    async fn lease_remaining(&self, replica: &str) -> Result<Option<Duration>, CheckpointError> {
+        self.inner.lease_remaining(replica).await
+    }
+    async fn release_lease(&self, replica: &str) -> Result<(), CheckpointError> {
+        self.inner.release_lease(replica).await
+    }
 }
 
 #[tokio::test]
