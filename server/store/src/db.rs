@@ -674,6 +674,15 @@ where
     }
 }
 
+/// Run on every PostgreSQL connection when it opens. The writes assume READ COMMITTED: a put
+/// that waited for a concurrent winner's row lock, or its new thread's key, re-reads the row and
+/// loses its compare-and-set with a conflict. Under REPEATABLE READ or SERIALIZABLE it would
+/// fail with a serialization error instead, reported as the store being unavailable; a server,
+/// database or role default (or the URL's `options`) may set either. A `SET` rather than a
+/// startup option (`PgConnectOptions::options`): poolers such as PgBouncer refuse startup
+/// options they do not track, and this costs one round trip per connection opened.
+const PG_SESSION: &str = "SET default_transaction_isolation = 'read committed'";
+
 async fn connect_postgres(url: &str, options: StoreOptions, acquire_timeout: Duration) -> Result<PgPool, StoreError> {
     let connect = PgConnectOptions::from_str(url).map_err(|source| StoreError::InvalidUrl {
         kind: DbKind::Postgres,
@@ -686,6 +695,7 @@ async fn connect_postgres(url: &str, options: StoreOptions, acquire_timeout: Dur
         // Skips a round trip per acquire on the hot path. sqlx still pings every connection
         // when it goes back to the pool and discards the broken ones.
         .test_before_acquire(false)
+        .after_connect(|conn, _| Box::pin(async move { sqlx::Executor::execute(conn, PG_SESSION).await.map(drop) }))
         .connect_with(connect)
         .await
         .map_err(|source| StoreError::Connect { kind: DbKind::Postgres, url: redact(url), source })

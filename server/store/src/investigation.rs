@@ -12,9 +12,12 @@
 
 use std::{collections::HashMap, io::Write, path::Path, time::SystemTime};
 
-use sqlx::Connection;
+use sqlx::{Connection, SqliteConnection};
 
-use crate::{checkpointer::prefix_end, from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool, StoreError};
+use crate::{
+    checkpointer::prefix_end, db::rollback_quietly, from_ms, leased, on_pool, on_writer, to_ms, Database, DbPool,
+    StoreError,
+};
 
 /// [`HrMutationRow::change_investigation`] of a mutation nobody has investigated yet: what an
 /// import gives a new mutation whose cell is empty.
@@ -527,20 +530,38 @@ impl StoredAction {
 /// begins `IMMEDIATE`, taking the write lock up front: a deferred transaction that writes later
 /// fails at once with SQLITE_BUSY if another process wrote meanwhile, where `BEGIN IMMEDIATE`
 /// waits in the busy timeout.
+///
+/// On SQLite the transaction is plain statements, as the checkpoint writes' are, not sqlx's
+/// `Transaction`: SQLite rolls a transaction back by itself on some errors (SQLITE_FULL,
+/// SQLITE_IOERR, SQLITE_NOMEM, a trigger's `RAISE(ROLLBACK)`), sqlx's `ROLLBACK` then fails,
+/// and sqlx goes on counting the transaction as open, refusing every later `begin_with` on the
+/// write connection until the process restarts. PostgreSQL never ends a transaction on its own,
+/// and sqlx's count there is given back even when its `COMMIT` or `ROLLBACK` fails (the
+/// dropped `Transaction` queues another `ROLLBACK`), so that side keeps sqlx's transactions.
 macro_rules! in_write_transaction {
     ($db:expr, $tx:ident => $body:block) => {
         match $db.pool() {
             DbPool::Sqlite(_) => match $db.sqlite_writer().await {
-                Ok(mut conn) => match conn.begin_with("BEGIN IMMEDIATE").await {
-                    Ok(mut transaction) => {
-                        let result = {
-                            let $tx = &mut *transaction;
-                            async $body.await
-                        };
-                        finish(transaction, result).await
-                    }
-                    Err(e) => Err(e),
-                },
+                Ok(mut conn) => {
+                    // A caller cancelled between the BEGIN and the COMMIT leaves the transaction
+                    // for the next writer to roll back.
+                    conn.transaction_started();
+                    let result = match sqlx::Executor::execute(&mut *conn, "BEGIN IMMEDIATE").await {
+                        Ok(_) => {
+                            let result = {
+                                let $tx = &mut *conn;
+                                async $body.await
+                            };
+                            finish_sqlite(&mut conn, result).await
+                        }
+                        Err(e) => {
+                            rollback_quietly(&mut conn).await;
+                            Err(e)
+                        }
+                    };
+                    conn.transaction_ended();
+                    result
+                }
                 Err(e) => Err(e),
             },
             DbPool::Postgres(_) => leased!($db.postgres_lease(), conn => match conn.begin().await {
@@ -557,9 +578,24 @@ macro_rules! in_write_transaction {
     };
 }
 
-/// Commits `transaction` when `result` is a success, rolls it back otherwise. The rollback is
-/// explicit, not left to the drop, so that the SQLite writer is outside any transaction before
-/// the next writer takes it; should it fail, `result`'s error is still the one reported.
+/// Commits the SQLite write transaction `in_write_transaction!` began when `result` is a
+/// success; otherwise, or when the commit fails, rolls it back, ignoring the error of a
+/// transaction SQLite already ended, so that the next writer finds the connection outside any
+/// transaction. `result`'s error, or the commit's, is the one reported.
+async fn finish_sqlite<T>(conn: &mut SqliteConnection, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+    let result = match result {
+        Ok(value) => sqlx::Executor::execute(&mut *conn, "COMMIT").await.map(|_| value),
+        Err(e) => Err(e),
+    };
+    if result.is_err() {
+        rollback_quietly(conn).await;
+    }
+    result
+}
+
+/// Commits `transaction` (PostgreSQL's) when `result` is a success, rolls it back otherwise.
+/// The rollback is explicit, not left to the drop, so that the connection is outside any
+/// transaction when its lease ends; should it fail, `result`'s error is still the one reported.
 async fn finish<DB: sqlx::Database, T>(
     transaction: sqlx::Transaction<'_, DB>,
     result: Result<T, sqlx::Error>,
@@ -1423,7 +1459,9 @@ fn is_date(s: &str) -> bool {
 /// then `Z`. Offsets other than `Z` are refused so that every stored time reads the same way.
 fn is_utc_time(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.len() < 20 || !is_date(&s[..10]) || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    // `get`, not `[..10]`: twenty bytes need not put a character boundary at the tenth (a
+    // full-width digit in a CSV cell), and there slicing would panic.
+    if b.len() < 20 || !s.get(..10).is_some_and(is_date) || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
         return false;
     }
     let (Some(hour), Some(minute), Some(second)) = (digits(&b[11..13]), digits(&b[14..16]), digits(&b[17..19])) else {
@@ -1498,6 +1536,27 @@ mod tests {
         ] {
             assert!(!is_utc_time(bad), "{bad}");
         }
+    }
+
+    /// Checked by length in bytes, a time whose first ten bytes end inside a character must
+    /// still be refused, not split there.
+    #[test]
+    fn a_time_with_wide_characters_is_not_a_time() {
+        for bad in ["２０２５-11-10T09:00:00Z", "2025-11-1０T09:00:00Z", "2025-11-10T09:00:00é", "éééééééééééé"]
+        {
+            assert!(!is_utc_time(bad), "{bad}");
+        }
+        let csv = "mutation_id,changer_id,target_user_id,system,access_level,change_type,description,changed_at,\
+                   change_investigation\nM1,U1,U2,crm,admin,grant,why,２０２５-11-10T09:00:00Z,\n";
+        let files = [("hr_mutations.csv", csv)];
+        let err = read_csv::<HrMutationRow>(&Source::Texts(&files), "hr_mutations.csv").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                StoreError::HrData { line: Some(2), problem: HrDataProblem::NotATime { column: "changed_at", .. }, .. }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

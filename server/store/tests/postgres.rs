@@ -181,6 +181,119 @@ async fn postgres_writes_leave_the_table_compact() {
     db.close().await;
 }
 
+/// An investigation write the database refuses, in a statement or at its commit, fails alone:
+/// the connection takes the next transaction (on SQLite, where sqlx's own transactions would
+/// not, see `an_investigation_write_sqlite_rolled_back_leaves_the_writer_usable`). One pooled
+/// connection, so every write uses the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_investigation_write_refused_leaves_the_connection_usable() {
+    let Some((_fresh, db)) = fresh_store(StoreOptions { max_connections: 1, checkpoint_retention: 1 }).await else {
+        return;
+    };
+    sqlx::raw_sql(
+        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$; \
+         CREATE TRIGGER boom BEFORE INSERT ON investigation_audit \
+           FOR EACH ROW WHEN (NEW.kind = 'boom') EXECUTE FUNCTION boom(); \
+         CREATE CONSTRAINT TRIGGER late AFTER INSERT ON investigation_audit DEFERRABLE INITIALLY DEFERRED \
+           FOR EACH ROW WHEN (NEW.kind = 'late') EXECUTE FUNCTION boom()",
+    )
+    .execute(db.postgres_pool().unwrap())
+    .await
+    .unwrap();
+    for refused in ["boom", "late"] {
+        let entries = [
+            common::investigation::audit_entry("inv-1", 1, "note"),
+            common::investigation::audit_entry("inv-1", 2, refused),
+        ];
+        db.upsert_audit_entries(&entries).await.expect_err(refused);
+        assert!(db.audit_trail("inv-1", None).await.unwrap().is_empty(), "{refused}: nothing was saved");
+    }
+    db.upsert_audit_entries(&[common::investigation::audit_entry("inv-1", 1, "note")]).await.unwrap();
+    assert_eq!(db.audit_trail("inv-1", None).await.unwrap().len(), 1);
+    db.import_hr_data(&common::investigation::sample_dir()).await.unwrap();
+    db.close().await;
+}
+
+/// A put that loses a race to a concurrent writer is a conflict whatever isolation the server
+/// would give the store's sessions by default. The compare-and-set relies on READ COMMITTED:
+/// a put that waited for the winner's row lock (or, for a new thread, its key) re-reads the
+/// row and finds it taken. Under REPEATABLE READ or SERIALIZABLE it would fail with a
+/// serialization error instead, which callers are told is the store being unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_lost_race_is_a_conflict_whatever_the_default_isolation() {
+    use frontdesk_runtime::CheckpointError;
+    use sqlx::{Connection, PgConnection};
+    let Some(server) = server_url() else { return };
+    // Set as the database's default, and as a startup option of the URL.
+    for (isolation, in_url) in [("serializable", false), ("repeatable read", true)] {
+        let fresh = ScratchDatabase::create(&server, "t").await.unwrap();
+        let mut winner = PgConnection::connect(fresh.url()).await.unwrap();
+        let url = if in_url {
+            format!("{}?options[default_transaction_isolation]={}", fresh.url(), isolation.replace(' ', "%20"))
+        } else {
+            let sql = format!("ALTER DATABASE {} SET default_transaction_isolation = '{isolation}'", fresh.name());
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut winner).await.unwrap();
+            fresh.url().to_owned()
+        };
+        let options = StoreOptions { max_connections: 2, checkpoint_retention: 1 };
+        // Two databases, two write queues: both puts are in flight at once.
+        let (a, b) = (Database::connect(&url, options).await.unwrap(), Database::connect(&url, options).await.unwrap());
+        let mut probe = PgConnection::connect(&url).await.unwrap();
+        let default: String = sqlx::query_scalar("SHOW transaction_isolation").fetch_one(&mut probe).await.unwrap();
+        assert_eq!(default, isolation, "the server's default for other sessions is unchanged");
+        a.checkpointer().put(&conformance::sample("raced", 1, RunStatus::Running)).await.unwrap();
+        // The winner holds the thread's row and the new thread's key until it commits.
+        sqlx::raw_sql(
+            "BEGIN; UPDATE threads SET version = 2 WHERE thread_id = 'raced'; \
+             INSERT INTO threads (thread_id, workflow, version, created_at_ms, updated_at_ms, status) \
+             VALUES ('new', 'conformance', 1, 0, 0, 'running')",
+        )
+        .execute(&mut winner)
+        .await
+        .unwrap();
+        let next = tokio::spawn({
+            let store = a.checkpointer();
+            async move { store.put(&conformance::sample("raced", 2, RunStatus::Running)).await }
+        });
+        let first = tokio::spawn({
+            let store = b.checkpointer();
+            async move { store.put(&conformance::sample("new", 1, RunStatus::Running)).await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(fresh.name())
+            .fetch_one(&mut probe)
+            .await
+            .unwrap();
+            if waiting == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{isolation}: both puts wait for the winner ({waiting} do)");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        sqlx::raw_sql("COMMIT").execute(&mut winner).await.unwrap();
+
+        let next = next.await.unwrap();
+        assert!(
+            matches!(next, Err(CheckpointError::Conflict { expected: 1, actual: 2, .. })),
+            "{isolation}: the next version lost: {next:?}"
+        );
+        let first = first.await.unwrap();
+        assert!(
+            matches!(first, Err(CheckpointError::Conflict { expected: 0, actual: 1, .. })),
+            "{isolation}: the first version lost: {first:?}"
+        );
+        let pinned: String =
+            sqlx::query_scalar("SHOW transaction_isolation").fetch_one(a.postgres_pool().unwrap()).await.unwrap();
+        assert_eq!(pinned, "read committed", "{isolation}: the store's sessions");
+        a.close().await;
+        b.close().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_investigation_store() {
     let Some((_fresh, db)) = fresh_store(StoreOptions::default()).await else { return };

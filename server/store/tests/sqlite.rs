@@ -503,6 +503,43 @@ async fn investigation_store_on_file() {
     db.close().await;
 }
 
+/// A write transaction that SQLite rolls back by itself (a full disk, an I/O error, a trigger's
+/// `RAISE(ROLLBACK)`) fails alone: the writer must take the next transaction. sqlx's own
+/// transactions would still count that one as open, and refuse every later `BEGIN IMMEDIATE`
+/// on the connection until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_investigation_write_sqlite_rolled_back_leaves_the_writer_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_db(&dir, 1).await;
+    rolled_back_by_sqlite_then_written(&db).await;
+    db.close().await;
+    // In memory the writer is the pool's one connection.
+    rolled_back_by_sqlite_then_written(&Database::connect("sqlite::memory:", options(1)).await.unwrap()).await;
+}
+
+async fn rolled_back_by_sqlite_then_written(db: &Database) {
+    let pool = db.sqlite_pool().unwrap();
+    frontdesk_store::sqlx::query(
+        "CREATE TRIGGER boom BEFORE INSERT ON investigation_audit WHEN NEW.kind = 'boom' \
+         BEGIN SELECT RAISE(ROLLBACK, 'boom'); END",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let entry = |seq, kind| common::investigation::audit_entry("inv-1", seq, kind);
+
+    let err = db.upsert_audit_entries(&[entry(1, "note"), entry(2, "boom")]).await.expect_err("the trigger refuses");
+    assert!(matches!(err, StoreError::Query { .. }), "{err:?}");
+    assert!(db.audit_trail("inv-1", None).await.unwrap().is_empty(), "the whole transaction was rolled back");
+
+    frontdesk_store::sqlx::query("DROP TRIGGER boom").execute(pool).await.unwrap();
+    db.upsert_audit_entries(&[entry(1, "note"), entry(2, "status")]).await.unwrap();
+    let kinds: Vec<String> = db.audit_trail("inv-1", None).await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["note", "status"]);
+    db.import_hr_data(&common::investigation::sample_dir()).await.unwrap();
+    db.checkpointer().put(&sample("after", 1, RunStatus::Completed)).await.unwrap();
+}
+
 #[test]
 fn investigation_csv_exports() {
     common::investigation::csv_exports();

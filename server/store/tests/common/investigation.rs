@@ -401,6 +401,11 @@ fn audit(investigation_id: &str, seq: u32, correlation_id: &str, at_ms: u64, kin
     }
 }
 
+/// An audit entry of `investigation_id`, with made-up details, for checks of failed writes.
+pub fn audit_entry(investigation_id: &str, seq: u32, kind: &str) -> AuditRow {
+    audit(investigation_id, seq, "corr-1", 1_000 + u64::from(seq), kind)
+}
+
 /// Audit entries are keyed by position; read back by investigation, correlation and in full.
 pub async fn audit_trail(db: &Database) {
     let run = ns();
