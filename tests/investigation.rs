@@ -556,6 +556,9 @@ async fn replies_are_checked_against_the_action_and_accepted_once() {
     assert_eq!(r.respond(empty).await.unwrap_err().code(), Code::InvalidArgument);
     let nul = changer_reply("INV-1002", "u003", "on leave\0");
     assert_eq!(r.respond(nul).await.unwrap_err().code(), Code::InvalidArgument);
+    // Counted in characters, and a message's length, as on the other workflows.
+    let long = changer_reply("INV-1002", "u003", &"é".repeat(4_001));
+    assert_eq!(r.respond(long).await.unwrap_err().code(), Code::InvalidArgument);
     let long_key = pb::RespondRequest { idempotency_key: "k".repeat(129), ..changer_reply("INV-1002", "u003", "x") };
     assert_eq!(r.respond(long_key).await.unwrap_err().code(), Code::InvalidArgument);
     assert_eq!(r.get("INV-9999").await.unwrap_err().code(), Code::NotFound);

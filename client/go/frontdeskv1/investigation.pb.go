@@ -1960,7 +1960,8 @@ type RespondRequest struct {
 	Role     ResponderRole `protobuf:"varint,3,opt,name=role,proto3,enum=frontdesk.v1.ResponderRole" json:"role,omitempty"`
 	// Must be the action's recipient.
 	ResponderId string `protobuf:"bytes,4,opt,name=responder_id,json=responderId,proto3" json:"responder_id,omitempty"`
-	// The changer's clarification (required for the changer), or the manager's comment.
+	// The changer's clarification (required for the changer), or the manager's comment; at most
+	// 4,000 characters (INVALID_ARGUMENT beyond).
 	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
 	// Required for the manager.
 	Decision ManagerDecision `protobuf:"varint,6,opt,name=decision,proto3,enum=frontdesk.v1.ManagerDecision" json:"decision,omitempty"`

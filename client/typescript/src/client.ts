@@ -270,7 +270,7 @@ export interface RespondInput {
   role: ResponderRoleName;
   /** Must be the action's recipient. */
   responderId: string;
-  /** The changer's clarification (required for the changer), or the manager's comment. */
+  /** The changer's clarification (required for the changer), or the manager's comment; at most 4,000 characters. */
   text?: string;
   /** Required for the manager. */
   decision?: ManagerDecisionName;

@@ -268,7 +268,8 @@ enum InvestigateCommand {
         /// The user answering; must be the action's recipient.
         #[arg(long, value_name = "USER_ID")]
         responder: String,
-        /// The changer's clarification (required for the changer), or the manager's comment.
+        /// The changer's clarification (required for the changer), or the manager's comment; at most
+        /// 4,000 characters.
         #[arg(long, value_name = "T")]
         text: Option<String>,
         /// The manager approves the change.

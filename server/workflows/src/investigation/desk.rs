@@ -236,7 +236,8 @@ impl InvestigationDesk {
             return Err(invalid("responder_id", "is required"));
         }
         if text.chars().count() > MAX_REPLY_CHARS {
-            return Err(WorkflowError::LimitExceeded { limit: "reply text characters", max: MAX_REPLY_CHARS as u64 });
+            // A message's length is the caller's to fix, as on every other workflow's text.
+            return Err(invalid("text", format!("must be at most {MAX_REPLY_CHARS} characters")));
         }
         WorkflowError::reject_nul("text", &text)?;
         crate::idempotency::validate_key(idempotency_key.as_deref())?;

@@ -785,7 +785,8 @@ export type RespondRequest = Message<"frontdesk.v1.RespondRequest"> & {
   responderId: string;
 
   /**
-   * The changer's clarification (required for the changer), or the manager's comment.
+   * The changer's clarification (required for the changer), or the manager's comment; at most
+   * 4,000 characters (INVALID_ARGUMENT beyond).
    *
    * @generated from field: string text = 5;
    */
