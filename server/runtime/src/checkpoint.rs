@@ -120,6 +120,11 @@ pub struct Pending {
     /// recovered in between that then fails puts it back among the pending interrupts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering: Option<PendingInterrupt>,
+    /// The step at which the running run took the graph's failure route: a run taken over
+    /// after that fails at a second failure, as it would have before, with the step budget the
+    /// route gave it, instead of taking the route (and its node's effects) again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_over_at: Option<u32>,
     /// How often the running run was taken over after its process stopped (see
     /// `RunnerConfig::max_takeovers`); 0 outside a run and in a run not taken over.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -151,6 +156,7 @@ impl Pending {
             && self.tasks.is_empty()
             && self.resume.is_none()
             && self.answering.is_none()
+            && self.failed_over_at.is_none()
             && self.takeovers == 0
             && !self.input_kept
     }
@@ -182,9 +188,10 @@ impl Pending {
     }
 
     /// What a new run (or the rest a failed one leaves) starts from: the same, without what
-    /// belongs to the run before it (its resume answer, its takeovers, its kept input).
+    /// belongs to the run before it (its resume answer, its failure route, its takeovers, its kept
+    /// input).
     pub(crate) fn for_a_new_run(&self) -> Pending {
-        Pending { resume: None, answering: None, takeovers: 0, input_kept: false, ..self.clone() }
+        Pending { resume: None, answering: None, failed_over_at: None, takeovers: 0, input_kept: false, ..self.clone() }
     }
 
     pub fn interrupt(&self, id: &str) -> Option<&PendingInterrupt> {

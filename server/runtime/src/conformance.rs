@@ -61,6 +61,7 @@ pub fn sample_pending() -> Pending {
             reason: "awaiting_user".into(),
             payload: r#"{"question":"which role?","to":"changer"}"#.into(),
         }),
+        failed_over_at: Some(7),
         takeovers: 2,
         input_kept: true,
     }

@@ -1751,8 +1751,12 @@ impl<S: State> Runner<S> {
             resume: cp.pending.resume.clone(),
             taken_over: true,
             step: cp.run.step,
-            step_limit: self.graph.max_steps.max(cp.run.step.saturating_add(1)),
-            failed_over: false,
+            step_limit: match cp.pending.failed_over_at {
+                Some(at) => at.saturating_add(self.graph.max_steps),
+                None => self.graph.max_steps,
+            }
+            .max(cp.run.step.saturating_add(1)),
+            failed_over: cp.pending.failed_over_at.is_some(),
             last_commit: StdInstant::now(),
             // The run resumes from this very checkpoint.
             committed_step: cp.run.step,
@@ -2085,6 +2089,7 @@ impl<S: State> Execution<S> {
         self.state.apply(update);
         self.pending.tasks.clear();
         self.failed_over = true;
+        self.pending.failed_over_at = Some(self.step);
         self.step_limit = self.step.saturating_add(self.graph.max_steps);
         self.next = Some(route.node.clone());
         let event = EventKind::NodeFailed {
@@ -2103,6 +2108,12 @@ impl<S: State> Execution<S> {
                 let failed =
                     Failed { error: RunError::StepLimit { limit: self.graph.max_steps }, attempts: 1, answer: None };
                 if self.fail_over(&node, &failed).await {
+                    // As after a node's failure: the route's update is a step of its own, so a
+                    // route node with effects commits it before it runs.
+                    self.step += 1;
+                    if self.heartbeat_due() {
+                        self.commit(RunStatus::Running).await?;
+                    }
                     continue;
                 }
                 return Err(failed.error);

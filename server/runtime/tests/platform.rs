@@ -579,6 +579,109 @@ async fn a_recovered_resume_that_fails_reopens_its_interrupt() {
 // ---------------------------------------------------------------------------------------------
 // retries and the failure route
 
+/// Records where the thread's newest checkpoint says the run goes next, as it starts.
+struct SeesCheckpoint {
+    store: Arc<dyn Checkpointer>,
+    next: Arc<Mutex<Option<Option<String>>>>,
+}
+
+#[async_trait]
+impl Node<Case> for SeesCheckpoint {
+    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        let latest = self.store.latest(ctx.thread_id()).await.unwrap().unwrap();
+        *self.next.lock().unwrap() = Some(latest.next);
+        Ok(NodeOutput::update(log("routed")))
+    }
+}
+
+/// Under `by_effect`, the route the step limit takes is committed before a route node with
+/// effects runs: a crash in it resumes at it, not at the looping node past its limit.
+#[tokio::test]
+async fn a_step_limit_route_to_a_node_with_effects_commits_before_it() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let next = Arc::new(Mutex::new(None));
+    let graph = GraphBuilder::new("looping")
+        .node_with("again", Step("again"), NodeOptions::default().with_effects())
+        .node_with(
+            "route",
+            SeesCheckpoint { store: store.clone(), next: next.clone() },
+            NodeOptions::default().with_effects(),
+        )
+        .entry("again")
+        .edge("again", Target::node("again"))
+        .edge("route", Target::End)
+        .on_failure("route", |failure| CaseUpdate { error: Some(failure.message.clone()), ..Default::default() })
+        .max_steps(2)
+        .durability(Durability::ByEffect)
+        .build()
+        .unwrap();
+    let runner = Runner::new(graph, store.clone(), RunnerConfig::default());
+    let outcome = run(&runner, create("t")).await.0.unwrap();
+    assert_eq!(outcome.state.unwrap().log, ["again", "again", "routed"]);
+    assert_eq!(*next.lock().unwrap(), Some(Some("route".to_owned())));
+}
+
+/// Never returns on its first call (the process "dies" in it); logs its later ones.
+struct HangsFirst(Arc<AtomicU32>);
+
+#[async_trait]
+impl Node<Case> for HangsFirst {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            std::future::pending::<()>().await;
+        }
+        Ok(NodeOutput::update(log("escalated")))
+    }
+}
+
+/// Always fails for good.
+struct Broken;
+
+#[async_trait]
+impl Node<Case> for Broken {
+    async fn run(&self, _state: &Case, _ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
+        Err(NodeError::new(NodeErrorKind::InvalidInput, "broken"))
+    }
+}
+
+/// The run took the failure route and committed, then its process stopped: the run taken over
+/// knows it did, so a second failure fails it instead of taking the route (and its node's
+/// effects) once more.
+#[tokio::test]
+async fn a_run_taken_over_after_its_failure_route_does_not_take_it_again() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
+    let escalations = Arc::new(AtomicU32::new(0));
+    let graph = || {
+        GraphBuilder::new("routed")
+            .node("work", Broken)
+            .node_with("escalate", HangsFirst(escalations.clone()), NodeOptions::default().with_effects())
+            .node("close", Broken)
+            .entry("work")
+            .edge("work", Target::End)
+            .edge("escalate", Target::node("close"))
+            .edge("close", Target::End)
+            .on_failure("escalate", |failure| CaseUpdate { error: Some(failure.node.clone()), ..Default::default() })
+            .durability(Durability::EveryNode)
+            .build()
+            .unwrap()
+    };
+    let crashed = Runner::new(graph(), store.clone(), RunnerConfig::default());
+    let handle = crashed.start(create("t")).await.unwrap();
+    let (_events, _outcome, _cancel) = handle.into_parts();
+    while escalations.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!((latest.next.as_deref(), latest.pending.failed_over_at), (Some("escalate"), Some(0)));
+
+    let restarted = Runner::new(graph(), store.clone(), RunnerConfig::default());
+    restarted.recover().await.unwrap();
+    assert_eq!(escalations.load(Ordering::SeqCst), 2, "escalated again after the crash only, not after close failed");
+    let latest = store.latest("t").await.unwrap().unwrap();
+    assert_eq!(latest.run.status, RunStatus::Failed);
+    assert_eq!(latest.pending.failed_over_at, None);
+}
+
 /// Fails with `kind` until its `fail_first` attempts are used up.
 struct Flaky {
     kind: NodeErrorKind,
