@@ -1,13 +1,17 @@
 //! Nodes: the units of work in a graph, and the context a run gives them.
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::SystemTime,
 };
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use crate::{
     event::{Event, EventKind, EventSender, RunObserver, Usage},
@@ -142,12 +146,31 @@ pub(crate) struct EventSink {
     usage: Mutex<Usage>,
     /// The registry's observer, with the run's workflow and when this process began the run.
     observer: Option<(Arc<dyn RunObserver>, Arc<str>, std::time::Instant)>,
+    /// The run's deadline: a caller that has stopped reading (its buffer full, its connection
+    /// open) holds the run back until then, and no longer.
+    deadline: tokio::time::Instant,
+    /// Set once the caller held the run back past its deadline: the rest of the events go to
+    /// the log only.
+    detached: AtomicBool,
 }
 
 impl EventSink {
-    pub(crate) fn new(log: Arc<RunLog>, tx: EventSender, observer: Option<(Arc<dyn RunObserver>, Arc<str>)>) -> Self {
+    pub(crate) fn new(
+        log: Arc<RunLog>,
+        tx: EventSender,
+        observer: Option<(Arc<dyn RunObserver>, Arc<str>)>,
+        deadline: tokio::time::Instant,
+    ) -> Self {
         let observer = observer.map(|(observer, workflow)| (observer, workflow, std::time::Instant::now()));
-        Self { run_id: log.run_id().into(), log, tx, usage: Mutex::new(Usage::default()), observer }
+        Self {
+            run_id: log.run_id().into(),
+            log,
+            tx,
+            usage: Mutex::new(Usage::default()),
+            observer,
+            deadline,
+            detached: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn log(&self) -> &Arc<RunLog> {
@@ -168,9 +191,27 @@ impl EventSink {
         }
         // A caller that went away must not stop the run: an accepted run always commits, and
         // its events still go to the log. Reserving before numbering keeps ids in send order.
-        match self.tx.reserve().await {
-            Ok(permit) => self.log.append(event, |event| permit.send(Box::new(event))),
-            Err(_) => self.log.append(event, |_| {}),
+        let permit = match self.tx.try_reserve() {
+            Ok(permit) => Some(permit),
+            Err(mpsc::error::TrySendError::Closed(())) => None,
+            Err(mpsc::error::TrySendError::Full(())) if self.detached.load(Ordering::Relaxed) => None,
+            // A slow reader slows its own run, within the run's time: one that has stopped
+            // reading must not hold the run, its thread and its slot for as long as its
+            // connection stays open.
+            Err(mpsc::error::TrySendError::Full(())) => {
+                match tokio::time::timeout_at(self.deadline, self.tx.reserve()).await {
+                    Ok(permit) => permit.ok(),
+                    Err(_) => {
+                        warn!(run_id = %self.run_id, "the caller stopped reading the run's events; the rest go to the run's log only");
+                        self.detached.store(true, Ordering::Relaxed);
+                        None
+                    }
+                }
+            }
+        };
+        match permit {
+            Some(permit) => self.log.append(event, |event| permit.send(Box::new(event))),
+            None => self.log.append(event, |_| {}),
         }
     }
 

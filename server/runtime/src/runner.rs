@@ -639,9 +639,16 @@ impl RunRegistry {
     }
 
     /// The sink of a run of `workflow`: its log, its caller's channel and the observer.
-    fn new_sink(&self, workflow: &str, run_id: Arc<str>, thread_id: Arc<str>, tx: EventSender) -> EventSink {
+    fn new_sink(
+        &self,
+        workflow: &str,
+        run_id: Arc<str>,
+        thread_id: Arc<str>,
+        tx: EventSender,
+        deadline: Instant,
+    ) -> EventSink {
         let observer = self.observer.as_ref().map(|observer| (observer.clone(), Arc::from(workflow)));
-        EventSink::new(self.new_log(run_id, thread_id), tx, observer)
+        EventSink::new(self.new_log(run_id, thread_id), tx, observer, deadline)
     }
 
     fn register(&self, log: Arc<RunLog>, cancel: CancellationToken) {
@@ -1412,8 +1419,9 @@ impl<S: State> Runner<S> {
 
         let run_id: Arc<str> = uuid::Uuid::now_v7().to_string().into();
         let thread_id: Arc<str> = request.thread_id.as_str().into();
-        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx));
         let timeout = request.timeout.unwrap_or(self.config.run_timeout);
+        let deadline = Instant::now() + timeout;
+        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx, deadline));
         let mut exec = Execution {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
@@ -1426,7 +1434,7 @@ impl<S: State> Runner<S> {
             sink,
             cancel: self.registry.run_token(),
             stopping: self.registry.stopping.clone(),
-            deadline: Instant::now() + timeout,
+            deadline,
             started: StdInstant::now(),
             state,
             version,
@@ -1708,7 +1716,8 @@ impl<S: State> Runner<S> {
         let state: S = decode(&cp)?;
         let run_id: Arc<str> = cp.run.run_id.as_str().into();
         let thread_id: Arc<str> = cp.thread_id.as_str().into();
-        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx));
+        let deadline = Instant::now() + self.config.run_timeout;
+        let sink = Arc::new(self.registry.new_sink(self.graph.name(), run_id.clone(), thread_id.clone(), tx, deadline));
         // A resume whose answered node has not committed since: the checkpoint still holds the
         // state from before the run, and a failure reopens the interrupt, as it would have
         // before the crash (the person's answer is not lost; they can give it again).
@@ -1739,7 +1748,7 @@ impl<S: State> Runner<S> {
             sink,
             cancel: self.registry.run_token(),
             stopping: self.registry.stopping.clone(),
-            deadline: Instant::now() + self.config.run_timeout,
+            deadline,
             started: StdInstant::now(),
             rollback,
             answers_interrupt,

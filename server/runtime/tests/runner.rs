@@ -312,6 +312,36 @@ async fn step_limit_stops_loops() {
     assert!(matches!(error, RunError::StepLimit { limit: 10 }), "{error:?}");
 }
 
+/// The caller holds its stream open and never reads: its buffer fills, and the run waits for it
+/// only until the run's deadline, then goes on to its end without it (its events still in the
+/// run's log) instead of holding its thread and its slot for as long as the connection lasts.
+#[tokio::test]
+async fn a_caller_that_stops_reading_holds_its_run_back_until_the_deadline_only() {
+    let graph = GraphBuilder::new("loop")
+        .node("spin", Loop)
+        .entry("spin")
+        .conditional_edge("spin", [Target::node("spin"), Target::End], |s: &Doc| {
+            if s.loops < 20 {
+                Target::node("spin")
+            } else {
+                Target::End
+            }
+        })
+        .max_steps(100)
+        .build()
+        .unwrap();
+    let config = RunnerConfig { event_buffer: 2, ..RunnerConfig::default() };
+    let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), config);
+    let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
+    request.mode = ThreadMode::CreateIfMissing;
+    request.timeout = Some(Duration::from_millis(200));
+    let (events, outcome, _cancel) = runner.start(request).await.unwrap().into_parts();
+    let ended = tokio::time::timeout(Duration::from_secs(10), outcome).await.expect("the run ends without its reader");
+    assert_eq!(ended.unwrap().expect("its nodes are quick, so it completes").state.unwrap().loops, 20);
+    assert_eq!(runner.registry().active_runs(), 0);
+    drop(events);
+}
+
 #[tokio::test]
 async fn interrupt_persists_and_resume_continues_at_the_node() {
     let store = Arc::new(MemoryCheckpointer::default());
