@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use frontdesk_api::v1::{self as pb, conversation::State};
 use frontdesk_client::{Client, ClientError, SendOptions, StartOptions};
-use frontdesk_llm::{ScriptedModel, ScriptedReply, ToolSpec};
+use frontdesk_llm::{
+    ChatModel, ChatRequest, ChatResponse, LlmError, ScriptedModel, ScriptedReply, ScriptedToolCall, ToolSpec,
+};
 use frontdesk_server::{
     app::{App, Overrides, RunningServer},
     config::{CallLogMode, Config},
@@ -67,6 +69,10 @@ impl ToolProvider for TestTools {
             }
         }
         let (content, is_error) = match name {
+            // As the PMO server answers a category it does not have.
+            "setting_list" if arguments["category"] != "dl__service_category" => {
+                (json!({"error": format!("unknown settings category {}", arguments["category"])}), true)
+            }
             "setting_list" => (
                 json!({"category": "dl__service_category", "entries": [{"name": "Drywall Repair"}, {"name": "Plumbing"}]}),
                 false,
@@ -99,18 +105,49 @@ struct Call {
     _store: common::TestStore,
 }
 
+/// A model that names tools the node does not offer, which the scripted model refuses to do:
+/// a scripted call with an `invented_name` argument reaches the node as a call of that name.
+struct Inventing(Arc<ScriptedModel>);
+
+#[async_trait]
+impl ChatModel for Inventing {
+    fn model_name(&self) -> &str {
+        self.0.model_name()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut response = self.0.chat(request).await?;
+        for call in &mut response.tool_calls {
+            let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+            if let Some(name) = arguments["invented_name"].as_str() {
+                call.name = name.to_owned();
+            }
+        }
+        Ok(response)
+    }
+}
+
 async fn server(
     configure: impl FnOnce(&mut Config),
+) -> Result<(RunningServer, Arc<ScriptedModel>, Arc<TestTools>, common::TestStore), String> {
+    server_with(configure, |model| model).await
+}
+
+/// [`server`] with the scripted model as `model` wraps it.
+async fn server_with(
+    configure: impl FnOnce(&mut Config),
+    model: impl FnOnce(Arc<ScriptedModel>) -> Arc<dyn ChatModel>,
 ) -> Result<(RunningServer, Arc<ScriptedModel>, Arc<TestTools>, common::TestStore), String> {
     let store = common::test_store().await;
     let mut config = Config::default();
     config.database.url = store.url.clone();
     config.shutdown_grace_secs = 5;
     configure(&mut config);
-    let model = Arc::new(ScriptedModel::new("scripted-test"));
+    let scripted = Arc::new(ScriptedModel::new("scripted-test"));
     let tools = Arc::new(TestTools::default());
     let parts = Parts::default().with(UseTools(tools.clone()));
-    let app = App::build(config, Overrides { model: Some(model.clone()), parts }).await.map_err(|e| {
+    let overrides = Overrides { model: Some(model(scripted.clone())), parts };
+    let app = App::build(config, overrides).await.map_err(|e| {
         let mut chain = e.to_string();
         let mut source = std::error::Error::source(&e);
         while let Some(cause) = source {
@@ -121,12 +158,19 @@ async fn server(
         chain
     })?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    Ok((app.serve_on(listener).await.unwrap(), model, tools, store))
+    Ok((app.serve_on(listener).await.unwrap(), scripted, tools, store))
 }
 
 impl Call {
     async fn start_with(configure: impl FnOnce(&mut Config)) -> Self {
-        let (server, model, tools, store) = server(configure).await.expect("server builds");
+        Self::start_with_model(configure, |model| model).await
+    }
+
+    async fn start_with_model(
+        configure: impl FnOnce(&mut Config),
+        model: impl FnOnce(Arc<ScriptedModel>) -> Arc<dyn ChatModel>,
+    ) -> Self {
+        let (server, model, tools, store) = server_with(configure, model).await.expect("server builds");
         let client = Client::connect(format!("http://{}", server.addr)).await.unwrap();
         let started = client.start_conversation("service_call", StartOptions::default()).await.unwrap();
         assert_eq!(started.welcome.unwrap().text, "Thank you for calling. How can we help you today?");
@@ -453,6 +497,110 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
         (&ctx["flags"]["use_mcp_to_get_info_flag"], &ctx["flags"]["use_mcp_to_get_info_failed"]),
         (&json!(1), &json!(0))
     );
+    c.stop().await;
+}
+
+/// A tool node whose last call failed keeps none of the fields the model proposed, even after
+/// an earlier call of the same run got through: that call does not back what the model says of
+/// the one that failed.
+#[tokio::test]
+async fn a_tool_node_whose_last_call_failed_keeps_no_field_the_model_proposed() {
+    let c = Call::start().await;
+    to_the_catalog_lookup(&c).await;
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tool("setting_list", json!({"category": "dl__repair_kinds"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Invented Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    let (_, s, events) = c.say("ok").await;
+    let returned: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::ToolReturned(t)) => Some(t.is_error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(returned, [false, true], "the first call got through, the last failed");
+    let update = events
+        .iter()
+        .filter(|e| e.node == "use_mcp_to_get_info")
+        .find_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::NodeFinished(f)) => Some(f.update_json.clone()),
+            _ => None,
+        })
+        .expect("the tool node finished");
+    assert!(!update.contains("Invented"), "a failed tool node keeps no field of the model's: {update}");
+    let ctx = context(&s);
+    assert_eq!(ctx["matching_service_catalog_to_solve_customers_issue"], "", "as the template left it");
+    assert_eq!(
+        (&ctx["flags"]["use_mcp_to_get_info_flag"], &ctx["flags"]["use_mcp_to_get_info_failed"]),
+        (&json!(0), &json!(1))
+    );
+    c.stop().await;
+}
+
+/// A tool the model made up is not run, and is streamed and counted as `unknown`: the model's
+/// names never become metric labels (one series for every made-up name). The model still hears
+/// which name it got wrong.
+#[tokio::test]
+async fn a_tool_the_model_made_up_is_refused_and_counted_as_unknown() {
+    let c = Call::start_with_model(
+        |config| config.metrics.listen = Some("127.0.0.1:0".parse().unwrap()),
+        |scripted| Arc::new(Inventing(scripted)),
+    )
+    .await;
+    to_the_catalog_lookup(&c).await;
+    let invented = |name: &str| ScriptedToolCall::new("setting_list", json!({"invented_name": name}));
+    c.model.push_reply(
+        ScriptedReply::tool_calls([invented("pmo_search_everything"), invented("catalog_lookup_v2")])
+            .for_purpose(TOOLS),
+    );
+    c.tool("setting_list", json!({"category": "dl__service_category"}))
+        .tools_done(json!({"matching_service_catalog_to_solve_customers_issue": "Drywall Repair"}))
+        .navigate("Try_To_Gather_Customers_Data")
+        .reply("May I have your phone number?")
+        .navigate("Extract_Customer_Contact_Info");
+    let (_, s, events) = c.say("ok").await;
+    let streamed: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::ToolReturned(t)) => Some((t.name.clone(), t.is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        streamed,
+        [("unknown".to_owned(), true), ("unknown".to_owned(), true), ("setting_list".to_owned(), false)]
+    );
+    let called: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::ToolCalled(t)) => Some(t.name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(called, ["unknown", "unknown", "setting_list"]);
+    let ran: Vec<String> = c.tools.calls.lock().unwrap().iter().map(|(name, _)| name.clone()).collect();
+    assert_eq!(ran, ["setting_list"], "a tool the node does not offer is never run");
+    let told = c.model.requests().into_iter().filter(|r| r.purpose == TOOLS).any(|r| {
+        r.messages
+            .iter()
+            .any(|m| m.content.contains("no tool named pmo_search_everything; the tools are: setting_list"))
+    });
+    assert!(told, "the model is told which of its names is not a tool");
+    assert_eq!(context(&s)["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
+
+    let addr = c.server.as_ref().unwrap().metrics_addr.expect("metrics are served");
+    let (_, text) = common::http_get(addr, "/metrics").await;
+    let tool_calls = |tool: &str, outcome: &str| {
+        let labels = format!("{{workflow=\"service_call\",tool=\"{tool}\",outcome=\"{outcome}\"}}");
+        common::series(&text, &format!("frontdesk_tool_calls_total{labels}"))
+    };
+    assert_eq!((tool_calls("unknown", "error"), tool_calls("setting_list", "ok")), (2.0, 1.0));
+    for name in ["pmo_search_everything", "catalog_lookup_v2"] {
+        assert!(!text.contains(name), "{name} is a label:\n{text}");
+    }
     c.stop().await;
 }
 

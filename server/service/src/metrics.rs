@@ -4,8 +4,9 @@
 //! unless set; docs/operations.md, "Metrics").
 //!
 //! Labels name methods, workflows, nodes, model-call purposes, tools and error reasons: all of
-//! them come from the code and the workflows' configuration, never from a request, so the series
-//! stay few whatever the traffic. Nothing of a tenant, thread or run is a label.
+//! them come from the code and the workflows' configuration, never from a request or a model's
+//! reply (a tool the model named that its node does not offer is `unknown`), so the series stay
+//! few whatever the traffic. Nothing of a tenant, thread or run is a label.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -417,6 +418,8 @@ impl RunObserver for Metrics {
                 self.interrupts.get_or_create(&WorkflowLabels { workflow: workflow.to_owned() }).inc();
             }
             EventKind::LlmCall(info) => self.llm_call(workflow, info),
+            // The name is the workflow's own tool, or one its configuration offers: the tool
+            // loop, which knows what a node offers, streams a made-up one as `UNKNOWN_TOOL`.
             EventKind::ToolReturned { name, is_error, .. } => {
                 let outcome = if *is_error { "error" } else { "ok" };
                 self.tool_calls

@@ -40,6 +40,12 @@ impl ToolResult {
     }
 }
 
+/// The name a call to a tool the node does not offer is streamed under. Tool names in events
+/// are metric labels (`tool_calls_total{tool}`), and a model can name any tool: each made-up
+/// name would add a series. The model's own name stays where it is useful, in the error result
+/// it is shown (streamed too) and in the call's [`ToolUse`].
+pub const UNKNOWN_TOOL: &str = "unknown";
+
 /// One tool call a model made, with its result: the transcript a node keeps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolUse {
@@ -118,6 +124,7 @@ async fn gather(
     for round in 0..rounds {
         let mut offer = request.clone();
         offer.tools = tools.specs();
+        let offered: Vec<String> = offer.tools.iter().map(|spec| spec.name.clone()).collect();
         offer.response_format = Some(format.clone());
         let outcome = llm.complete(offer, &llm_node::call_options(ctx)).await;
         let response = match llm_node::reported(ctx, outcome).await {
@@ -135,13 +142,20 @@ async fn gather(
         debug!(round, calls = response.tool_calls.len(), purpose = %request.purpose, "model chose tools");
         for ToolCall { name, arguments, .. } in response.tool_calls {
             let started = std::time::Instant::now();
-            let result = match tools.call(&name, &arguments).await {
-                Ok(result) => result,
-                Err(error) => return Err(LoopFailed { error, used }),
+            // Decided here, where the offer is known, so that a tool the node did not offer is
+            // never run and never streamed (nor counted) under the model's name.
+            let offers = offered.contains(&name);
+            let result = if offers {
+                match tools.call(&name, &arguments).await {
+                    Ok(result) => result,
+                    Err(error) => return Err(LoopFailed { error, used }),
+                }
+            } else {
+                ToolResult::error(format!("no tool named {name}; the tools are: {}", offered.join(", ")))
             };
             let latency = started.elapsed();
             let arguments = serde_json::from_str(&arguments).unwrap_or(serde_json::Value::String(arguments));
-            announce(ctx, &name, &arguments, &result, latency).await;
+            announce(ctx, if offers { &name } else { UNKNOWN_TOOL }, &arguments, &result, latency).await;
             request
                 .messages
                 .push(ChatMessage::assistant(serde_json::json!({"tool": name, "arguments": arguments}).to_string()));

@@ -338,11 +338,12 @@ impl Worker {
         // finds nothing before a create that succeeds is the step working, not failing.
         let failed = used.last().is_none_or(|call| call.is_error);
         // The model's reading first, then what the tools returned by the flow's mapping: a
-        // tool's own record (an id, a booking) wins over the model's account of it. Without a
-        // call that got through, the model has nothing to read its fields from: a hangup that
-        // failed must not end the call because the model says it did.
-        let mut updates =
-            if used.iter().any(|call| !call.is_error) { Self::accepted(config, node, proposed) } else { Map::new() };
+        // tool's own record (an id, a booking) wins over the model's account of it. A failed
+        // step keeps nothing of the model's: an earlier call that got through does not back
+        // what it says of the one that failed (a hangup that failed must not end the call
+        // because the model says it did). The records of the calls that did get through are
+        // kept: they exist in the other system whatever became of the step.
+        let mut updates = if failed { Map::new() } else { Self::accepted(config, node, proposed) };
         for call in used.iter().filter(|call| !call.is_error) {
             updates.extend(Context::map_tool_result(config, &call.name, &call.result));
         }
