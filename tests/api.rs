@@ -969,3 +969,186 @@ async fn with_the_call_log_off_a_conversation_lists_no_calls() {
     assert!(listed.calls.is_empty());
     assert_eq!(listed.total_calls, 0);
 }
+
+/// The code of `status` and the field its `BadRequest` names ("" without one).
+fn violation(status: &tonic::Status) -> (Code, String) {
+    let details = tonic_types::StatusExt::get_error_details(status);
+    let field = details.bad_request().and_then(|b| b.field_violations.first()).map(|v| v.field.clone());
+    (status.code(), field.unwrap_or_default())
+}
+
+/// A `ResetConversation` key is checked as every call's is, though a reset needs none.
+#[tokio::test]
+async fn reset_with_a_bad_idempotency_key_is_an_invalid_argument() {
+    let s = TestServer::start().await;
+    let id = s.start_intake().await;
+    for bad in ["reset\0-1".to_owned(), "line\nbreak".to_owned(), "k".repeat(129)] {
+        let error = s.client.reset_conversation(&id, Some(bad.clone())).await.expect_err("refused");
+        let api = error.api().unwrap();
+        assert_eq!(
+            (api.code, api.field_violations[0].0.as_str()),
+            (Code::InvalidArgument, "idempotency_key"),
+            "{bad:?}"
+        );
+    }
+    s.client.reset_conversation(&id, Some("reset-1".into())).await.expect("a good key is accepted");
+    // The key is checked before the conversation is looked up.
+    let error = s.client.reset_conversation("conv-missing", Some("k\0".into())).await.err().unwrap();
+    assert_eq!(error.code(), Some(Code::InvalidArgument));
+}
+
+/// PostgreSQL refuses a NUL in a text value, and a call failing there would be answered as a
+/// store outage (`UNAVAILABLE`, with `RetryInfo`) that no retry mends. Every id and text field
+/// is refused with a NUL before it reaches the store; here on SQLite, which would store it.
+#[tokio::test]
+async fn a_nul_in_an_id_or_text_field_of_any_service_is_an_invalid_argument() {
+    use v1::{get_audit_trail_request::Key, start_investigation_request::Mutation};
+    let s = TestServer::start().await;
+    let mut investigations = s.client.investigations();
+    let mut expected = Vec::new();
+    let mut got = Vec::new();
+    let mut check = |field: &str, outcome: Result<(), tonic::Status>| {
+        expected.push((Code::InvalidArgument, field.to_owned()));
+        got.push(outcome.map_or_else(|status| violation(&status), |()| (Code::Ok, field.to_owned())));
+    };
+
+    let request = v1::GetInvestigationRequest { investigation_id: "INV-1001\0".into() };
+    check("investigation_id", investigations.get_investigation(request).await.map(drop));
+    let request = v1::WatchInvestigationRequest { investigation_id: "INV-1001\0".into(), after_seq: 0 };
+    check("investigation_id", investigations.watch_investigation(request).await.map(drop));
+    let request = v1::GetAuditTrailRequest { key: Some(Key::InvestigationId("INV-1001\0".into())) };
+    check("investigation_id", investigations.get_audit_trail(request).await.map(drop));
+    let request = v1::GetAuditTrailRequest { key: Some(Key::CorrelationId("corr\0".into())) };
+    check("correlation_id", investigations.get_audit_trail(request).await.map(drop));
+    let request = v1::ListPendingActionsRequest { recipient_id: "u001\0".into(), ..Default::default() };
+    check("recipient_id", investigations.list_pending_actions(request).await.map(drop));
+    let request = v1::StartInvestigationRequest {
+        mutation: Some(Mutation::MutationId("1001\0".into())),
+        idempotency_key: "".into(),
+    };
+    check("mutation_id", investigations.start_investigation(request).await.map(drop));
+    let inline = v1::HrMutation {
+        mutation_id: "2101".into(),
+        changer_id: "u005".into(),
+        target_user_id: "u004".into(),
+        system: "FinanceApp".into(),
+        access_level: "Admin".into(),
+        change_type: "budget_change".into(),
+        description: "Raised the team budget".into(),
+        changed_at: Some(prost_types::Timestamp { seconds: 1_762_785_000, nanos: 0 }),
+        change_investigation: 0,
+    };
+    for (field, mutation) in [
+        ("inline_mutation.description", v1::HrMutation { description: "Raised\0".into(), ..inline.clone() }),
+        (
+            "inline_mutation.change_type",
+            v1::HrMutation { mutation_id: "2102".into(), change_type: "budget\0".into(), ..inline.clone() },
+        ),
+    ] {
+        let request = v1::StartInvestigationRequest {
+            mutation: Some(Mutation::InlineMutation(mutation)),
+            idempotency_key: "".into(),
+        };
+        check(field, investigations.start_investigation(request).await.map(drop));
+    }
+    let reply = v1::RespondRequest {
+        investigation_id: "INV-1002".into(),
+        action_id: "INV-1002-changer".into(),
+        role: v1::ResponderRole::Changer as i32,
+        responder_id: "u002".into(),
+        text: "I covered for a colleague.".into(),
+        decision: 0,
+        idempotency_key: String::new(),
+    };
+    for (field, request) in [
+        ("investigation_id", v1::RespondRequest { investigation_id: "INV-1002\0".into(), ..reply.clone() }),
+        ("action_id", v1::RespondRequest { action_id: "INV-1002-changer\0".into(), ..reply.clone() }),
+        ("responder_id", v1::RespondRequest { responder_id: "u002\0".into(), ..reply.clone() }),
+    ] {
+        check(field, investigations.respond(request).await.map(drop));
+    }
+
+    let request = v1::GetResearchRequest { research_id: "RES-1\0".into() };
+    check("research_id", s.client.research().get_research(request).await.map(drop));
+    // A page token is the caller's to send back: one made up with a NUL in its position.
+    let forged = frontdesk_workflows::page_token::encode("research", "default", &"RES-\0");
+    let request = v1::ListResearchRequest { page_size: 0, page_token: forged };
+    check("page_token", s.client.research().list_research(request).await.map(drop));
+    check("thread_id", s.client.workflows().list_llm_calls(list_llm_calls("conv-1\0", 0)).await.map(drop));
+
+    assert_eq!(got, expected);
+    assert!(s.model.requests().is_empty(), "no model call for a bad request");
+}
+
+/// Start an investigation of mutation 1001 (authorised: the brief, the rights check's
+/// explanation and the report) and read its stream to the end.
+async fn investigate_1001(s: &TestServer) -> String {
+    s.script(&[
+        ("investigation_agent.brief", json!({"summary": "A change to review."})),
+        ("rights_check_agent.explain", json!({"message": "The grants found decide it."})),
+        ("advisory_agent.report", json!({"summary": "Summary.", "details": "Details."})),
+    ]);
+    let mutation = Some(v1::start_investigation_request::Mutation::MutationId("1001".into()));
+    let request = v1::StartInvestigationRequest { mutation, idempotency_key: String::new() };
+    let mut stream = s.client.investigations().start_investigation(request).await.unwrap().into_inner();
+    while let Some(item) = stream.next().await {
+        item.expect("the investigation runs");
+    }
+    "INV-1001".into()
+}
+
+/// Triage an English billing ticket of CUST-003 that is answered and archived as resolved; its
+/// thread id.
+async fn archived_ticket(s: &TestServer) -> String {
+    s.script(&[
+        ("translator.translate", json!({"original_language": "en", "is_english": true})),
+        (
+            "supervisor.classify",
+            json!({"reasoning": "scripted", "urgency": "low", "ticket_type": "billing", "requires_escalation": false}),
+        ),
+        (
+            "specialist.billing",
+            json!({
+                "reasoning": "scripted",
+                "recommended_action": "auto_respond",
+                "suggested_response": "Refund started.",
+                "relevant_articles": [],
+                "extracted_info": {"product_area": "billing", "issue_type": "double_charge", "sentiment": "calm"}
+            }),
+        ),
+    ]);
+    let request = v1::TriageTicketRequest {
+        customer_id: "CUST-003".into(),
+        message: "refund please".into(),
+        subject: "Help".into(),
+        ..Default::default()
+    };
+    let mut stream = s.client.triage().triage_ticket(request).await.unwrap().into_inner();
+    let mut result = None;
+    while let Some(item) = stream.next().await {
+        if let Some(v1::triage_ticket_response::Payload::Result(r)) = item.expect("the ticket is triaged").payload {
+            result = Some(r);
+        }
+    }
+    let result = result.expect("a result");
+    assert_eq!(result.status(), v1::TicketStatus::Resolved);
+    format!("CUST-003:{}", result.ticket_id)
+}
+
+/// `DeleteConversation` erases a conversation's model calls and no other thread's: on the id
+/// of an investigation (its thread in the database) or of an archived ticket (its thread gone,
+/// the triage archive keeping it) it is `NOT_FOUND`, and their calls stay in the log.
+#[tokio::test]
+async fn delete_conversation_on_another_workflows_thread_keeps_its_model_calls() {
+    let s = TestServer::start_with(Options { call_log: CallLogMode::Redacted, ..Options::default() }).await;
+    let threads = [investigate_1001(&s).await, archived_ticket(&s).await];
+    let mut workflows = s.client.workflows();
+    for thread in &threads {
+        let before = workflows.list_llm_calls(list_llm_calls(thread, 0)).await.unwrap().into_inner();
+        assert!(before.total_calls > 0, "{thread} made model calls");
+        let error = s.client.delete_conversation(thread).await.expect_err("not a conversation");
+        assert_eq!(error.code(), Some(Code::NotFound), "{thread}");
+        let after = workflows.list_llm_calls(list_llm_calls(thread, 0)).await.unwrap().into_inner();
+        assert_eq!(after.total_calls, before.total_calls, "{thread}'s calls stay");
+    }
+}

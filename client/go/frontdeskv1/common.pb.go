@@ -1257,8 +1257,10 @@ func (x *TasksDispatched) GetAlreadyDone() uint32 {
 	return 0
 }
 
-// One task of a fan-out node finished; its update is durable and applied, in dispatch order,
-// when every task of the step has finished.
+// One task of a fan-out node finished; its update is applied, in dispatch order, when every task
+// of the step has finished. Where the workflow commits after the node (after every node, or
+// after a node with effects), it is durable at once, and a crash re-runs only the tasks that
+// had not finished.
 type TaskFinished struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Step          uint32                 `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`

@@ -42,10 +42,10 @@ type WorkflowServiceClient interface {
 	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
 	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
 	// most page_size of them, with totals over every recorded call of the thread. An empty or
-	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
-	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
-	// an archived ticket, an investigation or a research run under that id), which answers
-	// with no calls.
+	// over-long thread_id, or one holding NUL, is INVALID_ARGUMENT (field thread_id). A thread
+	// with no recorded calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a
+	// conversation, an archived ticket, an investigation or a research run under that id), which
+	// answers with no calls.
 	ListLlmCalls(ctx context.Context, in *ListLlmCallsRequest, opts ...grpc.CallOption) (*ListLlmCallsResponse, error)
 	// Re-attaches to a run: streams its events numbered after after_event_id (0: from its
 	// first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
@@ -56,7 +56,8 @@ type WorkflowServiceClient interface {
 	// run id that is not a UUID is INVALID_ARGUMENT (field run_id). A run the replica stops as it
 	// shuts down ends the stream with UNAVAILABLE (reason SHUTTING_DOWN) instead of its last
 	// event: the run resumes on the next start or another replica; retry the original call with
-	// its key there.
+	// its key there. A run lost before its last event (a defect: a panic outside its nodes) ends
+	// the stream with INTERNAL; a stream never ends with OK before the run's last event.
 	SubscribeRun(ctx context.Context, in *SubscribeRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeRunResponse], error)
 }
 
@@ -143,10 +144,10 @@ type WorkflowServiceServer interface {
 	// The model calls a thread made, as the LLM call log recorded them (model.call_log other
 	// than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
 	// most page_size of them, with totals over every recorded call of the thread. An empty or
-	// over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
-	// calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
-	// an archived ticket, an investigation or a research run under that id), which answers
-	// with no calls.
+	// over-long thread_id, or one holding NUL, is INVALID_ARGUMENT (field thread_id). A thread
+	// with no recorded calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a
+	// conversation, an archived ticket, an investigation or a research run under that id), which
+	// answers with no calls.
 	ListLlmCalls(context.Context, *ListLlmCallsRequest) (*ListLlmCallsResponse, error)
 	// Re-attaches to a run: streams its events numbered after after_event_id (0: from its
 	// first), then its live ones, and ends after the run's last event (RunFinished, RunFailed
@@ -157,7 +158,8 @@ type WorkflowServiceServer interface {
 	// run id that is not a UUID is INVALID_ARGUMENT (field run_id). A run the replica stops as it
 	// shuts down ends the stream with UNAVAILABLE (reason SHUTTING_DOWN) instead of its last
 	// event: the run resumes on the next start or another replica; retry the original call with
-	// its key there.
+	// its key there. A run lost before its last event (a defect: a panic outside its nodes) ends
+	// the stream with INTERNAL; a stream never ends with OK before the run's last event.
 	SubscribeRun(*SubscribeRunRequest, grpc.ServerStreamingServer[SubscribeRunResponse]) error
 	mustEmbedUnimplementedWorkflowServiceServer()
 }

@@ -99,7 +99,9 @@ pub enum EventKind {
         tasks: u32,
         already_done: u32,
     },
-    /// One task of a fan-out node finished; its update is durable as a pending write.
+    /// One task of a fan-out node finished; its update is kept as a pending write, committed at
+    /// once where the graph commits after the node (`every_node`, or a node with effects), so a
+    /// crash re-runs only the tasks that had not finished.
     TaskFinished {
         step: u32,
         update_json: String,

@@ -236,6 +236,7 @@ impl LlmCallLedger {
                 reason: format!("must be 1 to {THREAD_ID_MAX} bytes without '/'"),
             });
         }
+        WorkflowError::reject_nul("thread_id", id)?;
         let key = tenant.key(id);
         let thread_id = key.as_str();
         if let Some(log) = &self.log {
@@ -296,6 +297,24 @@ impl LlmCallLedger {
             }
         }
         self.database.delete_llm_calls(&tenant.key(id)).await.map_err(store_error)
+    }
+
+    /// [`LlmCallLedger::forget`] for an id under which `DeleteConversation` found no
+    /// conversation: the calls a deletion left behind when their erasure failed after the
+    /// conversation was gone. Calls are filed by thread id alone, and every workflow's threads
+    /// share those ids, so while `registry` still knows a thread under the id (an investigation,
+    /// a research run, a live or archived ticket) the calls are that thread's, which erasing a
+    /// conversation never touches, and they stay. Returns how many calls were erased.
+    pub async fn forget_left_behind(
+        &self,
+        registry: &Registry,
+        tenant: &Tenant,
+        id: &str,
+    ) -> Result<u64, WorkflowError> {
+        if known(registry, &tenant.key(id)).await? {
+            return Ok(0);
+        }
+        self.forget(tenant, id).await
     }
 }
 
@@ -451,6 +470,29 @@ mod tests {
         drop(held);
         assert_eq!(ledger.forget(&tenant, "conv-3").await.unwrap(), 1, "the queued call is written, then erased");
         assert!(db.llm_calls("conv-3", 10).await.unwrap().is_empty());
+    }
+
+    /// What a failed erasure left behind is erased by its retry, but only under an id no thread
+    /// holds now: the calls of another workflow's thread under that id stay.
+    #[tokio::test]
+    async fn calls_left_behind_are_forgotten_only_under_an_id_no_thread_holds() {
+        use frontdesk_runtime::{conformance::sample, Checkpointer, RunStatus};
+        let db = database().await;
+        let store: Arc<dyn Checkpointer> = Arc::new(db.checkpointer());
+        store.put(&sample("INV-1", 1, RunStatus::Completed)).await.unwrap();
+        let registry = registry(&[store]);
+        let log = SqlCallLog::start(db.clone(), false);
+        let ledger = LlmCallLedger::new(db.clone(), Some(log.clone()));
+        for thread in ["INV-1", "conv-gone"] {
+            let request = request(Some(thread));
+            log.record(&request, Some(&reply()), &record(&request), None);
+        }
+        assert!(log.flushed(Duration::from_secs(5)).await);
+        let tenant = Tenant::default();
+        assert_eq!(ledger.forget_left_behind(&registry, &tenant, "INV-1").await.unwrap(), 0);
+        assert_eq!(db.llm_calls("INV-1", 10).await.unwrap().len(), 1, "the investigation's call stays");
+        assert_eq!(ledger.forget_left_behind(&registry, &tenant, "conv-gone").await.unwrap(), 1);
+        assert!(db.llm_calls("conv-gone", 10).await.unwrap().is_empty());
     }
 
     /// A live ticket may be in Redis rather than the database: it is known there, with no calls.

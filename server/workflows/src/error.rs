@@ -63,13 +63,20 @@ pub enum WorkflowError {
 }
 
 impl WorkflowError {
-    /// Refuses a NUL character in the free-text field `field`: no text needs one, and
-    /// PostgreSQL refuses to store it.
+    /// Refuses a NUL character in the request field `field` (free text or an id): no value
+    /// needs one, and PostgreSQL refuses it in any text value, stored or compared. Refused
+    /// there, the call would fail as the store being unavailable, which a retry never mends.
     pub fn reject_nul(field: &'static str, text: &str) -> Result<(), WorkflowError> {
         if text.contains('\0') {
             return Err(WorkflowError::InvalidArgument { field, reason: "must not contain NUL characters".into() });
         }
         Ok(())
+    }
+
+    /// [`WorkflowError::reject_nul`] for each of `fields`, (name as the API spells it, value),
+    /// in order: the first with a NUL is the one reported.
+    pub fn reject_nul_in(fields: &[(&'static str, &str)]) -> Result<(), WorkflowError> {
+        fields.iter().try_for_each(|(field, value)| Self::reject_nul(field, value))
     }
 
     /// `error`, from a run on the thread of `what` `id` (a conversation, a ticket): a missing or
@@ -94,5 +101,13 @@ mod tests {
         assert!(WorkflowError::reject_nul("text", "tabs\tand\nlines").is_ok());
         let refused = WorkflowError::reject_nul("text", "a\0b");
         assert!(matches!(refused, Err(WorkflowError::InvalidArgument { field: "text", .. })));
+    }
+
+    #[test]
+    fn the_first_field_with_a_nul_is_the_one_reported() {
+        assert!(WorkflowError::reject_nul_in(&[]).is_ok());
+        assert!(WorkflowError::reject_nul_in(&[("a", "x"), ("b", "")]).is_ok());
+        let refused = WorkflowError::reject_nul_in(&[("a", "x"), ("b", "\0"), ("c", "\0")]);
+        assert!(matches!(refused, Err(WorkflowError::InvalidArgument { field: "b", .. })), "{refused:?}");
     }
 }

@@ -59,7 +59,22 @@ pub fn decode<P: DeserializeOwned>(
     if l != listing || q != query {
         return Err(invalid("belongs to another listing or query; pass the same request fields as the first page"));
     }
+    // No token this server hands out holds a NUL (ids and keys never do), and a position with
+    // one would reach the store, where PostgreSQL refuses it as a store failure.
+    if holds_nul(&p) {
+        return Err(invalid("is not a page token returned by this listing"));
+    }
     serde_json::from_value(p).map(Some).map_err(|_| invalid("is not a page token returned by this listing"))
+}
+
+/// Whether any string in `value`, its object keys included, holds a NUL.
+fn holds_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(holds_nul),
+        serde_json::Value::Object(fields) => fields.iter().any(|(key, value)| key.contains('\0') || holds_nul(value)),
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -100,5 +115,15 @@ mod tests {
         assert_eq!(field(decode::<String>("tickets", "CUST-1/", Some(&token)).unwrap_err()), "page_token");
         let v2 = URL_SAFE_NO_PAD.encode(r#"{"v":2,"l":"tickets","q":"CUST-1/","p":{"ms":1,"id":"a"}}"#);
         assert_eq!(field(decode::<At>("tickets", "CUST-1/", Some(&v2)).unwrap_err()), "page_token");
+    }
+
+    /// A token is the caller's to send back, so one can be made up: a NUL in its position would
+    /// reach the store.
+    #[test]
+    fn a_position_holding_a_nul_is_an_invalid_argument() {
+        let forged = encode("tickets", "CUST-1/", &At { ms: 1, id: "TKT-\0".into() });
+        assert_eq!(field(decode::<At>("tickets", "CUST-1/", Some(&forged)).unwrap_err()), "page_token");
+        let forged = encode("research", "default", &["RES-1", "\0"]);
+        assert_eq!(field(decode::<Vec<String>>("research", "default", Some(&forged)).unwrap_err()), "page_token");
     }
 }

@@ -9,7 +9,7 @@ use frontdesk_api::v1::{
     BusyPolicy,
 };
 use frontdesk_runtime::BusyPolicy as RunBusyPolicy;
-use frontdesk_workflows::{TurnOptions, WorkflowError};
+use frontdesk_workflows::{idempotency::validate_key, TurnOptions, WorkflowError};
 use futures::Stream;
 use tonic::{server::NamedService, Request, Response, Status};
 
@@ -130,9 +130,12 @@ impl ConversationService for ConversationApi {
         &self,
         request: Request<pb::ResetConversationRequest>,
     ) -> Result<Response<pb::ResetConversationResponse>, Status> {
-        // Resetting is idempotent by nature: a repeated reset leaves the same cleared state.
+        // Resetting is idempotent by nature: a repeated reset leaves the same cleared state, so
+        // the key is not kept. It is still checked as every call checks one, so that a key a
+        // client gets wrong is refused here as on the calls that keep it.
         let tenant = auth::tenant(&request);
-        let pb::ResetConversationRequest { conversation_id, idempotency_key: _ } = request.into_inner();
+        let pb::ResetConversationRequest { conversation_id, idempotency_key } = request.into_inner();
+        validate_key(optional(idempotency_key).as_deref()).map_err(to_status)?;
         let host = self.registry.owner_of(&tenant, &conversation_id).await.map_err(to_status)?;
         let view = host.reset(&tenant, &conversation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::ResetConversationResponse { conversation: Some(convert::conversation(view).0) }))
@@ -148,8 +151,13 @@ impl ConversationService for ConversationApi {
             Ok(host) => host,
             // Gone already, perhaps by a call whose erasure of the model calls failed after the
             // conversation was deleted: its retry finishes that erasure, and is still told so.
+            // The id may name another workflow's thread instead (an investigation, a ticket),
+            // whose calls are not a conversation's to erase: those stay.
             Err(gone @ WorkflowError::NotFound { .. }) => {
-                self.llm_calls.forget(&tenant, &conversation_id).await.map_err(to_status)?;
+                self.llm_calls
+                    .forget_left_behind(&self.registry, &tenant, &conversation_id)
+                    .await
+                    .map_err(to_status)?;
                 return Err(to_status(gone));
             }
             Err(error) => return Err(to_status(error)),

@@ -29,6 +29,14 @@ pub(crate) fn page_size(requested: i32) -> Result<usize, tonic::Status> {
     }
 }
 
+/// Refuses a NUL in any of `fields`, a request's ids and texts as (name in the API, value),
+/// before the call reads or writes anything (see `WorkflowError::reject_nul`). For the fields
+/// that reach the store with no check of their own; a field a workflow checks further (a
+/// conversation id, a key, a turn's text) is refused there.
+pub(crate) fn reject_nul(fields: &[(&'static str, &str)]) -> Result<(), Status> {
+    WorkflowError::reject_nul_in(fields).map_err(to_status)
+}
+
 pub(crate) fn optional(s: String) -> Option<String> {
     if s.is_empty() {
         None

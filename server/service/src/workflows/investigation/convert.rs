@@ -195,6 +195,11 @@ pub fn inline_mutation(m: pb::HrMutation) -> Result<HrMutation, WorkflowError> {
         changed_at,
         change_investigation: _,
     } = m;
+    // The ids are checked by the desk, against the characters an id may have.
+    WorkflowError::reject_nul_in(&[
+        ("inline_mutation.change_type", &change_type),
+        ("inline_mutation.description", &description),
+    ])?;
     let access_level = AccessLevel::parse(&access_level).ok_or(WorkflowError::InvalidArgument {
         field: "inline_mutation.access_level",
         reason: "must be Read, Write or Admin".into(),

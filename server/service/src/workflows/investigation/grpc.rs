@@ -14,7 +14,7 @@ use super::convert;
 use crate::{
     auth,
     error::{invalid_argument, to_status},
-    grpc::{optional, stream_run},
+    grpc::{optional, reject_nul, stream_run},
 };
 
 pub struct InvestigationApi {
@@ -53,7 +53,10 @@ impl InvestigationService for InvestigationApi {
         let tenant = auth::tenant(&request);
         let pb::StartInvestigationRequest { mutation, idempotency_key } = request.into_inner();
         let mutation = match mutation {
-            Some(pb::start_investigation_request::Mutation::MutationId(id)) => MutationRef::Id(id),
+            Some(pb::start_investigation_request::Mutation::MutationId(id)) => {
+                reject_nul(&[("mutation_id", &id)])?;
+                MutationRef::Id(id)
+            }
             Some(pb::start_investigation_request::Mutation::InlineMutation(m)) => {
                 MutationRef::Inline(convert::inline_mutation(m).map_err(to_status)?)
             }
@@ -77,6 +80,12 @@ impl InvestigationService for InvestigationApi {
         let tenant = auth::tenant(&request);
         let pb::RespondRequest { investigation_id, action_id, role, responder_id, text, decision, idempotency_key } =
             request.into_inner();
+        // The text is the desk's to check, with its length.
+        reject_nul(&[
+            ("investigation_id", &investigation_id),
+            ("action_id", &action_id),
+            ("responder_id", &responder_id),
+        ])?;
         let role = match pb::ResponderRole::try_from(role) {
             Ok(pb::ResponderRole::Changer) => ResponderRole::Changer,
             Ok(pb::ResponderRole::Manager) => ResponderRole::Manager,
@@ -116,6 +125,7 @@ impl InvestigationService for InvestigationApi {
         if investigation_id.is_empty() {
             return Err(invalid_argument("investigation_id", "is required"));
         }
+        reject_nul(&[("investigation_id", &investigation_id)])?;
         let view = self.desk.get(&tenant, &investigation_id).await.map_err(to_status)?;
         Ok(Response::new(pb::GetInvestigationResponse { investigation: Some(convert::investigation(view)) }))
     }
@@ -145,6 +155,7 @@ impl InvestigationService for InvestigationApi {
         if investigation_id.is_empty() {
             return Err(invalid_argument("investigation_id", "is required"));
         }
+        reject_nul(&[("investigation_id", &investigation_id)])?;
         let entries = self.desk.watch(&tenant, &investigation_id, after_seq).await.map_err(to_status)?;
         let stream = entries.map(|entry| {
             entry.map(|e| pb::WatchInvestigationResponse { entry: Some(convert::audit_entry(e)) }).map_err(to_status)
@@ -159,8 +170,14 @@ impl InvestigationService for InvestigationApi {
         let tenant = auth::tenant(&request);
         let pb::GetAuditTrailRequest { key } = request.into_inner();
         let key = match key {
-            Some(pb::get_audit_trail_request::Key::InvestigationId(id)) => AuditKey::Investigation(id),
-            Some(pb::get_audit_trail_request::Key::CorrelationId(id)) => AuditKey::Correlation(id),
+            Some(pb::get_audit_trail_request::Key::InvestigationId(id)) => {
+                reject_nul(&[("investigation_id", &id)])?;
+                AuditKey::Investigation(id)
+            }
+            Some(pb::get_audit_trail_request::Key::CorrelationId(id)) => {
+                reject_nul(&[("correlation_id", &id)])?;
+                AuditKey::Correlation(id)
+            }
             None => return Err(invalid_argument("key", "give an investigation_id or a correlation_id")),
         };
         let entries = self.desk.audit_trail(&tenant, key).await.map_err(to_status)?;
@@ -175,6 +192,7 @@ impl InvestigationService for InvestigationApi {
     ) -> Result<Response<pb::ListPendingActionsResponse>, Status> {
         let tenant = auth::tenant(&request);
         let pb::ListPendingActionsRequest { recipient_id, status, page_size, page_token } = request.into_inner();
+        reject_nul(&[("recipient_id", &recipient_id)])?;
         let status = match pb::PendingActionStatus::try_from(status) {
             Ok(pb::PendingActionStatus::Unspecified | pb::PendingActionStatus::Awaiting) => ActionStatus::Awaiting,
             Ok(pb::PendingActionStatus::Answered) => ActionStatus::Answered,

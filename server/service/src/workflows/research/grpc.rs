@@ -11,7 +11,7 @@ use super::convert;
 use crate::{
     auth,
     error::{invalid_argument, to_status},
-    grpc::{optional, stream_run},
+    grpc::{optional, reject_nul, stream_run},
 };
 
 pub struct ResearchApi {
@@ -52,6 +52,7 @@ impl ResearchService for ResearchApi {
     ) -> Result<Response<pb::GetResearchResponse>, Status> {
         let tenant = auth::tenant(&request);
         let pb::GetResearchRequest { research_id } = request.into_inner();
+        reject_nul(&[("research_id", &research_id)])?;
         let view = self.desk.get(&tenant, &research_id).await.map_err(to_status)?;
         Ok(Response::new(pb::GetResearchResponse { research: Some(convert::research(view)) }))
     }

@@ -536,8 +536,10 @@ export const TasksDispatchedSchema: GenMessage<TasksDispatched> = /*@__PURE__*/
   messageDesc(file_frontdesk_v1_common, 11);
 
 /**
- * One task of a fan-out node finished; its update is durable and applied, in dispatch order,
- * when every task of the step has finished.
+ * One task of a fan-out node finished; its update is applied, in dispatch order, when every task
+ * of the step has finished. Where the workflow commits after the node (after every node, or
+ * after a node with effects), it is durable at once, and a crash re-runs only the tasks that
+ * had not finished.
  *
  * @generated from message frontdesk.v1.TaskFinished
  */

@@ -546,10 +546,10 @@ export const WorkflowService: GenService<{
    * The model calls a thread made, as the LLM call log recorded them (model.call_log other
    * than "off"; see docs/operations.md, "LLM call log"): the most recent first, a page of at
    * most page_size of them, with totals over every recorded call of the thread. An empty or
-   * over-long thread_id is INVALID_ARGUMENT (field thread_id). A thread with no recorded
-   * calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a conversation,
-   * an archived ticket, an investigation or a research run under that id), which answers
-   * with no calls.
+   * over-long thread_id, or one holding NUL, is INVALID_ARGUMENT (field thread_id). A thread
+   * with no recorded calls is NOT_FOUND (kind thread) unless the server knows it otherwise (a
+   * conversation, an archived ticket, an investigation or a research run under that id), which
+   * answers with no calls.
    *
    * @generated from rpc frontdesk.v1.WorkflowService.ListLlmCalls
    */
@@ -568,7 +568,8 @@ export const WorkflowService: GenService<{
    * run id that is not a UUID is INVALID_ARGUMENT (field run_id). A run the replica stops as it
    * shuts down ends the stream with UNAVAILABLE (reason SHUTTING_DOWN) instead of its last
    * event: the run resumes on the next start or another replica; retry the original call with
-   * its key there.
+   * its key there. A run lost before its last event (a defect: a panic outside its nodes) ends
+   * the stream with INTERNAL; a stream never ends with OK before the run's last event.
    *
    * @generated from rpc frontdesk.v1.WorkflowService.SubscribeRun
    */
