@@ -1,6 +1,6 @@
 //! Page tokens: decoding never panics and refuses everything that is not a token of the same
-//! listing and query with `InvalidArgument` on `page_token`; encoding round-trips, and a token
-//! is URL-safe.
+//! listing and query with `InvalidArgument` on `page_token`; encoding round-trips (a position
+//! holding a NUL, which no listing writes, is refused), and a token is URL-safe.
 
 #![no_main]
 
@@ -56,11 +56,15 @@ fuzz_target!(|input: Input| {
     let _ = page_token::decode::<serde_json::Value>(&listing, &query, Some(&token));
     assert_eq!(page_token::decode::<At>(&listing, &query, None).unwrap(), None);
 
-    // Tokens we write: URL-safe, and they read back as the position they hold.
+    // Tokens we write: URL-safe, and they read back as the position they hold. A position
+    // holding a NUL is never one the server writes (no id holds one), so a token with one was
+    // made up, and is refused before it reaches the store.
     let written = page_token::encode(&listing, &query, &position);
     assert!(!written.is_empty());
     assert!(written.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{written}");
-    if written.len() <= MAX_TOKEN_BYTES {
+    if written.len() <= MAX_TOKEN_BYTES && position.id.contains('\0') {
+        refused(page_token::decode::<At>(&listing, &query, Some(&written)), "a position holding a NUL");
+    } else if written.len() <= MAX_TOKEN_BYTES {
         let read = page_token::decode::<At>(&listing, &query, Some(&written));
         assert_eq!(read.unwrap(), Some(position.clone()), "round trip of {written}");
         if other_query != query {
