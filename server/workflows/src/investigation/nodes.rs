@@ -494,7 +494,11 @@ fn escalate(journal: &mut Journal<'_>, failure: AgentFailure) -> Result<(), Node
         // The orchestrator failed before it could mark the start.
         journal.set_status(me, Status::InvestigationStarted, &correlation_id)?;
     }
-    journal.set_status(me, Status::ManualInterventionRequired, &correlation_id)?;
+    // Already escalated when the advisory report failed after an escalation its run kept (the
+    // run failed after it, and its retry goes on from there): the status stands.
+    if state.status != Status::ManualInterventionRequired {
+        journal.set_status(me, Status::ManualInterventionRequired, &correlation_id)?;
+    }
     journal.request(Action::GenerateAdvisoryReport, serde_json::json!({"outcome": "manual_intervention"}));
     Ok(())
 }
@@ -963,4 +967,41 @@ impl Node<InvestigationState> for AdvisoryAgent {
 fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, NodeError> {
     serde_json::to_value(value)
         .map_err(|e| NodeError::with_source(NodeErrorKind::Internal, "cannot encode a tool call for the trail", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure() -> AgentFailure {
+        AgentFailure { kind: "DependencyFailed".into(), message: "the store refused".into(), attempts: 3 }
+    }
+
+    #[test]
+    fn an_escalation_moves_an_investigation_in_progress_to_manual_intervention() {
+        let state = InvestigationState {
+            investigation_id: "INV-1".into(),
+            status: Status::AwaitingUserResponse,
+            ..Default::default()
+        };
+        let mut journal = Journal::new(&state);
+        escalate(&mut journal, failure()).unwrap();
+        assert_eq!(journal.status, Status::ManualInterventionRequired);
+    }
+
+    #[test]
+    fn an_escalation_of_an_escalated_investigation_keeps_its_status() {
+        let state = InvestigationState {
+            investigation_id: "INV-1".into(),
+            status: Status::ManualInterventionRequired,
+            ..Default::default()
+        };
+        let mut journal = Journal::new(&state);
+        escalate(&mut journal, failure()).expect("not an illegal transition to the same status");
+        assert_eq!(journal.status, Status::ManualInterventionRequired);
+        let changes = journal.entries.iter().filter(|e| matches!(e.record, AuditRecord::StatusChange(_))).count();
+        assert_eq!(changes, 0, "no status change recorded");
+        let errors = journal.entries.iter().filter(|e| matches!(e.record, AuditRecord::Error(_))).count();
+        assert_eq!(errors, 1, "the failure is on the trail");
+    }
 }
