@@ -149,9 +149,32 @@ impl Node<CallState> for Receive {
         "A customer message arrives; the turn continues at the call's current node"
     }
 
-    async fn run(&self, _state: &CallState, _ctx: &NodeContext) -> Output {
-        Ok(NodeOutput::update(CallUpdate::default()))
+    async fn run(&self, state: &CallState, _ctx: &NodeContext) -> Output {
+        let update = match unanswered(state) {
+            Some(customer) => CallUpdate { pending_customer: Some(Some(customer)), ..Default::default() },
+            None => CallUpdate::default(),
+        };
+        Ok(NodeOutput::update(update))
     }
+}
+
+/// The customer's messages no reply has answered yet, when there are several: a turn that ran
+/// out of its step budget before a reply left its message unanswered, and the next turn's
+/// reply answers both (the turn's own message alone would drop the first from the exchanges the
+/// extraction and the navigator read). `None` when the turn's own message is all there is.
+fn unanswered(state: &CallState) -> Option<String> {
+    let mut waiting: Vec<&str> = state
+        .messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role == crate::message::Role::User)
+        .map(|m| m.text.as_str())
+        .collect();
+    if waiting.len() < 2 {
+        return None;
+    }
+    waiting.reverse();
+    Some(waiting.join("\n"))
 }
 
 /// One node of the flow configuration, run by the worker its action names.
@@ -685,5 +708,19 @@ mod tests {
             None,
             "no default: the end"
         );
+    }
+
+    #[test]
+    fn the_messages_a_turn_left_unanswered_are_answered_with_the_next() {
+        let mut state = CallState {
+            messages: vec![Message::assistant("welcome", "How can we help?"), Message::user("my boiler")],
+            ..Default::default()
+        };
+        assert_eq!(unanswered(&state), None, "the turn's own message only");
+        state.messages.push(Message::user("it leaks"));
+        assert_eq!(unanswered(&state).as_deref(), Some("my boiler\nit leaks"));
+        state.messages.push(Message::assistant("greet", "Sorry to hear that."));
+        state.messages.push(Message::user("today please"));
+        assert_eq!(unanswered(&state), None, "the reply answered the first two");
     }
 }
