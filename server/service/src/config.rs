@@ -614,6 +614,9 @@ fn problems(figment: &Figment, error: figment::Error, section: &[&str]) -> Vec<P
         .collect()
 }
 
+/// The most any `*_secs` setting may be: a year.
+pub const MAX_SECS: u64 = 366 * 24 * 60 * 60;
+
 impl Config {
     /// Defaults, then `file` (if given; it must exist), then `FRONTDESK__` variables, then
     /// `overrides`.
@@ -670,6 +673,29 @@ impl Config {
                 origin: origin(figment.find_metadata(setting), &["runs".into(), "max_events".into()]),
                 setting: setting.into(),
                 message: "must be at least 1: a run's last event must be kept for SubscribeRun".into(),
+            });
+        }
+        // Each becomes a `Duration` added to an `Instant` (a deadline, a lease's end, a cache
+        // entry's expiry), and that addition panics past the clock's range: refused here, with
+        // its setting named, rather than as a panic on the first request. A year is beyond any
+        // sensible value of each.
+        let seconds = [
+            ("shutdown_grace_secs", config.shutdown_grace_secs),
+            ("model.request_timeout_secs", config.model.request_timeout_secs),
+            ("limits.node_timeout_secs", config.limits.node_timeout_secs),
+            ("limits.run_timeout_secs", config.limits.run_timeout_secs),
+            ("runs.keep_finished_secs", config.runs.keep_finished_secs),
+            ("runs.lease_secs", config.runs.lease_secs),
+            ("runs.takeover_scan_secs", config.runs.takeover_scan_secs),
+            ("auth.cache_secs", config.auth.cache_secs),
+            ("tls.reload_check_secs", config.tls.reload_check_secs),
+        ];
+        for (setting, secs) in seconds.into_iter().filter(|&(_, secs)| secs > MAX_SECS) {
+            let path: Vec<String> = setting.split('.').map(str::to_owned).collect();
+            found.push(Problem {
+                origin: origin(figment.find_metadata(setting), &path),
+                setting: setting.into(),
+                message: format!("must be at most {MAX_SECS} seconds (a year), not {secs}"),
             });
         }
         if found.is_empty() {
@@ -1146,6 +1172,26 @@ mod tests {
             assert_eq!(Config::load(None, &Overrides::default())?.runs.max_events, 1);
             Ok(())
         });
+    }
+
+    #[test]
+    fn a_time_beyond_a_year_is_an_error_naming_the_setting() {
+        for (variable, setting) in [
+            ("FRONTDESK__LIMITS__RUN_TIMEOUT_SECS", "limits.run_timeout_secs"),
+            ("FRONTDESK__AUTH__CACHE_SECS", "auth.cache_secs"),
+            ("FRONTDESK__LIMITS__NODE_TIMEOUT_SECS", "limits.node_timeout_secs"),
+        ] {
+            jailed(|jail| {
+                jail.set_env(variable, u64::MAX.to_string());
+                let found = problem(Config::load(None, &Overrides::default()).unwrap_err());
+                assert_eq!(found.setting, setting);
+                assert_eq!(found.origin, format!("from environment variable {variable}"));
+                assert!(found.message.starts_with("must be at most 31622400 seconds"), "{}", found.message);
+                jail.set_env(variable, MAX_SECS.to_string());
+                Config::load(None, &Overrides::default())?;
+                Ok(())
+            });
+        }
     }
 
     #[test]
