@@ -1027,17 +1027,7 @@ async fn a_nul_in_an_id_or_text_field_of_any_service_is_an_invalid_argument() {
         idempotency_key: "".into(),
     };
     check("mutation_id", investigations.start_investigation(request).await.map(drop));
-    let inline = v1::HrMutation {
-        mutation_id: "2101".into(),
-        changer_id: "u005".into(),
-        target_user_id: "u004".into(),
-        system: "FinanceApp".into(),
-        access_level: "Admin".into(),
-        change_type: "budget_change".into(),
-        description: "Raised the team budget".into(),
-        changed_at: Some(prost_types::Timestamp { seconds: 1_762_785_000, nanos: 0 }),
-        change_investigation: 0,
-    };
+    let inline = common::inline_mutation("2101");
     for (field, mutation) in [
         ("inline_mutation.description", v1::HrMutation { description: "Raised\0".into(), ..inline.clone() }),
         (

@@ -122,6 +122,32 @@ impl Replica {
         collect(stream.map(|r| r.map(|r| r.progress.unwrap()))).await
     }
 
+    /// Starts the investigation of `mutation_id` and cancels its run once the model has been
+    /// asked for `purpose` (a reply scripted slow keeps the run there); the start ends CANCELLED.
+    async fn start_cancelled_at(&self, mutation_id: &str, key: &str, purpose: &str) {
+        let request = pb::StartInvestigationRequest {
+            mutation: Some(pb::start_investigation_request::Mutation::MutationId(mutation_id.into())),
+            idempotency_key: key.into(),
+        };
+        let mut stream = self.client.clone().start_investigation(request).await.unwrap().into_inner();
+        let first = stream.next().await.unwrap().unwrap();
+        let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
+        while !self.model.requests().iter().any(|q| q.purpose == purpose) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let addr = self.server.as_ref().unwrap().addr;
+        let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+        let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
+        let cancel = pb::CancelRunRequest { run_id: event.run_id.clone() };
+        assert!(workflows.cancel_run(cancel).await.unwrap().into_inner().cancelled);
+        let mut last = None;
+        while let Some(item) = stream.next().await {
+            last = Some(item);
+        }
+        let Some(Err(status)) = last else { panic!("the start ends with an error: {last:?}") };
+        assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+    }
+
     async fn respond(&self, request: pb::RespondRequest) -> Result<Streamed, tonic::Status> {
         let stream = self.client.clone().respond(request).await?.into_inner();
         collect(stream.map(|r| r.map(|r| r.progress.unwrap()))).await
@@ -654,17 +680,7 @@ async fn listing_paging_idempotency_and_inline_mutations() {
     assert_eq!(again.investigation().status(), first.investigation().status());
     assert!(again.messages.is_empty());
 
-    let inline = pb::HrMutation {
-        mutation_id: "2001".into(),
-        changer_id: "u005".into(),
-        target_user_id: "u004".into(),
-        system: "FinanceApp".into(),
-        access_level: "Admin".into(),
-        change_type: "budget_change".into(),
-        description: "Raised the team budget".into(),
-        changed_at: Some(prost_types::Timestamp { seconds: 1_762_785_000, nanos: 0 }),
-        change_investigation: 0,
-    };
+    let inline = common::inline_mutation("2001");
     r.script(&[brief(), explain(), report()]);
     let request = pb::StartInvestigationRequest {
         mutation: Some(pb::start_investigation_request::Mutation::InlineMutation(inline.clone())),
@@ -797,29 +813,9 @@ async fn a_cancelled_start_leaves_no_investigation_and_can_be_started_again() {
     let cluster = Cluster::new().await;
     let r = cluster.replica().await;
     r.model.push_reply(ScriptedReply::json(&brief().1).for_purpose(BRIEF).after(Duration::from_secs(30)));
-    let request = pb::StartInvestigationRequest {
-        mutation: Some(pb::start_investigation_request::Mutation::MutationId("1001".into())),
-        idempotency_key: String::new(),
-    };
-    let mut stream = r.client.clone().start_investigation(request).await.unwrap().into_inner();
-    let first = stream.next().await.unwrap().unwrap();
-    let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
     // Cancelled only once the brief's call has taken its (slow) reply, so the replies scripted
     // below are the second start's.
-    while !r.model.requests().iter().any(|q| q.purpose == BRIEF) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let addr = r.server.as_ref().unwrap().addr;
-    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
-    let cancel = pb::CancelRunRequest { run_id: event.run_id.clone() };
-    assert!(workflows.cancel_run(cancel).await.unwrap().into_inner().cancelled);
-    let mut last = None;
-    while let Some(item) = stream.next().await {
-        last = Some(item);
-    }
-    let Some(Err(status)) = last else { panic!("the start ends with an error: {last:?}") };
-    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+    r.start_cancelled_at("1001", "", BRIEF).await;
 
     assert_eq!(r.get("INV-1001").await.unwrap_err().code(), Code::NotFound);
     let listed = r.client.clone().list_investigations(pb::ListInvestigationsRequest::default()).await.unwrap();
@@ -846,27 +842,7 @@ async fn a_start_cancelled_after_an_agent_recorded_its_work_keeps_the_investigat
     r.model.push_reply(
         ScriptedReply::tool_call("lookup_data", lookup.clone()).for_purpose(EXPLAIN).after(Duration::from_secs(30)),
     );
-    let request = pb::StartInvestigationRequest {
-        mutation: Some(pb::start_investigation_request::Mutation::MutationId("1001".into())),
-        idempotency_key: "start-1001".into(),
-    };
-    let mut stream = r.client.clone().start_investigation(request).await.unwrap().into_inner();
-    let first = stream.next().await.unwrap().unwrap();
-    let Some(Payload::Event(event)) = first.progress.unwrap().payload else { panic!("an event first") };
-    while !r.model.requests().iter().any(|q| q.purpose == EXPLAIN) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let addr = r.server.as_ref().unwrap().addr;
-    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    let mut workflows = pb::workflow_service_client::WorkflowServiceClient::new(channel);
-    let cancel = pb::CancelRunRequest { run_id: event.run_id.clone() };
-    assert!(workflows.cancel_run(cancel).await.unwrap().into_inner().cancelled);
-    let mut last = None;
-    while let Some(item) = stream.next().await {
-        last = Some(item);
-    }
-    let Some(Err(status)) = last else { panic!("the start ends with an error: {last:?}") };
-    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+    r.start_cancelled_at("1001", "start-1001", EXPLAIN).await;
 
     let kept = r.get("INV-1001").await.expect("the investigation is kept");
     assert_eq!(kept.status(), S::InvestigationStarted);

@@ -321,3 +321,19 @@ pub fn series(text: &str, name_and_labels: &str) -> f64 {
     let line = line.unwrap_or_else(|| panic!("no {name_and_labels} in:\n{text}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
+
+/// A valid mutation for `StartInvestigation`'s inline form, under `mutation_id` (pick one the
+/// HR data does not have).
+pub fn inline_mutation(mutation_id: &str) -> v1::HrMutation {
+    v1::HrMutation {
+        mutation_id: mutation_id.into(),
+        changer_id: "u005".into(),
+        target_user_id: "u004".into(),
+        system: "FinanceApp".into(),
+        access_level: "Admin".into(),
+        change_type: "budget_change".into(),
+        description: "Raised the team budget".into(),
+        changed_at: Some(prost_types::Timestamp { seconds: 1_762_785_000, nanos: 0 }),
+        change_investigation: 0,
+    }
+}

@@ -447,9 +447,10 @@ async fn a_run_that_keeps_stopping_its_process_is_failed_after_its_takeovers() {
 }
 
 /// Asks once; resumed, its first run with the answer never returns (the process "dies" in
-/// it), later ones record the answer.
+/// it), with `fail_second` its second fails for good, later ones record the answer.
 struct AskThenHang {
     resumed: Arc<AtomicU32>,
+    fail_second: bool,
 }
 
 #[async_trait]
@@ -461,14 +462,28 @@ impl Node<Case> for AskThenHang {
                 vec![InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?],
             ));
         };
-        if self.resumed.fetch_add(1, Ordering::SeqCst) == 0 {
-            std::future::pending::<()>().await;
+        match self.resumed.fetch_add(1, Ordering::SeqCst) {
+            0 => std::future::pending().await,
+            1 if self.fail_second => Err(NodeError::new(NodeErrorKind::InvalidInput, "cannot use the answer now")),
+            _ => Ok(NodeOutput::update(CaseUpdate {
+                answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
+                ..Default::default()
+            })),
         }
-        Ok(NodeOutput::update(CaseUpdate {
-            answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
-            ..Default::default()
-        }))
     }
+}
+
+/// ask (an `AskThenHang`) -> decide -> END.
+fn ask_graph(resumed: &Arc<AtomicU32>, fail_second: bool, durability: Durability) -> frontdesk_runtime::Graph<Case> {
+    GraphBuilder::new("ask")
+        .node("ask", AskThenHang { resumed: resumed.clone(), fail_second })
+        .node("decide", Step("decide"))
+        .entry("ask")
+        .edge("ask", Target::node("decide"))
+        .edge("decide", Target::End)
+        .durability(durability)
+        .build()
+        .unwrap()
 }
 
 /// A resume whose node was cut off by a crash is recovered with its answer: the interrupt is
@@ -478,17 +493,7 @@ async fn a_resume_cut_off_by_a_crash_is_recovered_with_its_answer() {
     for durability in [Durability::EveryNode, Durability::ByEffect] {
         let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
         let resumed = Arc::new(AtomicU32::new(0));
-        let graph = || {
-            GraphBuilder::new("ask")
-                .node("ask", AskThenHang { resumed: resumed.clone() })
-                .node("decide", Step("decide"))
-                .entry("ask")
-                .edge("ask", Target::node("decide"))
-                .edge("decide", Target::End)
-                .durability(durability)
-                .build()
-                .unwrap()
-        };
+        let graph = || ask_graph(&resumed, false, durability);
         let crashed = Runner::new(graph(), store.clone(), RunnerConfig::default());
         assert_eq!(run(&crashed, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
         let handle = crashed.start(resume("t", "clarify-1", "because")).await.unwrap();
@@ -508,32 +513,6 @@ async fn a_resume_cut_off_by_a_crash_is_recovered_with_its_answer() {
     }
 }
 
-/// Asks once; resumed, its first run never returns (the process "dies" in it), its second
-/// fails for good, later ones record the answer.
-struct AskThenHangThenFail {
-    resumed: Arc<AtomicU32>,
-}
-
-#[async_trait]
-impl Node<Case> for AskThenHangThenFail {
-    async fn run(&self, _state: &Case, ctx: &NodeContext) -> Result<NodeOutput<CaseUpdate>, NodeError> {
-        let Some(answer) = ctx.resume() else {
-            return Ok(NodeOutput::interrupts(
-                log("asked"),
-                vec![InterruptRequest::new("clarify-1", "awaiting_user", &serde_json::json!({"to": "changer"}))?],
-            ));
-        };
-        match self.resumed.fetch_add(1, Ordering::SeqCst) {
-            0 => std::future::pending().await,
-            1 => Err(NodeError::new(NodeErrorKind::InvalidInput, "cannot use the answer now")),
-            _ => Ok(NodeOutput::update(CaseUpdate {
-                answers: Some(vec![format!("{}={}", answer.interrupt_id, answer.value.as_str().unwrap_or_default())]),
-                ..Default::default()
-            })),
-        }
-    }
-}
-
 /// A resume cut off by a crash, whose recovered run then fails: the interrupt is pending again,
 /// as it would be had the run failed before the crash, so the person's answer can be given
 /// again instead of being refused as already answered.
@@ -542,17 +521,7 @@ async fn a_recovered_resume_that_fails_reopens_its_interrupt() {
     for durability in [Durability::EveryNode, Durability::ByEffect] {
         let store: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::default());
         let resumed = Arc::new(AtomicU32::new(0));
-        let graph = || {
-            GraphBuilder::new("ask")
-                .node("ask", AskThenHangThenFail { resumed: resumed.clone() })
-                .node("decide", Step("decide"))
-                .entry("ask")
-                .edge("ask", Target::node("decide"))
-                .edge("decide", Target::End)
-                .durability(durability)
-                .build()
-                .unwrap()
-        };
+        let graph = || ask_graph(&resumed, true, durability);
         let crashed = Runner::new(graph(), store.clone(), RunnerConfig::default());
         assert_eq!(run(&crashed, create("t")).await.0.unwrap().status, RunStatus::Interrupted);
         let handle = crashed.start(resume("t", "clarify-1", "because")).await.unwrap();

@@ -290,21 +290,26 @@ async fn cancel_stops_an_in_flight_node_and_keeps_the_last_state() {
     assert_eq!(runner.registry().active_runs(), 0);
 }
 
-#[tokio::test]
-async fn step_limit_stops_loops() {
-    let graph = GraphBuilder::new("loop")
+/// `spin` loops until it has run `until` times, within `max_steps`.
+fn spin_graph(until: u32, max_steps: u32) -> frontdesk_runtime::Graph<Doc> {
+    GraphBuilder::new("loop")
         .node("spin", Loop)
         .entry("spin")
-        .conditional_edge("spin", [Target::node("spin"), Target::End], |s: &Doc| {
-            if s.loops < 1000 {
+        .conditional_edge("spin", [Target::node("spin"), Target::End], move |s: &Doc| {
+            if s.loops < until {
                 Target::node("spin")
             } else {
                 Target::End
             }
         })
-        .max_steps(10)
+        .max_steps(max_steps)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn step_limit_stops_loops() {
+    let graph = spin_graph(1000, 10);
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), RunnerConfig::default());
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
     request.mode = ThreadMode::CreateIfMissing;
@@ -317,19 +322,7 @@ async fn step_limit_stops_loops() {
 /// run's log) instead of holding its thread and its slot for as long as the connection lasts.
 #[tokio::test]
 async fn a_caller_that_stops_reading_holds_its_run_back_until_the_deadline_only() {
-    let graph = GraphBuilder::new("loop")
-        .node("spin", Loop)
-        .entry("spin")
-        .conditional_edge("spin", [Target::node("spin"), Target::End], |s: &Doc| {
-            if s.loops < 20 {
-                Target::node("spin")
-            } else {
-                Target::End
-            }
-        })
-        .max_steps(100)
-        .build()
-        .unwrap();
+    let graph = spin_graph(20, 100);
     let config = RunnerConfig { event_buffer: 2, ..RunnerConfig::default() };
     let runner = Runner::new(graph, Arc::new(MemoryCheckpointer::default()), config);
     let mut request = RunRequest::new("t", RunInput::Update(DocUpdate::default()));
