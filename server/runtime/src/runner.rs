@@ -814,8 +814,6 @@ struct Execution<S: State> {
     step: u32,
     /// A run may execute nodes while `step` is below this; the failure route raises it once.
     step_limit: u32,
-    /// Set once the run has taken the graph's failure route: a second failure fails the run.
-    failed_over: bool,
     /// What a failed run restores.
     rollback: Rollback,
     /// The run answers an interrupt: a failure reopens the interrupt, so it rolls back to the
@@ -1444,7 +1442,6 @@ impl<S: State> Runner<S> {
             taken_over: false,
             step: 0,
             step_limit: self.graph.max_steps,
-            failed_over: false,
             rollback,
             answers_interrupt: resumed,
             last_commit: StdInstant::now(),
@@ -1721,8 +1718,7 @@ impl<S: State> Runner<S> {
         // A resume whose answered node has not committed since: the checkpoint still holds the
         // state from before the run, and a failure reopens the interrupt, as it would have
         // before the crash (the person's answer is not lost; they can give it again).
-        let reopens = cp.pending.resume.is_some().then_some(cp.pending.answering.as_ref()).flatten();
-        let (rollback, answers_interrupt) = match reopens {
+        let (rollback, answers_interrupt) = match &cp.pending.answering {
             Some(interrupt) => {
                 let mut pending = Pending { tasks: Vec::new(), ..cp.pending.for_a_new_run() };
                 pending.answered.retain(|id| *id != interrupt.id);
@@ -1765,7 +1761,6 @@ impl<S: State> Runner<S> {
                 None => self.graph.max_steps,
             }
             .max(cp.run.step.saturating_add(1)),
-            failed_over: cp.pending.failed_over_at.is_some(),
             last_commit: StdInstant::now(),
             // The run resumes from this very checkpoint.
             committed_step: cp.run.step,
@@ -2083,7 +2078,9 @@ impl<S: State> Execution<S> {
         let Some(route) = &self.graph.failure_route else { return false };
         let covered =
             matches!(failed.error, RunError::Node { .. } | RunError::NodeTimeout { .. } | RunError::StepLimit { .. });
-        if !covered || self.failed_over || **node == *route.node {
+        // Taken once per run (`Pending::failed_over_at`, kept across a takeover): a second
+        // failure fails the run.
+        if !covered || self.pending.failed_over_at.is_some() || **node == *route.node {
             return false;
         }
         let failure = NodeFailure {
@@ -2097,7 +2094,6 @@ impl<S: State> Execution<S> {
         let update = (route.update)(&failure);
         self.state.apply(update);
         self.pending.tasks.clear();
-        self.failed_over = true;
         self.pending.failed_over_at = Some(self.step);
         self.step_limit = self.step.saturating_add(self.graph.max_steps);
         self.next = Some(route.node.clone());
