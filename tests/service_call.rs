@@ -243,6 +243,18 @@ fn nodes_run(events: &[pb::RunEvent]) -> Vec<String> {
         .collect()
 }
 
+/// The updates `node` streamed as it finished, in order.
+fn updates_of<'e>(events: &'e [pb::RunEvent], node: &str) -> Vec<&'e str> {
+    events
+        .iter()
+        .filter(|e| e.node == node)
+        .filter_map(|e| match &e.kind {
+            Some(pb::run_event::Kind::NodeFinished(f)) => Some(f.update_json.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Drives the shipped flow from the greeting to the hangup.
 async fn whole_call(c: &Call) {
     c.reply("Hello! I understand you need help with drywall repair.").navigate("Extract_Customer_Issue");
@@ -475,14 +487,7 @@ async fn a_failing_mcp_tool_is_reported_and_the_flow_retries_the_node() {
     let ctx = context(&s);
     assert_eq!(ctx["matching_service_catalog_to_solve_customers_issue"], "Drywall Repair");
     assert_eq!(nodes_run(&events), ["use_mcp_to_get_info", "use_mcp_to_get_info", "Try_To_Gather_Customers_Data"]);
-    let updates: Vec<&str> = events
-        .iter()
-        .filter(|e| e.node == "use_mcp_to_get_info")
-        .filter_map(|e| match &e.kind {
-            Some(pb::run_event::Kind::NodeFinished(f)) => Some(f.update_json.as_str()),
-            _ => None,
-        })
-        .collect();
+    let updates = updates_of(&events, "use_mcp_to_get_info");
     assert!(!updates[0].contains("Invented"), "a failed tool node keeps no field of the model's: {}", updates[0]);
     // The navigator was told of the failure, and the flags say how the node's last run went.
     let told: Vec<bool> = c
@@ -522,14 +527,8 @@ async fn a_tool_node_whose_last_call_failed_keeps_no_field_the_model_proposed() 
         })
         .collect();
     assert_eq!(returned, [false, true], "the first call got through, the last failed");
-    let update = events
-        .iter()
-        .filter(|e| e.node == "use_mcp_to_get_info")
-        .find_map(|e| match &e.kind {
-            Some(pb::run_event::Kind::NodeFinished(f)) => Some(f.update_json.clone()),
-            _ => None,
-        })
-        .expect("the tool node finished");
+    let updates = updates_of(&events, "use_mcp_to_get_info");
+    let update = updates.first().expect("the tool node finished");
     assert!(!update.contains("Invented"), "a failed tool node keeps no field of the model's: {update}");
     let ctx = context(&s);
     assert_eq!(ctx["matching_service_catalog_to_solve_customers_issue"], "", "as the template left it");
